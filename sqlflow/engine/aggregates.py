@@ -1,0 +1,349 @@
+"""Aggregates as combiners over column batches: create, merge, extract (docs/semantics.md, 7).
+
+An accumulator table is a dict of equal-length arrays, one row per partial aggregate. `create`
+turns input rows into one-row accumulators, `merge` combines rows by group id, `extract` gives
+Spark's result for each row. Everything is vectorised over many groups at once; only the
+object-valued aggregates (sets, lists) touch Python objects.
+
+>>> import numpy as np, pandas as pd
+>>> agg = Aggregate("sum", "x", "total")
+>>> acc = agg.create(pd.DataFrame({"x": [5, 7, None, 3]}), order_et=np.zeros(4, np.int64), order_seq=np.arange(4))
+>>> merged = agg.merge(acc, np.array([0, 0, 1, 1]), 2)
+>>> agg.extract(merged).tolist()
+[12, 3]
+>>> agg.extract(agg.merge(acc, np.array([0, 1, 1, 0]), 2)).tolist()
+[8, 7]
+"""
+from __future__ import annotations
+
+import decimal
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..errors import SqlflowUnsupportedError
+
+I64_MAX = np.iinfo(np.int64).max
+I64_MIN = np.iinfo(np.int64).min
+
+#: aggregate function names (Spark spellings) -> canonical kind
+KINDS = {
+    "count_star": "count_star",
+    "count": "count",
+    "sum": "sum",
+    "avg": "avg",
+    "mean": "avg",
+    "min": "min",
+    "max": "max",
+    "count_distinct": "count_distinct",
+    "first": "first",
+    "first_value": "first",
+    "last": "last",
+    "last_value": "last",
+    "collect_list": "collect_list",
+    "array_agg": "collect_list",
+    "collect_set": "collect_set",
+    "stddev": "stddev_samp",
+    "std": "stddev_samp",
+    "stddev_samp": "stddev_samp",
+    "stddev_pop": "stddev_pop",
+    "variance": "var_samp",
+    "var_samp": "var_samp",
+    "var_pop": "var_pop",
+}
+
+#: kinds whose downstream application of a retraction is a subtraction (issue: multi-stage pipelines)
+INVERTIBLE = {"count_star", "count", "sum", "avg"}
+
+
+def _segments(group: np.ndarray, n_groups: int):
+    """Order rows by group; return (order, starts, present) for reduceat over groups."""
+    order = np.argsort(group, kind="stable")
+    g = group[order]
+    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]]) if len(g) else np.empty(0, np.int64)
+    present = g[starts] if len(g) else np.empty(0, np.int64)
+    return order, starts, present
+
+
+def _reduce(values: np.ndarray, group: np.ndarray, n_groups: int, ufunc, fill):
+    """ufunc-reduce `values` per group id into an array of n_groups (missing groups get `fill`)."""
+    out = np.full(n_groups, fill, dtype=values.dtype)
+    if len(values) == 0:
+        return out
+    order, starts, present = _segments(group, n_groups)
+    out[present] = ufunc.reduceat(values[order], starts)
+    return out
+
+
+def _is_null(series: pd.Series) -> np.ndarray:
+    return series.isna().to_numpy()
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """One aggregate call: `kind` over input column `column` (None for count(*)), named `output`."""
+
+    kind: str
+    column: str | None
+    output: str
+    ignore_nulls: bool = False
+
+    def __post_init__(self):
+        if self.kind not in KINDS.values():
+            raise SqlflowUnsupportedError(
+                f"aggregate {self.kind}() is not supported by the sqlflow engine; supported: "
+                + ", ".join(sorted(set(KINDS))),
+                clause="SELECT",
+            )
+
+    # ------------------------------------------------------------------ create
+
+    def create(self, rows: pd.DataFrame, order_et: np.ndarray, order_seq: np.ndarray) -> dict:
+        """One accumulator per input row. `order_et`/`order_seq` order rows for first/last/collect_list."""
+        k = self.kind
+        n = len(rows)
+        if k == "count_star":
+            return {"cnt": np.ones(n, np.int64)}
+        x = rows[self.column]
+        null = _is_null(x)
+        if k == "count":
+            return {"cnt": (~null).astype(np.int64)}
+        if k in ("sum", "avg"):
+            return {"s": _sum_values(x, null, k == "avg"), "cnt": (~null).astype(np.int64)}
+        if k in ("min", "max"):
+            return {"v": _minmax_values(x, null, k), "cnt": (~null).astype(np.int64)}
+        if k in ("count_distinct", "collect_set"):
+            vals = x.to_numpy(dtype=object)
+            sets = np.empty(n, dtype=object)
+            for i in range(n):
+                sets[i] = frozenset() if null[i] else frozenset((_hashable(vals[i]),))
+            return {"set": sets}
+        if k == "collect_list":
+            vals = x.to_numpy(dtype=object)
+            items = np.empty(n, dtype=object)
+            for i in range(n):
+                items[i] = () if null[i] else ((int(order_et[i]), int(order_seq[i]), vals[i]),)
+            return {"items": items}
+        if k in ("first", "last"):
+            usable = ~null if self.ignore_nulls else np.ones(n, bool)
+            return {
+                "et": np.where(usable, order_et, I64_MAX if k == "first" else I64_MIN).astype(np.int64),
+                "seq": np.where(usable, order_seq, I64_MAX if k == "first" else I64_MIN).astype(np.int64),
+                "v": x.to_numpy(dtype=object),
+                "has": usable.astype(np.int64),
+            }
+        # variance family: (n, mean, m2)
+        v = pd.to_numeric(x, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+        cnt = (~null).astype(np.float64)
+        return {"n": cnt, "mean": np.where(null, 0.0, v), "m2": np.zeros(n)}
+
+    # ------------------------------------------------------------------ merge
+
+    def merge(self, acc: dict, group: np.ndarray, n_groups: int) -> dict:
+        """Combine accumulator rows with the same group id; returns n_groups rows."""
+        k = self.kind
+        group = np.asarray(group, dtype=np.int64)
+        if k in ("count_star", "count"):
+            return {"cnt": _reduce(acc["cnt"], group, n_groups, np.add, 0)}
+        if k in ("sum", "avg"):
+            s = acc["s"]
+            if s.dtype == object:
+                out = np.empty(n_groups, dtype=object)
+                out[:] = 0
+                for g, val in zip(group.tolist(), s.tolist()):
+                    out[g] = out[g] + val
+            else:
+                out = _reduce(s, group, n_groups, np.add, 0)
+            return {"s": out, "cnt": _reduce(acc["cnt"], group, n_groups, np.add, 0)}
+        if k in ("min", "max"):
+            v = acc["v"]
+            if v.dtype == object:
+                out = np.full(n_groups, None, dtype=object)
+                better = (lambda a, b: a < b) if k == "min" else (lambda a, b: a > b)
+                for g, val in zip(group.tolist(), v.tolist()):
+                    if val is None:
+                        continue
+                    cur = out[g]
+                    if cur is None or better(val, cur):
+                        out[g] = val
+            else:
+                uf = np.fmin if k == "min" else np.fmax
+                fill = _minmax_identity(v.dtype, k)
+                out = _reduce(v, group, n_groups, uf, fill)
+            return {"v": out, "cnt": _reduce(acc["cnt"], group, n_groups, np.add, 0)}
+        if k in ("count_distinct", "collect_set"):
+            out = np.empty(n_groups, dtype=object)
+            out[:] = [frozenset()] * n_groups
+            buckets: dict[int, list] = {}
+            for g, s in zip(group.tolist(), acc["set"].tolist()):
+                if s:
+                    buckets.setdefault(g, []).append(s)
+            for g, parts in buckets.items():
+                out[g] = parts[0] if len(parts) == 1 else frozenset().union(*parts)
+            return {"set": out}
+        if k == "collect_list":
+            out = np.empty(n_groups, dtype=object)
+            out[:] = [()] * n_groups
+            buckets = {}
+            for g, items in zip(group.tolist(), acc["items"].tolist()):
+                if items:
+                    buckets.setdefault(g, []).append(items)
+            for g, parts in buckets.items():
+                out[g] = parts[0] if len(parts) == 1 else tuple(i for p in parts for i in p)
+            return {"items": out}
+        if k in ("first", "last"):
+            n = len(group)
+            if n == 0:
+                return _empty_first_last(n_groups, k)
+            # pick, per group, the row with the smallest (first) / largest (last) (et, seq)
+            sign = 1 if k == "first" else -1
+            order = np.lexsort((sign * _clip(acc["seq"]), sign * _clip(acc["et"]), group))
+            g = group[order]
+            take = order[np.r_[True, g[1:] != g[:-1]]]
+            out = _empty_first_last(n_groups, k)
+            gs = group[take]
+            out["et"][gs] = acc["et"][take]
+            out["seq"][gs] = acc["seq"][take]
+            out["v"][gs] = acc["v"][take]
+            out["has"][gs] = _reduce(acc["has"], group, n_groups, np.add, 0)[gs]
+            return out
+        # variance family, Chan et al. parallel combination
+        n = _reduce(acc["n"], group, n_groups, np.add, 0.0)
+        total = _reduce(acc["n"] * acc["mean"], group, n_groups, np.add, 0.0)
+        mean = np.divide(total, n, out=np.zeros(n_groups), where=n > 0)
+        dev = acc["n"] * (acc["mean"] - mean[group]) ** 2
+        m2 = _reduce(acc["m2"] + dev, group, n_groups, np.add, 0.0)
+        return {"n": n, "mean": mean, "m2": m2}
+
+    # ------------------------------------------------------------------ extract
+
+    def extract(self, acc: dict) -> pd.Series:
+        """Spark's value of each accumulator row (nullable dtypes where Spark gives NULL)."""
+        k = self.kind
+        if k in ("count_star", "count"):
+            return pd.Series(acc["cnt"].astype(np.int64))
+        if k == "count_distinct":
+            return pd.Series(np.fromiter((len(s) for s in acc["set"]), np.int64, len(acc["set"])))
+        if k == "collect_set":
+            return pd.Series([_sorted_list(s) for s in acc["set"]], dtype=object)
+        if k == "collect_list":
+            return pd.Series([[v for _, _, v in sorted(items, key=lambda i: (i[0], i[1]))]
+                              for items in acc["items"]], dtype=object)
+        if k in ("first", "last"):
+            vals = acc["v"].copy()
+            vals[acc["has"] == 0] = None
+            return pd.Series(vals, dtype=object)
+        if k in ("sum", "avg", "min", "max"):
+            cnt = acc["cnt"]
+            if k == "avg":
+                s = acc["s"]
+                if s.dtype == object:
+                    vals = [None if c == 0 else s_ / c for s_, c in zip(s.tolist(), cnt.tolist())]
+                    return pd.Series(vals, dtype=object)
+                out = np.divide(s.astype(np.float64), cnt, out=np.zeros(len(cnt)), where=cnt > 0)
+                return pd.Series(pd.array(out, dtype="Float64")).mask(cnt == 0)
+            v = acc["s"] if k == "sum" else acc["v"]
+            if v.dtype == object:
+                return pd.Series([None if c == 0 else x for x, c in zip(v.tolist(), cnt.tolist())], dtype=object)
+            if v.dtype.kind in "iu":
+                return pd.Series(pd.array(v.astype(np.int64), dtype="Int64")).mask(cnt == 0)
+            if v.dtype.kind == "M":
+                return pd.Series(v).mask(cnt == 0)
+            if v.dtype.kind == "b":
+                return pd.Series(pd.array(v, dtype="boolean")).mask(cnt == 0)
+            return pd.Series(pd.array(v.astype(np.float64), dtype="Float64")).mask(cnt == 0)
+        # variance family
+        n, m2 = acc["n"], acc["m2"]
+        if k in ("var_samp", "stddev_samp"):
+            ok = n >= 2
+            var = np.divide(m2, n - 1, out=np.zeros(len(n)), where=ok)
+        else:
+            ok = n >= 1
+            var = np.divide(m2, n, out=np.zeros(len(n)), where=ok)
+        val = np.sqrt(np.maximum(var, 0.0)) if k.startswith("stddev") else var
+        return pd.Series(pd.array(val, dtype="Float64")).mask(~ok)
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def _clip(a: np.ndarray) -> np.ndarray:
+    # keep negation of I64_MIN from overflowing in lexsort keys
+    return np.clip(a, I64_MIN + 1, I64_MAX)
+
+
+def _empty_first_last(n_groups: int, kind: str) -> dict:
+    sentinel = I64_MAX if kind == "first" else I64_MIN
+    return {
+        "et": np.full(n_groups, sentinel, np.int64),
+        "seq": np.full(n_groups, sentinel, np.int64),
+        "v": np.full(n_groups, None, dtype=object),
+        "has": np.zeros(n_groups, np.int64),
+    }
+
+
+def _hashable(v):
+    if isinstance(v, list):
+        return tuple(_hashable(x) for x in v)
+    if isinstance(v, np.ndarray):
+        return tuple(_hashable(x) for x in v.tolist())
+    if isinstance(v, dict):
+        return tuple(sorted((k, _hashable(x)) for k, x in v.items()))
+    return v
+
+
+def _sorted_list(s) -> list:
+    try:
+        return sorted(s)
+    except TypeError:
+        return sorted(s, key=repr)
+
+
+def _sum_values(x: pd.Series, null: np.ndarray, as_float: bool) -> np.ndarray:
+    dtype = x.dtype
+    if isinstance(dtype, pd.ArrowDtype):
+        x = x.astype(object)
+        dtype = x.dtype
+    if dtype == object:
+        vals = x.to_numpy(dtype=object)
+        if any(isinstance(v, decimal.Decimal) for v in vals if v is not None):
+            zero = decimal.Decimal(0)
+            return np.array([zero if n else v for v, n in zip(vals, null)], dtype=object)
+        x = pd.to_numeric(x, errors="raise")
+        dtype = x.dtype
+    if as_float or dtype.kind == "f" or str(dtype) in ("Float64", "Float32"):
+        return x.to_numpy(dtype=np.float64, na_value=0.0) if null.any() else x.to_numpy(dtype=np.float64)
+    if dtype.kind in "iub" or str(dtype) in ("Int64", "Int32", "Int16", "Int8", "boolean"):
+        return x.to_numpy(dtype=np.int64, na_value=0)
+    raise SqlflowUnsupportedError(f"cannot sum values of type {dtype}", clause="SELECT")
+
+
+def _minmax_identity(dtype: np.dtype, kind: str):
+    if dtype.kind == "f":
+        return np.nan
+    if dtype.kind in "iu":
+        return np.iinfo(np.int64).max if kind == "min" else np.iinfo(np.int64).min
+    if dtype.kind == "M":
+        return np.datetime64("NaT")
+    if dtype.kind == "b":
+        return kind == "min"
+    return None
+
+
+def _minmax_values(x: pd.Series, null: np.ndarray, kind: str) -> np.ndarray:
+    dtype = x.dtype
+    if dtype.kind == "f" or str(dtype) in ("Float64", "Float32"):
+        return x.to_numpy(dtype=np.float64, na_value=np.nan)
+    if dtype.kind in "iu" or str(dtype) in ("Int64", "Int32", "Int16", "Int8"):
+        fill = I64_MAX if kind == "min" else I64_MIN
+        return x.to_numpy(dtype=np.int64, na_value=fill) if null.any() else x.to_numpy(dtype=np.int64)
+    if dtype.kind == "M":
+        # np.fmin/fmax skip NaT
+        return x.to_numpy()
+    if dtype.kind == "b" or str(dtype) == "boolean":
+        fill = kind == "min"
+        return x.to_numpy(dtype=bool, na_value=fill)
+    vals = x.to_numpy(dtype=object).copy()
+    vals[null] = None
+    return vals

@@ -1,0 +1,164 @@
+"""Watermarks as step functions of processing time (docs/semantics.md, 1.2).
+
+A `Timeline` holds steps `(proc_time, watermark)`: from each step's processing time on, the
+watermark is that value, until the next step. Before the first step it is -inf. Steps are strictly
+increasing in processing time and non-decreasing in watermark.
+
+>>> tl = Timeline.from_steps([10, 20, 30], [5, 5, 12])
+>>> tl.before(20), tl.at(20), tl.at(25), tl.before(10)
+(5, 5, 5, -9223372036854775808)
+>>> tl.first_reaching(12), tl.first_reaching(13) == POS_INF
+(30, True)
+>>> bounded_delay(arrival=[1, 2, 2, 7], event=[100, 90, 130, 120], delay=10).steps()
+[(1, 90), (2, 120)]
+>>> perfect(arrival=[1, 2, 3], event=[50, 40, 60]).steps()
+[(1, 40), (2, 60), (3, 9223372036854775807)]
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import SqlflowExecutionError
+from ..time import NEG_INF, POS_INF
+
+_I64 = np.int64
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """The watermark over processing time: W(p) = values[last i with times[i] <= p], else -inf."""
+
+    times: np.ndarray  # int64, strictly increasing processing times of the steps
+    values: np.ndarray  # int64, non-decreasing watermark after each step
+
+    @staticmethod
+    def from_steps(times, values, *, what: str = "watermark timeline") -> "Timeline":
+        """Validate and normalise steps: sorted by time, equal times collapsed to the last value,
+        steps that do not raise the watermark dropped. A watermark that moves backwards is an error."""
+        t = np.asarray(times, dtype=_I64)
+        v = np.asarray(values, dtype=_I64)
+        if t.shape != v.shape:
+            raise ValueError("times and values differ in length")
+        if t.size == 0:
+            return EMPTY_TIMELINE
+        order = np.argsort(t, kind="stable")
+        t, v = t[order], v[order]
+        back = np.flatnonzero(np.diff(v) < 0)
+        if back.size:
+            i = int(back[0]) + 1
+            raise SqlflowExecutionError(
+                f"{what} moves backwards at processing time {_fmt(t[i])}: "
+                f"{_fmt(v[i - 1])} then {_fmt(v[i])}; a watermark never decreases",
+                clause="WATERMARK",
+            )
+        # keep the last step of equal processing times, then only the steps that raise W
+        last_of_time = np.r_[t[1:] != t[:-1], True]
+        t, v = t[last_of_time], v[last_of_time]
+        rises = np.r_[v[0] > NEG_INF, v[1:] > v[:-1]]
+        return Timeline(t[rises], v[rises])
+
+    def steps(self) -> list[tuple[int, int]]:
+        return list(zip(self.times.tolist(), self.values.tolist()))
+
+    def at(self, p: int) -> int:
+        """W after the step at p (if any)."""
+        i = int(np.searchsorted(self.times, p, side="right")) - 1
+        return int(self.values[i]) if i >= 0 else NEG_INF
+
+    def before(self, p: int) -> int:
+        """W just before instant p, i.e. not counting a step at p."""
+        i = int(np.searchsorted(self.times, p, side="left")) - 1
+        return int(self.values[i]) if i >= 0 else NEG_INF
+
+    def at_many(self, p: np.ndarray) -> np.ndarray:
+        i = np.searchsorted(self.times, p, side="right") - 1
+        out = np.full(len(i), NEG_INF, dtype=_I64)
+        ok = i >= 0
+        out[ok] = self.values[i[ok]]
+        return out
+
+    def before_many(self, p: np.ndarray) -> np.ndarray:
+        i = np.searchsorted(self.times, p, side="left") - 1
+        out = np.full(len(i), NEG_INF, dtype=_I64)
+        ok = i >= 0
+        out[ok] = self.values[i[ok]]
+        return out
+
+    def first_reaching(self, x: int) -> int:
+        """Processing time of the first step with W >= x (POS_INF if none; x = -inf is reached at once)."""
+        if x == NEG_INF:
+            return NEG_INF
+        i = int(np.searchsorted(self.values, x, side="left"))
+        return int(self.times[i]) if i < len(self.times) else POS_INF
+
+    def first_reaching_many(self, x: np.ndarray) -> np.ndarray:
+        i = np.searchsorted(self.values, x, side="left")
+        out = np.full(len(i), POS_INF, dtype=_I64)
+        ok = i < len(self.times)
+        out[ok] = self.times[i[ok]]
+        out[np.asarray(x) == NEG_INF] = NEG_INF
+        return out
+
+    @property
+    def last_time(self) -> int:
+        return int(self.times[-1]) if len(self.times) else NEG_INF
+
+    def with_end_of_input(self, p_end: int) -> "Timeline":
+        """This timeline followed by the watermark reaching +inf at p_end."""
+        if len(self.times) and self.values[-1] == POS_INF:
+            return self
+        p_end = max(p_end, self.last_time)
+        if len(self.times) and self.times[-1] == p_end:
+            return Timeline(self.times.copy(), np.r_[self.values[:-1], POS_INF].astype(_I64))
+        return Timeline(np.r_[self.times, p_end].astype(_I64), np.r_[self.values, POS_INF].astype(_I64))
+
+
+EMPTY_TIMELINE = Timeline(np.empty(0, dtype=_I64), np.empty(0, dtype=_I64))
+
+
+def _fmt(t) -> str:
+    from ..time import format_time
+
+    return format_time(int(t))
+
+
+def bounded_delay(arrival, event, delay: int) -> Timeline:
+    """W(p) = max event time arrived by p, minus delay (advancing at each arrival instant)."""
+    a = np.asarray(arrival, dtype=_I64)
+    e = np.asarray(event, dtype=_I64)
+    if a.size == 0:
+        return EMPTY_TIMELINE
+    order = np.lexsort((e, a))
+    a, e = a[order], e[order]
+    w = np.maximum.accumulate(e)
+    w = np.where(w == NEG_INF, NEG_INF, w - delay)
+    return Timeline.from_steps(a, w)
+
+
+def perfect(arrival, event) -> Timeline:
+    """W(p) = min event time of rows arriving after p; +inf once all have arrived."""
+    a = np.asarray(arrival, dtype=_I64)
+    e = np.asarray(event, dtype=_I64)
+    if a.size == 0:
+        return EMPTY_TIMELINE
+    order = np.lexsort((e, a))
+    a, e = a[order], e[order]
+    # pending after the instant at a[i]: rows with arrival > a[i]; suffix minimum over later rows
+    suffix_min = np.minimum.accumulate(e[::-1])[::-1]
+    after = np.r_[suffix_min[1:], POS_INF].astype(_I64)
+    last_of_time = np.r_[a[1:] != a[:-1], True]
+    return Timeline.from_steps(a[last_of_time], after[last_of_time])
+
+
+def minimum(*timelines: Timeline) -> Timeline:
+    """The watermark of several inputs: the minimum of theirs, at every processing time."""
+    timelines = [t for t in timelines]
+    if not timelines:
+        return EMPTY_TIMELINE
+    if len(timelines) == 1:
+        return timelines[0]
+    times = np.unique(np.concatenate([t.times for t in timelines]))
+    values = np.min(np.vstack([t.at_many(times) for t in timelines]), axis=0)
+    return Timeline.from_steps(times, values)
