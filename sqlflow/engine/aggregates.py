@@ -57,22 +57,35 @@ KINDS = {
 INVERTIBLE = {"count_star", "count", "sum", "avg"}
 
 
-def _segments(group: np.ndarray, n_groups: int):
-    """Order rows by group; return (order, starts, present) for reduceat over groups."""
-    order = np.argsort(group, kind="stable")
-    g = group[order]
-    starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]]) if len(g) else np.empty(0, np.int64)
-    present = g[starts] if len(g) else np.empty(0, np.int64)
-    return order, starts, present
+class Grouping:
+    """Rows ordered by group id, computed once and shared by every field of every aggregate."""
+
+    def __init__(self, group: np.ndarray):
+        self.group = np.asarray(group, dtype=np.int64)
+        if len(self.group) and np.all(self.group[1:] >= self.group[:-1]):
+            self.order = None  # already sorted
+            g = self.group
+        else:
+            self.order = np.argsort(self.group, kind="stable")
+            g = self.group[self.order]
+        self.starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]]) if len(g) else np.empty(0, np.int64)
+        self.present = g[self.starts] if len(g) else np.empty(0, np.int64)
+
+    def sorted(self, values: np.ndarray) -> np.ndarray:
+        return values if self.order is None else values[self.order]
 
 
-def _reduce(values: np.ndarray, group: np.ndarray, n_groups: int, ufunc, fill):
+def _grouping(group) -> Grouping:
+    return group if isinstance(group, Grouping) else Grouping(group)
+
+
+def _reduce(values: np.ndarray, group, n_groups: int, ufunc, fill):
     """ufunc-reduce `values` per group id into an array of n_groups (missing groups get `fill`)."""
     out = np.full(n_groups, fill, dtype=values.dtype)
     if len(values) == 0:
         return out
-    order, starts, present = _segments(group, n_groups)
-    out[present] = ufunc.reduceat(values[order], starts)
+    gr = _grouping(group)
+    out[gr.present] = ufunc.reduceat(gr.sorted(values), gr.starts)
     return out
 
 
@@ -140,12 +153,14 @@ class Aggregate:
 
     # ------------------------------------------------------------------ merge
 
-    def merge(self, acc: dict, group: np.ndarray, n_groups: int) -> dict:
-        """Combine accumulator rows with the same group id; returns n_groups rows."""
+    def merge(self, acc: dict, group, n_groups: int) -> dict:
+        """Combine accumulator rows with the same group id (an array, or a shared Grouping);
+        returns n_groups rows."""
         k = self.kind
-        group = np.asarray(group, dtype=np.int64)
+        grouping = _grouping(group)
+        group = grouping.group
         if k in ("count_star", "count"):
-            return {"cnt": _reduce(acc["cnt"], group, n_groups, np.add, 0)}
+            return {"cnt": _reduce(acc["cnt"], grouping, n_groups, np.add, 0)}
         if k in ("sum", "avg"):
             s = acc["s"]
             if s.dtype == object:
@@ -154,8 +169,8 @@ class Aggregate:
                 for g, val in zip(group.tolist(), s.tolist()):
                     out[g] = out[g] + val
             else:
-                out = _reduce(s, group, n_groups, np.add, 0)
-            return {"s": out, "cnt": _reduce(acc["cnt"], group, n_groups, np.add, 0)}
+                out = _reduce(s, grouping, n_groups, np.add, 0)
+            return {"s": out, "cnt": _reduce(acc["cnt"], grouping, n_groups, np.add, 0)}
         if k in ("min", "max"):
             v = acc["v"]
             if v.dtype == object:
@@ -170,8 +185,8 @@ class Aggregate:
             else:
                 uf = np.fmin if k == "min" else np.fmax
                 fill = _minmax_identity(v.dtype, k)
-                out = _reduce(v, group, n_groups, uf, fill)
-            return {"v": out, "cnt": _reduce(acc["cnt"], group, n_groups, np.add, 0)}
+                out = _reduce(v, grouping, n_groups, uf, fill)
+            return {"v": out, "cnt": _reduce(acc["cnt"], grouping, n_groups, np.add, 0)}
         if k in ("count_distinct", "collect_set"):
             out = np.empty(n_groups, dtype=object)
             out[:] = [frozenset()] * n_groups
@@ -206,14 +221,14 @@ class Aggregate:
             out["et"][gs] = acc["et"][take]
             out["seq"][gs] = acc["seq"][take]
             out["v"][gs] = acc["v"][take]
-            out["has"][gs] = _reduce(acc["has"], group, n_groups, np.add, 0)[gs]
+            out["has"][gs] = _reduce(acc["has"], grouping, n_groups, np.add, 0)[gs]
             return out
         # variance family, Chan et al. parallel combination
-        n = _reduce(acc["n"], group, n_groups, np.add, 0.0)
-        total = _reduce(acc["n"] * acc["mean"], group, n_groups, np.add, 0.0)
+        n = _reduce(acc["n"], grouping, n_groups, np.add, 0.0)
+        total = _reduce(acc["n"] * acc["mean"], grouping, n_groups, np.add, 0.0)
         mean = np.divide(total, n, out=np.zeros(n_groups), where=n > 0)
         dev = acc["n"] * (acc["mean"] - mean[group]) ** 2
-        m2 = _reduce(acc["m2"] + dev, group, n_groups, np.add, 0.0)
+        m2 = _reduce(acc["m2"] + dev, grouping, n_groups, np.add, 0.0)
         return {"n": n, "mean": mean, "m2": m2}
 
     # ------------------------------------------------------------------ extract

@@ -18,18 +18,17 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from .. import ast
 from ..errors import SqlflowExecutionError
 from ..time import NEG_INF, POS_INF, saturating_add
+from . import vectorised
+from .panes import (EARLY, LATE, NO_EMIT_TIME, ON_TIME, PANE_COLUMNS, RETRACTION_COLUMN,  # noqa: F401
+                    TIMING_CODE, PaneTable, assemble)
+from .sessions import final_sessions
 from .plan import ARRIVAL_TIME, EVENT_TIME, GAP, EnginePlan, when_column
 from .triggers import Context
 from .watermarks import EMPTY_TIMELINE, Timeline
 from .windows import window_fn
-
-EARLY, ON_TIME, LATE = "EARLY", "ON_TIME", "LATE"
-
-#: pane columns added to every result, in output order
-PANE_COLUMNS = ("window_start", "window_end", "pane_index", "pane_timing", "is_last", "emit_time")
-RETRACTION_COLUMN = "is_retraction"
 
 #: reasons a (row, window) assignment is dropped
 TOO_LATE = "too late"
@@ -82,13 +81,15 @@ class Engine:
     # ------------------------------------------------------------------ public
 
     def run(self, rows: pd.DataFrame, *, timeline: Timeline | None = None, replay: bool = False,
-            p_end: int | None = None) -> EngineResult:
+            p_end: int | None = None, reference: bool = False, ordered: bool = True) -> EngineResult:
         """Run the whole input to its end.
 
         replay=False: bounded data without arrival times (rows arrive in event-time order, no
         processing time, watermark -inf until the end). replay=True: rows[ARRIVAL_TIME] gives
         arrival times and `timeline` the watermark; p_end is when the input ends (default: the
-        last arrival or timeline step).
+        last arrival or timeline step; give it explicitly when a batch is one part of a bigger
+        input). reference=True forces the per-key loop (the definition) for every key.
+        ordered=False skips sorting the panes into emission order (Spark does not keep it anyway).
         """
         rows = rows.reset_index(drop=True)
         n = len(rows)
@@ -100,10 +101,11 @@ class Engine:
                 raise SqlflowExecutionError("replay needs an arrival-time column", clause="WATERMARK")
             null_at = pd.isna(rows[ARRIVAL_TIME]).to_numpy()
             at = np.where(null_at, 0, rows[ARRIVAL_TIME].to_numpy()).astype(np.int64)
-            null_et |= null_at
+            null_et = null_et | null_at
         else:
             at = et
-        timeline = timeline if timeline is not None else EMPTY_TIMELINE
+        # bounded data without arrival times has no watermark until the end of input
+        timeline = timeline if (timeline is not None and replay) else EMPTY_TIMELINE
 
         dropped_rows: list[np.ndarray] = []
         dropped_reason: list[str] = []
@@ -119,7 +121,7 @@ class Engine:
                 dropped_rows.append(np.flatnonzero(bad))
                 dropped_reason.append(BAD_GAP)
             valid &= ~bad
-            gap = np.where(valid, g, 1).astype(np.int64)
+            gap = np.where(valid, np.nan_to_num(g, nan=1.0), 1).astype(np.int64)
 
         keys = list(self.plan.keys)
         if keys:
@@ -127,56 +129,82 @@ class Engine:
         else:
             key_id, key_index = np.zeros(n, np.int64), np.zeros(1 if n else 0, np.int64)
 
-        vrows = np.flatnonzero(valid)
+        vrows = np.flatnonzero(valid) if not valid.all() else np.arange(n)
         a_row, a_start, a_end = self.wfn.assign(et[vrows], None if gap is None else gap[vrows])
         a_row = vrows[a_row]
-        order = np.lexsort((a_start, et[a_row], at[a_row], key_id[a_row]))
-        a_row, a_start, a_end = a_row[order], a_start[order], a_end[order]
+        a_key, a_at = key_id[a_row], at[a_row]
         n_assign = len(a_row)
-
-        when = np.zeros((n_assign, self.plan.n_when), dtype=bool)
-        for i in range(self.plan.n_when):
-            col = rows[when_column(i)].to_numpy(dtype=object)
-            when[:, i] = [bool(v) if v is not None and v == v else False for v in col[a_row]]
-
-        expected = self._expected_counts(key_id, a_row, a_start, a_end) if self.plan.uses_percentile else None
-
         if p_end is None:
             p_end = max(int(at[valid].max()) if valid.any() else NEG_INF, timeline.last_time)
-        self._out = _PaneLog()
+
+        table = PaneTable()
         first_pane = np.full(n_assign, -1, np.int64)
         drop_reason = np.full(n_assign, "", dtype=object)
+        todo = np.ones(n_assign, bool)  # assignments left for the per-key loop
+        if not reference:
+            todo = self._vectorised(a_key, a_at, a_start, a_end, timeline, replay, p_end,
+                                    table, first_pane, drop_reason)
+        if todo.any():
+            sub = np.flatnonzero(todo)
+            sub = sub[np.lexsort((a_start[sub], et[a_row[sub]], a_at[sub], a_key[sub]))]
+            when = np.zeros((n_assign, self.plan.n_when), dtype=bool)
+            for i in range(self.plan.n_when):
+                col = rows[when_column(i)].to_numpy(dtype=object)[a_row[sub]]
+                when[sub, i] = [bool(v) if v is not None and v == v else False for v in col]
+            expected = (self._expected_counts(a_key, a_start, a_end, self.wfn.merging)
+                        if self.plan.uses_percentile else None)
+            keys_sub = a_key[sub]
+            bounds = np.flatnonzero(np.r_[True, keys_sub[1:] != keys_sub[:-1], True])
+            for b in range(len(bounds) - 1):
+                ids = sub[bounds[b]:bounds[b + 1]]
+                self._run_key(table, int(a_key[ids[0]]), ids, a_start, a_end, a_at, when, expected,
+                              first_pane, drop_reason, timeline, replay, p_end)
 
-        a_key = key_id[a_row]
-        a_at = at[a_row]
-        bounds = np.flatnonzero(np.r_[True, a_key[1:] != a_key[:-1], True]) if n_assign else np.array([0])
-        for b in range(len(bounds) - 1):
-            lo, hi = int(bounds[b]), int(bounds[b + 1])
-            self._run_key(int(a_key[lo]), lo, hi, a_start, a_end, a_at, when, expected,
-                          first_pane, drop_reason, timeline, replay, p_end)
-
-        panes = self._assemble(rows, a_row, et, at, first_pane, key_index, keys, replay)
-        late = drop_reason != ""
+        order_seq = at if replay else np.zeros(n, np.int64)
+        panes = assemble(self.plan, rows, table.finish(), a_row, first_pane, et, order_seq, key_index,
+                         ordered=ordered)
         for reason in (TOO_LATE, CLOSED):
-            sel = drop_reason == reason
-            if sel.any():
-                dropped_rows.append(a_row[sel])
+            if (drop_reason == reason).any():
+                dropped_rows.append(np.empty(0, np.int64))
                 dropped_reason.append(reason)
         dropped = _dropped_frame(dropped_rows, dropped_reason, a_row, a_start, a_end, drop_reason)
+        retraction = panes[RETRACTION_COLUMN] if RETRACTION_COLUMN in panes else pd.Series(False, index=panes.index)
         metrics = {
             "input_rows": n,
-            "panes": int((~panes[RETRACTION_COLUMN]).sum()) if RETRACTION_COLUMN in panes else len(panes),
-            "retractions": int(panes[RETRACTION_COLUMN].sum()) if RETRACTION_COLUMN in panes else 0,
+            "panes": int((~retraction).sum()),
+            "retractions": int(retraction.sum()),
             "dropped_null_event_time": int(null_et.sum()),
             "dropped_bad_gap": int(sum(len(r) for r, why in zip(dropped_rows, dropped_reason) if why == BAD_GAP)),
-            "dropped_too_late": int((drop_reason[late] == TOO_LATE).sum()),
-            "dropped_closed_window": int((drop_reason[late] == CLOSED).sum()),
+            "dropped_too_late": int((drop_reason == TOO_LATE).sum()),
+            "dropped_closed_window": int((drop_reason == CLOSED).sum()),
         }
         return EngineResult(panes, dropped, metrics)
 
+    def _vectorised(self, a_key, a_at, a_start, a_end, timeline, replay, p_end, table, first_pane,
+                    drop_reason) -> np.ndarray:
+        """Run the vectorised path that fits this plan; return the assignments it left over."""
+        n = len(a_key)
+        trigger, fn = self.plan.trigger, self.plan.window
+        merging = self.wfn.merging
+        custom = isinstance(fn, ast.CustomWindow)
+        static = not self.plan.per_row_gap
+        if not replay and vectorised.collapsible(trigger) and not custom:
+            first_pane[:] = vectorised.collapse(a_key, a_start, a_end, merging, table, p_end)
+            return np.zeros(n, bool)
+        shape = vectorised.schedule_shape(trigger)
+        if replay and shape is not None and not custom and static:
+            too_late = np.zeros(n, bool)
+            left = vectorised.watermark_schedule(
+                a_key=a_key, a_at=a_at, a_start=a_start, a_end=a_end, merging=merging,
+                timeline=timeline, lateness=self.lateness, shape=shape, p_end=p_end, table=table,
+                first_pane=first_pane, too_late=too_late)
+            drop_reason[too_late & ~left] = TOO_LATE
+            return left
+        return np.ones(n, bool)
+
     # ------------------------------------------------------------------ per key
 
-    def _run_key(self, key, lo, hi, a_start, a_end, a_at, when, expected, first_pane, drop_reason,
+    def _run_key(self, table: PaneTable, key, ids, a_start, a_end, a_at, when, expected, first_pane, drop_reason,
                  timeline: Timeline, replay: bool, p_end: int):
         trig = self.trigger
         lateness = self.lateness
@@ -216,8 +244,8 @@ class Engine:
             else:
                 timing = EARLY
             is_last = finished or wm_new >= saturating_add(w.end, lateness)
-            pid = self._out.add(key, w.start, w.end, w.next_index, timing, is_last,
-                                p if replay else None, p, w.lineage)
+            pid = table.add(key, w.start, w.end, w.next_index, TIMING_CODE[timing], is_last,
+                            p if replay else NO_EMIT_TIME, p, w.lineage)
             for a in w.pending:
                 first_pane[a] = pid
             w.pending = []
@@ -249,7 +277,7 @@ class Engine:
 
         def arrive_fixed(i, j, p, wm_prev):
             touched = []
-            for a in range(i, j):
+            for a in ids[i:j].tolist():
                 s, e = int(a_start[a]), int(a_end[a])
                 if saturating_add(e, lateness) <= wm_prev:
                     drop_reason[a] = TOO_LATE
@@ -271,7 +299,7 @@ class Engine:
 
         def arrive_merging(i, j, p, wm_prev):
             news = []
-            for a in range(i, j):
+            for a in ids[i:j].tolist():
                 s, e = int(a_start[a]), int(a_end[a])
                 if saturating_add(e, lateness) <= wm_prev:
                     drop_reason[a] = TOO_LATE
@@ -324,19 +352,19 @@ class Engine:
 
         # -------------------------------------------------------------- the loop
 
-        i = lo
-        last_p = NEG_INF
+        i, hi = 0, len(ids)
+        at_ = a_at[ids]
+        last_timer = NEG_INF  # the end of input comes after the last processing-time timer that fired
         while True:
-            p_arr = int(a_at[i]) if i < hi else POS_INF
+            p_arr = int(at_[i]) if i < hi else POS_INF
             p_heap = heap[0][0] if heap else POS_INF
             p = min(p_arr, p_heap)
             if p == POS_INF:
                 break
-            last_p = p
             wm_prev, wm_new = w_before(p), w_at(p)
             if p_arr == p:
                 j = i + 1
-                while j < hi and a_at[j] == p:
+                while j < hi and at_[j] == p:
                     j += 1
                 touched = (arrive_merging if merging else arrive_fixed)(i, j, p, wm_prev)
                 for w, assigned in sorted(touched, key=lambda t: t[0].start):
@@ -355,6 +383,7 @@ class Engine:
                     w.timer = None
                 armed = trig.timer(w.st) if w.alive else None
                 if armed is not None and armed <= p:
+                    last_timer = p
                     evaluate(w, p, _TIMERS, wm_prev, wm_prev, wm_new)
                 elif w.alive:
                     schedule_timer(w)
@@ -368,7 +397,7 @@ class Engine:
                         expire(w, p, wm_prev, wm_new)
 
         # -------------------------------------------------------------- end of input
-        p = max(p_end, last_p)
+        p = max(p_end, last_timer)
         wm_prev = w_at(p)
         remaining = sorted((sessions if merging else list(live.values())), key=lambda w: w.start)
         for w in remaining:
@@ -379,114 +408,14 @@ class Engine:
 
     # ------------------------------------------------------------------ helpers
 
-    def _expected_counts(self, key_id, a_row, a_start, a_end) -> np.ndarray:
-        """Per assignment: how many elements its (eventual) window holds, for percentile triggers."""
-        k = key_id[a_row]
-        if not self.wfn.merging:
-            frame = pd.DataFrame({"k": k, "s": a_start, "e": a_end})
-            return frame.groupby(["k", "s", "e"])["k"].transform("size").to_numpy()
-        # final sessions: sort by key and start, a new session begins where start >= running max end
-        order = np.lexsort((a_start, k))
-        ks, s, e = k[order], a_start[order], a_end[order]
-        out = np.empty(len(order), np.int64)
-        if len(order):
-            new_key = np.r_[True, ks[1:] != ks[:-1]]
-            run_end = pd.Series(e).groupby(np.cumsum(new_key)).cummax().to_numpy()
-            new_session = new_key | np.r_[True, s[1:] >= run_end[:-1]]
-            sid = np.cumsum(new_session)
-            sizes = np.bincount(sid)
-            out[order] = sizes[sid]
-        return out
-
-    def _assemble(self, rows, a_row, et, at, first_pane, key_index, keys, replay) -> pd.DataFrame:
-        log = self._out
-        n_panes = len(log.key)
-        emitted = first_pane >= 0
-        aggs = self.plan.aggregates
-        cols: dict = {}
-        if keys:
-            take = key_index[np.asarray(log.key, np.int64)] if n_panes else np.empty(0, np.int64)
-            for k in keys:
-                cols[k] = rows[k].iloc[take].reset_index(drop=True)
-        values: dict = {}
-        if n_panes:
-            src = rows.iloc[a_row[emitted]].reset_index(drop=True)
-            order_et = et[a_row[emitted]]
-            order_seq = at[a_row[emitted]] if replay else np.zeros(int(emitted.sum()), np.int64)
-            chunk_group = first_pane[emitted]
-            parents = log.parents
-            gen = np.asarray(log.gen, np.int64)
-            for agg in aggs:
-                acc = agg.create(src, order_et, order_seq)
-                chunk = agg.merge(acc, chunk_group, n_panes)
-                if self.accumulating:
-                    total = _lineage_totals(agg, chunk, parents, gen, n_panes)
-                else:
-                    total = chunk
-                values[agg.output] = agg.extract(total)
+    @staticmethod
+    def _expected_counts(a_key, a_start, a_end, merging) -> np.ndarray:
+        """Per assignment: how many elements its eventual window holds (percentile triggers)."""
+        if merging:
+            sid = final_sessions(a_key, a_start, a_end)[0]
         else:
-            for agg in aggs:
-                values[agg.output] = agg.extract(agg.merge(agg.create(rows.iloc[:0], np.empty(0, np.int64),
-                                                                      np.empty(0, np.int64)), np.empty(0, np.int64), 0))
-        frame = pd.DataFrame(cols)
-        for name, v in values.items():
-            frame[name] = v.reset_index(drop=True) if n_panes else v
-        frame["window_start"] = pd.array(log.start, dtype="Int64")
-        frame["window_end"] = pd.array(log.end, dtype="Int64")
-        frame["pane_index"] = np.asarray(log.index, np.int64)
-        frame["pane_timing"] = np.asarray(log.timing, dtype=object)
-        frame["is_last"] = np.asarray(log.is_last, bool)
-        frame["emit_time"] = pd.array(log.emit, dtype="Int64")
-        global_window = frame["window_start"] == NEG_INF
-        frame.loc[global_window, ["window_start", "window_end"]] = pd.NA
-        frame["__time"] = np.asarray(log.time, np.int64)
-        frame["__key"] = np.asarray(log.key, np.int64)
-        frame["__seq"] = np.arange(n_panes)
-        if self.retracting:
-            frame[RETRACTION_COLUMN] = False
-            retract_of = [(pid, parent) for pid, ps in enumerate(log.parents) for parent in ps]
-            if retract_of:
-                who = np.asarray([r[0] for r in retract_of], np.int64)
-                old = np.asarray([r[1] for r in retract_of], np.int64)
-                retractions = frame.iloc[old].copy()
-                retractions[RETRACTION_COLUMN] = True
-                retractions["is_last"] = False
-                retractions["emit_time"] = frame["emit_time"].to_numpy()[who]
-                retractions["__time"] = frame["__time"].to_numpy()[who]
-                retractions["__seq"] = frame["__seq"].to_numpy()[who]
-                frame = pd.concat([frame, retractions], ignore_index=True)
-            frame["__retraction_first"] = ~frame[RETRACTION_COLUMN]
-            frame = frame.sort_values(["__time", "__retraction_first", "window_start", "__key", "__seq"],
-                                      kind="stable", na_position="first")
-            frame = frame.drop(columns=["__retraction_first"])
-        else:
-            frame = frame.sort_values(["__time", "window_start", "__key", "__seq"], kind="stable",
-                                      na_position="first")
-        frame = frame.drop(columns=["__time", "__key", "__seq"]).reset_index(drop=True)
-        return frame
-
-
-class _PaneLog:
-    """Panes as parallel lists (cheap to append in the per-key loop)."""
-
-    def __init__(self):
-        self.key, self.start, self.end, self.index = [], [], [], []
-        self.timing, self.is_last, self.emit, self.time = [], [], [], []
-        self.parents, self.gen = [], []
-
-    def add(self, key, start, end, index, timing, is_last, emit, time, parents) -> int:
-        pid = len(self.key)
-        self.key.append(key)
-        self.start.append(start)
-        self.end.append(end)
-        self.index.append(index)
-        self.timing.append(timing)
-        self.is_last.append(is_last)
-        self.emit.append(emit)
-        self.time.append(time)
-        self.parents.append(list(parents))
-        self.gen.append(1 + max((self.gen[q] for q in parents), default=-1))
-        return pid
+            sid = pd.DataFrame({"k": a_key, "s": a_start, "e": a_end}).groupby(["k", "s", "e"]).ngroup().to_numpy()
+        return np.bincount(sid)[sid] if len(sid) else np.empty(0, np.int64)
 
 
 def _group_touched(touched):
@@ -495,34 +424,6 @@ def _group_touched(touched):
     for w, a in touched:
         out.setdefault(id(w), (w, []))[1].append(a)
     return list(out.values())
-
-
-def _take(acc: dict, idx: np.ndarray) -> dict:
-    return {f: a[idx] for f, a in acc.items()}
-
-
-def _concat(parts: list[dict]) -> dict:
-    return {f: np.concatenate([p[f] for p in parts]) for f in parts[0]}
-
-
-def _lineage_totals(agg, chunk: dict, parents: list, gen: np.ndarray, n_panes: int) -> dict:
-    """total(P) = chunk(P) merged with total(Q) for each Q P supersedes, one generation at a time."""
-    total = {f: a.copy() for f, a in chunk.items()}
-    for g in range(1, int(gen.max()) + 1 if n_panes else 0):
-        panes = np.flatnonzero(gen == g)
-        src_pane = [panes]
-        src_group = [np.arange(len(panes))]
-        par_idx, par_group = [], []
-        for gi, pid in enumerate(panes.tolist()):
-            for q in parents[pid]:
-                par_idx.append(q)
-                par_group.append(gi)
-        parts = [_take(chunk, panes), _take(total, np.asarray(par_idx, np.int64))]
-        groups = np.concatenate([src_group[0], np.asarray(par_group, np.int64)])
-        merged = agg.merge(_concat(parts), groups, len(panes))
-        for f in total:
-            total[f][panes] = merged[f]
-    return total
 
 
 def _factorize_keys(rows: pd.DataFrame, keys: list[str]):

@@ -1,0 +1,210 @@
+"""Panes: the table every engine path fills, and its assembly into output rows.
+
+A pane is identified by its position in a `PaneTable`. Each (row, window) assignment records
+the pane that first emitted it; each pane lists the panes it supersedes (its *lineage*: the
+window's previous pane, or after a merge the last pane of every source window). From that:
+
+- DISCARDING value of a pane = aggregate of the assignments it first emitted;
+- ACCUMULATING value = that, merged with the accumulating values of its lineage;
+- ACCUMULATING AND RETRACTING adds, before the pane, one retraction row per lineage pane.
+
+Output order (docs/semantics.md, 4): by emit instant; within an instant retractions first, then
+by window start, window end and key.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..time import NEG_INF
+from .aggregates import Grouping
+
+EARLY, ON_TIME, LATE = "EARLY", "ON_TIME", "LATE"
+TIMINGS = np.array([EARLY, ON_TIME, LATE], dtype=object)
+TIMING_CODE = {EARLY: 0, ON_TIME: 1, LATE: 2}
+NO_EMIT_TIME = np.iinfo(np.int64).min  # marks panes of bounded data, which have no processing time
+
+#: pane columns added to every result, in output order
+PANE_COLUMNS = ("window_start", "window_end", "pane_index", "pane_timing", "is_last", "emit_time")
+RETRACTION_COLUMN = "is_retraction"
+
+
+class PaneTable:
+    """Panes appended one by one (the per-key loop) or in blocks (vectorised paths)."""
+
+    _FIELDS = ("key", "start", "end", "index", "timing", "is_last", "emit", "time")
+
+    def __init__(self):
+        self._blocks: list[dict] = []
+        self._rows = {f: [] for f in self._FIELDS}
+        self._parents: list[list[int]] = []
+        self._gen: list[int] = []
+        self.size = 0
+
+    def add(self, key, start, end, index, timing_code, is_last, emit, time, parents) -> int:
+        """Append one pane; `emit` is NO_EMIT_TIME for bounded data. Returns its id."""
+        pid = self.size
+        r = self._rows
+        r["key"].append(key)
+        r["start"].append(start)
+        r["end"].append(end)
+        r["index"].append(index)
+        r["timing"].append(timing_code)
+        r["is_last"].append(is_last)
+        r["emit"].append(emit)
+        r["time"].append(time)
+        self._parents.append(list(parents))
+        self._gen.append(1 + max((self.gen_of(q) for q in parents), default=-1))
+        self.size += 1
+        return pid
+
+    def gen_of(self, pid: int) -> int:
+        base = self.size - len(self._gen)
+        if pid >= base:
+            return self._gen[pid - base]
+        for b in self._blocks:
+            if b["first"] <= pid < b["first"] + len(b["key"]):
+                return int(b["gen"][pid - b["first"]])
+        raise IndexError(pid)
+
+    def add_block(self, *, key, start, end, index, timing, is_last, emit, time, parent, gen) -> int:
+        """Append panes from arrays. `parent` is the single pane each supersedes (block-relative
+        index, or -1) and `gen` its depth in the lineage. Returns the id of the block's first pane."""
+        self._flush()
+        first = self.size
+        parent = np.asarray(parent, np.int64)
+        has = parent >= 0
+        self._blocks.append({
+            "first": first,
+            "key": np.asarray(key, np.int64), "start": np.asarray(start, np.int64),
+            "end": np.asarray(end, np.int64), "index": np.asarray(index, np.int64),
+            "timing": np.asarray(timing, np.int64), "is_last": np.asarray(is_last, bool),
+            "emit": np.asarray(emit, np.int64), "time": np.asarray(time, np.int64),
+            "parent": np.where(has, parent + first, -1), "gen": np.asarray(gen, np.int64),
+        })
+        self.size += len(parent)
+        return first
+
+    def _flush(self):
+        if not self._rows["key"]:
+            return
+        first = self.size - len(self._rows["key"])
+        block = {f: np.asarray(v, dtype=bool if f == "is_last" else np.int64) for f, v in self._rows.items()}
+        block["first"] = first
+        block["parents_list"] = self._parents
+        block["gen"] = np.asarray(self._gen, np.int64)
+        self._blocks.append(block)
+        self._rows = {f: [] for f in self._FIELDS}
+        self._parents, self._gen = [], []
+
+    def finish(self) -> dict:
+        """All panes as arrays, with lineage as CSR (indptr, indices)."""
+        self._flush()
+        out = {f: np.concatenate([b[f] for b in self._blocks]) if self._blocks else np.empty(0, np.int64)
+               for f in self._FIELDS + ("gen",)}
+        if not self._blocks:
+            out["is_last"] = out["is_last"].astype(bool)
+        counts, flat = [], []
+        for b in self._blocks:
+            if "parents_list" in b:
+                counts.extend(len(p) for p in b["parents_list"])
+                flat.extend(q for p in b["parents_list"] for q in p)
+            else:
+                has = b["parent"] >= 0
+                counts.extend(has.astype(np.int64).tolist())
+                flat.extend(b["parent"][has].tolist())
+        out["indptr"] = np.r_[0, np.cumsum(np.asarray(counts, np.int64))].astype(np.int64)
+        out["indices"] = np.asarray(flat, np.int64)
+        return out
+
+
+def _take(acc: dict, idx: np.ndarray) -> dict:
+    return {f: a[idx] for f, a in acc.items()}
+
+
+def _concat(parts: list[dict]) -> dict:
+    return {f: np.concatenate([p[f] for p in parts]) for f in parts[0]}
+
+
+def lineage_totals(agg, chunk: dict, gen: np.ndarray, indptr: np.ndarray, indices: np.ndarray) -> dict:
+    """total(P) = chunk(P) merged with total(Q) for each Q in P's lineage, generation by generation."""
+    total = {f: a.copy() for f, a in chunk.items()}
+    if len(gen) == 0:
+        return total
+    n_par = np.diff(indptr)
+    for g in range(1, int(gen.max()) + 1):
+        panes = np.flatnonzero(gen == g)
+        if len(panes) == 0:
+            continue
+        cnt = n_par[panes]
+        par_group = np.repeat(np.arange(len(panes)), cnt)
+        starts = np.repeat(indptr[panes], cnt)
+        within = np.arange(len(par_group)) - np.repeat(np.r_[0, np.cumsum(cnt)[:-1]], cnt)
+        par_idx = indices[starts + within]
+        merged = agg.merge(_concat([_take(chunk, panes), _take(total, par_idx)]),
+                           np.r_[np.arange(len(panes)), par_group], len(panes))
+        for f in total:
+            total[f][panes] = merged[f]
+    return total
+
+
+def assemble(plan, rows: pd.DataFrame, panes: dict, a_row: np.ndarray, first_pane: np.ndarray,
+             order_et: np.ndarray, order_seq: np.ndarray, key_index: np.ndarray,
+             ordered: bool = True) -> pd.DataFrame:
+    """Output rows: key columns, aggregates, pane columns (and retractions), in emission order
+    (unless ordered=False)."""
+    n_panes = len(panes["key"])
+    keys = list(plan.keys)
+    cols: dict = {}
+    take = key_index[panes["key"]] if n_panes else np.empty(0, np.int64)
+    for k in keys:
+        cols[k] = rows[k].iloc[take].reset_index(drop=True)
+    emitted = first_pane >= 0
+    src_rows = a_row[emitted]
+    inputs = sorted({agg.column for agg in plan.aggregates if agg.column is not None})
+    src = pd.DataFrame({c: rows[c].iloc[src_rows].reset_index(drop=True) for c in inputs},
+                       index=pd.RangeIndex(len(src_rows)))
+    grouping = Grouping(first_pane[emitted])
+    for agg in plan.aggregates:
+        acc = agg.create(src, order_et[src_rows], order_seq[src_rows])
+        chunk = agg.merge(acc, grouping, n_panes)
+        if plan.mode.accumulating:
+            chunk = lineage_totals(agg, chunk, panes["gen"], panes["indptr"], panes["indices"])
+        cols[agg.output] = agg.extract(chunk).reset_index(drop=True)
+    frame = pd.DataFrame(cols, index=pd.RangeIndex(n_panes))
+    start = pd.array(panes["start"], dtype="Int64")
+    end = pd.array(panes["end"], dtype="Int64")
+    global_window = panes["start"] == NEG_INF
+    frame["window_start"] = pd.Series(start).mask(global_window)
+    frame["window_end"] = pd.Series(end).mask(global_window)
+    frame["pane_index"] = panes["index"]
+    frame["pane_timing"] = TIMINGS[panes["timing"]]
+    frame["is_last"] = panes["is_last"].astype(bool)
+    frame["emit_time"] = pd.Series(pd.array(panes["emit"], dtype="Int64")).mask(panes["emit"] == NO_EMIT_TIME)
+    sort_time = panes["time"]
+    sort_key = panes["key"]
+    sort_start = np.where(global_window, NEG_INF, panes["start"])
+    sort_end = panes["end"]
+    seq = np.arange(n_panes)
+    first = np.zeros(n_panes, np.int64)  # 0: retraction, 1: new value
+    if plan.mode.retracting:
+        frame[RETRACTION_COLUMN] = False
+        first = np.ones(n_panes, np.int64)
+        who = np.repeat(np.arange(n_panes), np.diff(panes["indptr"]))
+        old = panes["indices"]
+        if len(old):
+            retractions = frame.iloc[old].copy()
+            retractions[RETRACTION_COLUMN] = True
+            retractions["is_last"] = False
+            retractions["emit_time"] = frame["emit_time"].to_numpy()[who]
+            frame = pd.concat([frame, retractions], ignore_index=True)
+            sort_time = np.r_[sort_time, panes["time"][who]]
+            sort_key = np.r_[sort_key, panes["key"][old]]
+            sort_start = np.r_[sort_start, sort_start[old]]
+            sort_end = np.r_[sort_end, sort_end[old]]
+            seq = np.r_[seq, who]
+            first = np.r_[first, np.zeros(len(old), np.int64)]
+    if not ordered:
+        return frame
+    order = np.lexsort((seq, sort_key, sort_end, sort_start, first, sort_time))
+    return frame.iloc[order].reset_index(drop=True)

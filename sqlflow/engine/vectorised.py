@@ -1,0 +1,305 @@
+"""Vectorised paths of the engine for the common shapes, over many keys at once.
+
+They compute exactly what the per-key loop in `runner.py` computes (the property tests in
+tests/engine/test_fastpaths.py compare them on random inputs), but in closed form:
+
+- `collapse`: bounded data whose trigger cannot fire before the end of input (it has no COUNT,
+  WHEN or percentile part). Every window emits one ON_TIME pane at the end: a group-by.
+- `watermark_schedule`: replayed data with the default trigger REPEAT(WATERMARK), or
+  WATERMARK EARLY PERIOD d (= SEQUENCE(REPEAT_UNTIL(PERIOD d, WATERMARK), REPEAT(WATERMARK))),
+  over non-merging windows, or sessions with a static gap whose arrived part is always one window
+  (no element ever bridges two windows). Each element's pane
+  time is then a function of its arrival, the window end over time and the watermark timeline:
+
+    before the first watermark event of the window (PERIOD early panes only)
+        f = ceil_d(arrival), or the first watermark event if that comes first;
+    afterwards (and always, for the default trigger)
+        f = the next watermark event at or after the arrival: the arrival itself if the window
+            is already past the watermark then (a late pane), else the watermark crossing of the
+            window's end before the next arrival, else the end of input.
+
+  Keys with a session that does not fit are returned to the caller for the per-key loop.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .. import ast
+from ..time import NEG_INF, POS_INF
+from .panes import EARLY, LATE, NO_EMIT_TIME, ON_TIME, TIMING_CODE, PaneTable
+from .sessions import final_sessions
+
+_BOUNDARY, _LATE_ARRIVAL, _CROSSING, _END = 0, 1, 2, 3
+
+
+def sat_add(x: np.ndarray, d: int) -> np.ndarray:
+    """x + d for d >= 0, saturating at +inf (and leaving +inf alone)."""
+    x = np.asarray(x, np.int64)
+    return np.where(x >= POS_INF - d, POS_INF, x + d)
+
+
+def collapsible(trigger: "ast.Trigger") -> bool:
+    """On bounded data, this trigger cannot fire before the watermark jumps to +inf."""
+    return not any(isinstance(t, (ast.Count, ast.When)) or
+                   (isinstance(t, ast.WatermarkPercentile) and t.percentile < 100)
+                   for t in ast.walk_triggers(ast.desugar(trigger)))
+
+
+def schedule_shape(trigger: "ast.Trigger"):
+    """('default', None) or ('early_period', d) if watermark_schedule handles this trigger, else None."""
+    t = ast.desugar(trigger)
+    W = ast.Watermark()
+    if t == ast.Repeat(W) or t == ast.Sequence((W, ast.Repeat(W))):
+        return ("default", None)
+    if (isinstance(t, ast.Sequence) and len(t.triggers) == 2 and t.triggers[1] == ast.Repeat(W)
+            and isinstance(t.triggers[0], ast.RepeatUntil) and t.triggers[0].until == W
+            and isinstance(t.triggers[0].trigger, ast.Period)):
+        return ("early_period", t.triggers[0].trigger.period.micros)
+    return None
+
+
+def _factorize_windows(key, start, end) -> np.ndarray:
+    """Dense id per distinct (key, start, end)."""
+    if len(key) == 0:
+        return np.empty(0, np.int64)
+    s_code, s_uni = pd.factorize(start)
+    e_code, e_uni = pd.factorize(end)
+    n_k = int(key.max()) + 1
+    if n_k * len(s_uni) * len(e_uni) < (1 << 62):
+        return pd.factorize((key * len(s_uni) + s_code) * len(e_uni) + e_code)[0].astype(np.int64)
+    frame = pd.DataFrame({"k": key, "s": start, "e": end})
+    return frame.groupby(["k", "s", "e"], sort=False).ngroup().to_numpy()
+
+
+def collapse(a_key, a_start, a_end, merging: bool, table: PaneTable, p_end: int) -> np.ndarray:
+    """One ON_TIME, last pane per window (or final session). Returns the pane of each assignment."""
+    if len(a_key) == 0:
+        return np.empty(0, np.int64)
+    if merging:
+        group, g_start, g_end = final_sessions(a_key, a_start, a_end)
+        g_key = np.zeros(len(g_start), np.int64)
+        g_key[group] = a_key
+    else:
+        group = _factorize_windows(a_key, a_start, a_end)
+        n_g = int(group.max()) + 1
+        g_key, g_start, g_end = (np.zeros(n_g, np.int64) for _ in range(3))
+        g_key[group], g_start[group], g_end[group] = a_key, a_start, a_end
+    n_g = len(g_start)
+    first = table.add_block(
+        key=g_key, start=g_start, end=g_end, index=np.zeros(n_g, np.int64),
+        timing=np.full(n_g, TIMING_CODE[ON_TIME]), is_last=np.ones(n_g, bool),
+        emit=np.full(n_g, NO_EMIT_TIME), time=np.full(n_g, p_end), parent=np.full(n_g, -1),
+        gen=np.zeros(n_g, np.int64))
+    return group + first
+
+
+def _segment_cum(values: np.ndarray, seg_start: np.ndarray, ufunc) -> np.ndarray:
+    """Cumulative ufunc within segments (seg_start marks each segment's first element)."""
+    seg = np.cumsum(seg_start)
+    if ufunc is np.maximum:
+        return pd.Series(values).groupby(seg).cummax().to_numpy()
+    return pd.Series(values).groupby(seg).cummin().to_numpy()
+
+
+def watermark_schedule(*, a_key, a_at, a_start, a_end, merging: bool, timeline, lateness: int,
+                       shape, p_end: int, table: PaneTable, first_pane: np.ndarray,
+                       too_late: np.ndarray) -> np.ndarray:
+    """Fill panes for the assignments this path can handle (see module doc).
+
+    Writes `first_pane` and `too_late` for them; returns a mask of the assignments left for the
+    per-key loop (all assignments of the keys that do not fit)."""
+    n = len(a_key)
+    left = np.zeros(n, bool)
+    if n == 0:
+        return left
+    late = timeline.before_many(a_at) >= sat_add(a_end, lateness)
+    keep = np.flatnonzero(~late)
+    group = np.full(n, -1, np.int64)
+    if merging:
+        group[keep] = final_sessions(a_key[keep], a_start[keep], a_end[keep])[0]
+    else:
+        group[keep] = _factorize_windows(a_key[keep], a_start[keep], a_end[keep])
+    inst = _instants(a_key, a_at, a_start, a_end, keep, group, merging)
+    if merging:
+        bad = _unfit_session_keys(inst, a_start, a_end, timeline, lateness)
+        if bad.size:
+            left = np.isin(a_key, bad)
+            keep = keep[~left[keep]]
+            inst = _instants(a_key, a_at, a_start, a_end, keep, group, merging)
+    too_late[:] = late & ~left
+    if inst.n:
+        first_pane[inst.idx] = _schedule(inst, timeline, lateness, shape, p_end, table)
+    return left
+
+
+class _Instants:
+    """Arrival instants of every group (window, or final session), ordered by group and time."""
+
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+
+def _instants(a_key, a_at, a_start, a_end, keep, group, merging) -> _Instants:
+    idx = keep[np.lexsort((a_at[keep], group[keep]))]
+    g, a = group[idx], a_at[idx]
+    new_inst = np.r_[True, (g[1:] != g[:-1]) | (a[1:] != a[:-1])] if len(idx) else np.empty(0, bool)
+    inst_of = np.cumsum(new_inst) - 1
+    firsts = np.flatnonzero(new_inst)
+    n_inst = len(firsts)
+    ig, ia = g[firsts], a[firsts]
+    new_group = np.r_[True, ig[1:] != ig[:-1]] if n_inst else np.empty(0, bool)
+    last_in_group = np.r_[ig[1:] != ig[:-1], True] if n_inst else np.empty(0, bool)
+    start = np.minimum.reduceat(a_start[idx], firsts) if n_inst else np.empty(0, np.int64)
+    end = np.maximum.reduceat(a_end[idx], firsts) if n_inst else np.empty(0, np.int64)
+    if merging and n_inst:
+        # the session so far is the span of everything arrived (sessions that fit, see below)
+        start = _segment_cum(start, new_group, np.minimum)
+        end = _segment_cum(end, new_group, np.maximum)
+    return _Instants(
+        n=n_inst, idx=idx, of=inst_of, group=ig, at=ia, start=start, end=end,
+        key=a_key[idx[firsts]] if n_inst else np.empty(0, np.int64),
+        new_group=new_group, next_at=np.where(last_in_group, POS_INF, np.r_[ia[1:], POS_INF]) if n_inst else ia,
+        last_of_group=np.flatnonzero(last_in_group)[np.cumsum(new_group) - 1] if n_inst else ia,
+        first_of_group=np.flatnonzero(new_group)[np.cumsum(new_group) - 1] if n_inst else ia,
+    )
+
+
+def _unfit_session_keys(inst: _Instants, a_start, a_end, timeline, lateness) -> np.ndarray:
+    """Keys with a session that the closed form cannot follow: one whose arrived part is not always
+    a single window (a later element bridges two windows), or that is garbage-collected before
+    its next element arrives (the element would open a new session)."""
+    if inst.n == 0:
+        return np.empty(0, np.int64)
+    bad = np.zeros(int(inst.group.max()) + 1, bool)
+    rank = (np.arange(inst.n) - inst.first_of_group)[inst.of]  # arrival instant within the session
+    g, t = inst.group[inst.of], a_start[inst.idx]
+    # only sessions with an element arriving after a later one (in event time) can be bridged
+    t_max = _segment_cum(t, np.r_[True, g[1:] != g[:-1]], np.maximum)
+    disordered = np.unique(g[t < t_max])
+    if disordered.size:
+        sel = np.isin(g, disordered)
+        gap = a_end[inst.idx[sel]] - a_start[inst.idx[sel]]
+        bad[_bridged_sessions(g[sel], t[sel], rank[sel], int(gap.max()))] = True
+    gc = timeline.first_reaching_many(sat_add(inst.end, lateness))
+    bad[inst.group[(gc < inst.next_at) & (inst.next_at < POS_INF)]] = True
+    return np.unique(inst.key[bad[inst.group]])
+
+
+def _bridged_sessions(group, t, rank, gap) -> np.ndarray:
+    """Sessions (static gap) whose arrived elements are not always connected.
+
+    At any instant the arrived elements are connected when every two of them that are neighbours
+    in event time (nothing arrived between them yet) are less than `gap` apart. The pairs that are
+    neighbours at some instant are, for each element k, k with the nearest element on each side
+    that arrived no later than k. So a session is bridged when, for some k, such an element
+    exists on a side but none lies within `gap` on that side.
+    """
+    order = np.lexsort((rank, t, group))
+    g, tt, r = group[order], t[order], rank[order].astype(np.int64)
+    n = len(g)
+    new_g = np.r_[True, g[1:] != g[:-1]]
+    gi = np.cumsum(new_g) - 1
+    rel = tt - tt[new_g][gi]
+    span = int(rel.max()) + gap + 1
+    big = 1 << span.bit_length()
+    if (int(gi.max()) + 1) >= (1 << 62) // big:
+        return np.unique(g)  # times too far apart to pack: let the per-key loop do everything
+    comp = gi * big + rel
+    lo = np.searchsorted(comp, comp - gap, side="right")  # first element within gap on the left
+    hi = np.searchsorted(comp, comp + gap, side="left")  # one past the last within gap on the right
+    pos = np.arange(n)
+    inf = np.iinfo(np.int64).max
+    shifted = np.r_[inf, r[:-1]]
+    shifted[new_g] = inf
+    before = _segment_cum(shifted, new_g, np.minimum)  # min rank strictly to the left
+    last_g = np.r_[g[1:] != g[:-1], True]
+    shifted = np.r_[r[1:], inf]
+    shifted[last_g] = inf
+    after = _segment_cum(shifted[::-1], last_g[::-1], np.minimum)[::-1]  # strictly to the right
+    near_left = _range_min(r, lo, pos)
+    near_right = _range_min(r, pos + 1, hi)
+    broken = ((before <= r) & (near_left > r)) | ((after <= r) & (near_right > r))
+    return np.unique(g[broken])
+
+
+def _range_min(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """min(values[lo[i]:hi[i]]) for every i (int64 max for empty ranges), via a sparse table."""
+    inf = np.iinfo(np.int64).max
+    length = hi - lo
+    out = np.full(len(lo), inf, np.int64)
+    ok = length > 0
+    if not ok.any():
+        return out
+    levels = [values]
+    while (1 << len(levels)) <= int(length.max()):
+        prev, step = levels[-1], 1 << (len(levels) - 1)
+        levels.append(np.minimum(prev, np.r_[prev[step:], np.full(step, inf, np.int64)]))
+    k = np.zeros(len(lo), np.int64)
+    k[ok] = np.floor(np.log2(length[ok])).astype(np.int64)
+    for j in np.unique(k[ok]):
+        sel = ok & (k == j)
+        table = levels[j]
+        out[sel] = np.minimum(table[lo[sel]], table[hi[sel] - (1 << j)])
+    return out
+
+
+def _schedule(inst: _Instants, timeline, lateness, shape, p_end, table: PaneTable) -> np.ndarray:
+    """Pane of each assignment (in inst.idx order)."""
+    n = inst.n
+    pos = np.arange(n)
+    # watermark events per instant: a late arrival, or the crossing of the end before the next arrival
+    is_late = timeline.before_many(inst.at) >= inst.end
+    crossing = timeline.first_reaching_many(inst.end)
+    is_cross = ~is_late & (crossing < inst.next_at)
+    has_event = is_late | is_cross
+    ev_time = np.where(is_late, inst.at, crossing)
+    ev_kind = np.where(is_late, _LATE_ARRIVAL, _CROSSING)
+    # the next event at or after each instant, within its group
+    nxt = np.minimum.accumulate(np.where(has_event, pos, n)[::-1])[::-1]
+    found = nxt <= inst.last_of_group
+    nxt_c = np.minimum(nxt, n - 1)
+    f = np.where(found, ev_time[nxt_c], POS_INF)
+    kind = np.where(found, ev_kind[nxt_c], _END)
+
+    if shape[0] == "early_period":
+        d = shape[1]
+        j1 = nxt[inst.first_of_group]  # the group's first watermark event ends the early stage
+        has_j1 = j1 <= inst.last_of_group
+        j1c = np.minimum(j1, n - 1)
+        t1 = np.where(has_j1, ev_time[j1c], POS_INF)
+        t1_cross = has_j1 & (ev_kind[j1c] == _CROSSING)
+        early = ~has_j1 | (pos < j1) | ((pos == j1) & t1_cross)
+        boundary = -((-inst.at) // d) * d
+        at_boundary = (boundary < t1) | ((boundary == t1) & t1_cross)
+        f = np.where(early, np.where(at_boundary, boundary, t1), f)
+        kind = np.where(early, np.where(at_boundary, _BOUNDARY, np.where(t1_cross, _CROSSING, _LATE_ARRIVAL)),
+                        kind)
+
+    # panes: runs of equal (group, f) along the instants
+    new_pane = inst.new_group | np.r_[True, f[1:] != f[:-1]]
+    pane_of = np.cumsum(new_pane) - 1
+    pf = np.flatnonzero(new_pane)
+    plast = np.r_[pf[1:], n] - 1
+    n_p = len(pf)
+    p_new_group = inst.new_group[pf]
+    p_group_first = np.flatnonzero(p_new_group)[np.cumsum(p_new_group) - 1]
+    p_index = np.arange(n_p) - p_group_first
+    p_kind, p_f, p_key = kind[pf], f[pf], inst.key[pf]
+    p_start, p_stop = inst.start[plast], inst.end[plast]
+    # the end of input of a key comes after its last fired processing-time boundary
+    key_end = pd.Series(np.where(p_kind == _BOUNDARY, p_f, NEG_INF)).groupby(p_key).transform("max").to_numpy()
+    at_end = p_kind == _END
+    p_time = np.where(at_end, np.maximum(key_end, p_end), p_f)
+    # ON_TIME: the first pane of a window that is not an early boundary pane, if the watermark caused it
+    nonearly = (p_kind != _BOUNDARY).astype(np.int64)
+    count = np.cumsum(nonearly)
+    count -= (count - nonearly)[p_group_first]
+    on_time = (nonearly == 1) & (count == 1) & (p_kind != _LATE_ARRIVAL)
+    timing = np.where(p_kind == _BOUNDARY, TIMING_CODE[EARLY],
+                      np.where(on_time, TIMING_CODE[ON_TIME], TIMING_CODE[LATE]))
+    is_last = at_end | (timeline.at_many(np.where(at_end, NEG_INF, p_f)) >= sat_add(p_stop, lateness))
+    parent = np.where(p_new_group, -1, np.arange(n_p) - 1)
+    first = table.add_block(key=p_key, start=p_start, end=p_stop, index=p_index, timing=timing,
+                            is_last=is_last, emit=p_time, time=p_time, parent=parent, gen=p_index)
+    return first + pane_of[inst.of]
