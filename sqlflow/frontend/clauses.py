@@ -1,0 +1,460 @@
+"""Our clauses' text to `sqlflow.ast`: the lark parse of `grammar/sqlflow.lark` and its transformer.
+
+Each method of `_ToAst` is named after a grammar rule and builds the AST class of the same name
+(`repeat_until` -> `RepeatUntil`). Positions are offsets into the whole query text.
+
+>>> from sqlflow.frontend.source import Source
+>>> q = "WINDOW FIXED(SIZE 5m) TRIGGER REPEAT(COUNT 10)"
+>>> w = parse_windowing(Source(q), 0, len(q))
+>>> w.window.fn, w.trigger
+(Fixed(size=Duration(micros=300000000), offset=Duration(micros=0)), Repeat(trigger=Count(n=10)))
+>>> w.trigger.trigger.pos
+Position(line=1, column=38)
+"""
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+
+from lark import Lark, Token, Transformer, v_args
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, VisitError
+
+from .. import ast
+from ..errors import SqlflowError, SqlflowSemanticError, SqlflowSyntaxError
+from ..grammar import GRAMMAR_PATH, START_RULES
+from ..time import parse_duration
+from . import intervals, sqlexpr, suggest
+from .scan import PUNCT, WORD, scan
+from .source import Source
+
+
+class _AlwaysAcceptName:
+    """lark post-lexer that keeps NAME in every lexer state, so a misspelt keyword is read as
+    one whole word (reported with a suggestion) rather than as a keyword prefix."""
+
+    always_accept = ("NAME",)
+
+    def process(self, stream):
+        return stream
+
+
+@functools.lru_cache(maxsize=1)
+def parser() -> Lark:
+    """The LALR parser of the grammar (built once, ~50 ms)."""
+    return Lark(GRAMMAR_PATH.read_text(encoding="utf-8"), parser="lalr", start=list(START_RULES),
+                propagate_positions=True, maybe_placeholders=True, postlex=_AlwaysAcceptName())
+
+
+# --------------------------------------------------------------------------- entry points
+
+
+def parse_windowing(source: Source, start: int, end: int) -> ast.Windowing:
+    """The clause tail source.text[start:end] (WINDOW ... TRIGGER ... EMIT ...)."""
+    return _parse(source, start, end, "windowing")
+
+
+def parse_source_watermark(source: Source, start: int, end: int) -> ast.SourceWatermark:
+    """The WATERMARK clause source.text[start:end] of a relation in FROM."""
+    return _parse(source, start, end, "source_watermark")
+
+
+def _parse(source: Source, start: int, end: int, rule: str):
+    code = source.code
+    try:
+        tree = parser().parse(code[start:end], start=rule)
+    except UnexpectedInput as error:
+        raise _syntax_error(source, start, end, rule, error) from None
+    try:
+        return _ToAst(source, start, rule).transform(tree)
+    except VisitError as error:
+        if isinstance(error.orig_exc, SqlflowError):
+            raise error.orig_exc from None
+        raise
+
+
+# --------------------------------------------------------------------------- lark tree -> AST
+
+
+@dataclass(frozen=True)
+class _TriggerClause:
+    trigger: ast.Trigger
+    pos: ast.Position
+
+
+@dataclass(frozen=True)
+class _SqlText:
+    text: str
+    offset: int
+
+
+_NULL = object()  # the NULL literal while transforming (None is lark's "absent" placeholder)
+
+#: clause AST type -> (name, rank in the language's order)
+_CLAUSES = {ast.WindowClause: ("WINDOW", 0), _TriggerClause: ("TRIGGER", 1),
+            ast.AllowedLateness: ("ALLOWED LATENESS", 2), ast.Emit: ("EMIT", 3)}
+
+
+@v_args(meta=True)
+class _ToAst(Transformer):
+    def __init__(self, source: Source, base: int, rule: str) -> None:
+        super().__init__()
+        self.source = source
+        self.base = base
+        self.rule = rule
+
+    def _pos(self, meta) -> ast.Position:
+        return self.source.position(self.base + meta.start_pos)
+
+    def _offset(self, token: Token) -> int:
+        return self.base + token.start_pos
+
+    # ---------------------------------------------------------------- clause tail
+
+    def windowing(self, meta, clauses):
+        seen: dict[str, object] = {}
+        for clause in clauses:
+            name, rank = _CLAUSES[type(clause)]
+            if name in seen:
+                raise self._repeated(name, seen[name], clause)
+            later = [n for n in seen if _CLAUSES[type(seen[n])][1] > rank]
+            if later:
+                raise self.source.error_at(SqlflowSyntaxError, f"{name} must come before {later[0]}",
+                                           clause.pos, clause=name)
+            seen[name] = clause
+        if "WINDOW" not in seen:
+            first = clauses[0]
+            name = _CLAUSES[type(first)][0]
+            raise self.source.error_at(
+                SqlflowSyntaxError, f"{name} needs a WINDOW clause before it", first.pos,
+                clause=name, hint="write WINDOW GLOBAL for one window over all of event time")
+        trigger = seen.get("TRIGGER")
+        return ast.Windowing(seen["WINDOW"], trigger.trigger if trigger else None,
+                             seen.get("ALLOWED LATENESS"), seen.get("EMIT"), pos=self._pos(meta))
+
+    def _repeated(self, name: str, first, second) -> SqlflowError:
+        if name == "EMIT" and first.mode != second.mode:
+            return self.source.error_at(
+                SqlflowSemanticError,
+                f"EMIT {second.mode.value} contradicts the earlier EMIT {first.mode.value}",
+                second.pos, clause=name, hint="a query has one accumulation mode")
+        hints = {"WINDOW": "a SELECT has one window function; to window twice, window the result "
+                           "of a subquery",
+                 "TRIGGER": "combine triggers in one clause with SEQUENCE, FIRST_OF or ALL_OF"}
+        return self.source.error_at(SqlflowSemanticError, f"{name} is given twice",
+                                    second.pos, clause=name, hint=hints.get(name))
+
+    def window_clause(self, meta, children):
+        fn, on = children
+        return ast.WindowClause(fn, on, pos=self._pos(meta))
+
+    def trigger_clause(self, meta, children):
+        return _TriggerClause(children[0], self._pos(meta))
+
+    def allowed_lateness(self, meta, children):
+        return ast.AllowedLateness(children[0], pos=self._pos(meta))
+
+    def emit(self, meta, children):
+        return ast.Emit(children[0], pos=self._pos(meta))
+
+    def discarding(self, meta, _):
+        return ast.AccumulationMode.DISCARDING
+
+    def accumulating(self, meta, _):
+        return ast.AccumulationMode.ACCUMULATING
+
+    def accumulating_and_retracting(self, meta, _):
+        return ast.AccumulationMode.ACCUMULATING_AND_RETRACTING
+
+    # ---------------------------------------------------------------- window functions
+
+    def global_(self, meta, _):
+        return ast.Global(pos=self._pos(meta))
+
+    def fixed(self, meta, children):
+        size, offset = children
+        return ast.Fixed(size, offset or ast.Duration(0), pos=self._pos(meta))
+
+    def sliding(self, meta, children):
+        size, period, offset = children
+        return ast.Sliding(size, period, offset or ast.Duration(0), pos=self._pos(meta))
+
+    def cumulate(self, meta, children):
+        step, size, offset = children
+        return ast.Cumulate(step, size, offset or ast.Duration(0), pos=self._pos(meta))
+
+    def sessions(self, meta, children):
+        gap = children[0]
+        if isinstance(gap, _SqlText):
+            gap = self._interval_or_sql(gap, "WINDOW")
+        return ast.Sessions(gap, pos=self._pos(meta))
+
+    def _interval_or_sql(self, sql: _SqlText, clause: str):
+        """`GAP INTERVAL 5 MINUTES` is a duration; anything else is a per-row expression."""
+        if sql.text.lstrip()[:8].upper() == "INTERVAL":
+            try:
+                return _parse(self.source, sql.offset, sql.offset + len(sql.text), "duration")
+            except SqlflowSyntaxError:
+                pass
+        text = sqlexpr.located(sql.text, sql.offset, self.source, clause, "the GAP expression")
+        return ast.SqlExpr(text, pos=self.source.position(sql.offset))
+
+    def custom_window(self, meta, children):
+        name, *args = children
+        if args == [None]:
+            args = []
+        args = tuple(None if a is _NULL else a for a in args)
+        return ast.CustomWindow(str(name), args, pos=self._pos(meta))
+
+    def number(self, meta, children):
+        return _number(children[0])
+
+    def string(self, meta, children):
+        return _unescape(children[0][1:-1])
+
+    def true(self, meta, _):
+        return True
+
+    def false(self, meta, _):
+        return False
+
+    def null(self, meta, _):
+        return _NULL
+
+    # ---------------------------------------------------------------- triggers
+
+    def watermark(self, meta, _):
+        return ast.Watermark(pos=self._pos(meta))
+
+    def watermark_percentile(self, meta, children):
+        return ast.WatermarkPercentile(float(_number(children[0])), pos=self._pos(meta))
+
+    def period(self, meta, children):
+        return ast.Period(children[0], pos=self._pos(meta))
+
+    def delay(self, meta, children):
+        return ast.Delay(children[0], pos=self._pos(meta))
+
+    def count(self, meta, children):
+        n = _number(children[0])
+        if not isinstance(n, int):
+            raise self.source.error(SqlflowSyntaxError, f"COUNT needs a whole number, got {children[0]}",
+                                    self._offset(children[0]), clause="TRIGGER")
+        return ast.Count(n, pos=self._pos(meta))
+
+    def when(self, meta, children):
+        sql: _SqlText = children[0]
+        text = sqlexpr.located(sql.text, sql.offset, self.source, "TRIGGER", "the WHEN predicate")
+        return ast.When(ast.SqlExpr(text, pos=self.source.position(sql.offset)), pos=self._pos(meta))
+
+    def repeat(self, meta, children):
+        return ast.Repeat(children[0], pos=self._pos(meta))
+
+    def repeat_until(self, meta, children):
+        return ast.RepeatUntil(children[0], children[1], pos=self._pos(meta))
+
+    def sequence(self, meta, children):
+        return ast.Sequence(tuple(children), pos=self._pos(meta))
+
+    def first_of(self, meta, children):
+        return ast.FirstOf(tuple(children), pos=self._pos(meta))
+
+    def all_of(self, meta, children):
+        return ast.AllOf(tuple(children), pos=self._pos(meta))
+
+    def watermark_early_late(self, meta, children):
+        parts = dict(c for c in children if c is not None)
+        return ast.WatermarkEarlyLate(parts.get("early"), parts.get("late"), pos=self._pos(meta))
+
+    def early(self, meta, children):
+        return ("early", children[0])
+
+    def late(self, meta, children):
+        return ("late", children[0])
+
+    # ---------------------------------------------------------------- the source clause
+
+    def source_watermark(self, meta, children):
+        column, model, arrival = children
+        return ast.SourceWatermark(column, model, arrival, pos=self._pos(meta))
+
+    def bounded_delay(self, meta, children):
+        return ast.BoundedDelay(children[0], pos=self._pos(meta))
+
+    def perfect(self, meta, _):
+        return ast.Perfect(pos=self._pos(meta))
+
+    def timeline(self, meta, children):
+        return ast.Timeline(children[0], pos=self._pos(meta))
+
+    def column(self, meta, names):
+        return qualified_name(names)
+
+    def table(self, meta, names):
+        return qualified_name(names)
+
+    # ---------------------------------------------------------------- durations, SQL
+
+    def duration(self, meta, children):
+        token = children[0]
+        text = str(token)
+        sign = -1 if text.startswith("-") else 1
+        try:
+            micros = sign * parse_duration(text.lstrip("+-"))
+        except ValueError as error:
+            raise self.source.error(SqlflowSyntaxError, str(error), self._offset(token)) from None
+        return ast.Duration(micros, pos=self._pos(meta))
+
+    def interval_text(self, meta, children):
+        return self._interval(meta, lambda: intervals.text(children[0]))
+
+    def interval_units(self, meta, children):
+        pairs = list(zip(children[0::2], children[1::2]))
+        return self._interval(meta, lambda: intervals.units(pairs))
+
+    def interval_range(self, meta, children):
+        value, first, last = children
+        return self._interval(meta, lambda: intervals.unit_range(value, first, last))
+
+    def _interval(self, meta, compute) -> ast.Duration:
+        try:
+            micros = compute()
+        except intervals.IntervalError as error:
+            kind = SqlflowSyntaxError if error.fixed_length else SqlflowSemanticError
+            raise self.source.error(kind, str(error), self.base + meta.start_pos,
+                                    clause=self._clause_at(meta)) from None
+        return ast.Duration(micros, pos=self._pos(meta))
+
+    def _clause_at(self, meta) -> str | None:
+        if self.rule == "source_watermark":
+            return "WATERMARK"
+        return clause_at(self.source, self.base, self.base + meta.start_pos)
+
+    def sql_expr(self, meta, _):
+        start, end = self.base + meta.start_pos, self.base + meta.end_pos
+        return _SqlText(self.source.code[start:end], start)
+
+
+# lark names the rule `global`; a Python method cannot be called that
+setattr(_ToAst, "global", _ToAst.global_)
+
+
+# --------------------------------------------------------------------------- values
+
+_SIMPLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def qualified_name(parts) -> str:
+    """Canonical Spark text of a (dotted) name: backticks only where needed.
+
+    >>> qualified_name(["e", "`event_time`"]), qualified_name(["`event time`"]), qualified_name(["`order`"])
+    ('e.event_time', '`event time`', '`order`')
+    """
+    from .locate import SQL_WORDS
+
+    out = []
+    for part in parts:
+        part = str(part)
+        if part.startswith("`"):
+            part = part[1:-1].replace("``", "`")
+        simple = _SIMPLE_NAME.match(part) and part.upper() not in SQL_WORDS \
+            and part.upper() not in suggest.KEYWORDS
+        out.append(part if simple else "`" + part.replace("`", "``") + "`")
+    return ".".join(out)
+
+
+def _number(token) -> int | float:
+    text = str(token)
+    return int(text) if re.fullmatch(r"[+-]?\d+", text) else float(text)
+
+
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "0": "\0", "Z": "\x1a"}
+
+
+def _unescape(body: str) -> str:
+    return re.sub(r"\\(.)", lambda m: _ESCAPES.get(m.group(1), m.group(1)), body, flags=re.S)
+
+
+# --------------------------------------------------------------------------- syntax errors
+
+_CLAUSE_WORDS = {"WINDOW": "WINDOW", "TRIGGER": "TRIGGER", "ALLOWED": "ALLOWED LATENESS",
+                 "EMIT": "EMIT"}
+
+
+def clause_at(source: Source, start: int, offset: int) -> str | None:
+    """The clause (WINDOW, TRIGGER, ...) of a clause tail at `start` that `offset` falls in."""
+    depth, clause = 0, None
+    for tok in scan(source.code, start, offset + 1):
+        if tok.kind == PUNCT and tok.text in "()":
+            depth += 1 if tok.text == "(" else -1
+        elif depth == 0 and tok.upper in _CLAUSE_WORDS:
+            clause = _CLAUSE_WORDS[tok.upper]
+    return clause
+
+
+def _syntax_error(source: Source, start: int, end: int, rule: str,
+                  error: UnexpectedInput) -> SqlflowError:
+    interactive = getattr(error, "interactive_parser", None)
+    expected = set(interactive.accepts()) if interactive is not None else \
+        set(getattr(error, "expected", None) or getattr(error, "allowed", None) or ())
+    if isinstance(error, UnexpectedCharacters):
+        offset = start + error.pos_in_stream
+        got = _word_at(source.code, offset)
+    elif isinstance(error, UnexpectedEOF) or getattr(error, "token", None) is None \
+            or error.token.type == "$END":
+        following = scan(source.code, end, min(len(source.code), end + 200))
+        if following and following[0].text != ";":
+            offset, got = following[0].start, following[0].text
+        else:
+            offset, got = end, None
+    else:
+        offset, got = start + error.token.start_pos, str(error.token)
+    clause = "WATERMARK" if rule == "source_watermark" else clause_at(source, start, offset)
+    if rule == "windowing":
+        expected -= _settled_clauses(source, start, offset)
+    misspelt = _misspelt_window_fn(source, start, offset)
+    if misspelt is not None:
+        name, suggestion = misspelt
+        return source.error(SqlflowSyntaxError, f"unknown window function {name.text}", name.start,
+                            clause="WINDOW", hint=f"did you mean {suggestion}?")
+    what = f"'{got}'" if got is not None else "the end of the statement"
+    message = f"expected {suggest.expected_words(expected)}, got {what}"
+    hint = None
+    if got is not None and re.match(r"[A-Za-z_]", got):
+        keywords = [k for k in suggest.KEYWORDS if k in expected] or suggest.KEYWORDS
+        hint = suggest.did_you_mean(got, keywords)
+        if hint is None and got.upper() in ("WHERE", "GROUP", "HAVING") and rule == "windowing":
+            hint = f"{got.upper()} goes before the WINDOW clause"
+    if rule == "source_watermark" and got is not None and got.upper() == "AS":
+        hint = "sqlflow needs a column name after WATERMARK; compute the column in a subquery"
+    return source.error(SqlflowSyntaxError, message, offset, clause=clause, hint=hint)
+
+
+def _settled_clauses(source: Source, start: int, offset: int) -> set[str]:
+    """Clause keywords that cannot come next: those already written, and those that go earlier."""
+    ranks = {"WINDOW": 0, "TRIGGER": 1, "ALLOWED": 2, "EMIT": 3}
+    depth, last = 0, -1
+    for tok in scan(source.code, start, offset):
+        if tok.kind == PUNCT and tok.text in "()":
+            depth += 1 if tok.text == "(" else -1
+        elif depth == 0 and tok.upper in ranks:
+            last = max(last, ranks[tok.upper])
+    return {word for word, rank in ranks.items() if rank <= last}
+
+
+def _word_at(code: str, offset: int) -> str:
+    m = re.compile(r"\w+|\S").match(code, offset)
+    return m.group() if m else ""
+
+
+def _misspelt_window_fn(source: Source, start: int, offset: int):
+    """`WINDOW SESSION(GAP 30m)` fails inside its arguments; the name is the mistake."""
+    tokens = scan(source.code, start, offset + 1)
+    for i, tok in enumerate(tokens[:-2]):
+        name, paren = tokens[i + 1], tokens[i + 2]
+        if tok.upper == "WINDOW" and name.kind == WORD and paren.text == "(" \
+                and name.upper not in suggest.WINDOW_FNS and offset > paren.start:
+            match = suggest.nearest(name.text, suggest.WINDOW_FNS)
+            if match is not None:
+                return name, match
+    return None

@@ -1,0 +1,220 @@
+"""Where sqlflow's clauses are in a statement, found on tokens before any parsing.
+
+Two kinds of spans:
+
+- a *clause tail* (WINDOW / TRIGGER / ALLOWED LATENESS / EMIT), written where SQL's named WINDOW
+  clause goes: after a SELECT's FROM ... GROUP BY ... HAVING, up to ORDER BY, SORT BY, CLUSTER BY,
+  DISTRIBUTE BY, LIMIT, OFFSET, a set operator, Spark's own `WINDOW w AS (...)`, or the `)`
+  that closes the query;
+- a *source watermark* (`WATERMARK col DELAY OF ... | PERFECT | TIMELINE t [ARRIVAL col]`) after
+  a relation in FROM, before its alias. Spark's own form (`DELAY OF INTERVAL ...`, no ARRIVAL)
+  is marked `spark=True`: on its own it leaves a statement plain Spark SQL.
+
+Finding them here, not in a parser, is what lets any statement without them pass to Spark
+untouched, even one sqlglot cannot parse.
+
+>>> from sqlflow.frontend.scan import scan
+>>> q = "SELECT k, count(*) FROM t WATERMARK ts PERFECT ARRIVAL a GROUP BY k WINDOW GLOBAL LIMIT 5"
+>>> [q[s.start:s.end] for s in locate(scan(q))]
+['WATERMARK ts PERFECT ARRIVAL a', 'WINDOW GLOBAL']
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .scan import NUMBER, PUNCT, QUOTED, STRING, WORD, Token
+
+TAIL, SOURCE = "tail", "source"
+
+#: window functions of the language (others are registered custom window functions)
+WINDOW_FNS = ("GLOBAL", "FIXED", "SLIDING", "SESSIONS", "CUMULATE")
+#: words that start a trigger
+TRIGGER_STARTS = ("WATERMARK", "PERIOD", "DELAY", "COUNT", "WHEN", "REPEAT", "REPEAT_UNTIL",
+                  "SEQUENCE", "FIRST_OF", "ALL_OF")
+EMIT_MODES = ("DISCARDING", "ACCUMULATING")
+
+#: SQL words that can follow an identifier in Spark SQL, so `window <word> (` with one of them is
+#: Spark (a table or column named window), never our WINDOW clause.
+SQL_WORDS = frozenset("""
+    FROM WHERE GROUP HAVING ORDER LIMIT OFFSET UNION EXCEPT INTERSECT MINUS JOIN ON USING AND OR
+    NOT IN IS LIKE ILIKE RLIKE REGEXP BETWEEN THEN ELSE WHEN END AS OVER FILTER WITHIN PIVOT
+    UNPIVOT TABLESAMPLE VALUES LATERAL CROSS INNER LEFT RIGHT FULL OUTER NATURAL SEMI ANTI DIV
+    SELECT EXISTS CASE WINDOW QUALIFY CLUSTER DISTRIBUTE SORT TO SET INTO TABLE PARTITION BY
+    ESCAPE COLLATE WITH ASC DESC NULLS OPTIONS
+""".split())
+
+#: words that end a clause tail (at its own parenthesis depth)
+TAIL_END = frozenset({"ORDER", "SORT", "CLUSTER", "DISTRIBUTE", "LIMIT", "OFFSET", "UNION",
+                      "INTERSECT", "EXCEPT", "MINUS"})
+#: words after which the FROM clause of the current query is over
+FROM_END = frozenset({"WHERE", "GROUP", "HAVING", "ORDER", "SORT", "CLUSTER", "DISTRIBUTE",
+                      "LIMIT", "OFFSET", "UNION", "INTERSECT", "EXCEPT", "MINUS", "WINDOW",
+                      "SELECT", "QUALIFY"})
+INTERVAL_WORDS = frozenset(
+    u + s for u in ("YEAR", "MONTH", "WEEK", "DAY", "HOUR", "MINUTE", "SECOND", "MILLISECOND",
+                    "MICROSECOND") for s in ("", "S")) | {"TO"}
+WATERMARK_MODELS = frozenset({"DELAY", "PERFECT", "TIMELINE"})
+
+
+@dataclass(frozen=True)
+class Span:
+    """One clause of ours: `kind` is TAIL or SOURCE; `spark` marks Spark's own WATERMARK form."""
+
+    kind: str
+    start: int
+    end: int
+    spark: bool = False
+
+
+def locate(tokens: list[Token]) -> list[Span]:
+    """The spans of our clauses among a statement's tokens, in text order."""
+    spans: list[Span] = []
+    # one frame per parenthesis depth: [FROM seen in this query, still inside its FROM clause]
+    frames: list[list[bool]] = [[False, False]]
+    i, n = 0, len(tokens)
+    while i < n:
+        tok, frame = tokens[i], frames[-1]
+        word = tok.upper if not _after_dot(tokens, i) else ""
+        if tok.kind == PUNCT and tok.text == "(":
+            frames.append([False, False])
+        elif tok.kind == PUNCT and tok.text == ")":
+            if len(frames) > 1:
+                frames.pop()
+        elif word == "FROM":
+            frame[:] = [True, True]
+        elif word in FROM_END:
+            frame[1] = False
+            if word == "SELECT":
+                frame[0] = False
+        if frame[0] and word and _starts_tail(tokens, i):
+            end = _tail_end(tokens, i)
+            spans.append(Span(TAIL, tok.start, tokens[end - 1].end))
+            frame[1] = False
+            i = end
+            continue
+        if frame[1] and word == "WATERMARK" and _starts_source(tokens, i):
+            end, spark = _source_end(tokens, i)
+            spans.append(Span(SOURCE, tok.start, tokens[end - 1].end, spark))
+            i = end
+            continue
+        i += 1
+    return spans
+
+
+def _after_dot(tokens: list[Token], i: int) -> bool:
+    return i > 0 and tokens[i - 1].kind == PUNCT and tokens[i - 1].text == "."
+
+
+def _word(tokens: list[Token], i: int) -> str:
+    return tokens[i].upper if 0 <= i < len(tokens) else ""
+
+
+def _is(tokens: list[Token], i: int, punct: str) -> bool:
+    return 0 <= i < len(tokens) and tokens[i].kind == PUNCT and tokens[i].text == punct
+
+
+def _ends_operand(tokens: list[Token], i: int) -> bool:
+    """Whether token i can end a relation or an expression (what our clauses follow)."""
+    if i < 0:
+        return False
+    tok = tokens[i]
+    if tok.kind in (QUOTED, STRING, NUMBER):
+        return True
+    if tok.kind == PUNCT:
+        return tok.text in (")", "*")
+    return tok.upper not in SQL_WORDS or tok.upper in ("END", "ASC", "DESC")
+
+
+def _starts_tail(tokens: list[Token], i: int) -> bool:
+    word = tokens[i].upper
+    if not _ends_operand(tokens, i - 1):
+        return False
+    nxt = _word(tokens, i + 1)
+    if word == "WINDOW":
+        if not nxt or _word(tokens, i + 2) == "AS":
+            return False
+        return nxt in WINDOW_FNS or (_is(tokens, i + 2, "(") and nxt not in SQL_WORDS)
+    if word == "TRIGGER":
+        return nxt in TRIGGER_STARTS
+    if word == "EMIT":
+        return nxt in EMIT_MODES
+    if word == "ALLOWED":
+        return nxt == "LATENESS"
+    return False
+
+
+def _tail_end(tokens: list[Token], i: int) -> int:
+    """Index just past the clause tail starting at token i."""
+    depth, j, n = 0, i + 1, len(tokens)
+    while j < n:
+        tok = tokens[j]
+        if tok.kind == PUNCT and tok.text == "(":
+            depth += 1
+        elif tok.kind == PUNCT and tok.text == ")":
+            if depth == 0:
+                break
+            depth -= 1
+        elif depth == 0 and tok.kind == WORD and not _after_dot(tokens, j):
+            if tok.upper in TAIL_END and not _is(tokens, j + 1, "("):
+                break
+            if tok.upper == "WINDOW" and _word(tokens, j + 2) == "AS":  # Spark's named window
+                break
+        j += 1
+    return j
+
+
+def _starts_source(tokens: list[Token], i: int) -> bool:
+    """`WATERMARK <column>` right after a relation (not a table alias named watermark)."""
+    if not _ends_operand(tokens, i - 1) or _word(tokens, i - 1) == "AS":
+        return False
+    nxt = tokens[i + 1] if i + 1 < len(tokens) else None
+    if nxt is None or nxt.kind not in (WORD, QUOTED):
+        return False
+    return nxt.kind == QUOTED or nxt.upper not in SQL_WORDS
+
+
+def _source_end(tokens: list[Token], i: int) -> tuple[int, bool]:
+    """Index just past the WATERMARK clause starting at token i, and whether it is Spark's own."""
+    n, j = len(tokens), i + 1
+    depth = 0
+    while j < n:  # the event-time column (Spark allows an expression here)
+        tok = tokens[j]
+        if tok.kind == PUNCT and tok.text in "()":
+            depth += 1 if tok.text == "(" else -1
+            if depth < 0:
+                return j, False
+        elif depth == 0 and (tok.upper in WATERMARK_MODELS or tok.upper in FROM_END
+                             or tok.upper in SQL_WORDS - {"AS"} or _is(tokens, j, ",")):
+            break
+        j += 1
+    model = _word(tokens, j)
+    spark = False
+    if model == "DELAY":
+        j += 1
+        if _word(tokens, j) == "OF":
+            j += 1
+        if _word(tokens, j) == "INTERVAL":
+            spark = True
+            j += 1
+            while j < n and (tokens[j].kind in (NUMBER, STRING) or _word(tokens, j) in INTERVAL_WORDS
+                             or _is(tokens, j, "-") or _is(tokens, j, "+")):
+                j += 1
+        elif j < n and tokens[j].kind in (NUMBER, STRING):
+            j += 1
+    elif model == "PERFECT":
+        j += 1
+    elif model == "TIMELINE":
+        j = _dotted_name_end(tokens, j + 1)
+    if _word(tokens, j) == "ARRIVAL":
+        spark = False
+        j = _dotted_name_end(tokens, j + 1)
+    return max(j, i + 1), spark
+
+
+def _dotted_name_end(tokens: list[Token], j: int) -> int:
+    n = len(tokens)
+    if j < n and tokens[j].kind in (WORD, QUOTED):
+        j += 1
+        while _is(tokens, j, ".") and j + 1 < n and tokens[j + 1].kind in (WORD, QUOTED):
+            j += 2
+    return j

@@ -1,0 +1,243 @@
+"""A parsed statement: Spark SQL as a sqlglot tree, with sqlflow's clauses hung on its nodes.
+
+Parsing goes: find our clauses on tokens (locate.py); if there are none, the statement is plain
+Spark SQL and its text is kept as is. Otherwise parse each clause with lark (clauses.py), replace
+it by a marker, parse the rest with sqlglot (dialect.py), and move each clause's AST to the node
+where its marker landed: `select.meta["sqlflow"]` (ast.Windowing) and
+`relation.meta["sqlflow_watermark"]` (ast.SourceWatermark).
+
+>>> s = parse_statement("SELECT k, count(*) AS n FROM t WATERMARK ts DELAY OF INTERVAL 1 MINUTE "
+...                     "GROUP BY k WINDOW FIXED(SIZE 5m) EMIT DISCARDING")
+>>> s.is_plain, [type(w.window.fn).__name__ for _, w in s.windowed_selects()]
+(False, ['Fixed'])
+>>> [(node.name, w.event_time) for node, w in s.source_watermarks()]
+[('t', 'ts')]
+>>> parse_statement("SELECT * FROM t WATERMARK ts DELAY OF INTERVAL 1 MINUTE").is_plain
+True
+"""
+from __future__ import annotations
+
+import bisect
+
+from sqlglot import exp
+from sqlglot.errors import ParseError, SqlglotError
+
+from .. import ast
+from ..errors import SqlflowSyntaxError
+from . import clauses
+from .dialect import (MARKER_KEY, WATERMARK_KEY, WATERMARK_MARKER, WINDOWING_KEY,
+                      WINDOWING_MARKER, SqlflowSpark)
+from .locate import SOURCE, TAIL, Span, locate
+from .scan import scan
+from .source import Source
+
+DIALECT = SqlflowSpark()
+
+
+class Statement:
+    """One SQL statement.
+
+    - `sql`: its original text;
+    - `tree`: its sqlglot tree (SqlflowSpark dialect) without our clauses, which hang on the
+      tree's nodes' `meta`; for a plain statement it is built on first use, and is None when
+      sqlglot cannot read the statement (Spark still can);
+    - `is_plain`: no sqlflow clause at all: hand `sql` to Spark unchanged.
+
+    Equality compares the trees and every clause's AST, not the text or positions.
+    """
+
+    __hash__ = None  # type: ignore[assignment]  (the tree is mutable)
+
+    def __init__(self, sql: str, *, source: Source, start: int, end: int,
+                 tree: exp.Expr | None = None, plain: bool, offsets: "Offsets | None" = None) -> None:
+        self.sql = sql
+        self.is_plain = plain
+        self.source = source
+        self.start, self.end = start, end
+        self._tree = tree
+        self._tree_built = tree is not None
+        self.offsets = offsets
+
+    @property
+    def tree(self) -> exp.Expr | None:
+        if not self._tree_built:
+            self._tree_built = True
+            try:
+                self._tree, self.offsets = _build_tree(self.source, self.start, self.end,
+                                                       locate(scan(self.source.text, self.start, self.end)))
+            except Exception:  # noqa: BLE001  (plain SQL: Spark, not sqlglot, is the judge)
+                self._tree = None
+        return self._tree
+
+    def windowed_selects(self) -> list[tuple[exp.Select, ast.Windowing]]:
+        """Each SELECT with our clause tail, in text order, with its clauses."""
+        return _with_meta(self.tree, WINDOWING_KEY, ast.Windowing)
+
+    def source_watermarks(self) -> list[tuple[exp.Expr, ast.SourceWatermark]]:
+        """Each relation (table, subquery, stream) with a WATERMARK clause, in text order."""
+        return _with_meta(self.tree, WATERMARK_KEY, ast.SourceWatermark)
+
+    def position(self, node: exp.Expr) -> ast.Position | None:
+        """Where a node of `tree` starts in the query text (from its identifiers), if known."""
+        starts = [n.meta["start"] for n in node.walk() if n._meta and "start" in n.meta]
+        if not starts or self.offsets is None:
+            return None
+        return self.source.position(self.offsets.original(min(starts)))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Statement):
+            return NotImplemented
+        if self.is_plain != other.is_plain:
+            return False
+        if self.tree is None or other.tree is None:
+            return self.tree is None and other.tree is None and _norm(self.sql) == _norm(other.sql)
+        return (self.tree == other.tree
+                and [w for _, w in self.windowed_selects()] == [w for _, w in other.windowed_selects()]
+                and [w for _, w in self.source_watermarks()] == [w for _, w in other.source_watermarks()])
+
+    def __repr__(self) -> str:
+        kind = "plain" if self.is_plain else "sqlflow"
+        return f"Statement({kind}, {self.sql!r})"
+
+
+def _norm(sql: str) -> str:
+    return sql.strip().rstrip(";").strip()
+
+
+def _with_meta(tree, key, kind) -> list:
+    if tree is None:
+        return []
+    return [(node, node.meta[key]) for node in tree.walk(bfs=False)
+            if node._meta and isinstance(node.meta.get(key), kind)]
+
+
+# --------------------------------------------------------------------------- building
+
+
+def parse_statement(text: str, source: Source | None = None, start: int = 0,
+                    end: int | None = None) -> Statement:
+    """The statement source.text[start:end] (the whole of `text` by default), not validated."""
+    source = source or Source(text)
+    end = len(source.text) if end is None else end
+    tokens = scan(source.text, start, end)
+    spans = locate(tokens)
+    if all(span.kind == SOURCE and span.spark for span in spans):
+        return Statement(text, source=source, start=start, end=end, plain=True)
+    _check_terminated(source, tokens)
+    tree, offsets = _build_tree(source, start, end, spans)
+    return Statement(text, source=source, start=start, end=end, tree=tree, plain=False,
+                     offsets=offsets)
+
+
+def _check_terminated(source: Source, tokens) -> None:
+    for tok in tokens:
+        if tok.unterminated:
+            what = {"string": "string", "quoted": "quoted name"}.get(tok.kind, "comment")
+            raise source.error(SqlflowSyntaxError, f"unterminated {what}", tok.start, clause="SQL")
+
+
+def _build_tree(source: Source, start: int, end: int, spans: list[Span]):
+    """Parse our clauses with lark, the rest with sqlglot, and hang the clauses on the tree."""
+    windowings = [clauses.parse_windowing(source, s.start, s.end) for s in spans if s.kind == TAIL]
+    watermarks = [clauses.parse_source_watermark(source, s.start, s.end)
+                  for s in spans if s.kind == SOURCE]
+    offsets = Offsets(source.text, start, end, spans)
+    try:
+        trees = [t for t in DIALECT.parse(offsets.text) if t is not None]
+    except ParseError as error:
+        raise _sql_error(source, offsets, spans, error) from None
+    except (SqlglotError, RecursionError) as error:
+        raise source.error(SqlflowSyntaxError, f"cannot read this SQL: {str(error).splitlines()[0]}",
+                           start, clause="SQL") from None
+    if len(trees) != 1:
+        raise source.error(SqlflowSyntaxError, "expected one SQL statement", start, clause="SQL")
+    tree = trees[0]
+    found = {TAIL: set(), SOURCE: set()}
+    for node in list(tree.walk()):
+        number = node.meta.pop(MARKER_KEY, None) if node._meta else None
+        if number is None:
+            continue
+        if isinstance(node, exp.Select):
+            node.meta[WINDOWING_KEY] = windowings[number]
+            found[TAIL].add(number)
+        elif isinstance(node, exp.TableAlias) and node.parent is not None:
+            node.parent.meta[WATERMARK_KEY] = watermarks[number]
+            found[SOURCE].add(number)
+            if not node.this and not node.args.get("columns"):
+                node.pop()
+    for kind, count in ((TAIL, len(windowings)), (SOURCE, len(watermarks))):
+        missing = set(range(count)) - found[kind]
+        if missing:
+            span = [s for s in spans if s.kind == kind][min(missing)]
+            raise _misplaced(source, span)
+    return tree, offsets
+
+
+def _misplaced(source: Source, span: Span) -> SqlflowSyntaxError:
+    if span.kind == TAIL:
+        word = source.text[span.start:span.end].split(None, 1)[0].upper()
+        name = "ALLOWED LATENESS" if word == "ALLOWED" else word
+        return source.error(SqlflowSyntaxError,
+                            f"{name} can only end a SELECT (after FROM, WHERE, GROUP BY and HAVING)",
+                            span.start, clause=name)
+    return source.error(SqlflowSyntaxError,
+                        "a WATERMARK clause goes right after a table or subquery in FROM",
+                        span.start, clause="WATERMARK")
+
+
+def _sql_error(source: Source, offsets: "Offsets", spans: list[Span], error: ParseError):
+    token = getattr(error, "sqlflow_token", None)
+    if token is not None and token.text.startswith((WINDOWING_MARKER, WATERMARK_MARKER)):
+        number = int(token.text.rsplit("_", 1)[1])
+        kind = TAIL if token.text.startswith(WINDOWING_MARKER) else SOURCE
+        return _misplaced(source, [s for s in spans if s.kind == kind][number])
+    offset = offsets.original(token.start) if token is not None else offsets.start
+    detail = error.errors[0]["description"] if error.errors else str(error)
+    got = f", got '{token.text}'" if token is not None and token.text else ""
+    return source.error(SqlflowSyntaxError, f"{_sqlglot_words(detail)}{got}", offset, clause="SQL")
+
+
+def _sqlglot_words(description: str) -> str:
+    description = description.strip().rstrip(".")
+    if description.startswith("Expecting "):
+        return "expected " + description[len("Expecting "):]
+    if description.startswith("Invalid expression / Unexpected token"):
+        return "unexpected token"
+    if description.startswith("Required keyword"):
+        return "incomplete expression"
+    return description[:1].lower() + description[1:]
+
+
+class Offsets:
+    """The statement text given to sqlglot (our clauses replaced by markers), and the way back
+    from its offsets to offsets in the query text."""
+
+    def __init__(self, text: str, start: int, end: int, spans: list[Span]) -> None:
+        self.start = start
+        parts: list[str] = []
+        self._new: list[int] = []      # start of each piece in the new text
+        self._old: list[int] = []      # its start in the original text
+        self._kept: list[bool] = []    # copied (True) or a marker (False)
+        pos, new, numbers = start, 0, {TAIL: 0, SOURCE: 0}
+        for span in spans:
+            self._piece(parts, text[pos:span.start], new, pos, True)
+            new += span.start - pos
+            prefix = WINDOWING_MARKER if span.kind == TAIL else WATERMARK_MARKER
+            marker = f" {prefix}{numbers[span.kind]} "
+            numbers[span.kind] += 1
+            self._piece(parts, marker, new, span.start, False)
+            new += len(marker)
+            pos = span.end
+        self._piece(parts, text[pos:end], new, pos, True)
+        self.text = "".join(parts)
+
+    def _piece(self, parts, piece, new, old, kept) -> None:
+        parts.append(piece)
+        self._new.append(new)
+        self._old.append(old)
+        self._kept.append(kept)
+
+    def original(self, offset: int) -> int:
+        """The original offset of an offset in `text`."""
+        i = max(bisect.bisect_right(self._new, offset) - 1, 0)
+        return self._old[i] + (offset - self._new[i] if self._kept[i] else 0)

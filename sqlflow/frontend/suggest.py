@@ -1,0 +1,81 @@
+"""Words for syntax errors: what the grammar expected, and the keyword a typo was probably meant to be.
+
+>>> expected_words({"DURATION", "INTERVAL"})
+'a duration (like 30m or INTERVAL 5 MINUTES)'
+>>> expected_words({"ALLOWED", "EMIT", "TRIGGER", "$END", "ON"})
+'ON, TRIGGER, ALLOWED LATENESS, EMIT or the end of the clauses'
+>>> expected_words({"RPAR", "COMMA"})
+"')' or ','"
+>>> nearest("TRIGER", ["ON", "TRIGGER", "EMIT"])
+'TRIGGER'
+>>> nearest("SESSION", WINDOW_FNS)
+'SESSIONS'
+>>> print(nearest("FOO", ["TRIGGER"]))
+None
+"""
+from __future__ import annotations
+
+import difflib
+
+#: the language's keywords in the order messages list them
+KEYWORDS = (
+    "WINDOW", "ON", "TRIGGER", "ALLOWED", "LATENESS", "EMIT",
+    "GLOBAL", "FIXED", "SLIDING", "SESSIONS", "CUMULATE", "SIZE", "PERIOD", "STEP", "GAP", "OFFSET",
+    "WATERMARK", "PERCENTILE", "EARLY", "LATE", "DELAY", "COUNT", "WHEN", "REPEAT",
+    "REPEAT_UNTIL", "SEQUENCE", "FIRST_OF", "ALL_OF",
+    "DISCARDING", "ACCUMULATING", "AND", "RETRACTING",
+    "OF", "PERFECT", "TIMELINE", "ARRIVAL", "INTERVAL", "TO", "TRUE", "FALSE", "NULL",
+)
+WINDOW_FNS = ("GLOBAL", "FIXED", "SLIDING", "SESSIONS", "CUMULATE")
+TRIGGERS = ("WATERMARK", "PERIOD", "DELAY", "COUNT", "WHEN", "REPEAT", "REPEAT_UNTIL",
+            "SEQUENCE", "FIRST_OF", "ALL_OF")
+#: keywords shown as the phrase they start
+_PHRASES = {"ALLOWED": "ALLOWED LATENESS"}
+_SYMBOLS = {"LPAR": "'('", "RPAR": "')'", "COMMA": "','", "DOT": "'.'"}
+_THINGS = {  # terminal -> description, in the order messages list them
+    "DURATION": "a duration (like 30m or INTERVAL 5 MINUTES)",
+    "NUMBER": "a number",
+    "STRING": "a string",
+    "INTERVAL_UNIT": "an interval unit (DAY, HOUR, MINUTE, SECOND ...)",
+    "NAME": "a name",
+    "SQL_TOKEN": "a Spark SQL expression",
+}
+
+
+def expected_words(terminals: set[str] | frozenset[str]) -> str:
+    """The terminals a parser would accept, as a phrase."""
+    names = set(terminals)
+    if "DURATION" in names:
+        names -= {"INTERVAL", "NUMBER"} if "STRING" not in names else {"INTERVAL"}
+    if "NAME" in names:
+        names.discard("QUOTED_NAME")
+    words: list[str] = []
+    if set(WINDOW_FNS) <= names:
+        words.append("a window function (GLOBAL, FIXED, SLIDING, SESSIONS, CUMULATE or a registered one)")
+        names -= set(WINDOW_FNS) | {"NAME"}
+    if set(TRIGGERS) <= names:
+        words.append("a trigger (" + ", ".join(TRIGGERS) + ")")
+        names -= set(TRIGGERS)
+    words += [_PHRASES.get(k, k) for k in KEYWORDS if k in names]
+    words += [_SYMBOLS[s] for s in _SYMBOLS if s in names]
+    words += [text for t, text in _THINGS.items() if t in names]
+    known = set(KEYWORDS) | set(_SYMBOLS) | set(_THINGS) | {"$END", "QUOTED_NAME", "INTERVAL"}
+    words += sorted(names - known)
+    if "$END" in names:
+        words.append("the end of the clauses")
+    if not words:
+        return "something else"
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
+
+
+def nearest(word: str, candidates, cutoff: float = 0.7) -> str | None:
+    """The candidate keyword closest to `word` (a probable typo), if any is close enough."""
+    matches = difflib.get_close_matches(word.upper(), [c.upper() for c in candidates], n=1,
+                                        cutoff=cutoff)
+    return matches[0] if matches and matches[0] != word.upper() else None
+
+
+def did_you_mean(word: str, candidates) -> str | None:
+    """A hint naming the nearest keyword, as the phrase it starts."""
+    match = nearest(word, candidates)
+    return f"did you mean {_PHRASES.get(match, match)}?" if match else None

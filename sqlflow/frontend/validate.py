@@ -1,0 +1,392 @@
+"""Checks that a parsed statement means something (docs/semantics.md), before any data is read.
+
+`parse` runs `validate(statement, streaming=False)`; the Spark layer runs it again with
+`streaming=True` for a live stream, where the watermark never reaches the end of time.
+
+>>> from sqlflow.frontend import parse
+>>> s = parse("SELECT count(*) FROM t GROUP BY k WINDOW GLOBAL")
+>>> validate(s, streaming=True)
+Traceback (most recent call last):
+...
+sqlflow.errors.SqlflowSemanticError: sqlflow: TRIGGER: on a stream the GLOBAL window never ends, so the default trigger REPEAT(WATERMARK) never fires (line 1, column 35)
+  SELECT count(*) FROM t GROUP BY k WINDOW GLOBAL
+                                    ^
+add a trigger that fires on its own, e.g. TRIGGER REPEAT(PERIOD 1m)
+"""
+from __future__ import annotations
+
+from sqlglot import exp
+
+from .. import ast
+from ..errors import SqlflowSemanticError
+from . import printer, sqlexpr
+from .dialect import WATERMARK_KEY
+from .statement import Statement
+
+#: columns a windowed SELECT may name without grouping them: they describe the pane (semantics 4)
+PANE_COLUMNS = frozenset({"window_start", "window_end", "pane_index", "pane_timing", "is_last",
+                          "emit_time", "is_retraction"})
+
+
+def validate(statement: Statement, *, streaming: bool) -> None:
+    """Raise SqlflowSemanticError for the first clause that cannot mean anything.
+
+    `streaming`: the query runs on a live stream (not recorded or bounded data).
+    """
+    if statement.is_plain:
+        return
+    check = _Checker(statement, streaming)
+    for _, watermark in statement.source_watermarks():
+        check.source_watermark(watermark)
+    for select, windowing in statement.windowed_selects():
+        check.windowing(windowing)
+        check.select(select, windowing)
+        check.event_time(select, windowing)
+        if streaming:
+            check.stream(windowing)
+
+
+class _Checker:
+    def __init__(self, statement: Statement, streaming: bool) -> None:
+        self.statement = statement
+        self.streaming = streaming
+
+    def fail(self, message: str, pos: ast.Position | None, clause: str, hint: str | None = None):
+        raise self.statement.source.error_at(SqlflowSemanticError, message, pos, clause=clause,
+                                             hint=hint)
+
+    # ---------------------------------------------------------------- durations
+
+    def positive(self, d: ast.Duration, what: str, clause: str) -> None:
+        if d.micros <= 0:
+            self.fail(f"{what} must be positive, got {printer.duration(d)}", d.pos, clause)
+
+    def not_negative(self, d: ast.Duration, what: str, clause: str) -> None:
+        if d.micros < 0:
+            self.fail(f"{what} cannot be negative, got {printer.duration(d)}", d.pos, clause)
+
+    def offset(self, offset: ast.Duration, bound: ast.Duration, bound_name: str) -> None:
+        self.not_negative(offset, "OFFSET", "WINDOW")
+        if offset.micros >= bound.micros:
+            self.fail(f"OFFSET {printer.duration(offset)} must be less than {bound_name} "
+                      f"{printer.duration(bound)}", offset.pos, "WINDOW")
+
+    # ---------------------------------------------------------------- clauses
+
+    def windowing(self, w: ast.Windowing) -> None:
+        self.window_fn(w.window.fn)
+        if w.trigger is not None:
+            for t in ast.walk_triggers(w.trigger):
+                self.trigger(t)
+        if w.allowed_lateness is not None:
+            self.not_negative(w.allowed_lateness.lateness, "ALLOWED LATENESS", "ALLOWED LATENESS")
+
+    def window_fn(self, fn: ast.WindowFn) -> None:
+        if isinstance(fn, ast.Fixed):
+            self.positive(fn.size, "SIZE", "WINDOW")
+            self.offset(fn.offset, fn.size, "SIZE")
+        elif isinstance(fn, ast.Sliding):
+            self.positive(fn.size, "SIZE", "WINDOW")
+            self.positive(fn.period, "PERIOD", "WINDOW")
+            if fn.period.micros > fn.size.micros:
+                self.fail(f"PERIOD {printer.duration(fn.period)} is longer than SIZE "
+                          f"{printer.duration(fn.size)}, so some elements would be in no window",
+                          fn.period.pos, "WINDOW", hint="use FIXED for windows that do not overlap")
+            self.offset(fn.offset, fn.period, "PERIOD")
+        elif isinstance(fn, ast.Cumulate):
+            self.positive(fn.step, "STEP", "WINDOW")
+            self.positive(fn.size, "SIZE", "WINDOW")
+            if fn.size.micros % fn.step.micros:
+                self.fail(f"SIZE {printer.duration(fn.size)} is not a multiple of STEP "
+                          f"{printer.duration(fn.step)}", fn.size.pos, "WINDOW")
+            self.offset(fn.offset, fn.size, "SIZE")
+        elif isinstance(fn, ast.Sessions):
+            if isinstance(fn.gap, ast.Duration):
+                self.positive(fn.gap, "GAP", "WINDOW")
+            else:
+                self.gap_expression(fn.gap)
+
+    def trigger(self, t: ast.Trigger) -> None:
+        if isinstance(t, ast.Period):
+            self.positive(t.period, "PERIOD", "TRIGGER")
+        elif isinstance(t, ast.Delay):
+            self.positive(t.delay, "DELAY", "TRIGGER")
+        elif isinstance(t, ast.Count) and t.n < 1:
+            self.fail(f"COUNT must be at least 1, got {t.n}", t.pos, "TRIGGER")
+        elif isinstance(t, ast.WatermarkPercentile):
+            if not 0 < t.percentile <= 100:
+                self.fail(f"WATERMARK PERCENTILE must be in (0, 100], got {printer.number(t.percentile)}",
+                          t.pos, "TRIGGER")
+        elif isinstance(t, ast.When):
+            self.predicate(t.predicate)
+
+    # ---------------------------------------------------------------- embedded SQL
+
+    def predicate(self, predicate: ast.SqlExpr) -> None:
+        tree = _unparen(sqlexpr.parse_expression(predicate.sql))
+        self.per_row(tree, predicate, "WHEN")
+        kind = _not_boolean(tree)
+        if kind:
+            self.fail(f"WHEN needs a boolean predicate, got {kind}: {predicate.sql}", predicate.pos,
+                      "TRIGGER", hint="compare it, e.g. WHEN(x > 0)")
+
+    def gap_expression(self, gap: ast.SqlExpr) -> None:
+        tree = _unparen(sqlexpr.parse_expression(gap.sql))
+        self.per_row(tree, gap, "GAP")
+        kind = _not_duration(tree)
+        if kind:
+            self.fail(f"GAP needs a duration, got {kind}: {gap.sql}", gap.pos, "WINDOW",
+                      hint="write a duration (30m, INTERVAL 30 MINUTES) or an expression giving an interval")
+
+    def per_row(self, tree: exp.Expr, sql: ast.SqlExpr, what: str) -> None:
+        clause = "TRIGGER" if what == "WHEN" else "WINDOW"
+        for node in tree.walk():
+            if isinstance(node, (exp.AggFunc, exp.Window)):
+                self.fail(f"{what} is computed for each element, so it cannot use "
+                          f"{node.sql(dialect='spark')}", sql.pos, clause)
+
+    # ---------------------------------------------------------------- the SELECT
+
+    def select(self, select: exp.Select, w: ast.Windowing) -> None:
+        group = select.args.get("group")
+        if group is None and not _has_aggregate(select):
+            self.fail("a windowed SELECT needs GROUP BY or an aggregate", w.pos, "WINDOW",
+                      hint="without GROUP BY the aggregates are computed per window over all rows")
+        if group is not None and group.args.get("all"):
+            return
+        keys = _group_keys(select)
+        for item in select.expressions:
+            for node in _ungrouped(item.this if isinstance(item, exp.Alias) else item, keys):
+                if isinstance(node, exp.Star):
+                    self.fail("SELECT * in a windowed SELECT", self.statement.position(select) or w.pos,
+                              "SELECT", hint="select the GROUP BY keys and aggregates")
+                name = node.sql(dialect="spark")
+                self.fail(f"{name} is neither in GROUP BY nor inside an aggregate",
+                          self.statement.position(node) or w.pos, "SELECT",
+                          hint=f"add it to GROUP BY or aggregate it, e.g. first({name})")
+
+    def event_time(self, select: exp.Select, w: ast.Windowing) -> None:
+        if w.window.on is not None or isinstance(w.window.fn, ast.Global):
+            return
+        sources = _watermarks_feeding(select)
+        if not sources:
+            self.fail("no event-time column for this window", w.window.pos, "WINDOW",
+                      hint="name it with ON <column>, or add WATERMARK <column> DELAY OF ... "
+                           "to the table in FROM")
+        if len(sources) > 1:
+            columns = ", ".join(s.event_time for s in sources)
+            self.fail(f"several WATERMARK clauses feed this window ({columns})", w.window.pos,
+                      "WINDOW", hint="name the event-time column with ON <column>")
+
+    # ---------------------------------------------------------------- sources and streams
+
+    def source_watermark(self, w: ast.SourceWatermark) -> None:
+        model = w.model
+        if isinstance(model, ast.BoundedDelay):
+            self.not_negative(model.delay, "DELAY OF", "WATERMARK")
+        elif w.arrival is None:
+            name = "PERFECT" if isinstance(model, ast.Perfect) else "TIMELINE"
+            why = ("the perfect watermark is the earliest event time not yet arrived"
+                   if name == "PERFECT" else "the timeline's steps are placed among the rows by arrival time")
+            self.fail(f"{name} needs ARRIVAL <column>: {why}", model.pos, "WATERMARK")
+        if self.streaming and isinstance(model, ast.Perfect):
+            self.fail("PERFECT needs recorded data: on a live stream the rows to come are unknown",
+                      model.pos, "WATERMARK")
+
+    def stream(self, w: ast.Windowing) -> None:
+        trigger = w.trigger if w.trigger is not None else ast.default_trigger()
+        for t in ast.walk_triggers(trigger):
+            if isinstance(t, ast.WatermarkPercentile) and t.percentile != 100:
+                self.fail(f"WATERMARK PERCENTILE {printer.number(t.percentile)} needs recorded data: "
+                          "on a live stream a window's final size is unknown", t.pos, "TRIGGER")
+        if isinstance(w.window.fn, ast.Global) and not can_fire_before_end_of_time(trigger):
+            what = (f"TRIGGER {printer.trigger(w.trigger)}" if w.trigger is not None
+                    else "the default trigger REPEAT(WATERMARK)")
+            pos = w.trigger.pos if w.trigger is not None else w.window.pos
+            self.fail(f"on a stream the GLOBAL window never ends, so {what} never fires", pos,
+                      "TRIGGER", hint="add a trigger that fires on its own, e.g. TRIGGER REPEAT(PERIOD 1m)")
+
+
+# --------------------------------------------------------------------------- triggers
+
+
+def can_fire_before_end_of_time(t: ast.Trigger) -> bool:
+    """Whether the trigger can fire while the watermark stays below +inf (a GLOBAL window's end).
+
+    >>> can_fire_before_end_of_time(ast.Sequence((ast.Watermark(), ast.Repeat(ast.Count(1)))))
+    False
+    >>> can_fire_before_end_of_time(ast.WatermarkEarlyLate(early=ast.Count(1)))
+    True
+    """
+    t = ast.desugar(t)
+    if isinstance(t, (ast.Watermark, ast.WatermarkPercentile)):
+        return False
+    if isinstance(t, (ast.Period, ast.Delay, ast.Count, ast.When)):
+        return True
+    if isinstance(t, ast.Repeat):
+        return can_fire_before_end_of_time(t.trigger)
+    if isinstance(t, ast.RepeatUntil):
+        return can_fire_before_end_of_time(t.trigger) or can_fire_before_end_of_time(t.until)
+    if isinstance(t, ast.FirstOf):
+        return any(can_fire_before_end_of_time(c) for c in t.triggers)
+    if isinstance(t, ast.AllOf):
+        return all(can_fire_before_end_of_time(c) for c in t.triggers)
+    if isinstance(t, ast.Sequence):
+        for child in t.triggers:  # a child runs once all earlier ones have finished
+            if can_fire_before_end_of_time(child):
+                return True
+            if not _can_finish_before_end_of_time(child):
+                return False
+        return False
+    return True
+
+
+def _can_finish_before_end_of_time(t: ast.Trigger) -> bool:
+    if isinstance(t, ast.Repeat):
+        return False
+    if isinstance(t, ast.RepeatUntil):
+        return can_fire_before_end_of_time(t.until)
+    if isinstance(t, ast.Sequence):
+        return all(_can_finish_before_end_of_time(c) for c in t.triggers)
+    return can_fire_before_end_of_time(t)
+
+
+# --------------------------------------------------------------------------- SQL shapes
+
+_ARITHMETIC = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.IntDiv, exp.Mod, exp.Neg, exp.DPipe,
+               exp.BitwiseAnd, exp.BitwiseOr, exp.BitwiseXor, exp.BitwiseNot,
+               exp.BitwiseLeftShift, exp.BitwiseRightShift)
+_BOOLEAN = (exp.Predicate, exp.Connector, exp.Not, exp.Boolean)
+
+
+def _unparen(tree: exp.Expr) -> exp.Expr:
+    while isinstance(tree, exp.Paren):
+        tree = tree.this
+    return tree
+
+
+def _not_boolean(tree: exp.Expr) -> str | None:
+    """What the expression clearly is when it is clearly not a boolean (a column may be one)."""
+    if isinstance(tree, exp.Literal):
+        return "a string" if tree.is_string else "a number"
+    if isinstance(tree, exp.Null):
+        return "NULL"
+    if isinstance(tree, _ARITHMETIC):
+        return "an arithmetic expression"
+    if isinstance(tree, exp.Interval):
+        return "an interval"
+    if isinstance(tree, (exp.Array, exp.Struct, exp.Map, exp.Star)):
+        return "a " + type(tree).__name__.lower()
+    if isinstance(tree, exp.Cast) and not tree.to.is_type(exp.DataType.Type.BOOLEAN):
+        return f"a {tree.to.sql(dialect='spark')}"
+    return None
+
+
+def _not_duration(tree: exp.Expr) -> str | None:
+    if isinstance(tree, _BOOLEAN):
+        return "a boolean"
+    if isinstance(tree, exp.Literal):
+        return "a string" if tree.is_string else "a number"
+    if isinstance(tree, exp.Null):
+        return "NULL"
+    return None
+
+
+def _has_aggregate(select: exp.Select) -> bool:
+    scopes = list(select.expressions) + [select.args.get("having")]
+    return any(isinstance(node, exp.AggFunc) and not _in_window_function(node, select)
+               for scope in scopes if scope is not None for node in scope.walk()
+               if not _in_subquery(node, select))
+
+
+def _in_window_function(node: exp.Expr, top: exp.Expr) -> bool:
+    return any(isinstance(a, exp.Window) for a in _ancestors(node, top))
+
+
+def _in_subquery(node: exp.Expr, top: exp.Expr) -> bool:
+    return any(isinstance(a, (exp.Query, exp.Subquery)) for a in _ancestors(node, top))
+
+
+def _ancestors(node: exp.Expr, top: exp.Expr):
+    parent = node.parent
+    while parent is not None and parent is not top:
+        yield parent
+        parent = parent.parent
+
+
+def _group_keys(select: exp.Select) -> list[exp.Expr]:
+    group = select.args.get("group")
+    if group is None:
+        return []
+    keys: list[exp.Expr] = []
+    for key in group.expressions:
+        keys.append(key)
+    for arg in ("grouping_sets", "cube", "rollup"):
+        for node in group.args.get(arg) or []:
+            keys.extend(n for n in node.walk() if isinstance(n, exp.Expr))
+    items = select.expressions
+    out = []
+    for key in keys:
+        out.append(key)
+        if isinstance(key, exp.Literal) and not key.is_string and key.name.isdigit():
+            index = int(key.name) - 1  # GROUP BY 1
+            if 0 <= index < len(items):
+                item = items[index]
+                out.append(item.this if isinstance(item, exp.Alias) else item)
+        elif isinstance(key, exp.Column) and not key.table:  # GROUP BY alias
+            for item in items:
+                if isinstance(item, exp.Alias) and item.alias.lower() == key.name.lower():
+                    out.append(item.this)
+    return out
+
+
+def _same_column(a: exp.Column, b: exp.Expr) -> bool:
+    return (isinstance(b, exp.Column) and a.name.lower() == b.name.lower()
+            and (not a.table or not b.table or a.table.lower() == b.table.lower()))
+
+
+def _ungrouped(node: exp.Expr, keys: list[exp.Expr]):
+    """Columns (and *) of a SELECT item that are neither grouped nor inside an aggregate."""
+    if any(node == key or (isinstance(node, exp.Column) and _same_column(node, key)) for key in keys):
+        return
+    if isinstance(node, (exp.AggFunc, exp.Window, exp.Subquery, exp.Query, exp.Lambda, exp.Exists)):
+        return
+    if isinstance(node, exp.Star):
+        yield node
+        return
+    if isinstance(node, exp.Column):
+        if isinstance(node.this, exp.Star):
+            yield node
+        elif node.table or node.name.lower() not in PANE_COLUMNS:
+            yield node
+        return
+    for child in node.iter_expressions():
+        yield from _ungrouped(child, keys)
+
+
+def _watermarks_feeding(select: exp.Select) -> list[ast.SourceWatermark]:
+    """Source watermarks of the relations in this SELECT's FROM (through subqueries and CTEs)."""
+    ctes = {cte.alias_or_name.lower(): cte for cte in select.root().find_all(exp.CTE)}
+    found: list[ast.SourceWatermark] = []
+    seen: set[int] = set()
+
+    def visit(node: exp.Expr) -> None:
+        for child in node.walk():
+            if id(child) in seen:
+                continue
+            seen.add(id(child))
+            watermark = child.meta.get(WATERMARK_KEY) if child._meta else None
+            if isinstance(watermark, ast.SourceWatermark):
+                found.append(watermark)
+            if isinstance(child, exp.Table) and not child.db and child.name.lower() in ctes:
+                cte = ctes[child.name.lower()]
+                if id(cte) not in seen:
+                    seen.add(id(cte))
+                    visit(cte.this)
+
+    for arg in ("from_", "joins"):
+        value = select.args.get(arg)
+        for node in value if isinstance(value, list) else [value]:
+            if node is not None:
+                visit(node)
+    return found
