@@ -427,15 +427,18 @@ def _group_touched(touched):
 
 
 def _factorize_keys(rows: pd.DataFrame, keys: list[str]):
-    """Key id per row (NULL keys are a key of their own, as in GROUP BY), and a row index per key id."""
-    if len(keys) == 1:
-        codes, uniques = pd.factorize(rows[keys[0]], use_na_sentinel=False)
-    else:
+    """Key id per row, numbered in key order (so output order does not depend on input order;
+    NULL keys are a key of their own, as in GROUP BY, and come last), and a row index per key id."""
+    try:
+        if len(keys) == 1:
+            codes, _ = pd.factorize(rows[keys[0]], sort=True, use_na_sentinel=False)
+        else:
+            codes = rows.groupby(keys, dropna=False, sort=True).ngroup().to_numpy()
+    except TypeError:  # unorderable values (mixed types, nested values): first appearance
         codes = rows.groupby(keys, dropna=False, sort=False).ngroup().to_numpy()
     codes = np.asarray(codes, np.int64)
     first = np.full(codes.max() + 1 if len(codes) else 0, -1, np.int64)
-    idx = np.arange(len(codes))[::-1]
-    first[codes[::-1]] = idx
+    first[codes[::-1]] = np.arange(len(codes))[::-1]
     return codes, first
 
 

@@ -1,0 +1,85 @@
+"""Hypothesis strategies: random inputs, watermarks, windows and triggers for the engine."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from hypothesis import strategies as st
+
+from sqlflow import ast
+from sqlflow.engine.plan import ARRIVAL_TIME, EVENT_TIME, when_column
+from sqlflow.engine.watermarks import Timeline, bounded_delay, perfect
+
+D = ast.Duration
+
+
+def durations(lo=1, hi=8, unit=10):
+    return st.integers(lo, hi).map(lambda k: D(k * unit))
+
+
+windows = st.one_of(
+    st.builds(ast.Fixed, durations(5, 15), st.just(D(0))),
+    st.builds(lambda s, k: ast.Sliding(D(s.micros * k), s), durations(3, 8), st.integers(1, 3)),
+    st.builds(ast.Sessions, durations(1, 8)),
+    st.just(ast.Global()),
+    st.builds(lambda s, k: ast.Cumulate(s, D(s.micros * k)), durations(3, 6), st.integers(1, 3)),
+)
+
+primitives = st.one_of(
+    st.just(ast.Watermark()),
+    st.builds(ast.Period, durations(1, 6)),
+    st.builds(ast.Delay, durations(1, 6)),
+    st.builds(ast.Count, st.integers(1, 4)),
+    st.builds(ast.When, st.just(ast.SqlExpr("flag"))),
+)
+
+
+def _extend(children):
+    pairs = st.lists(children, min_size=2, max_size=3).map(tuple)
+    return st.one_of(
+        st.builds(ast.Repeat, children),
+        st.builds(ast.RepeatUntil, children, children),
+        st.builds(ast.Sequence, pairs),
+        st.builds(ast.FirstOf, pairs),
+        st.builds(ast.AllOf, pairs),
+    )
+
+
+triggers = st.one_of(st.none(), st.recursive(primitives, _extend, max_leaves=5),
+                     st.builds(ast.WatermarkEarlyLate, st.one_of(st.none(), primitives), st.one_of(st.none(), primitives)))
+
+#: triggers the vectorised watermark-schedule path handles
+schedule_triggers = st.one_of(
+    st.none(),
+    st.just(ast.Sequence((ast.Watermark(), ast.Repeat(ast.Watermark())))),
+    st.builds(lambda p: ast.WatermarkEarlyLate(early=p), st.builds(ast.Period, durations(1, 6))),
+)
+
+
+@st.composite
+def inputs(draw, max_rows=40):
+    n = draw(st.integers(0, max_rows))
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    keys = int(rng.integers(1, 4))
+    et = rng.integers(0, 60, n) * 5
+    delay = np.where(rng.random(n) < 0.8, rng.integers(0, 12, n), rng.integers(0, 80, n)) * 5
+    rows = pd.DataFrame({
+        "k": rng.integers(0, keys, n),
+        "v": rng.integers(-3, 10, n),
+        EVENT_TIME: et.astype(np.int64),
+        ARRIVAL_TIME: (et + delay).astype(np.int64),
+        "flag": rng.random(n) < 0.2,
+    })
+    rows[when_column(0)] = rows["flag"]
+    for i in range(1, 6):
+        rows[when_column(i)] = rows["flag"]
+    kind = draw(st.sampled_from(["delay", "perfect", "steps"]))
+    if kind == "delay":
+        tl = bounded_delay(rows[ARRIVAL_TIME], rows[EVENT_TIME], int(rng.integers(0, 30)) * 5)
+    elif kind == "perfect":
+        tl = perfect(rows[ARRIVAL_TIME], rows[EVENT_TIME])
+    else:
+        k = int(rng.integers(1, 6))
+        tl = Timeline.from_steps(np.sort(rng.choice(np.arange(0, 800, 5), k, replace=False)),
+                                 np.sort(rng.integers(0, 60, k) * 5))
+    return rows, tl
