@@ -448,13 +448,18 @@ def _word_at(code: str, offset: int) -> str:
 
 
 def _misspelt_window_fn(source: Source, start: int, offset: int):
-    """`WINDOW SESSION(GAP 30m)` fails inside its arguments; the name is the mistake."""
+    """`WINDOW SESSION(GAP 30m)` fails inside its arguments: the name is the mistake."""
     tokens = scan(source.code, start, offset + 1)
     for i, tok in enumerate(tokens[:-2]):
         name, paren = tokens[i + 1], tokens[i + 2]
-        if tok.upper == "WINDOW" and name.kind == WORD and paren.text == "(" \
-                and name.upper not in suggest.WINDOW_FNS and offset > paren.start:
-            match = suggest.nearest(name.text, suggest.WINDOW_FNS)
-            if match is not None:
-                return name, match
+        if tok.upper != "WINDOW" or name.kind != WORD or paren.text != "(" \
+                or name.upper in suggest.WINDOW_FNS or offset <= paren.start:
+            continue
+        depth = 0
+        for later in tokens[i + 2:]:
+            depth += {"(": 1, ")": -1}.get(later.text, 0) if later.kind == PUNCT else 0
+            if depth == 0:
+                return None  # its arguments closed before the error
+        match = suggest.nearest(name.text, suggest.WINDOW_FNS)
+        return (name, match) if match is not None else None
     return None

@@ -105,10 +105,13 @@ def _norm(sql: str) -> str:
 
 
 def _with_meta(tree, key, kind) -> list:
+    """(node, clause) pairs in the order the clauses are written."""
     if tree is None:
         return []
-    return [(node, node.meta[key]) for node in tree.walk(bfs=False)
-            if node._meta and isinstance(node.meta.get(key), kind)]
+    found = [(node, node.meta[key]) for node in tree.walk(bfs=False)
+             if node._meta and isinstance(node.meta.get(key), kind)]
+    return sorted(found, key=lambda pair: (pair[1].pos is None,
+                                           (pair[1].pos.line, pair[1].pos.column) if pair[1].pos else 0))
 
 
 # --------------------------------------------------------------------------- building

@@ -341,6 +341,10 @@ def _group_keys(select: exp.Select) -> list[exp.Expr]:
 
 
 def _same_column(a: exp.Column, b: exp.Expr) -> bool:
+    """`a` is the grouped column `b`, or a field of a grouped struct (`window.start` when
+    grouping by Spark's `window(ts, ...)`)."""
+    if isinstance(b, exp.Anonymous):
+        return bool(a.table) and a.table.lower() == b.name.lower()
     return (isinstance(b, exp.Column) and a.name.lower() == b.name.lower()
             and (not a.table or not b.table or a.table.lower() == b.table.lower()))
 
