@@ -418,7 +418,8 @@ def _syntax_error(source: Source, start: int, end: int, rule: str,
         return source.error(SqlflowSyntaxError, f"unknown window function {name.text}", name.start,
                             clause="WINDOW", hint=f"did you mean {suggestion}?")
     what = f"'{got}'" if got is not None else "the end of the statement"
-    message = f"expected {suggest.expected_words(expected)}, got {what}"
+    phrases = {"DELAY": "DELAY OF"} if rule == "source_watermark" else None
+    message = f"expected {suggest.expected_words(expected, phrases)}, got {what}"
     hint = None
     if got is not None and re.match(r"[A-Za-z_]", got):
         keywords = [k for k in suggest.KEYWORDS if k in expected] or suggest.KEYWORDS

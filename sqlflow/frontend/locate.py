@@ -199,8 +199,11 @@ def _source_end(tokens: list[Token], i: int) -> tuple[int, bool]:
             while j < n and (tokens[j].kind in (NUMBER, STRING) or _word(tokens, j) in INTERVAL_WORDS
                              or _is(tokens, j, "-") or _is(tokens, j, "+")):
                 j += 1
-        elif j < n and tokens[j].kind in (NUMBER, STRING):
-            j += 1
+        else:
+            if _is(tokens, j, "-") or _is(tokens, j, "+"):
+                j += 1
+            if j < n and tokens[j].kind in (NUMBER, STRING):
+                j += 1
     elif model == "PERFECT":
         j += 1
     elif model == "TIMELINE":

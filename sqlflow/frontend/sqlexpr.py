@@ -33,7 +33,8 @@ def parse_expression(text: str) -> exp.Expr:
     except ParseError as error:
         token = getattr(error, "sqlflow_token", None)
         detail = error.errors[0]["description"] if error.errors else str(error)
-        raise SqlExprError(_sqlglot_message(detail), token.start if token else 0) from None
+        raise SqlExprError(sqlglot_words(detail, token.text if token else ""),
+                           token.start if token else 0) from None
     except (SqlglotError, RecursionError, ValueError) as error:
         raise SqlExprError(f"cannot read the expression: {error}".splitlines()[0], 0) from None
     trees = [t for t in trees if t is not None]
@@ -64,13 +65,14 @@ def located(text: str, offset: int, source: Source, clause: str, what: str) -> s
                            offset + error.offset, clause=clause) from None
 
 
-def _sqlglot_message(description: str) -> str:
-    """sqlglot's wording, made to read like ours."""
+def sqlglot_words(description: str, got: str) -> str:
+    """sqlglot's description of a parse error, worded like ours."""
     description = description.strip().rstrip(".")
+    got_text = f"'{got}'" if got else "the end of the statement"
     if description.startswith("Expecting "):
-        return "expected " + description[len("Expecting "):]
+        return f"expected {description[len('Expecting '):]}, got {got_text}"
     if description.startswith("Invalid expression / Unexpected token"):
-        return "unexpected token"
+        return f"unexpected {got_text}"
     if description.startswith("Required keyword"):
-        return "incomplete expression"
-    return description[:1].lower() + description[1:]
+        return f"incomplete expression at {got_text}"
+    return description[:1].lower() + description[1:] + (f", at {got_text}" if got else "")

@@ -25,6 +25,7 @@ from sqlglot.errors import ParseError, SqlglotError
 from .. import ast
 from ..errors import SqlflowSyntaxError
 from . import clauses
+from .sqlexpr import sqlglot_words
 from .dialect import (MARKER_KEY, WATERMARK_KEY, WATERMARK_MARKER, WINDOWING_KEY,
                       WINDOWING_MARKER, SqlflowSpark)
 from .locate import SOURCE, TAIL, Span, locate
@@ -196,19 +197,8 @@ def _sql_error(source: Source, offsets: "Offsets", spans: list[Span], error: Par
         return _misplaced(source, [s for s in spans if s.kind == kind][number])
     offset = offsets.original(token.start) if token is not None else offsets.start
     detail = error.errors[0]["description"] if error.errors else str(error)
-    got = f", got '{token.text}'" if token is not None and token.text else ""
-    return source.error(SqlflowSyntaxError, f"{_sqlglot_words(detail)}{got}", offset, clause="SQL")
-
-
-def _sqlglot_words(description: str) -> str:
-    description = description.strip().rstrip(".")
-    if description.startswith("Expecting "):
-        return "expected " + description[len("Expecting "):]
-    if description.startswith("Invalid expression / Unexpected token"):
-        return "unexpected token"
-    if description.startswith("Required keyword"):
-        return "incomplete expression"
-    return description[:1].lower() + description[1:]
+    return source.error(SqlflowSyntaxError, sqlglot_words(detail, token.text if token else ""),
+                        offset, clause="SQL")
 
 
 class Offsets:

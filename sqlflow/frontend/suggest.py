@@ -42,9 +42,10 @@ _THINGS = {  # terminal -> description, in the order messages list them
 }
 
 
-def expected_words(terminals: set[str] | frozenset[str]) -> str:
-    """The terminals a parser would accept, as a phrase."""
-    names = set(terminals)
+def expected_words(terminals: set[str] | frozenset[str], phrases: dict[str, str] | None = None) -> str:
+    """The terminals a parser would accept, as a phrase (`phrases` renames keywords)."""
+    names = set(terminals) - {"DOT"}  # a qualified name's dot is never what went wrong
+    phrases = {**_PHRASES, **(phrases or {})}
     if "DURATION" in names:
         names -= {"INTERVAL", "NUMBER"} if "STRING" not in names else {"INTERVAL"}
     if "NAME" in names:
@@ -56,7 +57,7 @@ def expected_words(terminals: set[str] | frozenset[str]) -> str:
     if set(TRIGGERS) <= names:
         words.append("a trigger (" + ", ".join(TRIGGERS) + ")")
         names -= set(TRIGGERS)
-    words += [_PHRASES.get(k, k) for k in KEYWORDS if k in names]
+    words += [phrases.get(k, k) for k in KEYWORDS if k in names]
     words += [_SYMBOLS[s] for s in _SYMBOLS if s in names]
     words += [text for t, text in _THINGS.items() if t in names]
     known = set(KEYWORDS) | set(_SYMBOLS) | set(_THINGS) | {"$END", "QUOTED_NAME", "INTERVAL"}

@@ -79,7 +79,7 @@ class _Checker:
             for t in ast.walk_triggers(w.trigger):
                 self.trigger(t)
         if w.allowed_lateness is not None:
-            self.not_negative(w.allowed_lateness.lateness, "ALLOWED LATENESS", "ALLOWED LATENESS")
+            self.not_negative(w.allowed_lateness.lateness, "the lateness", "ALLOWED LATENESS")
 
     def window_fn(self, fn: ast.WindowFn) -> None:
         if isinstance(fn, ast.Fixed):
@@ -174,16 +174,15 @@ class _Checker:
                       hint="name it with ON <column>, or add WATERMARK <column> DELAY OF ... "
                            "to the table in FROM")
         if len(sources) > 1:
-            columns = ", ".join(s.event_time for s in sources)
-            self.fail(f"several WATERMARK clauses feed this window ({columns})", w.window.pos,
-                      "WINDOW", hint="name the event-time column with ON <column>")
+            self.fail(f"{len(sources)} WATERMARK clauses feed this window, so its event time is "
+                      "ambiguous", w.window.pos, "WINDOW", hint="name the event-time column with ON <column>")
 
     # ---------------------------------------------------------------- sources and streams
 
     def source_watermark(self, w: ast.SourceWatermark) -> None:
         model = w.model
         if isinstance(model, ast.BoundedDelay):
-            self.not_negative(model.delay, "DELAY OF", "WATERMARK")
+            self.not_negative(model.delay, "the delay", "WATERMARK")
         elif w.arrival is None:
             name = "PERFECT" if isinstance(model, ast.Perfect) else "TIMELINE"
             why = ("the perfect watermark is the earliest event time not yet arrived"
@@ -278,7 +277,7 @@ def _not_boolean(tree: exp.Expr) -> str | None:
     if isinstance(tree, (exp.Array, exp.Struct, exp.Map, exp.Star)):
         return "a " + type(tree).__name__.lower()
     if isinstance(tree, exp.Cast) and not tree.to.is_type(exp.DataType.Type.BOOLEAN):
-        return f"a {tree.to.sql(dialect='spark')}"
+        return f"a value of type {tree.to.sql(dialect='spark')}"
     return None
 
 

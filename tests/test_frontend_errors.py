@@ -1,0 +1,584 @@
+"""One test per kind of error the frontend reports, with the exact text users see.
+
+Every error is a SqlflowError naming the clause, the line and column (1-based, in the whole
+query or script), showing the line with a caret, and often a hint.
+"""
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from sqlflow.errors import SqlflowError, SqlflowSemanticError, SqlflowSyntaxError
+from sqlflow.frontend import parse, parse_script, validate
+
+G = "SELECT k, count(*) FROM t GROUP BY k "
+
+
+def error(sql: str, *, streaming: bool | None = None) -> SqlflowError:
+    with pytest.raises(SqlflowError) as info:
+        statement = parse(sql)
+        if streaming is not None:
+            validate(statement, streaming=streaming)
+    return info.value
+
+
+def message(text: str) -> str:
+    return textwrap.dedent(text).strip("\n")
+
+
+def expect(sql: str, kind: type[SqlflowError], text: str, **kw) -> SqlflowError:
+    e = error(sql, **kw)
+    assert type(e) is kind
+    assert str(e) == message(text)
+    return e
+
+
+# --------------------------------------------------------------------------- syntax: our clauses
+
+
+def test_misspelt_clause_keyword_suggests_the_keyword():
+    e = expect(G + "WINDOW FIXED(SIZE 5m) ON ts TRIGER REPEAT(COUNT 1)", SqlflowSyntaxError, """
+        sqlflow: WINDOW: expected TRIGGER, ALLOWED LATENESS, EMIT or the end of the clauses, got 'TRIGER' (line 1, column 66)
+          SELECT k, count(*) FROM t GROUP BY k WINDOW FIXED(SIZE 5m) ON ts TRIGER REPEAT(COUNT 1)
+                                                                           ^
+        did you mean TRIGGER?
+    """)
+    assert (e.clause, e.line, e.column, e.hint) == ("WINDOW", 1, 66, "did you mean TRIGGER?")
+
+
+def test_misspelt_accumulation_mode():
+    expect(G + "WINDOW FIXED(SIZE 5m) ON ts EMIT ACUMULATING", SqlflowSyntaxError, """
+        sqlflow: EMIT: expected DISCARDING or ACCUMULATING, got 'ACUMULATING' (line 1, column 71)
+          SELECT k, count(*) FROM t GROUP BY k WINDOW FIXED(SIZE 5m) ON ts EMIT ACUMULATING
+                                                                                ^
+        did you mean ACCUMULATING?
+    """)
+
+
+def test_misspelt_window_function_is_blamed_not_its_arguments():
+    expect(G + "WINDOW SESSION(GAP 30m) ON ts", SqlflowSyntaxError, """
+        sqlflow: WINDOW: unknown window function SESSION (line 1, column 45)
+          SELECT k, count(*) FROM t GROUP BY k WINDOW SESSION(GAP 30m) ON ts
+                                                      ^
+        did you mean SESSIONS?
+    """)
+
+
+def test_misspelt_trigger():
+    expect(G + "WINDOW GLOBAL TRIGGER REPEAT(COUNTS 5)", SqlflowSyntaxError, """
+        sqlflow: TRIGGER: expected a trigger (WATERMARK, PERIOD, DELAY, COUNT, WHEN, REPEAT, REPEAT_UNTIL, SEQUENCE, FIRST_OF, ALL_OF), got 'COUNTS' (line 1, column 67)
+          SELECT k, count(*) FROM t GROUP BY k WINDOW GLOBAL TRIGGER REPEAT(COUNTS 5)
+                                                                            ^
+        did you mean COUNT?
+    """)
+
+
+def test_not_a_duration():
+    expect(G + "WINDOW FIXED(SIZE 5min) ON ts", SqlflowSyntaxError, """
+        sqlflow: WINDOW: expected a duration (like 30m or INTERVAL 5 MINUTES), got '5min' (line 1, column 56)
+          SELECT k, count(*) FROM t GROUP BY k WINDOW FIXED(SIZE 5min) ON ts
+                                                                 ^
+    """)
+
+
+def test_missing_closing_parenthesis():
+    expect(G + "WINDOW FIXED(SIZE 5m ON ts ORDER BY k", SqlflowSyntaxError, """
+        sqlflow: WINDOW: expected ')' or ',', got 'ON' (line 1, column 59)
+          SELECT k, count(*) FROM t GROUP BY k WINDOW FIXED(SIZE 5m ON ts ORDER BY k
+                                                                    ^
+    """)
+
+
+def test_clause_cut_short_by_order_by():
+    expect(G + "WINDOW FIXED(SIZE 5m) ON ts TRIGGER ORDER BY k", SqlflowSyntaxError, """
+        sqlflow: TRIGGER: expected a trigger (WATERMARK, PERIOD, DELAY, COUNT, WHEN, REPEAT, REPEAT_UNTIL, SEQUENCE, FIRST_OF, ALL_OF), got 'ORDER' (line 1, column 74)
+          SELECT k, count(*) FROM t GROUP BY k WINDOW FIXED(SIZE 5m) ON ts TRIGGER ORDER BY k
+                                                                                   ^
+    """)
+
+
+def test_clauses_at_the_end_of_the_statement():
+    expect(G + "WINDOW GLOBAL EMIT ACCUMULATING AND", SqlflowSyntaxError, """
+        sqlflow: EMIT: expected RETRACTING, got the end of the statement (line 1, column 73)
+          SELECT k, count(*) FROM t GROUP BY k WINDOW GLOBAL EMIT ACCUMULATING AND
+                                                                                  ^
+    """)
+
+
+def test_unexpected_character():
+    expect(G + "WINDOW GLOBAL TRIGGER COUNT 1 @", SqlflowSyntaxError, """
+        sqlflow: TRIGGER: expected ALLOWED LATENESS, EMIT or the end of the clauses, got '@' (line 1, column 68)
+          SELECT k, count(*) FROM t GROUP BY k WINDOW GLOBAL TRIGGER COUNT 1 @
+                                                                             ^
+    """)
+
+
+def test_trigger_without_a_window_clause():
+    expect(G + "TRIGGER REPEAT(COUNT 1)", SqlflowSyntaxError, """
+        sqlflow: TRIGGER: TRIGGER needs a WINDOW clause before it (line 1, column 38)
+          SELECT k, count(*) FROM t GROUP BY k TRIGGER REPEAT(COUNT 1)
+                                               ^
+        write WINDOW GLOBAL for one window over all of event time
+    """)
+
+
+def test_clauses_out_of_order():
+    expect(G + "WINDOW GLOBAL EMIT DISCARDING TRIGGER COUNT 1", SqlflowSyntaxError, """
+        sqlflow: TRIGGER: TRIGGER must come before EMIT (line 1, column 68)
+          SELECT k, count(*) FROM t GROUP BY k WINDOW GLOBAL EMIT DISCARDING TRIGGER COUNT 1
+                                                                             ^
+    """)
+
+
+def test_having_after_our_clauses():
+    expect(G + "WINDOW GLOBAL HAVING count(*) > 1", SqlflowSyntaxError, """
+        sqlflow: WINDOW: expected ON, TRIGGER, ALLOWED LATENESS, EMIT or the end of the clauses, got 'HAVING' (line 1, column 52)
+          SELECT k, count(*) FROM t GROUP BY k WINDOW GLOBAL HAVING count(*) > 1
+                                                             ^
+        HAVING goes before the WINDOW clause
+    """)
+
+
+def test_count_needs_a_whole_number():
+    expect(G + "WINDOW GLOBAL TRIGGER COUNT 2.5", SqlflowSyntaxError, """
+        sqlflow: TRIGGER: COUNT needs a whole number, got 2.5 (line 1, column 66)
+          SELECT k, count(*) FROM t GROUP BY k WINDOW GLOBAL TRIGGER COUNT 2.5
+                                                                           ^
+    """)
+
+
+def test_unreadable_when_predicate():
+    expect(G + "WINDOW GLOBAL TRIGGER WHEN(x > )", SqlflowSyntaxError, """
+        sqlflow: TRIGGER: cannot read the WHEN predicate: incomplete expression at '>' (line 1, column 67)
+          SELECT k, count(*) FROM t GROUP BY k WINDOW GLOBAL TRIGGER WHEN(x > )
+                                                                            ^
+    """)
+
+
+def test_when_predicate_with_two_expressions():
+    expect(G + "WINDOW GLOBAL TRIGGER WHEN(x y)", SqlflowSyntaxError, """
+        sqlflow: TRIGGER: cannot read the WHEN predicate: unexpected 'y' after the expression (line 1, column 67)
+          SELECT k, count(*) FROM t GROUP BY k WINDOW GLOBAL TRIGGER WHEN(x y)
+                                                                            ^
+    """)
+
+
+def test_malformed_interval_range():
+    expect(G + "WINDOW FIXED(SIZE INTERVAL '1-30' HOUR TO MINUTE) ON ts", SqlflowSyntaxError, """
+        sqlflow: WINDOW: cannot read '1-30' as HOUR TO MINUTE (expected 'h:m') (line 1, column 56)
+          SELECT k, count(*) FROM t GROUP BY k WINDOW FIXED(SIZE INTERVAL '1-30' HOUR TO MINUTE) ON ts
+                                                                 ^
+    """)
+
+
+# --------------------------------------------------------------------------- syntax: the source clause
+
+
+def test_watermark_on_an_expression_is_not_sqlflow():
+    expect("SELECT k, count(*) FROM t WATERMARK ts AS et DELAY OF INTERVAL 1 MINUTE GROUP BY k WINDOW GLOBAL",
+           SqlflowSyntaxError, """
+        sqlflow: WATERMARK: expected DELAY OF, PERFECT or TIMELINE, got 'AS' (line 1, column 40)
+          SELECT k, count(*) FROM t WATERMARK ts AS et DELAY OF INTERVAL 1 MINUTE GROUP BY k WINDOW GLOBAL
+                                                 ^
+        sqlflow needs a column name after WATERMARK; compute the column in a subquery
+    """)
+
+
+def test_misspelt_watermark_model():
+    expect("SELECT k, count(*) FROM t WATERMARK ts PERFCT ARRIVAL a GROUP BY k WINDOW GLOBAL",
+           SqlflowSyntaxError, """
+        sqlflow: WATERMARK: expected DELAY OF, PERFECT or TIMELINE, got 'PERFCT' (line 1, column 40)
+          SELECT k, count(*) FROM t WATERMARK ts PERFCT ARRIVAL a GROUP BY k WINDOW GLOBAL
+                                                 ^
+        did you mean PERFECT?
+    """)
+
+
+# --------------------------------------------------------------------------- syntax: the Spark SQL around
+
+
+def test_clause_in_a_statement_that_is_not_a_select():
+    expect("DELETE FROM t WHERE x > 1 WINDOW GLOBAL", SqlflowSyntaxError, """
+        sqlflow: WINDOW: WINDOW can only end a SELECT (after FROM, WHERE, GROUP BY and HAVING) (line 1, column 27)
+          DELETE FROM t WHERE x > 1 WINDOW GLOBAL
+                                    ^
+    """)
+
+
+def test_spark_sql_error_around_our_clauses():
+    expect("SELECT k, count(*)\nFROM t GROUP BY k HAVING count(*) > 1)\nWINDOW GLOBAL", SqlflowSyntaxError, """
+        sqlflow: SQL: unexpected ')' (line 2, column 38)
+          FROM t GROUP BY k HAVING count(*) > 1)
+                                               ^
+    """)
+
+
+def test_unterminated_string():
+    expect(G + "WINDOW GLOBAL TRIGGER WHEN(x = 'abc)", SqlflowSyntaxError, """
+        sqlflow: SQL: unterminated string (line 1, column 69)
+          SELECT k, count(*) FROM t GROUP BY k WINDOW GLOBAL TRIGGER WHEN(x = 'abc)
+                                                                              ^
+    """)
+
+
+def test_parse_takes_one_statement():
+    expect("SELECT 1; SELECT 2", SqlflowSyntaxError, """
+        sqlflow: expected one statement, found 2 (line 1, column 11)
+          SELECT 1; SELECT 2
+                    ^
+        use parse_script for several statements
+    """)
+
+
+def test_parse_needs_a_statement():
+    expect("  -- nothing", SqlflowSyntaxError, """
+        sqlflow: there is no statement to parse (line 1, column 1)
+            -- nothing
+          ^
+    """)
+
+
+def test_positions_in_a_script_are_in_the_whole_script():
+    with pytest.raises(SqlflowSyntaxError) as info:
+        parse_script("SELECT 1;\nSELECT 2;\n" + G + "WINDOW FIXD(SIZE 5m) ON ts")
+    assert str(info.value) == message("""
+        sqlflow: WINDOW: unknown window function FIXD (line 3, column 45)
+          SELECT k, count(*) FROM t GROUP BY k WINDOW FIXD(SIZE 5m) ON ts
+                                                      ^
+        did you mean FIXED?
+    """)
+
+
+# --------------------------------------------------------------------------- semantics: durations
+
+
+def test_months_are_not_a_length_of_time():
+    expect(G + "WINDOW FIXED(SIZE INTERVAL 1 MONTH) ON ts", SqlflowSemanticError, """
+        sqlflow: WINDOW: INTERVAL in months is not a fixed length of time (use days, hours, minutes ...) (line 1, column 56)
+          SELECT k, count(*) FROM t GROUP BY k WINDOW FIXED(SIZE INTERVAL 1 MONTH) ON ts
+                                                                 ^
+    """)
+
+
+def test_zero_duration():
+    expect(G + "WINDOW FIXED(SIZE 0s) ON ts", SqlflowSemanticError, """
+        sqlflow: WINDOW: SIZE must be positive, got 0s (line 1, column 56)
+          SELECT k, count(*) FROM t GROUP BY k WINDOW FIXED(SIZE 0s) ON ts
+                                                                 ^
+    """)
+
+
+def test_negative_duration():
+    expect(G + "WINDOW SESSIONS(GAP -5m) ON ts", SqlflowSemanticError, """
+        sqlflow: WINDOW: GAP must be positive, got -5m (line 1, column 58)
+          SELECT k, count(*) FROM t GROUP BY k WINDOW SESSIONS(GAP -5m) ON ts
+                                                                   ^
+    """)
+
+
+def test_zero_trigger_period():
+    expect(G + "WINDOW GLOBAL TRIGGER REPEAT(PERIOD INTERVAL 0 SECONDS)", SqlflowSemanticError, """
+        sqlflow: TRIGGER: PERIOD must be positive, got 0s (line 1, column 74)
+          SELECT k, count(*) FROM t GROUP BY k WINDOW GLOBAL TRIGGER REPEAT(PERIOD INTERVAL 0 SECONDS)
+                                                                                   ^
+    """)
+
+
+def test_negative_lateness():
+    expect(G + "WINDOW GLOBAL ALLOWED LATENESS -1h", SqlflowSemanticError, """
+        sqlflow: ALLOWED LATENESS: the lateness cannot be negative, got -1h (line 1, column 69)
+          SELECT k, count(*) FROM t GROUP BY k WINDOW GLOBAL ALLOWED LATENESS -1h
+                                                                              ^
+    """)
+
+
+def test_negative_offset():
+    expect(G + "WINDOW FIXED(SIZE 1h, OFFSET -5m) ON ts", SqlflowSemanticError, """
+        sqlflow: WINDOW: OFFSET cannot be negative, got -5m (line 1, column 67)
+          SELECT k, count(*) FROM t GROUP BY k WINDOW FIXED(SIZE 1h, OFFSET -5m) ON ts
+                                                                            ^
+    """)
+
+
+def test_offset_not_less_than_size():
+    expect(G + "WINDOW FIXED(SIZE 1h, OFFSET 1h) ON ts", SqlflowSemanticError, """
+        sqlflow: WINDOW: OFFSET 1h must be less than SIZE 1h (line 1, column 67)
+          SELECT k, count(*) FROM t GROUP BY k WINDOW FIXED(SIZE 1h, OFFSET 1h) ON ts
+                                                                            ^
+    """)
+
+
+def test_sliding_period_longer_than_size():
+    expect(G + "WINDOW SLIDING(SIZE 5m, PERIOD 10m) ON ts", SqlflowSemanticError, """
+        sqlflow: WINDOW: PERIOD 10m is longer than SIZE 5m, so some elements would be in no window (line 1, column 69)
+          SELECT k, count(*) FROM t GROUP BY k WINDOW SLIDING(SIZE 5m, PERIOD 10m) ON ts
+                                                                              ^
+        use FIXED for windows that do not overlap
+    """)
+
+
+def test_cumulate_size_not_a_multiple_of_step():
+    expect(G + "WINDOW CUMULATE(STEP 7m, SIZE 1h) ON ts", SqlflowSemanticError, """
+        sqlflow: WINDOW: SIZE 1h is not a multiple of STEP 7m (line 1, column 68)
+          SELECT k, count(*) FROM t GROUP BY k WINDOW CUMULATE(STEP 7m, SIZE 1h) ON ts
+                                                                             ^
+    """)
+
+
+def test_negative_watermark_delay():
+    expect("SELECT k, count(*) FROM t WATERMARK ts DELAY OF -1m GROUP BY k WINDOW FIXED(SIZE 5m)",
+           SqlflowSemanticError, """
+        sqlflow: WATERMARK: the delay cannot be negative, got -1m (line 1, column 49)
+          SELECT k, count(*) FROM t WATERMARK ts DELAY OF -1m GROUP BY k WINDOW FIXED(SIZE 5m)
+                                                          ^
+    """)
+
+
+# --------------------------------------------------------------------------- semantics: triggers
+
+
+def test_count_below_one():
+    expect(G + "WINDOW GLOBAL TRIGGER REPEAT(COUNT 0)", SqlflowSemanticError, """
+        sqlflow: TRIGGER: COUNT must be at least 1, got 0 (line 1, column 67)
+          SELECT k, count(*) FROM t GROUP BY k WINDOW GLOBAL TRIGGER REPEAT(COUNT 0)
+                                                                            ^
+    """)
+
+
+@pytest.mark.parametrize("value", ["0", "150", "-5"])
+def test_percentile_outside_0_100(value):
+    e = error(G + f"WINDOW GLOBAL TRIGGER WATERMARK PERCENTILE {value}")
+    assert type(e) is SqlflowSemanticError
+    assert e.message == f"WATERMARK PERCENTILE must be in (0, 100], got {value}"
+    assert (e.clause, e.line, e.column) == ("TRIGGER", 1, 60)
+
+
+@pytest.mark.parametrize("predicate, what", [
+    ("42", "a number"),
+    ("'flush'", "a string"),
+    ("x * 2", "an arithmetic expression"),
+    ("CAST(x AS INT)", "a value of type INT"),
+    ("INTERVAL 5 MINUTES", "an interval"),
+    ("NULL", "NULL"),
+])
+def test_when_predicate_that_is_clearly_not_boolean(predicate, what):
+    e = error(G + f"WINDOW GLOBAL TRIGGER WHEN({predicate})")
+    assert type(e) is SqlflowSemanticError
+    assert e.message.startswith(f"WHEN needs a boolean predicate, got {what}: ")
+    assert (e.clause, e.column) == ("TRIGGER", 65)
+
+
+def test_when_predicate_not_boolean_full_message():
+    expect(G + "WINDOW GLOBAL TRIGGER WHEN(x * 2)", SqlflowSemanticError, """
+        sqlflow: TRIGGER: WHEN needs a boolean predicate, got an arithmetic expression: x * 2 (line 1, column 65)
+          SELECT k, count(*) FROM t GROUP BY k WINDOW GLOBAL TRIGGER WHEN(x * 2)
+                                                                          ^
+        compare it, e.g. WHEN(x > 0)
+    """)
+
+
+def test_when_predicate_on_a_bare_column_is_allowed():
+    parse(G + "WINDOW GLOBAL TRIGGER WHEN(is_flush)")
+
+
+def test_when_predicate_with_an_aggregate():
+    expect(G + "WINDOW GLOBAL TRIGGER WHEN(max(x) > 10)", SqlflowSemanticError, """
+        sqlflow: TRIGGER: WHEN is computed for each element, so it cannot use MAX(x) (line 1, column 65)
+          SELECT k, count(*) FROM t GROUP BY k WINDOW GLOBAL TRIGGER WHEN(max(x) > 10)
+                                                                          ^
+    """)
+
+
+def test_session_gap_expression_that_is_not_a_duration():
+    expect(G + "WINDOW SESSIONS(GAP x > 5) ON ts", SqlflowSemanticError, """
+        sqlflow: WINDOW: GAP needs a duration, got a boolean: x > 5 (line 1, column 58)
+          SELECT k, count(*) FROM t GROUP BY k WINDOW SESSIONS(GAP x > 5) ON ts
+                                                                   ^
+        write a duration (30m, INTERVAL 30 MINUTES) or an expression giving an interval
+    """)
+
+
+# --------------------------------------------------------------------------- semantics: repeated clauses
+
+
+def test_repeated_emit():
+    expect(G + "WINDOW GLOBAL EMIT ACCUMULATING EMIT ACCUMULATING", SqlflowSemanticError, """
+        sqlflow: EMIT: EMIT is given twice (line 1, column 70)
+          SELECT k, count(*) FROM t GROUP BY k WINDOW GLOBAL EMIT ACCUMULATING EMIT ACCUMULATING
+                                                                               ^
+    """)
+
+
+def test_contradicting_emit():
+    expect(G + "WINDOW GLOBAL EMIT ACCUMULATING EMIT DISCARDING", SqlflowSemanticError, """
+        sqlflow: EMIT: EMIT DISCARDING contradicts the earlier EMIT ACCUMULATING (line 1, column 70)
+          SELECT k, count(*) FROM t GROUP BY k WINDOW GLOBAL EMIT ACCUMULATING EMIT DISCARDING
+                                                                               ^
+        a query has one accumulation mode
+    """)
+
+
+def test_repeated_trigger():
+    expect(G + "WINDOW GLOBAL TRIGGER COUNT 1 TRIGGER COUNT 2", SqlflowSemanticError, """
+        sqlflow: TRIGGER: TRIGGER is given twice (line 1, column 68)
+          SELECT k, count(*) FROM t GROUP BY k WINDOW GLOBAL TRIGGER COUNT 1 TRIGGER COUNT 2
+                                                                             ^
+        combine triggers in one clause with SEQUENCE, FIRST_OF or ALL_OF
+    """)
+
+
+def test_repeated_window():
+    expect(G + "WINDOW GLOBAL WINDOW FIXED(SIZE 1m)", SqlflowSemanticError, """
+        sqlflow: WINDOW: WINDOW is given twice (line 1, column 52)
+          SELECT k, count(*) FROM t GROUP BY k WINDOW GLOBAL WINDOW FIXED(SIZE 1m)
+                                                             ^
+        a SELECT has one window function; to window twice, window the result of a subquery
+    """)
+
+
+def test_repeated_allowed_lateness():
+    expect(G + "WINDOW GLOBAL ALLOWED LATENESS 1m ALLOWED LATENESS 2m", SqlflowSemanticError, """
+        sqlflow: ALLOWED LATENESS: ALLOWED LATENESS is given twice (line 1, column 72)
+          SELECT k, count(*) FROM t GROUP BY k WINDOW GLOBAL ALLOWED LATENESS 1m ALLOWED LATENESS 2m
+                                                                                 ^
+    """)
+
+
+# --------------------------------------------------------------------------- semantics: the SELECT
+
+
+def test_windowed_select_without_group_by_or_aggregate():
+    expect("SELECT k FROM t WINDOW GLOBAL", SqlflowSemanticError, """
+        sqlflow: WINDOW: a windowed SELECT needs GROUP BY or an aggregate (line 1, column 17)
+          SELECT k FROM t WINDOW GLOBAL
+                          ^
+        without GROUP BY the aggregates are computed per window over all rows
+    """)
+
+
+def test_selected_column_neither_grouped_nor_aggregated():
+    expect("SELECT k,\n       v,\n       count(*)\nFROM t GROUP BY k WINDOW GLOBAL", SqlflowSemanticError, """
+        sqlflow: SELECT: v is neither in GROUP BY nor inside an aggregate (line 2, column 8)
+                 v,
+                 ^
+        add it to GROUP BY or aggregate it, e.g. first(v)
+    """)
+
+
+def test_select_star_in_a_windowed_select():
+    expect("SELECT *, count(*) FROM t GROUP BY k WINDOW GLOBAL", SqlflowSemanticError, """
+        sqlflow: SELECT: SELECT * in a windowed SELECT (line 1, column 8)
+          SELECT *, count(*) FROM t GROUP BY k WINDOW GLOBAL
+                 ^
+        select the GROUP BY keys and aggregates
+    """)
+
+
+def test_window_without_event_time():
+    expect(G + "WINDOW FIXED(SIZE 5m)", SqlflowSemanticError, """
+        sqlflow: WINDOW: no event-time column for this window (line 1, column 38)
+          SELECT k, count(*) FROM t GROUP BY k WINDOW FIXED(SIZE 5m)
+                                               ^
+        name it with ON <column>, or add WATERMARK <column> DELAY OF ... to the table in FROM
+    """)
+
+
+def test_event_time_from_a_watermark_in_a_cte_or_subquery():
+    parse("WITH w AS (SELECT * FROM t WATERMARK ts DELAY OF 1m) SELECT k, count(*) FROM w GROUP BY k "
+          "WINDOW FIXED(SIZE 5m)")
+    parse("SELECT k, count(*) FROM (SELECT * FROM t WATERMARK ts DELAY OF 1m) AS s GROUP BY k "
+          "WINDOW FIXED(SIZE 5m)")
+
+
+def test_ambiguous_event_time_with_two_watermarked_sources():
+    expect("SELECT a.k, count(*)\nFROM x WATERMARK ts DELAY OF 1m a JOIN y WATERMARK ts DELAY OF 1m b ON a.k = b.k\n"
+           "GROUP BY a.k WINDOW FIXED(SIZE 5m)", SqlflowSemanticError, """
+        sqlflow: WINDOW: 2 WATERMARK clauses feed this window, so its event time is ambiguous (line 3, column 14)
+          GROUP BY a.k WINDOW FIXED(SIZE 5m)
+                       ^
+        name the event-time column with ON <column>
+    """)
+
+
+# --------------------------------------------------------------------------- semantics: sources
+
+
+def test_perfect_without_arrival():
+    expect("SELECT k, count(*) FROM t WATERMARK ts PERFECT GROUP BY k WINDOW FIXED(SIZE 5m)",
+           SqlflowSemanticError, """
+        sqlflow: WATERMARK: PERFECT needs ARRIVAL <column>: the perfect watermark is the earliest event time not yet arrived (line 1, column 40)
+          SELECT k, count(*) FROM t WATERMARK ts PERFECT GROUP BY k WINDOW FIXED(SIZE 5m)
+                                                 ^
+    """)
+
+
+def test_timeline_without_arrival():
+    expect("SELECT k, count(*) FROM t WATERMARK ts TIMELINE steps GROUP BY k WINDOW FIXED(SIZE 5m)",
+           SqlflowSemanticError, """
+        sqlflow: WATERMARK: TIMELINE needs ARRIVAL <column>: the timeline's steps are placed among the rows by arrival time (line 1, column 40)
+          SELECT k, count(*) FROM t WATERMARK ts TIMELINE steps GROUP BY k WINDOW FIXED(SIZE 5m)
+                                                 ^
+    """)
+
+
+# --------------------------------------------------------------------------- semantics: live streams
+
+
+def test_global_window_with_the_default_trigger_on_a_stream():
+    sql = G + "WINDOW GLOBAL"
+    parse(sql)  # fine on recorded data: the watermark reaches +inf at the end of input
+    validate(parse(sql), streaming=False)
+    expect(sql, SqlflowSemanticError, """
+        sqlflow: TRIGGER: on a stream the GLOBAL window never ends, so the default trigger REPEAT(WATERMARK) never fires (line 1, column 38)
+          SELECT k, count(*) FROM t GROUP BY k WINDOW GLOBAL
+                                               ^
+        add a trigger that fires on its own, e.g. TRIGGER REPEAT(PERIOD 1m)
+    """, streaming=True)
+
+
+def test_global_window_with_only_watermark_triggers_on_a_stream():
+    expect(G + "WINDOW GLOBAL TRIGGER SEQUENCE(WATERMARK, REPEAT(WATERMARK))", SqlflowSemanticError, """
+        sqlflow: TRIGGER: on a stream the GLOBAL window never ends, so TRIGGER SEQUENCE(WATERMARK, REPEAT(WATERMARK)) never fires (line 1, column 60)
+          SELECT k, count(*) FROM t GROUP BY k WINDOW GLOBAL TRIGGER SEQUENCE(WATERMARK, REPEAT(WATERMARK))
+                                                                     ^
+        add a trigger that fires on its own, e.g. TRIGGER REPEAT(PERIOD 1m)
+    """, streaming=True)
+
+
+@pytest.mark.parametrize("trigger", [
+    "REPEAT(WATERMARK)", "WATERMARK", "SEQUENCE(WATERMARK, REPEAT(COUNT 1))", "ALL_OF(COUNT 1, WATERMARK)",
+    "REPEAT_UNTIL(WATERMARK, WATERMARK PERCENTILE 100)", "WATERMARK LATE COUNT 1",
+])
+def test_global_window_triggers_that_never_fire_on_a_stream(trigger):
+    e = error(G + f"WINDOW GLOBAL TRIGGER {trigger}", streaming=True)
+    assert type(e) is SqlflowSemanticError and e.message.endswith("never fires")
+
+
+@pytest.mark.parametrize("trigger", [
+    "REPEAT(PERIOD 1m)", "COUNT 10", "WATERMARK EARLY PERIOD 1m", "FIRST_OF(WATERMARK, DELAY 1m)",
+    "SEQUENCE(COUNT 1, WATERMARK)", "REPEAT_UNTIL(WATERMARK, WHEN(done))", "REPEAT(ALL_OF(COUNT 2, DELAY 1s))",
+])
+def test_global_window_triggers_that_fire_on_a_stream(trigger):
+    validate(parse(G + f"WINDOW GLOBAL TRIGGER {trigger}"), streaming=True)
+
+
+def test_percentile_trigger_on_a_stream():
+    expect(G + "WINDOW FIXED(SIZE 5m) ON ts TRIGGER WATERMARK PERCENTILE 90", SqlflowSemanticError, """
+        sqlflow: TRIGGER: WATERMARK PERCENTILE 90 needs recorded data: on a live stream a window's final size is unknown (line 1, column 74)
+          SELECT k, count(*) FROM t GROUP BY k WINDOW FIXED(SIZE 5m) ON ts TRIGGER WATERMARK PERCENTILE 90
+                                                                                   ^
+    """, streaming=True)
+
+
+def test_perfect_watermark_on_a_stream():
+    expect("SELECT k, count(*) FROM t WATERMARK ts PERFECT ARRIVAL a GROUP BY k WINDOW FIXED(SIZE 5m)",
+           SqlflowSemanticError, """
+        sqlflow: WATERMARK: PERFECT needs recorded data: on a live stream the rows to come are unknown (line 1, column 40)
+          SELECT k, count(*) FROM t WATERMARK ts PERFECT ARRIVAL a GROUP BY k WINDOW FIXED(SIZE 5m)
+                                                 ^
+    """, streaming=True)
+
+
+def test_validate_leaves_plain_statements_to_spark():
+    validate(parse("SELECT * FROM t WHERE"), streaming=True)
