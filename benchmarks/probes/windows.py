@@ -24,6 +24,9 @@ def main():
     sw = s.sql("SELECT k, session_window(ts, '5 minutes') AS w, count(*) AS n FROM ev GROUP BY k, session_window(ts, '5 minutes') ORDER BY k, w.start")
     show(sw, "session_window(ts, '5 minutes'): rows exactly 5 min apart vs 5 min - 1 us")
     print("    schema:", sw.schema["w"].dataType.simpleString())
+    show(s.sql("SELECT k, session_window.start AS s, session_window.end + INTERVAL 1 MICROSECOND AS e, count(*) AS n FROM ev "
+               "GROUP BY k, session_window(ts, '4 minutes 59 seconds 999999 microseconds') ORDER BY k, s"),
+         "our rule (exactly-gap-apart rows do not merge) from Spark: gap - 1 us, then end + 1 us")
     print("    default column name:", s.table("ev").groupBy(F.session_window("ts", "5 minutes")).count().columns)
 
     s.sql("""CREATE OR REPLACE TEMP VIEW dyn AS SELECT * FROM VALUES
