@@ -148,45 +148,61 @@ def lineage_totals(agg, chunk: dict, gen: np.ndarray, indptr: np.ndarray, indice
     return total
 
 
-def assemble(plan, rows: pd.DataFrame, panes: dict, a_row: np.ndarray, first_pane: np.ndarray,
-             order_et: np.ndarray, order_seq: np.ndarray, key_index: np.ndarray,
-             ordered: bool = True) -> pd.DataFrame:
-    """Output rows: key columns, aggregates, pane columns (and retractions), in emission order
-    (unless ordered=False)."""
+def pane_accumulators(plan, inputs: list[dict], first_pane: np.ndarray, panes: dict,
+                      fixed: dict | None = None) -> list[dict]:
+    """The accumulator of every pane, per aggregate.
+
+    `inputs[i]` holds one accumulator row per assignment (aggregate i) and `first_pane` the pane
+    that first emitted it (-1: not emitted). `fixed` maps pane ids to stored totals (panes of
+    earlier micro-batches). DISCARDING panes hold their own input; accumulating panes add their
+    lineage's totals."""
     n_panes = len(panes["key"])
-    keys = list(plan.keys)
-    cols: dict = {}
-    take = key_index[panes["key"]] if n_panes else np.empty(0, np.int64)
-    for k in keys:
-        cols[k] = rows[k].iloc[take].reset_index(drop=True)
     emitted = first_pane >= 0
-    src_rows = a_row[emitted]
-    inputs = sorted({agg.column for agg in plan.aggregates if agg.column is not None})
-    src = pd.DataFrame({c: rows[c].iloc[src_rows].reset_index(drop=True) for c in inputs},
-                       index=pd.RangeIndex(len(src_rows)))
     grouping = Grouping(first_pane[emitted])
-    for agg in plan.aggregates:
-        acc = agg.create(src, order_et[src_rows], order_seq[src_rows])
+    out = []
+    for i, agg in enumerate(plan.aggregates):
+        acc = {f: a[emitted] for f, a in inputs[i].items()}
         chunk = agg.merge(acc, grouping, n_panes)
+        if fixed:
+            ids = np.fromiter(fixed.keys(), np.int64, len(fixed))
+            for f in chunk:
+                vals = [fixed[pid][i][f][0] for pid in ids.tolist()]
+                if chunk[f].dtype == object:
+                    chunk[f][ids] = np.array(vals + [None], dtype=object)[:-1]
+                else:
+                    chunk[f][ids] = vals
         if plan.mode.accumulating:
             chunk = lineage_totals(agg, chunk, panes["gen"], panes["indptr"], panes["indices"])
-        cols[agg.output] = agg.extract(chunk).reset_index(drop=True)
+        out.append(chunk)
+    return out
+
+
+def pane_frame(plan, panes: dict, accumulators: list[dict], key_frame: pd.DataFrame, *,
+               hidden: np.ndarray | None = None, ordered: bool = True) -> pd.DataFrame:
+    """Output rows: key columns, aggregates, pane columns and retractions, in emission order
+    (unless ordered=False). `hidden` panes (stored from earlier micro-batches) are not output
+    themselves but can be retracted."""
+    n_panes = len(panes["key"])
+    cols: dict = {}
+    for k in key_frame.columns:
+        cols[k] = key_frame[k].iloc[panes["key"]].reset_index(drop=True)
+    for agg, acc in zip(plan.aggregates, accumulators):
+        cols[agg.output] = agg.extract(acc).reset_index(drop=True)
     frame = pd.DataFrame(cols, index=pd.RangeIndex(n_panes))
-    start = pd.array(panes["start"], dtype="Int64")
-    end = pd.array(panes["end"], dtype="Int64")
     global_window = panes["start"] == NEG_INF
-    frame["window_start"] = pd.Series(start).mask(global_window)
-    frame["window_end"] = pd.Series(end).mask(global_window)
+    frame["window_start"] = pd.Series(pd.array(panes["start"], dtype="Int64")).mask(global_window)
+    frame["window_end"] = pd.Series(pd.array(panes["end"], dtype="Int64")).mask(global_window)
     frame["pane_index"] = panes["index"]
     frame["pane_timing"] = TIMINGS[panes["timing"]]
     frame["is_last"] = panes["is_last"].astype(bool)
     frame["emit_time"] = pd.Series(pd.array(panes["emit"], dtype="Int64")).mask(panes["emit"] == NO_EMIT_TIME)
-    sort_time = panes["time"]
-    sort_key = panes["key"]
+    visible = np.ones(n_panes, bool) if hidden is None else ~hidden
+    sort_time, sort_key = panes["time"], panes["key"]
     sort_start = np.where(global_window, NEG_INF, panes["start"])
     sort_end = panes["end"]
     seq = np.arange(n_panes)
     first = np.zeros(n_panes, np.int64)  # 0: retraction, 1: new value
+    keep = visible
     if plan.mode.retracting:
         frame[RETRACTION_COLUMN] = False
         first = np.ones(n_panes, np.int64)
@@ -204,7 +220,12 @@ def assemble(plan, rows: pd.DataFrame, panes: dict, a_row: np.ndarray, first_pan
             sort_end = np.r_[sort_end, sort_end[old]]
             seq = np.r_[seq, who]
             first = np.r_[first, np.zeros(len(old), np.int64)]
-    if not ordered:
-        return frame
-    order = np.lexsort((seq, sort_key, sort_end, sort_start, first, sort_time))
+            keep = np.r_[visible, visible[who]]
+    if ordered:
+        order = np.lexsort((seq, sort_key, sort_end, sort_start, first, sort_time))
+        order = order[keep[order]]
+    else:
+        order = np.flatnonzero(keep)
+    if len(order) == len(frame):
+        return frame if not ordered else frame.iloc[order].reset_index(drop=True)
     return frame.iloc[order].reset_index(drop=True)

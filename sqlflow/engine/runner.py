@@ -1,18 +1,19 @@
-"""The engine: the Dataflow semantics of docs/semantics.md, run key by key over instants.
+"""The engine: the Dataflow semantics of docs/semantics.md over batches of many keys.
 
-Input is a pandas DataFrame of rows (many keys) with the engine columns of `plan.py`; output is
-one row per pane (and per retraction) plus the rows that were dropped. The work splits in three:
+Input is a pandas DataFrame of rows with the engine columns of `plan.py`; output is one row per
+pane (and per retraction) plus the rows that were dropped. The work splits in three:
 
-1. vectorised preparation: window assignment, sorting by key and arrival, instants;
-2. per key, the event loop walks instants (arrivals, processing-time timers, watermark advances):
-   it merges windows, runs trigger state machines, decides panes, lateness and garbage collection,
-   and records for every (row, window) assignment the pane that first emits it;
-3. vectorised aggregation: each pane's new input is one group of accumulators; accumulating
-   panes add the totals of the panes they supersede (their lineage), generation by generation.
+1. vectorised preparation: drops of unusable rows, key ids, window assignment;
+2. the panes: a vectorised path when one fits the plan (`vectorised.py`), else the per-key event
+   loop (`keyloop.py`, the definition), which records for every (row, window) assignment the
+   pane that first emits it;
+3. vectorised aggregation and output (`panes.py`).
+
+`run` processes a whole bounded or recorded input; `advance` processes one micro-batch of a
+stream from the state the previous one left (`state.py`).
 """
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -20,42 +21,18 @@ import pandas as pd
 
 from .. import ast
 from ..errors import SqlflowExecutionError
-from ..time import NEG_INF, POS_INF, saturating_add
+from ..time import NEG_INF, POS_INF
 from . import vectorised
-from .panes import (EARLY, LATE, NO_EMIT_TIME, ON_TIME, PANE_COLUMNS, RETRACTION_COLUMN,  # noqa: F401
-                    TIMING_CODE, PaneTable, assemble)
-from .sessions import final_sessions
+from .keyloop import CLOSED, TOO_LATE, KeyLoop, Window
+from .panes import RETRACTION_COLUMN, PaneTable, pane_accumulators, pane_frame
 from .plan import ARRIVAL_TIME, EVENT_TIME, GAP, EnginePlan, when_column
-from .triggers import Context
+from .sessions import final_sessions
+from .state import EngineState, PaneRef, WindowState
 from .watermarks import EMPTY_TIMELINE, Timeline
 from .windows import window_fn
 
-#: reasons a (row, window) assignment is dropped
-TOO_LATE = "too late"
-CLOSED = "closed window"
 NULL_EVENT_TIME = "null event time"
 BAD_GAP = "null or non-positive session gap"
-
-_ARRIVALS, _TIMERS, _WATERMARK = 0, 1, 2
-
-
-class _Window:
-    """The state of one live window of one key."""
-
-    __slots__ = ("start", "end", "st", "pending", "lineage", "next_index", "had_nonearly",
-                 "closed", "count", "expected", "timer", "alive")
-
-    def __init__(self, start, end, st):
-        self.start, self.end, self.st = start, end, st
-        self.pending: list[int] = []  # assignments not yet emitted
-        self.lineage: list[int] = []  # panes this window's total builds on (its last pane, or merged sources')
-        self.next_index = 0
-        self.had_nonearly = False
-        self.closed = False
-        self.count = 0
-        self.expected = 0
-        self.timer = None
-        self.alive = True
 
 
 @dataclass
@@ -67,6 +44,30 @@ class EngineResult:
     metrics: dict = field(default_factory=dict)
 
 
+@dataclass
+class _Input:
+    """Rows prepared for the engine: usable rows assigned to windows."""
+
+    rows: pd.DataFrame
+    et: np.ndarray
+    at: np.ndarray
+    null_et: np.ndarray
+    bad_gap: np.ndarray
+    key_id: np.ndarray
+    key_frame: pd.DataFrame
+    a_row: np.ndarray
+    a_start: np.ndarray
+    a_end: np.ndarray
+
+    @property
+    def a_key(self):
+        return self.key_id[self.a_row]
+
+    @property
+    def a_at(self):
+        return self.at[self.a_row]
+
+
 class Engine:
     """Runs one EnginePlan over batches of rows."""
 
@@ -74,356 +75,302 @@ class Engine:
         self.plan = plan
         self.trigger = plan.compiled_trigger()
         self.wfn = window_fn(plan.window, plan.custom_windows)
-        self.retracting = plan.mode.retracting
-        self.accumulating = plan.mode.accumulating
         self.lateness = plan.lateness
 
-    # ------------------------------------------------------------------ public
+    # ------------------------------------------------------------------ bounded and replayed input
 
     def run(self, rows: pd.DataFrame, *, timeline: Timeline | None = None, replay: bool = False,
-            p_end: int | None = None, reference: bool = False, ordered: bool = True) -> EngineResult:
-        """Run the whole input to its end.
+            p_end: int | None = None, reference: bool = False, ordered: bool = True,
+            timer_instants: np.ndarray | None = None) -> EngineResult:
+        """Run a whole input to its end.
 
         replay=False: bounded data without arrival times (rows arrive in event-time order, no
         processing time, watermark -inf until the end). replay=True: rows[ARRIVAL_TIME] gives
-        arrival times and `timeline` the watermark; p_end is when the input ends (default: the
-        last arrival or timeline step; give it explicitly when a batch is one part of a bigger
-        input). reference=True forces the per-key loop (the definition) for every key.
-        ordered=False skips sorting the panes into emission order (Spark does not keep it anyway).
+        arrival times and `timeline` the watermark; `p_end` is when the input ends (default: the
+        last arrival or timeline step; give it when this batch is one part of a bigger input).
+        reference=True forces the per-key loop (the definition) for every key. ordered=False
+        skips sorting panes into emission order. `timer_instants` makes processing-time timers
+        fire at the first of these instants at or after their time, as micro-batches do.
         """
-        rows = rows.reset_index(drop=True)
-        n = len(rows)
-        et = rows[EVENT_TIME].to_numpy()
-        null_et = pd.isna(rows[EVENT_TIME]).to_numpy()
-        et = np.where(null_et, 0, et).astype(np.int64)
-        if replay:
-            if ARRIVAL_TIME not in rows:
-                raise SqlflowExecutionError("replay needs an arrival-time column", clause="WATERMARK")
-            null_at = pd.isna(rows[ARRIVAL_TIME]).to_numpy()
-            at = np.where(null_at, 0, rows[ARRIVAL_TIME].to_numpy()).astype(np.int64)
-            null_et = null_et | null_at
-        else:
-            at = et
         # bounded data without arrival times has no watermark until the end of input
         timeline = timeline if (timeline is not None and replay) else EMPTY_TIMELINE
-
-        dropped_rows: list[np.ndarray] = []
-        dropped_reason: list[str] = []
-        valid = ~null_et
-        if null_et.any():
-            dropped_rows.append(np.flatnonzero(null_et))
-            dropped_reason.append(NULL_EVENT_TIME)
-        gap = None
-        if self.plan.per_row_gap:
-            g = pd.to_numeric(rows[GAP], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
-            bad = valid & ~(g > 0)
-            if bad.any():
-                dropped_rows.append(np.flatnonzero(bad))
-                dropped_reason.append(BAD_GAP)
-            valid &= ~bad
-            gap = np.where(valid, np.nan_to_num(g, nan=1.0), 1).astype(np.int64)
-
-        keys = list(self.plan.keys)
-        if keys:
-            key_id, key_index = _factorize_keys(rows, keys)
-        else:
-            key_id, key_index = np.zeros(n, np.int64), np.zeros(1 if n else 0, np.int64)
-
-        vrows = np.flatnonzero(valid) if not valid.all() else np.arange(n)
-        a_row, a_start, a_end = self.wfn.assign(et[vrows], None if gap is None else gap[vrows])
-        a_row = vrows[a_row]
-        a_key, a_at = key_id[a_row], at[a_row]
-        n_assign = len(a_row)
+        inp = self._prepare(rows, replay=replay)
+        valid = ~(inp.null_et | inp.bad_gap)
         if p_end is None:
-            p_end = max(int(at[valid].max()) if valid.any() else NEG_INF, timeline.last_time)
-
+            p_end = max(int(inp.at[valid].max()) if valid.any() else NEG_INF, timeline.last_time)
+        a_key, a_at = inp.a_key, inp.a_at
+        n_assign = len(inp.a_row)
         table = PaneTable()
         first_pane = np.full(n_assign, -1, np.int64)
         drop_reason = np.full(n_assign, "", dtype=object)
-        todo = np.ones(n_assign, bool)  # assignments left for the per-key loop
-        if not reference:
-            todo = self._vectorised(a_key, a_at, a_start, a_end, timeline, replay, p_end,
-                                    table, first_pane, drop_reason)
+        todo = np.ones(n_assign, bool)
+        if not reference and timer_instants is None:
+            todo = self._vectorised(inp, timeline, replay, p_end, table, first_pane, drop_reason)
         if todo.any():
             sub = np.flatnonzero(todo)
-            sub = sub[np.lexsort((a_start[sub], et[a_row[sub]], a_at[sub], a_key[sub]))]
-            when = np.zeros((n_assign, self.plan.n_when), dtype=bool)
-            for i in range(self.plan.n_when):
-                col = rows[when_column(i)].to_numpy(dtype=object)[a_row[sub]]
-                when[sub, i] = [bool(v) if v is not None and v == v else False for v in col]
-            expected = (self._expected_counts(a_key, a_start, a_end, self.wfn.merging)
+            sub = sub[np.lexsort((inp.a_start[sub], inp.et[inp.a_row[sub]], a_at[sub], a_key[sub]))]
+            when = self._when(inp, sub)
+            expected = (self._expected_counts(a_key, inp.a_start, inp.a_end)
                         if self.plan.uses_percentile else None)
+            clamp = None if timer_instants is None else np.unique(np.asarray(timer_instants, np.int64))
             keys_sub = a_key[sub]
             bounds = np.flatnonzero(np.r_[True, keys_sub[1:] != keys_sub[:-1], True])
             for b in range(len(bounds) - 1):
                 ids = sub[bounds[b]:bounds[b + 1]]
-                self._run_key(table, int(a_key[ids[0]]), ids, a_start, a_end, a_at, when, expected,
-                              first_pane, drop_reason, timeline, replay, p_end)
+                loop = KeyLoop(self, table, int(a_key[ids[0]]), a_start=inp.a_start, a_end=inp.a_end,
+                               when=when, expected=expected, first_pane=first_pane,
+                               drop_reason=drop_reason, timeline=timeline, replay=replay, clamp=clamp)
+                loop.run(ids, a_at[ids], p_end=p_end)
+        panes = table.finish()
+        order_seq = inp.at if replay else np.zeros(len(inp.at), np.int64)
+        inputs = self._accumulators(inp, order_seq)
+        accs = pane_accumulators(self.plan, inputs, first_pane, panes)
+        frame = pane_frame(self.plan, panes, accs, inp.key_frame, ordered=ordered)
+        return self._result(inp, frame, drop_reason)
 
-        order_seq = at if replay else np.zeros(n, np.int64)
-        panes = assemble(self.plan, rows, table.finish(), a_row, first_pane, et, order_seq, key_index,
-                         ordered=ordered)
-        for reason in (TOO_LATE, CLOSED):
-            if (drop_reason == reason).any():
-                dropped_rows.append(np.empty(0, np.int64))
-                dropped_reason.append(reason)
-        dropped = _dropped_frame(dropped_rows, dropped_reason, a_row, a_start, a_end, drop_reason)
-        retraction = panes[RETRACTION_COLUMN] if RETRACTION_COLUMN in panes else pd.Series(False, index=panes.index)
-        metrics = {
-            "input_rows": n,
-            "panes": int((~retraction).sum()),
-            "retractions": int(retraction.sum()),
-            "dropped_null_event_time": int(null_et.sum()),
-            "dropped_bad_gap": int(sum(len(r) for r, why in zip(dropped_rows, dropped_reason) if why == BAD_GAP)),
-            "dropped_too_late": int((drop_reason == TOO_LATE).sum()),
-            "dropped_closed_window": int((drop_reason == CLOSED).sum()),
-        }
-        return EngineResult(panes, dropped, metrics)
-
-    def _vectorised(self, a_key, a_at, a_start, a_end, timeline, replay, p_end, table, first_pane,
-                    drop_reason) -> np.ndarray:
+    def _vectorised(self, inp: _Input, timeline, replay, p_end, table, first_pane, drop_reason) -> np.ndarray:
         """Run the vectorised path that fits this plan; return the assignments it left over."""
-        n = len(a_key)
+        n = len(inp.a_row)
         trigger, fn = self.plan.trigger, self.plan.window
         merging = self.wfn.merging
-        custom = isinstance(fn, ast.CustomWindow)
-        static = not self.plan.per_row_gap
-        if not replay and vectorised.collapsible(trigger) and not custom:
-            first_pane[:] = vectorised.collapse(a_key, a_start, a_end, merging, table, p_end)
+        if isinstance(fn, ast.CustomWindow):
+            return np.ones(n, bool)
+        if not replay and vectorised.collapsible(trigger):
+            first_pane[:] = vectorised.collapse(inp.a_key, inp.a_start, inp.a_end, merging, table, p_end)
             return np.zeros(n, bool)
         shape = vectorised.schedule_shape(trigger)
-        if replay and shape is not None and not custom and static:
+        if replay and shape is not None and not self.plan.per_row_gap:
             too_late = np.zeros(n, bool)
             left = vectorised.watermark_schedule(
-                a_key=a_key, a_at=a_at, a_start=a_start, a_end=a_end, merging=merging,
+                a_key=inp.a_key, a_at=inp.a_at, a_start=inp.a_start, a_end=inp.a_end, merging=merging,
                 timeline=timeline, lateness=self.lateness, shape=shape, p_end=p_end, table=table,
                 first_pane=first_pane, too_late=too_late)
             drop_reason[too_late & ~left] = TOO_LATE
             return left
         return np.ones(n, bool)
 
-    # ------------------------------------------------------------------ per key
+    # ------------------------------------------------------------------ streaming
 
-    def _run_key(self, table: PaneTable, key, ids, a_start, a_end, a_at, when, expected, first_pane, drop_reason,
-                 timeline: Timeline, replay: bool, p_end: int):
-        trig = self.trigger
-        lateness = self.lateness
-        merging = self.wfn.merging
-        heap: list = []
-        seq = iter(range(1 << 62))
-        live: dict = {}  # non-merging: (start, end) -> _Window
-        sessions: list[_Window] = []  # merging: live windows sorted by start
-        has_wm = len(timeline.times) > 0
+    def advance(self, state: EngineState | None, rows: pd.DataFrame, *, p: int, wm_prev: int, wm_new: int,
+                end_of_input: bool = False, ordered: bool = True) -> tuple[EngineResult, EngineState]:
+        """One micro-batch at processing time `p`: `rows` arrive (all at p), processing-time
+        timers due by p fire (a timer fires at the first micro-batch at or after its time), then
+        the watermark advances from `wm_prev` to `wm_new`. With end_of_input, the watermark then
+        reaches +inf and every window is emitted and expired.
 
-        def w_before(p):
-            return timeline.before(p) if has_wm else NEG_INF
+        Returns the panes and the new state; keys with nothing to do keep their state untouched.
+        """
+        state = dict(state or {})
+        rows = rows.copy()
+        rows[ARRIVAL_TIME] = p
+        keys = list(self.plan.keys)
+        row_keys = _key_tuples(rows, keys)
+        due = [k for k, ws in state.items()
+               if end_of_input or self._due(ws, p, wm_prev, wm_new)]
+        all_keys = list(dict.fromkeys(list(dict.fromkeys(row_keys)) + due))
+        try:
+            all_keys.sort(key=_sortable)
+        except TypeError:
+            pass
+        key_pos = {k: i for i, k in enumerate(all_keys)}
+        key_frame = pd.DataFrame.from_records(all_keys, columns=keys) if keys else pd.DataFrame(index=range(len(all_keys)))
+        inp = self._prepare(rows, replay=True, key_id=np.fromiter((key_pos[k] for k in row_keys), np.int64,
+                                                                    len(row_keys)), key_frame=key_frame)
+        # W is wm_prev before this instant and wm_new after its watermark step
+        timeline = Timeline.from_steps([p - 1, p], [wm_prev, wm_new])
+        n_new = len(inp.a_row)
+        table = PaneTable()
+        # stored pending input becomes pseudo assignments after the new ones
+        pseudo_acc: list[list] = [[] for _ in self.plan.aggregates]
+        pseudo_start, pseudo_end = [], []
+        fixed: dict = {}
+        hidden: list[int] = []
+        loops: dict = {}
+        windows_of: dict = {}
+        for k in all_keys:
+            kid = key_pos[k]
+            ws = []
+            for s in state.get(k, ()):
+                w = Window(s.start, s.end, s.trigger)
+                w.next_index, w.had_nonearly, w.closed, w.count = s.next_index, s.had_nonearly, s.closed, s.count
+                for ref in s.lineage:
+                    pid = table.add(kid, ref.start, ref.end, ref.index, ref.timing, ref.is_last, p, p, ())
+                    fixed[pid] = ref.total
+                    hidden.append(pid)
+                    w.lineage.append(pid)
+                if s.pending is not None:
+                    w.pending.append(n_new + len(pseudo_start))
+                    pseudo_start.append(s.start)
+                    pseudo_end.append(s.end)
+                    for i, acc in enumerate(s.pending):
+                        pseudo_acc[i].append(acc)
+                ws.append(w)
+            windows_of[kid] = ws
+        n_assign = n_new + len(pseudo_start)
+        first_pane = np.full(n_assign, -1, np.int64)
+        drop_reason = np.full(n_assign, "", dtype=object)
+        a_start = np.r_[inp.a_start, np.asarray(pseudo_start, np.int64)]
+        a_end = np.r_[inp.a_end, np.asarray(pseudo_end, np.int64)]
+        a_key = inp.a_key
+        order = np.lexsort((inp.a_start, inp.et[inp.a_row], a_key))
+        when = np.zeros((n_assign, self.plan.n_when), dtype=bool)
+        when[:n_new] = self._when(inp, np.arange(n_new))[:n_new] if n_new else when[:0]
+        bounds = {}
+        ks = a_key[order]
+        cuts = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1], True]) if len(ks) else np.array([0])
+        for b in range(len(cuts) - 1):
+            bounds[int(ks[cuts[b]])] = order[cuts[b]:cuts[b + 1]]
+        empty = np.empty(0, np.int64)
+        for k in all_keys:
+            kid = key_pos[k]
+            loop = KeyLoop(self, table, kid, a_start=a_start, a_end=a_end, when=when, expected=None,
+                           first_pane=first_pane, drop_reason=drop_reason, timeline=timeline, replay=True,
+                           clamp=np.asarray([p], np.int64))
+            for w in windows_of[kid]:
+                loop.load(w, p)
+            ids = bounds.get(kid, empty)
+            loop.run(ids, np.full(len(ids), p, np.int64), until=p)
+            if end_of_input:  # later timers fire at their own times, then the watermark reaches +inf
+                loop.run(empty, empty, p_end=p)
+            loops[kid] = loop
+        panes = table.finish()
+        inputs = self._accumulators(inp, inp.at)
+        for i, agg in enumerate(self.plan.aggregates):
+            if pseudo_acc[i]:
+                stored = {f: np.concatenate([np.asarray(a[f]) for a in pseudo_acc[i]]) for f in inputs[i]}
+                inputs[i] = {f: np.concatenate([inputs[i][f], stored[f]]) for f in inputs[i]}
+        accs = pane_accumulators(self.plan, inputs, first_pane, panes, fixed)
+        hidden_mask = np.zeros(len(panes["key"]), bool)
+        hidden_mask[hidden] = True
+        frame = pane_frame(self.plan, panes, accs, key_frame, hidden=hidden_mask, ordered=ordered)
+        # the new state of every key that ran
+        new_state = {k: v for k, v in state.items() if k not in key_pos}
+        for k in all_keys:
+            kept = [self._snapshot(w, panes, accs, inputs) for w in loops[key_pos[k]].windows()]
+            if kept:
+                new_state[k] = kept
+        result = self._result(inp, frame, drop_reason[:n_new])
+        return result, new_state
 
-        def w_at(p):
-            return timeline.at(p) if has_wm else NEG_INF
+    def _due(self, windows: list[WindowState], p, wm_prev, wm_new) -> bool:
+        """A stored key must run at this instant: a timer is due, or the watermark crosses one of
+        its windows' ends or expiries."""
+        from ..time import saturating_add
 
-        def schedule_watermark(w, p):
-            # the instants at which the watermark crosses the window's end and its expiry
-            if not has_wm:
-                return
-            for x in (w.end, saturating_add(w.end, lateness)):
-                t = timeline.first_reaching(x)
-                if p <= t < POS_INF:
-                    heapq.heappush(heap, (t, _WATERMARK, next(seq), w))
+        for w in windows:
+            t = self.trigger.timer(w.trigger)
+            if t is not None and t <= p:
+                return True
+            if wm_prev < w.end <= wm_new or wm_prev < saturating_add(w.end, self.lateness) <= wm_new:
+                return True
+        return False
 
-        def schedule_timer(w):
-            t = trig.timer(w.st)
-            if t is not None and (w.timer is None or t < w.timer):
-                w.timer = t
-                heapq.heappush(heap, (t, _TIMERS, next(seq), w))
-
-        def emit(w, p, phase, wm_cur, wm_prev, wm_new, finished):
-            if w.end <= wm_cur:
-                timing = ON_TIME if (phase == _WATERMARK and wm_prev < w.end <= wm_new
-                                     and not w.had_nonearly) else LATE
-                w.had_nonearly = True
-            else:
-                timing = EARLY
-            is_last = finished or wm_new >= saturating_add(w.end, lateness)
-            pid = table.add(key, w.start, w.end, w.next_index, TIMING_CODE[timing], is_last,
-                            p if replay else NO_EMIT_TIME, p, w.lineage)
-            for a in w.pending:
-                first_pane[a] = pid
-            w.pending = []
-            w.lineage = [pid]
-            w.next_index += 1
-
-        def evaluate(w, p, phase, wm_cur, wm_prev, wm_new):
-            if not w.alive or w.closed:
-                return
-            ctx = Context(p if replay else None, wm_cur, w.end, w.count, w.expected)
-            if trig.step(w.st, ctx):
-                finished = trig.finished(w.st)
-                if w.pending:
-                    emit(w, p, phase, wm_cur, wm_prev, wm_new, finished)
-                if finished:
-                    w.closed = True
-            schedule_timer(w)
-
-        def expire(w, p, wm_prev, wm_new):
-            if w.pending and not w.closed:
-                emit(w, p, _WATERMARK, wm_new, wm_prev, wm_new, True)
-            w.alive = False
-            if merging:
-                sessions.remove(w)
-            else:
-                live.pop((w.start, w.end), None)
-
-        # -------------------------------------------------------------- arrivals
-
-        def arrive_fixed(i, j, p, wm_prev):
-            touched = []
-            for a in ids[i:j].tolist():
-                s, e = int(a_start[a]), int(a_end[a])
-                if saturating_add(e, lateness) <= wm_prev:
-                    drop_reason[a] = TOO_LATE
-                    continue
-                w = live.get((s, e))
-                if w is None:
-                    w = _Window(s, e, trig.new())
-                    if expected is not None:
-                        w.expected = expected[a]
-                    live[(s, e)] = w
-                    schedule_watermark(w, p)
-                if w.closed:
-                    drop_reason[a] = CLOSED
-                    continue
-                w.pending.append(a)
-                w.count += 1
-                touched.append((w, a))
-            return _group_touched(touched)
-
-        def arrive_merging(i, j, p, wm_prev):
-            news = []
-            for a in ids[i:j].tolist():
-                s, e = int(a_start[a]), int(a_end[a])
-                if saturating_add(e, lateness) <= wm_prev:
-                    drop_reason[a] = TOO_LATE
-                else:
-                    news.append((s, e, a))
-            if not news:
-                return []
-            by_bounds: dict = {}
-            for s, e, a in news:
-                by_bounds.setdefault((s, e), []).append(a)
-            existing = {(w.start, w.end): w for w in sessions}
-            groups = self.wfn.merge(sorted(set(existing) | set(by_bounds)))
-            grouped = {b for _, sources in groups for b in sources}
-            groups = list(groups) + [(b, [b]) for b in by_bounds if b not in grouped]
-            touched = []
-            for (ms, me), sources in groups:
-                sources = list(dict.fromkeys(tuple(b) for b in sources))
-                new_as = [a for b in sources if b in by_bounds for a in by_bounds[b]]
-                if not new_as:
-                    continue
-                olds = [existing[b] for b in sources if b in existing]
-                if olds and all(w.closed for w in olds):
-                    for a in new_as:
-                        drop_reason[a] = CLOSED
-                    continue
-                if len(olds) == 1 and (olds[0].start, olds[0].end) == (ms, me):
-                    w = olds[0]
-                else:
-                    w = _Window(ms, me, trig.merge([o.st for o in olds]) if olds else trig.new())
-                    olds.sort(key=lambda o: o.start)
-                    for o in olds:
-                        w.pending.extend(o.pending)
-                        w.lineage.extend(o.lineage)
-                        w.next_index = max(w.next_index, o.next_index)
-                        w.had_nonearly = w.had_nonearly or o.had_nonearly
-                        w.count += o.count
-                        o.alive = False
-                        sessions.remove(o)
-                    w.closed = trig.finished(w.st)
-                    sessions.append(w)
-                    schedule_watermark(w, p)
-                    schedule_timer(w)
-                if expected is not None:
-                    w.expected = max(w.expected, max(int(expected[a]) for a in new_as))
-                w.pending.extend(new_as)
-                w.count += len(new_as)
-                touched.append((w, new_as))
-            sessions.sort(key=lambda w: w.start)
-            return touched
-
-        # -------------------------------------------------------------- the loop
-
-        i, hi = 0, len(ids)
-        at_ = a_at[ids]
-        last_timer = NEG_INF  # the end of input comes after the last processing-time timer that fired
-        while True:
-            p_arr = int(at_[i]) if i < hi else POS_INF
-            p_heap = heap[0][0] if heap else POS_INF
-            p = min(p_arr, p_heap)
-            if p == POS_INF:
-                break
-            wm_prev, wm_new = w_before(p), w_at(p)
-            if p_arr == p:
-                j = i + 1
-                while j < hi and at_[j] == p:
-                    j += 1
-                touched = (arrive_merging if merging else arrive_fixed)(i, j, p, wm_prev)
-                for w, assigned in sorted(touched, key=lambda t: t[0].start):
-                    if not w.alive:
-                        continue
-                    flags = tuple(when[assigned].any(axis=0)) if when.shape[1] else ()
-                    trig.on_elements(w.st, Context(p if replay else None, wm_prev, w.end, w.count, w.expected),
-                                     len(assigned), flags)
-                    evaluate(w, p, _ARRIVALS, wm_prev, wm_prev, wm_new)
-                i = j
-            due = []
-            while heap and heap[0][0] == p and heap[0][1] == _TIMERS:
-                due.append(heapq.heappop(heap)[3])
-            for w in sorted({id(w): w for w in due}.values(), key=lambda w: w.start):
-                if w.timer is not None and w.timer <= p:
-                    w.timer = None
-                armed = trig.timer(w.st) if w.alive else None
-                if armed is not None and armed <= p:
-                    last_timer = p
-                    evaluate(w, p, _TIMERS, wm_prev, wm_prev, wm_new)
-                elif w.alive:
-                    schedule_timer(w)
-            crossing = []
-            while heap and heap[0][0] == p:
-                crossing.append(heapq.heappop(heap)[3])
-            for w in sorted({id(w): w for w in crossing if w.alive}.values(), key=lambda w: w.start):
-                if w.alive:
-                    evaluate(w, p, _WATERMARK, wm_new, wm_prev, wm_new)
-                    if w.alive and wm_new >= saturating_add(w.end, lateness):
-                        expire(w, p, wm_prev, wm_new)
-
-        # -------------------------------------------------------------- end of input
-        p = max(p_end, last_timer)
-        wm_prev = w_at(p)
-        remaining = sorted((sessions if merging else list(live.values())), key=lambda w: w.start)
-        for w in remaining:
-            if w.alive:
-                evaluate(w, p, _WATERMARK, POS_INF, wm_prev, POS_INF)
-                if w.alive:
-                    expire(w, p, wm_prev, POS_INF)
+    def _snapshot(self, w: Window, panes: dict, accs: list[dict], inputs: list[dict]) -> WindowState:
+        keep_lineage = self.plan.mode.accumulating  # discarding panes never build on earlier ones
+        lineage = [] if not keep_lineage else [PaneRef(int(panes["start"][q]), int(panes["end"][q]), int(panes["index"][q]),
+                           int(panes["timing"][q]), bool(panes["is_last"][q]),
+                           tuple({f: a[f][q:q + 1] for f in a} for a in accs))
+                   for q in w.lineage]
+        pending = None
+        if w.pending:
+            ids = np.asarray(w.pending, np.int64)
+            pending = tuple(agg.merge({f: a[f][ids] for f in a}, np.zeros(len(ids), np.int64), 1)
+                            for agg, a in zip(self.plan.aggregates, inputs))
+        return WindowState(w.start, w.end, w.st, w.next_index, w.had_nonearly, w.closed, w.count,
+                           lineage, pending)
 
     # ------------------------------------------------------------------ helpers
 
-    @staticmethod
-    def _expected_counts(a_key, a_start, a_end, merging) -> np.ndarray:
+    def _prepare(self, rows: pd.DataFrame, *, replay: bool, key_id=None, key_frame=None) -> _Input:
+        rows = rows.reset_index(drop=True)
+        n = len(rows)
+        null_et = pd.isna(rows[EVENT_TIME]).to_numpy()
+        et = np.where(null_et, 0, rows[EVENT_TIME].to_numpy()).astype(np.int64) if n else np.empty(0, np.int64)
+        if replay:
+            if ARRIVAL_TIME not in rows:
+                raise SqlflowExecutionError("replay needs an arrival-time column", clause="WATERMARK")
+            null_at = pd.isna(rows[ARRIVAL_TIME]).to_numpy()
+            at = np.where(null_at, 0, rows[ARRIVAL_TIME].to_numpy()).astype(np.int64) if n else et
+            null_et = null_et | null_at
+        else:
+            at = et
+        bad_gap = np.zeros(n, bool)
+        gap = None
+        if self.plan.per_row_gap:
+            g = pd.to_numeric(rows[GAP], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+            bad_gap = ~null_et & ~(g > 0)
+            gap = np.where(np.isfinite(g) & (g > 0), g, 1).astype(np.int64)
+        valid = ~(null_et | bad_gap)
+        if key_id is None:
+            keys = list(self.plan.keys)
+            if keys:
+                key_id, first = _factorize_keys(rows, keys)
+                key_frame = rows[keys].iloc[first].reset_index(drop=True)
+            else:
+                key_id = np.zeros(n, np.int64)
+                key_frame = pd.DataFrame(index=range(1 if n else 0))
+        vrows = np.flatnonzero(valid) if not valid.all() else np.arange(n)
+        a_row, a_start, a_end = self.wfn.assign(et[vrows], None if gap is None else gap[vrows])
+        return _Input(rows, et, at, null_et, bad_gap, key_id, key_frame, vrows[a_row],
+                      np.asarray(a_start, np.int64), np.asarray(a_end, np.int64))
+
+    def _when(self, inp: _Input, sub: np.ndarray) -> np.ndarray:
+        when = np.zeros((len(inp.a_row), self.plan.n_when), dtype=bool)
+        for i in range(self.plan.n_when):
+            col = inp.rows[when_column(i)].to_numpy(dtype=object)[inp.a_row[sub]]
+            when[sub, i] = [bool(v) if v is not None and v == v else False for v in col]
+        return when
+
+    def _accumulators(self, inp: _Input, order_seq: np.ndarray) -> list[dict]:
+        """One accumulator row per assignment, per aggregate."""
+        cols = sorted({agg.column for agg in self.plan.aggregates if agg.column is not None})
+        src = pd.DataFrame({c: inp.rows[c].iloc[inp.a_row].reset_index(drop=True) for c in cols},
+                           index=pd.RangeIndex(len(inp.a_row)))
+        return [agg.create(src, inp.et[inp.a_row], order_seq[inp.a_row]) for agg in self.plan.aggregates]
+
+    def _result(self, inp: _Input, frame: pd.DataFrame, drop_reason: np.ndarray) -> EngineResult:
+        parts = []
+        if inp.null_et.any():
+            parts.append(_drops(np.flatnonzero(inp.null_et), NULL_EVENT_TIME))
+        if inp.bad_gap.any():
+            parts.append(_drops(np.flatnonzero(inp.bad_gap), BAD_GAP))
+        for reason in (TOO_LATE, CLOSED):
+            sel = drop_reason == reason
+            if sel.any():
+                parts.append(_drops(inp.a_row[sel], reason, inp.a_start[sel], inp.a_end[sel]))
+        dropped = (pd.concat(parts, ignore_index=True) if parts else _drops(np.empty(0, np.int64), ""))
+        dropped["window_start"] = dropped["window_start"].astype("Int64")
+        dropped["window_end"] = dropped["window_end"].astype("Int64")
+        dropped = dropped.sort_values(["row", "window_start"], na_position="first").reset_index(drop=True)
+        retraction = frame[RETRACTION_COLUMN] if RETRACTION_COLUMN in frame else pd.Series(False, index=frame.index)
+        metrics = {
+            "input_rows": len(inp.rows),
+            "panes": int((~retraction).sum()),
+            "retractions": int(retraction.sum()),
+            "dropped_null_event_time": int(inp.null_et.sum()),
+            "dropped_bad_gap": int(inp.bad_gap.sum()),
+            "dropped_too_late": int((drop_reason == TOO_LATE).sum()),
+            "dropped_closed_window": int((drop_reason == CLOSED).sum()),
+        }
+        return EngineResult(frame, dropped, metrics)
+
+    def _expected_counts(self, a_key, a_start, a_end) -> np.ndarray:
         """Per assignment: how many elements its eventual window holds (percentile triggers)."""
-        if merging:
+        if self.wfn.merging:
             sid = final_sessions(a_key, a_start, a_end)[0]
         else:
-            sid = pd.DataFrame({"k": a_key, "s": a_start, "e": a_end}).groupby(["k", "s", "e"]).ngroup().to_numpy()
+            sid = vectorised._factorize_windows(a_key, a_start, a_end)
         return np.bincount(sid)[sid] if len(sid) else np.empty(0, np.int64)
 
 
-def _group_touched(touched):
-    """[(window, assignment)] -> [(window, [assignments])] keeping first-seen order."""
-    out: dict = {}
-    for w, a in touched:
-        out.setdefault(id(w), (w, []))[1].append(a)
-    return list(out.values())
+def _drops(rows, reason, start=None, end=None) -> pd.DataFrame:
+    n = len(rows)
+    return pd.DataFrame({
+        "row": np.asarray(rows, np.int64),
+        "reason": np.full(n, reason, dtype=object),
+        "window_start": pd.array(start if start is not None else [None] * n, dtype="Int64"),
+        "window_end": pd.array(end if end is not None else [None] * n, dtype="Int64"),
+    })
 
 
 def _factorize_keys(rows: pd.DataFrame, keys: list[str]):
@@ -442,19 +389,12 @@ def _factorize_keys(rows: pd.DataFrame, keys: list[str]):
     return codes, first
 
 
-def _dropped_frame(dropped_rows, reasons, a_row, a_start, a_end, drop_reason) -> pd.DataFrame:
-    parts = []
-    for rows_, why in zip(dropped_rows, reasons):
-        if why in (TOO_LATE, CLOSED):
-            sel = drop_reason == why
-            parts.append(pd.DataFrame({"row": a_row[sel], "reason": why,
-                                       "window_start": a_start[sel], "window_end": a_end[sel]}))
-        else:
-            parts.append(pd.DataFrame({"row": rows_, "reason": why, "window_start": pd.NA, "window_end": pd.NA}))
-    if not parts:
-        return pd.DataFrame({"row": pd.Series([], dtype=np.int64), "reason": pd.Series([], dtype=object),
-                             "window_start": pd.Series([], dtype="Int64"), "window_end": pd.Series([], dtype="Int64")})
-    out = pd.concat(parts, ignore_index=True)
-    out["window_start"] = out["window_start"].astype("Int64")
-    out["window_end"] = out["window_end"].astype("Int64")
-    return out.sort_values(["row", "window_start"], na_position="first").reset_index(drop=True)
+def _key_tuples(rows: pd.DataFrame, keys: list[str]) -> list[tuple]:
+    if not keys:
+        return [()] * len(rows)
+    cols = [rows[k].to_numpy(dtype=object) for k in keys]
+    return [tuple(None if (v is None or (isinstance(v, float) and v != v)) else v for v in t) for t in zip(*cols)]
+
+
+def _sortable(key: tuple):
+    return tuple((v is None, v) for v in key)

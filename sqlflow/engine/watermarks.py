@@ -45,7 +45,7 @@ class Timeline:
             return EMPTY_TIMELINE
         order = np.argsort(t, kind="stable")
         t, v = t[order], v[order]
-        back = np.flatnonzero(np.diff(v) < 0)
+        back = np.flatnonzero(v[1:] < v[:-1])
         if back.size:
             i = int(back[0]) + 1
             raise SqlflowExecutionError(
