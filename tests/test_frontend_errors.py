@@ -582,3 +582,9 @@ def test_perfect_watermark_on_a_stream():
 
 def test_validate_leaves_plain_statements_to_spark():
     validate(parse("SELECT * FROM t WHERE"), streaming=True)
+
+
+def test_parentheses_nested_too_deeply():
+    e = error(G + "WINDOW GLOBAL TRIGGER " + "REPEAT(" * 70 + "COUNT 1" + ")" * 70)
+    assert type(e) is SqlflowSyntaxError
+    assert (e.message, e.clause, e.column) == ("parentheses nested more than 64 deep", "TRIGGER", 60 + 64 * 7 + 6)  # the 65th "("

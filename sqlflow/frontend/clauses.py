@@ -59,7 +59,12 @@ def parse_source_watermark(source: Source, start: int, end: int) -> ast.SourceWa
     return _parse(source, start, end, "source_watermark")
 
 
+#: deepest parenthesis nesting inside our clauses (the AST is walked recursively downstream)
+MAX_NESTING = 64
+
+
 def _parse(source: Source, start: int, end: int, rule: str):
+    _check_nesting(source, start, end, rule)
     code = source.code
     try:
         tree = parser().parse(code[start:end], start=rule)
@@ -71,6 +76,18 @@ def _parse(source: Source, start: int, end: int, rule: str):
         if isinstance(error.orig_exc, SqlflowError):
             raise error.orig_exc from None
         raise
+
+
+def _check_nesting(source: Source, start: int, end: int, rule: str) -> None:
+    depth = 0
+    for tok in scan(source.code, start, end):
+        if tok.kind == PUNCT and tok.text in "()":
+            depth += 1 if tok.text == "(" else -1
+            if depth > MAX_NESTING:
+                clause = "WATERMARK" if rule == "source_watermark" else clause_at(source, start, tok.start)
+                raise source.error(SqlflowSyntaxError,
+                                   f"parentheses nested more than {MAX_NESTING} deep", tok.start,
+                                   clause=clause)
 
 
 # --------------------------------------------------------------------------- lark tree -> AST

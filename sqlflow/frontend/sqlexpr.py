@@ -35,8 +35,10 @@ def parse_expression(text: str) -> exp.Expr:
         detail = error.errors[0]["description"] if error.errors else str(error)
         raise SqlExprError(sqlglot_words(detail, token.text if token else ""),
                            token.start if token else 0) from None
-    except (SqlglotError, RecursionError, ValueError) as error:
-        raise SqlExprError(f"cannot read the expression: {error}".splitlines()[0], 0) from None
+    except RecursionError:
+        raise SqlExprError("it is nested too deeply", 0) from None
+    except (SqlglotError, ValueError) as error:
+        raise SqlExprError(str(error).splitlines()[0], 0) from None
     trees = [t for t in trees if t is not None]
     if len(trees) != 1:
         raise SqlExprError("expected one expression", 0)

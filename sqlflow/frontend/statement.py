@@ -150,7 +150,10 @@ def _build_tree(source: Source, start: int, end: int, spans: list[Span]):
         trees = [t for t in DIALECT.parse(offsets.text) if t is not None]
     except ParseError as error:
         raise _sql_error(source, offsets, spans, error) from None
-    except (SqlglotError, RecursionError) as error:
+    except RecursionError:
+        raise source.error(SqlflowSyntaxError, "the SQL is nested too deeply to read", start,
+                           clause="SQL") from None
+    except SqlglotError as error:
         raise source.error(SqlflowSyntaxError, f"cannot read this SQL: {str(error).splitlines()[0]}",
                            start, clause="SQL") from None
     if len(trees) != 1:
