@@ -588,3 +588,14 @@ def test_parentheses_nested_too_deeply():
     e = error(G + "WINDOW GLOBAL TRIGGER " + "REPEAT(" * 70 + "COUNT 1" + ")" * 70)
     assert type(e) is SqlflowSyntaxError
     assert (e.message, e.clause, e.column) == ("parentheses nested more than 64 deep", "TRIGGER", 60 + 64 * 7 + 6)  # the 65th "("
+
+
+def test_watermark_clause_after_the_alias():
+    # Spark 4.3 reads `FROM t WATERMARK ... AS a` and rejects `FROM t AS a WATERMARK ...`
+    expect("SELECT k, count(*) FROM t AS a WATERMARK ts DELAY OF 1m GROUP BY k WINDOW FIXED(SIZE 5m)",
+           SqlflowSyntaxError, """
+        sqlflow: WATERMARK: a WATERMARK clause goes right after a table or subquery in FROM (line 1, column 32)
+          SELECT k, count(*) FROM t AS a WATERMARK ts DELAY OF 1m GROUP BY k WINDOW FIXED(SIZE 5m)
+                                         ^
+        as in Spark, the alias comes after it: FROM t WATERMARK ... AS a
+    """)

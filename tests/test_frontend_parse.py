@@ -307,6 +307,11 @@ SOURCES = [
      ast.SourceWatermark("ts", ast.BoundedDelay(d("1m"))), "e"),
     ("events watermark ts perfect arrival at e", "events WATERMARK ts PERFECT ARRIVAL at AS e",
      ast.SourceWatermark("ts", ast.Perfect(), "at"), "e"),
+    ("range(100) WATERMARK id DELAY OF 1m AS r(x)", "RANGE(100) WATERMARK id DELAY OF INTERVAL 1 MINUTE AS r(x)",
+     ast.SourceWatermark("id", ast.BoundedDelay(d("1m"))), "r"),
+    ("events TABLESAMPLE (50 PERCENT) WATERMARK ts DELAY OF 1m AS e",
+     "events TABLESAMPLE (50 PERCENT) WATERMARK ts DELAY OF INTERVAL 1 MINUTE AS e",
+     ast.SourceWatermark("ts", ast.BoundedDelay(d("1m"))), "e"),
 ]
 
 

@@ -189,7 +189,8 @@ def _misplaced(source: Source, span: Span) -> SqlflowSyntaxError:
                             span.start, clause=name)
     return source.error(SqlflowSyntaxError,
                         "a WATERMARK clause goes right after a table or subquery in FROM",
-                        span.start, clause="WATERMARK")
+                        span.start, clause="WATERMARK",
+                        hint="as in Spark, the alias comes after it: FROM t WATERMARK ... AS a")
 
 
 def _sql_error(source: Source, offsets: "Offsets", spans: list[Span], error: ParseError):
