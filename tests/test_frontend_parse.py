@@ -541,3 +541,18 @@ def test_sql_scripting_blocks_are_one_statement():
 
 def test_an_empty_script_has_no_statements():
     assert parse_script("  -- nothing\n ; ;") == []
+
+
+# --------------------------------------------------------------------------- the language reference
+
+
+def test_every_sql_example_in_the_language_reference_parses(repo_root):
+    import re
+
+    text = (repo_root / "grammar" / "README.md").read_text(encoding="utf-8")
+    examples = re.findall(r"```sql\n(.*?)```", text, flags=re.S)
+    assert len(examples) >= 10
+    for sql in examples:
+        statement = parse(sql)
+        assert not statement.is_plain, sql
+        assert parse(to_sql(statement)) == statement
