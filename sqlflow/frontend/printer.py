@@ -147,9 +147,7 @@ def literal(value: ast.Literal) -> str:
         return duration(value)
     if isinstance(value, str):
         return string(value)
-    if isinstance(value, float):
-        return repr(value) if "." in repr(value) or "e" in repr(value) else f"{value!r}.0"
-    return str(value)
+    return repr(value)  # ints, and floats with their "." or exponent (read back as floats)
 
 
 def string(value: str) -> str:

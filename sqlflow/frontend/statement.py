@@ -25,12 +25,12 @@ from sqlglot.errors import ParseError, SqlglotError
 from .. import ast
 from ..errors import SqlflowSyntaxError
 from . import clauses
-from .sqlexpr import sqlglot_words
 from .dialect import (MARKER_KEY, WATERMARK_KEY, WATERMARK_MARKER, WINDOWING_KEY,
                       WINDOWING_MARKER, SqlflowSpark)
 from .locate import SOURCE, TAIL, Span, locate
 from .scan import scan
 from .source import Source
+from .sqlexpr import sqlglot_words
 
 DIALECT = SqlflowSpark()
 
