@@ -484,6 +484,17 @@ PLAIN = [
     "  SELECT 'WINDOW GLOBAL' -- EMIT DISCARDING\n  ;  ",
     "SELECT a FROM t x y z (( that sqlglot cannot read",
     "CREATE TABLE t (window STRING, emit INT) USING parquet",
+    # our keywords as Spark identifiers
+    "SELECT session_window.start, count(*) FROM t GROUP BY session_window(ts, '5 minutes')",
+    "SELECT count(*) AS window FROM t GROUP BY k ORDER BY window",
+    "SELECT x FROM t window, u",
+    "SELECT trigger.x FROM t AS trigger JOIN u ON trigger.k = u.k WHERE trigger = 'x' AND emit > 0",
+    "SELECT * FROM t watermark JOIN u ON watermark.k = u.k",
+    "SELECT * FROM t window TABLESAMPLE (10 ROWS)",
+    "SELECT * FROM t window PIVOT (sum(x) FOR y IN (1, 2))",
+    "SELECT * FROM t emit WHERE emit.discarding = 1",
+    "SELECT allowed, lateness, global, fixed, sessions FROM t allowed",
+    "INSERT INTO window VALUES (1, 2)",
 ]
 
 
