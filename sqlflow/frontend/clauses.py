@@ -18,14 +18,14 @@ import re
 from dataclasses import dataclass
 
 from lark import Lark, Token, Transformer, v_args
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, VisitError
+from lark.exceptions import UnexpectedInput, VisitError
 
 from .. import ast
 from ..errors import SqlflowError, SqlflowSemanticError, SqlflowSyntaxError
 from ..grammar import GRAMMAR_PATH, START_RULES
 from ..time import parse_duration
-from . import intervals, sqlexpr, suggest
-from .scan import PUNCT, WORD, scan
+from . import intervals, sqlexpr, suggest, syntax_errors
+from .scan import PUNCT, scan
 from .source import Source
 
 
@@ -69,7 +69,7 @@ def _parse(source: Source, start: int, end: int, rule: str):
     try:
         tree = parser().parse(code[start:end], start=rule)
     except UnexpectedInput as error:
-        raise _syntax_error(source, start, end, rule, error) from None
+        raise syntax_errors.from_lark(source, start, end, rule, error) from None
     try:
         return _ToAst(source, start, rule).transform(tree)
     except VisitError as error:
@@ -84,7 +84,7 @@ def _check_nesting(source: Source, start: int, end: int, rule: str) -> None:
         if tok.kind == PUNCT and tok.text in "()":
             depth += 1 if tok.text == "(" else -1
             if depth > MAX_NESTING:
-                clause = "WATERMARK" if rule == "source_watermark" else clause_at(source, start, tok.start)
+                clause = "WATERMARK" if rule == "source_watermark" else syntax_errors.clause_at(source, start, tok.start)
                 raise source.error(SqlflowSyntaxError,
                                    f"parentheses nested more than {MAX_NESTING} deep", tok.start,
                                    clause=clause)
@@ -345,7 +345,7 @@ class _ToAst(Transformer):
     def _clause_at(self, meta) -> str | None:
         if self.rule == "source_watermark":
             return "WATERMARK"
-        return clause_at(self.source, self.base, self.base + meta.start_pos)
+        return syntax_errors.clause_at(self.source, self.base, self.base + meta.start_pos)
 
     def sql_expr(self, meta, _):
         start, end = self.base + meta.start_pos, self.base + meta.end_pos
@@ -390,94 +390,3 @@ _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "0": "\0", "Z": "\x1a"}
 
 def _unescape(body: str) -> str:
     return re.sub(r"\\(.)", lambda m: _ESCAPES.get(m.group(1), m.group(1)), body, flags=re.S)
-
-
-# --------------------------------------------------------------------------- syntax errors
-
-_CLAUSE_WORDS = {"WINDOW": "WINDOW", "TRIGGER": "TRIGGER", "ALLOWED": "ALLOWED LATENESS",
-                 "EMIT": "EMIT"}
-
-
-def clause_at(source: Source, start: int, offset: int) -> str | None:
-    """The clause (WINDOW, TRIGGER, ...) of a clause tail at `start` that `offset` falls in."""
-    depth, clause = 0, None
-    for tok in scan(source.code, start, offset + 1):
-        if tok.kind == PUNCT and tok.text in "()":
-            depth += 1 if tok.text == "(" else -1
-        elif depth == 0 and tok.upper in _CLAUSE_WORDS:
-            clause = _CLAUSE_WORDS[tok.upper]
-    return clause
-
-
-def _syntax_error(source: Source, start: int, end: int, rule: str,
-                  error: UnexpectedInput) -> SqlflowError:
-    interactive = getattr(error, "interactive_parser", None)
-    expected = set(interactive.accepts()) if interactive is not None else \
-        set(getattr(error, "expected", None) or getattr(error, "allowed", None) or ())
-    if isinstance(error, UnexpectedCharacters):
-        offset = start + error.pos_in_stream
-        got = _word_at(source.code, offset)
-    elif isinstance(error, UnexpectedEOF) or getattr(error, "token", None) is None \
-            or error.token.type == "$END":
-        following = scan(source.code, end, min(len(source.code), end + 200))
-        if following and following[0].text != ";":
-            offset, got = following[0].start, following[0].text
-        else:
-            offset, got = end, None
-    else:
-        offset, got = start + error.token.start_pos, str(error.token)
-    clause = "WATERMARK" if rule == "source_watermark" else clause_at(source, start, offset)
-    if rule == "windowing":
-        expected -= _settled_clauses(source, start, offset)
-    misspelt = _misspelt_window_fn(source, start, offset)
-    if misspelt is not None:
-        name, suggestion = misspelt
-        return source.error(SqlflowSyntaxError, f"unknown window function {name.text}", name.start,
-                            clause="WINDOW", hint=f"did you mean {suggestion}?")
-    what = f"'{got}'" if got is not None else "the end of the statement"
-    phrases = {"DELAY": "DELAY OF"} if rule == "source_watermark" else None
-    message = f"expected {suggest.expected_words(expected, phrases)}, got {what}"
-    hint = None
-    if got is not None and re.match(r"[A-Za-z_]", got):
-        keywords = [k for k in suggest.KEYWORDS if k in expected] or suggest.KEYWORDS
-        hint = suggest.did_you_mean(got, keywords)
-        if hint is None and got.upper() in ("WHERE", "GROUP", "HAVING") and rule == "windowing":
-            hint = f"{got.upper()} goes before the WINDOW clause"
-    if rule == "source_watermark" and got is not None and got.upper() == "AS":
-        hint = "sqlflow needs a column name after WATERMARK; compute the column in a subquery"
-    return source.error(SqlflowSyntaxError, message, offset, clause=clause, hint=hint)
-
-
-def _settled_clauses(source: Source, start: int, offset: int) -> set[str]:
-    """Clause keywords that cannot come next: those already written, and those that go earlier."""
-    ranks = {"WINDOW": 0, "TRIGGER": 1, "ALLOWED": 2, "EMIT": 3}
-    depth, last = 0, -1
-    for tok in scan(source.code, start, offset):
-        if tok.kind == PUNCT and tok.text in "()":
-            depth += 1 if tok.text == "(" else -1
-        elif depth == 0 and tok.upper in ranks:
-            last = max(last, ranks[tok.upper])
-    return {word for word, rank in ranks.items() if rank <= last}
-
-
-def _word_at(code: str, offset: int) -> str:
-    m = re.compile(r"\w+|\S").match(code, offset)
-    return m.group() if m else ""
-
-
-def _misspelt_window_fn(source: Source, start: int, offset: int):
-    """`WINDOW SESSION(GAP 30m)` fails inside its arguments: the name is the mistake."""
-    tokens = scan(source.code, start, offset + 1)
-    for i, tok in enumerate(tokens[:-2]):
-        name, paren = tokens[i + 1], tokens[i + 2]
-        if tok.upper != "WINDOW" or name.kind != WORD or paren.text != "(" \
-                or name.upper in suggest.WINDOW_FNS or offset <= paren.start:
-            continue
-        depth = 0
-        for later in tokens[i + 2:]:
-            depth += {"(": 1, ")": -1}.get(later.text, 0) if later.kind == PUNCT else 0
-            if depth == 0:
-                return None  # its arguments closed before the error
-        match = suggest.nearest(name.text, suggest.WINDOW_FNS)
-        return (name, match) if match is not None else None
-    return None
