@@ -7,7 +7,7 @@ object-valued aggregates (sets, lists) touch Python objects.
 
 >>> import numpy as np, pandas as pd
 >>> agg = Aggregate("sum", "x", "total")
->>> acc = agg.create(pd.DataFrame({"x": [5, 7, None, 3]}), order_et=np.zeros(4, np.int64), order_seq=np.arange(4))
+>>> acc = agg.create(pd.DataFrame({"x": pd.array([5, 7, None, 3], dtype="Int64")}), order_et=np.zeros(4, np.int64), order_seq=np.arange(4))
 >>> merged = agg.merge(acc, np.array([0, 0, 1, 1]), 2)
 >>> agg.extract(merged).tolist()
 [12, 3]

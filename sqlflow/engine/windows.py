@@ -65,7 +65,7 @@ class SlidingWindows:
         last = _floor_to(t, self.period, self.offset)  # latest window start <= t
         k = -(-self.size // self.period)  # windows per element (at most)
         rows = np.repeat(np.arange(len(t)), k)
-        starts = np.repeat(last, k) - np.tile(np.arange(k, dtype=_I64) * self.period, len(t))
+        starts = np.repeat(last, k) - np.tile(np.arange(k - 1, -1, -1, dtype=_I64) * self.period, len(t))
         keep = starts + self.size > np.repeat(t, k)
         return rows[keep], starts[keep], starts[keep] + self.size
 

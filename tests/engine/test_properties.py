@@ -19,6 +19,13 @@ SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[Heal
 AGGS = (Aggregate("sum", "v", "total"), Aggregate("count_star", None, "n"), Aggregate("max", "v", "top"))
 
 
+def oracle_lateness(window, lateness):
+    """The per-final-window oracles below merge all elements of a session; a session that is
+    garbage-collected and reopened by later data is two windows in the engine (as in Beam), so for
+    sessions they run with lateness that keeps every window until the end of input."""
+    return 1000 if isinstance(window, ast.Sessions) else lateness
+
+
 def engine(window, trigger, mode, lateness):
     w = ast.Windowing(ast.WindowClause(window), trigger, ast.AllowedLateness(D(lateness)), ast.Emit(mode))
     return Engine(EnginePlan(w, AGGS, keys=("k",)))
@@ -107,6 +114,7 @@ def test_discarding_panes_add_up_to_the_window_total(data, window, trigger, late
 @given(inputs(), windows, triggers, st.sampled_from([0, 25, 1000]))
 def test_accumulating_last_pane_is_the_final_value(data, window, trigger, lateness):
     rows, tl = data
+    lateness = oracle_lateness(window, lateness)
     result = engine(window, trigger, ast.AccumulationMode.ACCUMULATING, lateness).run(rows, timeline=tl, replay=True)
     kept = final_windows(kept_assignments(rows, window, result), window)
     last = {}
@@ -124,6 +132,7 @@ def test_accumulating_last_pane_is_the_final_value(data, window, trigger, latene
 @given(inputs(), windows, triggers, st.sampled_from([0, 25, 1000]))
 def test_retractions_net_out_to_the_final_values(data, window, trigger, lateness):
     rows, tl = data
+    lateness = oracle_lateness(window, lateness)
     result = engine(window, trigger, ast.AccumulationMode.ACCUMULATING_AND_RETRACTING, lateness).run(
         rows, timeline=tl, replay=True)
     live = Counter()
