@@ -379,7 +379,7 @@ def test_when_predicate_not_boolean_full_message():
 
 
 def test_when_predicate_on_a_bare_column_is_allowed():
-    parse(G + "WINDOW GLOBAL TRIGGER WHEN(is_flush)")
+    parse(G + "WINDOW GLOBAL ON ts TRIGGER WHEN(is_flush)")
 
 
 def test_when_predicate_with_an_aggregate():
@@ -475,6 +475,12 @@ def test_select_star_in_a_windowed_select():
     """)
 
 
+def test_global_window_without_event_time():
+    # every window needs an event time: bounded input is replayed in event-time order
+    e = error(G + "WINDOW GLOBAL TRIGGER COUNT 10")
+    assert (type(e), e.message, e.column) == (SqlflowSemanticError, "no event-time column for this window", 38)
+
+
 def test_window_without_event_time():
     expect(G + "WINDOW FIXED(SIZE 5m)", SqlflowSemanticError, """
         sqlflow: WINDOW: no event-time column for this window (line 1, column 38)
@@ -526,22 +532,22 @@ def test_timeline_without_arrival():
 
 
 def test_global_window_with_the_default_trigger_on_a_stream():
-    sql = G + "WINDOW GLOBAL"
+    sql = G + "WINDOW GLOBAL ON ts"
     parse(sql)  # fine on recorded data: the watermark reaches +inf at the end of input
     validate(parse(sql), streaming=False)
     expect(sql, SqlflowSemanticError, """
         sqlflow: TRIGGER: on a stream the GLOBAL window never ends, so the default trigger REPEAT(WATERMARK) never fires (line 1, column 38)
-          SELECT k, count(*) FROM t GROUP BY k WINDOW GLOBAL
+          SELECT k, count(*) FROM t GROUP BY k WINDOW GLOBAL ON ts
                                                ^
         add a trigger that fires on its own, e.g. TRIGGER REPEAT(PERIOD 1m)
     """, streaming=True)
 
 
 def test_global_window_with_only_watermark_triggers_on_a_stream():
-    expect(G + "WINDOW GLOBAL TRIGGER SEQUENCE(WATERMARK, REPEAT(WATERMARK))", SqlflowSemanticError, """
-        sqlflow: TRIGGER: on a stream the GLOBAL window never ends, so TRIGGER SEQUENCE(WATERMARK, REPEAT(WATERMARK)) never fires (line 1, column 60)
-          SELECT k, count(*) FROM t GROUP BY k WINDOW GLOBAL TRIGGER SEQUENCE(WATERMARK, REPEAT(WATERMARK))
-                                                                     ^
+    expect(G + "WINDOW GLOBAL ON ts TRIGGER SEQUENCE(WATERMARK, REPEAT(WATERMARK))", SqlflowSemanticError, """
+        sqlflow: TRIGGER: on a stream the GLOBAL window never ends, so TRIGGER SEQUENCE(WATERMARK, REPEAT(WATERMARK)) never fires (line 1, column 66)
+          SELECT k, count(*) FROM t GROUP BY k WINDOW GLOBAL ON ts TRIGGER SEQUENCE(WATERMARK, REPEAT(WATERMARK))
+                                                                           ^
         add a trigger that fires on its own, e.g. TRIGGER REPEAT(PERIOD 1m)
     """, streaming=True)
 
@@ -551,7 +557,7 @@ def test_global_window_with_only_watermark_triggers_on_a_stream():
     "REPEAT_UNTIL(WATERMARK, WATERMARK PERCENTILE 100)", "WATERMARK LATE COUNT 1",
 ])
 def test_global_window_triggers_that_never_fire_on_a_stream(trigger):
-    e = error(G + f"WINDOW GLOBAL TRIGGER {trigger}", streaming=True)
+    e = error(G + f"WINDOW GLOBAL ON ts TRIGGER {trigger}", streaming=True)
     assert type(e) is SqlflowSemanticError and e.message.endswith("never fires")
 
 
@@ -560,7 +566,7 @@ def test_global_window_triggers_that_never_fire_on_a_stream(trigger):
     "SEQUENCE(COUNT 1, WATERMARK)", "REPEAT_UNTIL(WATERMARK, WHEN(done))", "REPEAT(ALL_OF(COUNT 2, DELAY 1s))",
 ])
 def test_global_window_triggers_that_fire_on_a_stream(trigger):
-    validate(parse(G + f"WINDOW GLOBAL TRIGGER {trigger}"), streaming=True)
+    validate(parse(G + f"WINDOW GLOBAL ON ts TRIGGER {trigger}"), streaming=True)
 
 
 def test_percentile_trigger_on_a_stream():

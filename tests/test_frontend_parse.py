@@ -52,7 +52,6 @@ def check(sql: str, canonical: str, windowings, watermarks=()) -> Statement:
 
 CLAUSES = [
     # ---- window functions
-    ("WINDOW GLOBAL", W(ast.Global(), on=None), "WINDOW GLOBAL"),
     ("WINDOW GLOBAL ON ts", W(ast.Global()), "WINDOW GLOBAL ON ts"),
     ("WINDOW FIXED(SIZE 5m) ON ts", W(ast.Fixed(d("5m"))), "WINDOW FIXED(SIZE 5m) ON ts"),
     ("WINDOW FIXED(SIZE 1h, OFFSET 15m) ON ts", W(ast.Fixed(d("1h"), d("15m"))),
@@ -228,9 +227,9 @@ DURATIONS = [
 
 @pytest.mark.parametrize("text, micros, canonical", DURATIONS, ids=[c[0] for c in DURATIONS])
 def test_durations(text, micros, canonical):
-    check(f"SELECT count(*) AS n FROM t GROUP BY k WINDOW GLOBAL ALLOWED LATENESS {text}",
-          f"SELECT COUNT(*) AS n FROM t GROUP BY k WINDOW GLOBAL ALLOWED LATENESS {canonical}",
-          [ast.Windowing(ast.WindowClause(ast.Global()), allowed_lateness=ast.AllowedLateness(ast.Duration(micros)))])
+    check(f"SELECT count(*) AS n FROM t GROUP BY k WINDOW GLOBAL ON ts ALLOWED LATENESS {text}",
+          f"SELECT COUNT(*) AS n FROM t GROUP BY k WINDOW GLOBAL ON ts ALLOWED LATENESS {canonical}",
+          [ast.Windowing(ast.WindowClause(ast.Global(), "ts"), allowed_lateness=ast.AllowedLateness(ast.Duration(micros)))])
 
 
 # --------------------------------------------------------------------------- statements
@@ -362,9 +361,9 @@ def test_two_windowed_selects_in_a_union():
 
 
 def test_windowed_select_in_a_where_subquery():
-    check("SELECT * FROM users WHERE id IN (SELECT k FROM t GROUP BY k WINDOW GLOBAL TRIGGER COUNT 1)",
-          "SELECT * FROM users WHERE id IN (SELECT k FROM t GROUP BY k WINDOW GLOBAL TRIGGER COUNT 1)",
-          [W(ast.Global(), on=None, trigger=ast.Count(1))])
+    check("SELECT * FROM users WHERE id IN (SELECT k FROM t GROUP BY k WINDOW GLOBAL ON ts TRIGGER COUNT 1)",
+          "SELECT * FROM users WHERE id IN (SELECT k FROM t GROUP BY k WINDOW GLOBAL ON ts TRIGGER COUNT 1)",
+          [W(ast.Global(), trigger=ast.Count(1))])
 
 
 def test_having_order_by_limit_around_the_clauses():
@@ -376,9 +375,9 @@ def test_having_order_by_limit_around_the_clauses():
 
 
 def test_sort_cluster_distribute_by_end_the_clauses():
-    check("SELECT k, count(*) AS n FROM t GROUP BY k WINDOW GLOBAL EMIT DISCARDING SORT BY k",
-          "SELECT k, COUNT(*) AS n FROM t GROUP BY k WINDOW GLOBAL EMIT DISCARDING SORT BY k",
-          [W(ast.Global(), on=None, emit="DISCARDING")])
+    check("SELECT k, count(*) AS n FROM t GROUP BY k WINDOW GLOBAL ON ts EMIT DISCARDING SORT BY k",
+          "SELECT k, COUNT(*) AS n FROM t GROUP BY k WINDOW GLOBAL ON ts EMIT DISCARDING SORT BY k",
+          [W(ast.Global(), emit="DISCARDING")])
 
 
 def test_window_without_group_by_over_one_global_key():
@@ -396,17 +395,17 @@ def test_pane_columns_may_be_selected():
 
 
 def test_grouping_by_alias_ordinal_and_expression():
-    check("SELECT lower(k) AS lk, k2, x + 1, count(*) FROM t GROUP BY lk, 2, x + 1 WINDOW GLOBAL",
-          "SELECT LOWER(k) AS lk, k2, x + 1, COUNT(*) FROM t GROUP BY lk, 2, x + 1 WINDOW GLOBAL",
-          [W(ast.Global(), on=None)])
+    check("SELECT lower(k) AS lk, k2, x + 1, count(*) FROM t GROUP BY lk, 2, x + 1 WINDOW GLOBAL ON ts",
+          "SELECT LOWER(k) AS lk, k2, x + 1, COUNT(*) FROM t GROUP BY lk, 2, x + 1 WINDOW GLOBAL ON ts",
+          [W(ast.Global())])
 
 
 def test_keywords_in_comments_and_strings_are_not_clauses():
     check("SELECT k, 'WINDOW GLOBAL' AS w, count(*) FROM t -- WINDOW FIXED(SIZE 1m)\n"
-          "WHERE note <> 'EMIT DISCARDING' /* TRIGGER COUNT 1 */ GROUP BY k WINDOW GLOBAL EMIT ACCUMULATING",
+          "WHERE note <> 'EMIT DISCARDING' /* TRIGGER COUNT 1 */ GROUP BY k WINDOW GLOBAL ON ts EMIT ACCUMULATING",
           "SELECT k, 'WINDOW GLOBAL' AS w, COUNT(*) FROM t /* WINDOW FIXED(SIZE 1m) */ "
-          "WHERE note <> 'EMIT DISCARDING' /* TRIGGER COUNT 1 */ GROUP BY k WINDOW GLOBAL EMIT ACCUMULATING",
-          [W(ast.Global(), on=None, emit="ACCUMULATING")])
+          "WHERE note <> 'EMIT DISCARDING' /* TRIGGER COUNT 1 */ GROUP BY k WINDOW GLOBAL ON ts EMIT ACCUMULATING",
+          [W(ast.Global(), emit="ACCUMULATING")])
 
 
 def test_columns_named_like_our_keywords():
@@ -429,10 +428,10 @@ def test_sparks_named_window_clause_still_works():
 
 def test_sparks_named_window_before_ours():
     check("SELECT k, x, sum(x) OVER w, count(*) FROM t GROUP BY k, x WINDOW w AS (PARTITION BY k) "
-          "WINDOW GLOBAL TRIGGER COUNT 5",
-          "SELECT k, x, SUM(x) OVER w, COUNT(*) FROM t GROUP BY k, x WINDOW GLOBAL TRIGGER COUNT 5 "
+          "WINDOW GLOBAL ON ts TRIGGER COUNT 5",
+          "SELECT k, x, SUM(x) OVER w, COUNT(*) FROM t GROUP BY k, x WINDOW GLOBAL ON ts TRIGGER COUNT 5 "
           "WINDOW w AS (PARTITION BY k)",
-          [W(ast.Global(), on=None, trigger=ast.Count(5))])
+          [W(ast.Global(), trigger=ast.Count(5))])
 
 
 def test_group_by_sparks_window_function_first():
@@ -531,18 +530,18 @@ def test_sqlflows_watermark_forms_make_a_statement_sqlflow(clause):
 
 def test_scripts_split_on_semicolons_outside_strings_and_comments():
     script = ("SELECT ';' AS semi; -- a comment; with a semicolon\n"
-              "SELECT k, count(*) FROM t GROUP BY k WINDOW GLOBAL /* ; */ TRIGGER COUNT 1;\n"
+              "SELECT k, count(*) FROM t GROUP BY k WINDOW GLOBAL ON ts /* ; */ TRIGGER COUNT 1;\n"
               ";\n"
               "SELECT \"a;b\"")
     statements = parse_script(script)
     assert [s.sql for s in statements] == [
         "SELECT ';' AS semi",
-        "-- a comment; with a semicolon\nSELECT k, count(*) FROM t GROUP BY k WINDOW GLOBAL /* ; */ TRIGGER COUNT 1",
+        "-- a comment; with a semicolon\nSELECT k, count(*) FROM t GROUP BY k WINDOW GLOBAL ON ts /* ; */ TRIGGER COUNT 1",
         'SELECT "a;b"',
     ]
     assert [s.is_plain for s in statements] == [True, False, True]
     (_, windowing), = statements[1].windowed_selects()
-    assert windowing.trigger.pos == ast.Position(2, 68)  # positions are in the whole script
+    assert windowing.trigger.pos == ast.Position(2, 74)  # positions are in the whole script
 
 
 def test_sql_scripting_blocks_are_one_statement():

@@ -229,7 +229,7 @@ SHAPES = [
 def queries(draw):
     """(query text, the Windowing it was written from)."""
     windowing = draw(windowings())
-    if windowing.window.on is None and not isinstance(windowing.window.fn, ast.Global):
+    if windowing.window.on is None:
         shape = SHAPES[0]  # the event time comes from the WATERMARK clause
     else:
         shape = draw(st.sampled_from(SHAPES))

@@ -10,7 +10,7 @@
 SELECT user_id, SUM(amount) AS total FROM events WATERMARK event_time DELAY OF INTERVAL 5 MINUTES GROUP BY user_id WINDOW SESSIONS(GAP 30m) TRIGGER SEQUENCE(REPEAT_UNTIL(PERIOD 1m, WATERMARK), REPEAT(WATERMARK)) EMIT ACCUMULATING AND RETRACTING
 >>> parse(to_sql(s)) == s
 True
->>> [st.is_plain for st in parse_script("SELECT 1; SELECT k, count(*) FROM t GROUP BY k WINDOW GLOBAL")]
+>>> [st.is_plain for st in parse_script("SELECT 1; SELECT k, count(*) FROM t GROUP BY k WINDOW GLOBAL ON ts")]
 [True, False]
 """
 from __future__ import annotations

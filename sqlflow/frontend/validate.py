@@ -4,12 +4,12 @@
 `streaming=True` for a live stream, where the watermark never reaches the end of time.
 
 >>> from sqlflow.frontend import parse
->>> s = parse("SELECT count(*) FROM t GROUP BY k WINDOW GLOBAL")
+>>> s = parse("SELECT count(*) FROM t GROUP BY k WINDOW GLOBAL ON ts")
 >>> validate(s, streaming=True)
 Traceback (most recent call last):
 ...
 sqlflow.errors.SqlflowSemanticError: sqlflow: TRIGGER: on a stream the GLOBAL window never ends, so the default trigger REPEAT(WATERMARK) never fires (line 1, column 35)
-  SELECT count(*) FROM t GROUP BY k WINDOW GLOBAL
+  SELECT count(*) FROM t GROUP BY k WINDOW GLOBAL ON ts
                                     ^
 add a trigger that fires on its own, e.g. TRIGGER REPEAT(PERIOD 1m)
 """
@@ -166,7 +166,7 @@ class _Checker:
                           hint=f"add it to GROUP BY or aggregate it, e.g. first({name})")
 
     def event_time(self, select: exp.Select, w: ast.Windowing) -> None:
-        if w.window.on is not None or isinstance(w.window.fn, ast.Global):
+        if w.window.on is not None:
             return
         sources = _watermarks_feeding(select)
         if not sources:
