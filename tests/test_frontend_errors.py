@@ -586,6 +586,16 @@ def test_perfect_watermark_on_a_stream():
     """, streaming=True)
 
 
+def test_arrival_on_a_stream():
+    expect("SELECT k, count(*) FROM t WATERMARK ts TIMELINE steps ARRIVAL a GROUP BY k WINDOW FIXED(SIZE 5m)",
+           SqlflowSemanticError, """
+        sqlflow: WATERMARK: ARRIVAL replays recorded data: on a live stream each row arrives at its micro-batch's processing time (line 1, column 27)
+          SELECT k, count(*) FROM t WATERMARK ts TIMELINE steps ARRIVAL a GROUP BY k WINDOW FIXED(SIZE 5m)
+                                    ^
+        drop ARRIVAL (and TIMELINE) to run on the stream as it comes
+    """, streaming=True)
+
+
 def test_validate_leaves_plain_statements_to_spark():
     validate(parse("SELECT * FROM t WHERE"), streaming=True)
 

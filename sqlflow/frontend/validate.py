@@ -191,6 +191,10 @@ class _Checker:
         if self.streaming and isinstance(model, ast.Perfect):
             self.fail("PERFECT needs recorded data: on a live stream the rows to come are unknown",
                       model.pos, "WATERMARK")
+        if self.streaming and w.arrival is not None:
+            self.fail("ARRIVAL replays recorded data: on a live stream each row arrives at its "
+                      "micro-batch's processing time", w.pos, "WATERMARK",
+                      hint="drop ARRIVAL (and TIMELINE) to run on the stream as it comes")
 
     def stream(self, w: ast.Windowing) -> None:
         trigger = w.trigger if w.trigger is not None else ast.default_trigger()
