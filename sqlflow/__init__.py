@@ -6,6 +6,9 @@ The public functions are loaded lazily, so that code running on Spark executors
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import os
+import sys
 
 from .errors import (  # noqa: F401  (cheap, and part of the public API)
     SqlflowAnalysisError,
@@ -17,6 +20,34 @@ from .errors import (  # noqa: F401  (cheap, and part of the public API)
 )
 
 __version__ = "0.1.0"
+
+
+class _CheckoutLayout:
+    """In a source checkout, grammar/ and udfs/ sit next to sqlflow/ (the project's layout); the
+    wheel installs them as sqlflow.grammar and sqlflow.udfs. This finder gives a checkout the same
+    names, so `python -m sqlflow.demo` and `python -m pytest` work from the repository root."""
+
+    ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    PACKAGES = {"sqlflow.grammar": "grammar", "sqlflow.udfs": "udfs"}
+
+    @classmethod
+    def applies(cls) -> bool:
+        return (os.path.isfile(os.path.join(cls.ROOT, "pyproject.toml"))
+                and os.path.isfile(os.path.join(cls.ROOT, "grammar", "sqlflow.lark"))
+                and not os.path.isdir(os.path.join(os.path.dirname(__file__), "grammar")))
+
+    @classmethod
+    def find_spec(cls, fullname, path=None, target=None):
+        folder = cls.PACKAGES.get(fullname)
+        if folder is None:
+            return None
+        where = os.path.join(cls.ROOT, folder)
+        return importlib.util.spec_from_file_location(fullname, os.path.join(where, "__init__.py"),
+                                                      submodule_search_locations=[where])
+
+
+if _CheckoutLayout.applies() and _CheckoutLayout not in sys.meta_path:
+    sys.meta_path.insert(0, _CheckoutLayout)
 
 #: public name -> module that defines it (imported on first use)
 _LAZY = {
