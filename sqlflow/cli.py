@@ -1,0 +1,548 @@
+"""The `sqlflow` command: spark-sql's command line, for sqlflow's SQL.
+
+spark-sql cannot call Python UDFs, so this is a Python program that speaks spark-sql's flags::
+
+    sqlflow -e "SELECT 1"                      # run statements given on the command line
+    sqlflow -f report.sql -d day=2015-09-01     # run a script, ${day} substituted
+    sqlflow -i init.sql                         # run init.sql (quietly), then prompt
+    sqlflow --transpile -f report.sql           # print the Spark SQL each statement runs as
+
+Statements without sqlflow clauses go to `spark.sql` unchanged; windowed statements go to
+`sqlflow.sql`. Output is spark-sql's: one line per row, tab-separated, values formatted by
+Spark's own Hive formatter (NULL, true, 2015-09-01 12:00:00, [1,2], {"a":1}), column names first
+with `--header`. "Time taken" lines and Spark's warnings go to stderr (`-S` silences them). The
+first failing statement stops a script: its error, with the line and column in the script and a
+caret under the offending SQL, goes to stderr and the exit status is 1.
+
+Without `-e` or `-f` the command reads statements from its terminal: a statement may span
+lines and ends with `;`; history is kept (readline) in ~/.sqlflow_history (or
+$SQLFLOW_HISTORY); Ctrl-C cancels the running statement (or discards the one being typed);
+Ctrl-D exits. With stdin not a terminal the same loop reads it without prompts.
+
+A windowed query over a streaming source prints its panes as each micro-batch emits them
+(progress on stderr) until the source is exhausted (availableNow), or until Ctrl-C.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import re
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import TextIO
+
+from .errors import SqlflowAnalysisError, SqlflowError, SqlflowExecutionError
+
+PROMPT = "sqlflow> "
+CONTINUATION = "       > "
+
+#: Spark's own error loggers print a JSON record with a stack trace for every analysis error
+_NOISY_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
+#: plain statements that `--explain` explains rather than runs (the rest still run: DDL, SET, USE)
+_QUERY_WORDS = {"SELECT", "WITH", "FROM", "VALUES", "TABLE", "INSERT", "MERGE"}
+_VARIABLE = re.compile(r"\$\{(?:(hivevar|hiveconf|env|system|spark|sparkconf|define):)?([^}:]+)\}")
+_SET_HIVEVAR = re.compile(r"^\s*SET\s+hivevar:([^=\s]+)\s*=\s*(.*?)\s*$", re.IGNORECASE | re.DOTALL)
+
+
+# --------------------------------------------------------------------------- arguments
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected key=value, got {text!r}")
+    return key.strip(), value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="sqlflow",
+        description="Run sqlflow SQL (Spark SQL with WINDOW / TRIGGER / ALLOWED LATENESS / EMIT) "
+                    "on Spark, with spark-sql's flags.",
+        epilog="Without -e or -f: an interactive prompt (statements end with ';', Ctrl-D exits).",
+    )
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("-e", metavar="SQL", dest="execute", help="SQL statements to run ('; '-separated)")
+    src.add_argument("-f", metavar="FILE", dest="file", help="a SQL script to run")
+    p.add_argument("-i", metavar="FILE", dest="init", action="append", default=[],
+                   help="an initialization script, run quietly first (repeatable)")
+    p.add_argument("--conf", metavar="K=V", type=_key_value, action="append", default=[],
+                   help="a Spark configuration property (repeatable)")
+    p.add_argument("--master", help="Spark master URL (default local[2])")
+    p.add_argument("--name", default="sqlflow", help="application name (default sqlflow)")
+    p.add_argument("-d", "--define", "--hivevar", metavar="K=V", dest="define", type=_key_value,
+                   action="append", default=[], help="a variable for ${K} substitution (repeatable)")
+    p.add_argument("--hiveconf", metavar="K=V", type=_key_value, action="append", default=[],
+                   help="as spark-sql: hive.cli.print.header=true prints headers; "
+                        "other properties are set in the session")
+    p.add_argument("--database", help="the database to use")
+    p.add_argument("-S", "--silent", action="store_true", help="silent mode: rows only, no timings or warnings")
+    p.add_argument("-v", "--verbose", action="store_true", help="echo each statement before running it")
+    p.add_argument("--header", action="store_true", help="print column names before the rows")
+    p.add_argument("--explain", action="store_true",
+                   help="explain queries instead of running them (DDL, SET and USE still run)")
+    p.add_argument("--transpile", action="store_true",
+                   help="print the Spark SQL each statement runs as; run nothing (no Spark needed)")
+    return p
+
+
+# --------------------------------------------------------------------------- the driver
+
+
+@dataclass
+class Piece:
+    """One statement of a script, after variable substitution, with the text errors point into."""
+
+    number: int
+    sql: str            # the statement, variables substituted
+    source: object      # sqlflow.frontend.source.Source: the script with this statement substituted
+    start: int          # offset of `sql` in source.text
+
+
+@dataclass
+class Cli:
+    args: argparse.Namespace
+    out: TextIO = field(default_factory=lambda: sys.stdout)
+    err: TextIO = field(default_factory=lambda: sys.stderr)
+
+    def __post_init__(self) -> None:
+        self.variables: dict[str, str] = dict(self.args.define)
+        self.header = self.args.header
+        self.session_conf: dict[str, str] = {}
+        for key, value in self.args.hiveconf:
+            if key == "hive.cli.print.header":
+                self.header = value.strip().lower() == "true"
+            else:
+                self.session_conf[key] = value
+        self._spark = None
+        self.silent = self.args.silent
+
+    # ---- the session, started on first use (--transpile never starts it)
+
+    @property
+    def spark(self):
+        if self._spark is None:
+            from .spark.session import local_session
+
+            conf = dict(self.args.conf)
+            if self.silent:
+                conf.setdefault("spark.log.level", "ERROR")
+            with _jvm_stderr_discarded(self.silent):
+                self._spark = local_session(app_name=self.args.name,
+                                            master=self.args.master or "local[2]", conf=conf)
+                if self.silent:
+                    self._spark.sparkContext.setLogLevel("ERROR")
+            for name in _NOISY_LOGGERS:
+                logging.getLogger(name).setLevel(logging.CRITICAL)
+            for key, value in self.session_conf.items():
+                self._spark.conf.set(key, value)
+            if self.args.database:
+                self._spark.catalog.setCurrentDatabase(self.args.database)
+        return self._spark
+
+    def close(self) -> None:
+        if self._spark is not None:
+            try:
+                self._spark.stop()
+            except Exception:  # noqa: BLE001 - stopping at exit: nothing left to report to
+                pass
+
+    # ---- entry
+
+    def run(self) -> int:
+        try:
+            if self.args.database and not self.args.transpile:
+                self.spark  # noqa: B018 - fail early on a missing database
+            for path in self.args.init:
+                status = self.run_script(_read(path), name=path, quiet=True)
+                if status:
+                    return status
+            if self.args.execute is not None:
+                return self.run_script(self.args.execute, name="-e")
+            if self.args.file is not None:
+                return self.run_script(_read(self.args.file), name=self.args.file)
+            return self.interactive()
+        except SqlflowError as error:
+            self.err.write(f"{error}\n")
+            return 1
+        except OSError as error:
+            self.err.write(f"sqlflow: {error}\n")
+            return 1
+        except Exception as error:  # noqa: BLE001 - e.g. the database given to --database is missing
+            self.err.write(_spark_message(error) + "\n")
+            return 1
+
+    # ---- scripts
+
+    def run_script(self, text: str, *, name: str, quiet: bool = False, keep_going: bool = False) -> int:
+        """Run each statement of `text`; stop at the first failure (unless keep_going). 0 or 1."""
+        from .frontend.scan import split_statements
+
+        status = 0
+        for number, (start, end) in enumerate(split_statements(text), 1):
+            piece = self._substitute(text, start, end, number)
+            try:
+                self.run_statement(piece, quiet=quiet)
+            except KeyboardInterrupt:
+                self.err.write("Query cancelled.\n")
+                status = 130
+                if not keep_going:
+                    return status
+            except Exception as error:  # noqa: BLE001 - every failure is reported the same way
+                self.err.write(self._report(error, piece, name) + "\n")
+                if self.args.verbose and not isinstance(error, SqlflowError):
+                    import traceback
+
+                    traceback.print_exception(error, file=self.err)
+                status = 1
+                if not keep_going:
+                    return status
+        return status
+
+    def _substitute(self, text: str, start: int, end: int, number: int) -> Piece:
+        from .frontend.source import Source
+
+        sql = text[start:end]
+        new = _VARIABLE.sub(self._lookup, sql) if "${" in sql else sql
+        if new == sql:
+            return Piece(number, sql, Source(text), start)
+        return Piece(number, new, Source(text[:start] + new + text[end:]), start)
+
+    def _lookup(self, m: re.Match) -> str:
+        scope, name = m.group(1), m.group(2)
+        if scope == "env":
+            return os.environ.get(name, m.group(0))
+        if scope == "system":
+            if self._spark is not None or not self.args.transpile:
+                value = self.spark._jvm.java.lang.System.getProperty(name)
+                return m.group(0) if value is None else str(value)
+            return m.group(0)
+        if scope in (None, "hivevar", "define") and name in self.variables:
+            return self.variables[name]
+        if scope in (None, "hiveconf", "spark", "sparkconf") and not self.args.transpile:
+            value = self.spark.conf.get(name, None)
+            if value is not None:
+                return value
+        return m.group(0)  # unknown: left as written, as Spark does
+
+    def run_statement(self, piece: Piece, *, quiet: bool = False) -> None:
+        from .frontend.statement import parse_statement
+        from .frontend.validate import validate
+
+        statement = parse_statement(piece.sql, piece.source, piece.start, piece.start + len(piece.sql))
+        validate(statement, streaming=False)
+        if self.args.verbose and not quiet:
+            self.out.write(piece.sql + "\n")
+            self.out.flush()
+        if self.args.transpile:
+            self.out.write(self._transpiled(statement) + ";\n")
+            return
+        hivevar = _SET_HIVEVAR.match(piece.sql)
+        if hivevar:
+            self.variables[hivevar.group(1)] = hivevar.group(2)
+            return
+        began = time.monotonic()
+        if self.args.explain and (not statement.is_plain or _first_word(piece.sql) in _QUERY_WORDS):
+            text = self._explained(statement)
+            if not quiet:
+                self.out.write(text.rstrip("\n") + "\n")
+            return
+        if statement.is_plain:
+            df = self.spark.sql(piece.sql)
+        else:
+            import sqlflow
+
+            df = sqlflow.sql(self.spark, piece.sql)
+        if getattr(df, "isStreaming", False):
+            rows = self._stream(df, quiet=quiet)
+        else:
+            rows = self._print(df, quiet=quiet)
+        if not (quiet or self.silent):
+            self.err.write(f"Time taken: {time.monotonic() - began:.3f} seconds"
+                           + (f", Fetched {rows} row(s)" if rows is not None else "") + "\n")
+            self.err.flush()
+
+    def _transpiled(self, statement) -> str:
+        if statement.is_plain:
+            return statement.sql
+        import sqlflow
+
+        return str(sqlflow.transpile(statement.sql)).rstrip().rstrip(";")
+
+    def _explained(self, statement) -> str:
+        if statement.is_plain:
+            rows = self.spark.sql("EXPLAIN " + statement.sql).collect()
+            return "\n".join(str(r[0]) for r in rows)
+        import sqlflow
+
+        return str(sqlflow.explain(statement.sql, spark=self.spark))
+
+    # ---- output
+
+    def _print(self, df, *, quiet: bool) -> int | None:
+        """Print rows as spark-sql does; the number of rows (None for a statement without output)."""
+        lines = _hive_lines(df)
+        if not df.columns:
+            return None
+        if quiet:
+            return len(lines)
+        if self.header:
+            self.out.write("\t".join(df.columns) + "\n")
+        for line in lines:
+            self.out.write(line + "\n")
+        self.out.flush()
+        return len(lines)
+
+    def _stream(self, df, *, quiet: bool) -> int:
+        """Run a streaming result to the terminal: each micro-batch's panes as they are emitted,
+        until the source is exhausted (availableNow) or Ctrl-C (which stops the query)."""
+        printed = [0]
+        header_done = [not self.header or quiet]
+
+        def emit(batch, batch_id):
+            lines = _hive_lines(batch)
+            if quiet:
+                printed[0] += len(lines)
+                return
+            if not header_done[0]:
+                self.out.write("\t".join(batch.columns) + "\n")
+                header_done[0] = True
+            for line in lines:
+                self.out.write(line + "\n")
+            self.out.flush()
+            printed[0] += len(lines)
+            if not self.silent:
+                self.err.write(f"batch {batch_id}: {len(lines)} pane row(s)\n")
+                self.err.flush()
+
+        query = df.writeStream.foreachBatch(emit).trigger(availableNow=True).start()
+        try:
+            while query.isActive:
+                query.awaitTermination(1)
+            query.awaitTermination()  # re-raises a failure of the query
+        except KeyboardInterrupt:
+            query.stop()
+            raise
+        return printed[0]
+
+    # ---- errors
+
+    def _report(self, error: Exception, piece: Piece, name: str) -> str:
+        """The error as the user should see it: message, line and column in the script, caret."""
+        where = f"Error in statement {piece.number}" + (f" of {name}" if name != "-e" else "") + ":"
+        if isinstance(error, SqlflowError):
+            return where + "\n" + str(_in_script(error, piece))
+        message = _spark_message(error)
+        line, column = _spark_position(error, piece)
+        located = SqlflowAnalysisError if "AnalysisException" in type(error).__name__ or \
+            "ParseException" in type(error).__name__ else SqlflowExecutionError
+        return where + "\n" + str(located(message, sql=piece.source.text, line=line, column=column))
+
+    # ---- the prompt
+
+    def interactive(self) -> int:
+        tty = sys.stdin.isatty()
+        history = _setup_history() if tty else None
+        buffer = ""
+        status = 0
+        if tty and not self.silent:
+            self.err.write("sqlflow: statements end with ';'. Ctrl-C cancels, Ctrl-D exits.\n")
+        while True:
+            try:
+                line = _read_line((CONTINUATION if buffer else PROMPT) if tty else "", tty)
+            except EOFError:
+                if tty:
+                    self.out.write("\n")
+                if buffer.strip():
+                    status = self.run_script(buffer, name="<stdin>", keep_going=True) or status
+                break
+            except KeyboardInterrupt:  # Ctrl-C while typing: drop the statement
+                self.out.write("\n")
+                buffer = ""
+                continue
+            buffer += line + "\n"
+            if _complete(buffer):
+                status = self.run_script(buffer, name="<stdin>", keep_going=True) or status
+                buffer = ""
+        if history:
+            history()
+        return 0 if tty else status
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+class _jvm_stderr_discarded:
+    """With -S, the JVM started meanwhile gets /dev/null as its stderr (its banner and log lines
+    are not rows); errors still reach the user, as Python exceptions."""
+
+    def __init__(self, active: bool) -> None:
+        self.active = active and _no_jvm_yet()
+        self.saved = None
+
+    def __enter__(self):
+        if self.active:
+            sys.stderr.flush()
+            self.saved = os.dup(2)
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, 2)
+            os.close(devnull)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.saved is not None:
+            os.dup2(self.saved, 2)
+            os.close(self.saved)
+
+
+def _no_jvm_yet() -> bool:
+    try:
+        from pyspark import SparkContext
+    except ImportError:  # pragma: no cover
+        return True
+    return SparkContext._gateway is None
+
+
+def _read(path: str) -> str:
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def _first_word(sql: str) -> str:
+    from .frontend.scan import scan
+
+    tokens = scan(sql)
+    return tokens[0].upper if tokens else ""
+
+
+def _complete(buffer: str) -> bool:
+    """Does the text typed so far end with a `;` that ends a statement (not in a string,
+    comment or BEGIN ... END block)?"""
+    from .frontend.scan import scan, split_statements
+
+    tokens = scan(buffer)
+    if not tokens or tokens[-1].text != ";" or any(t.unterminated for t in tokens):
+        return False
+    spans = split_statements(buffer + "\nx")
+    return bool(spans) and spans[-1][0] >= len(buffer)
+
+
+def _read_line(prompt: str, tty: bool) -> str:
+    if tty:
+        return input(prompt)
+    line = sys.stdin.readline()
+    if not line:
+        raise EOFError
+    return line.rstrip("\n")
+
+
+def _setup_history():
+    """Enable readline history; return a function that saves it (or None without readline)."""
+    try:
+        import readline
+    except ImportError:  # pragma: no cover - e.g. Windows
+        return None
+    path = os.environ.get("SQLFLOW_HISTORY") or os.path.join(os.path.expanduser("~"), ".sqlflow_history")
+    try:
+        readline.read_history_file(path)
+    except OSError:
+        pass
+    readline.set_history_length(1000)
+
+    def save():
+        try:
+            readline.write_history_file(path)
+        except OSError:
+            pass
+
+    return save
+
+
+def _hive_lines(df) -> list[str]:
+    """Rows formatted by Spark's HiveResult, exactly as spark-sql prints them."""
+    try:
+        jvm = df.sparkSession._jvm
+        plan = df._jdf.queryExecution().executedPlan()
+        seq = jvm.org.apache.spark.sql.execution.HiveResult.hiveResultString(plan)
+        text = seq.mkString("\n")
+        return text.split("\n") if text else []
+    except Exception as error:  # noqa: BLE001 - fall back to formatting in Python
+        if _is_spark_error(error):
+            raise
+        return ["\t".join(_format(v) for v in row) for row in df.collect()]
+
+
+def _is_spark_error(error: Exception) -> bool:
+    return type(error).__module__.startswith("pyspark.errors")
+
+
+def _format(value) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _spark_message(error: Exception) -> str:
+    """A Spark error without its JVM stack trace, logical plan or SQL excerpt."""
+    text = str(error).strip()
+    cut = len(text)
+    for marker in ("\n== SQL", "; line ", "\nJVM stacktrace:", "\n\tat "):
+        i = text.find(marker)
+        if i != -1:
+            cut = min(cut, i)
+    text = text[:cut].strip()
+    return re.sub(r"\s*\(line \d+, pos \d+\)$", "", text)
+
+
+def _spark_position(error: Exception, piece: Piece) -> tuple[int, int]:
+    """Line and column in the script of a Spark error in this statement (its start if unknown)."""
+    offset = 0
+    try:
+        contexts = error.getQueryContext() if hasattr(error, "getQueryContext") else []
+        for ctx in contexts:
+            if ctx.startIndex() is not None and ctx.startIndex() >= 0:
+                offset = ctx.startIndex()
+                break
+        else:
+            m = re.search(r"\(line (\d+), pos (\d+)\)", str(error))
+            if m:
+                lines = piece.sql.split("\n")
+                line = min(int(m.group(1)), len(lines))
+                offset = sum(len(x) + 1 for x in lines[:line - 1]) + int(m.group(2))
+    except Exception:  # noqa: BLE001 - a position is a nicety
+        offset = 0
+    return piece.source.line_column(piece.start + min(offset, len(piece.sql)))
+
+
+def _in_script(error: SqlflowError, piece: Piece) -> SqlflowError:
+    """A SqlflowError located in the statement's own text, moved to its place in the script."""
+    if error.sql is not None and error.sql == piece.source.text:
+        return error  # already located in the script (the frontend parses with the script's Source)
+    if error.line is None:
+        line, column = piece.source.line_column(piece.start)
+        return type(error)(error.message, clause=error.clause, sql=piece.source.text, line=line,
+                           column=column, hint=error.hint)
+    if error.sql != piece.sql:
+        return error  # located in some other text: show it as it is
+    first_line, first_column = piece.source.line_column(piece.start)
+    line = first_line + error.line - 1
+    column = (error.column or 1) + (first_column - 1 if error.line == 1 else 0)
+    return type(error)(error.message, clause=error.clause, sql=piece.source.text, line=line,
+                       column=column, hint=error.hint)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    cli = Cli(args)
+    try:
+        return cli.run()
+    finally:
+        cli.close()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
