@@ -178,11 +178,8 @@ class Cli:
 
     def run_script(self, text: str, *, name: str, quiet: bool = False, keep_going: bool = False) -> int:
         """Run each statement of `text`; stop at the first failure (unless keep_going). 0 or 1."""
-        from .frontend.scan import split_statements
-
         status = 0
-        for number, (start, end) in enumerate(split_statements(text), 1):
-            piece = self._substitute(text, start, end, number)
+        for piece in pieces(text, self._substitute):
             try:
                 self.run_statement(piece, quiet=quiet)
             except KeyboardInterrupt:
@@ -201,14 +198,8 @@ class Cli:
                     return status
         return status
 
-    def _substitute(self, text: str, start: int, end: int, number: int) -> Piece:
-        from .frontend.source import Source
-
-        sql = text[start:end]
-        new = _VARIABLE.sub(self._lookup, sql) if "${" in sql else sql
-        if new == sql:
-            return Piece(number, sql, Source(text), start)
-        return Piece(number, new, Source(text[:start] + new + text[end:]), start)
+    def _substitute(self, sql: str) -> str:
+        return _VARIABLE.sub(self._lookup, sql) if "${" in sql else sql
 
     def _lookup(self, m: re.Match) -> str:
         scope, name = m.group(1), m.group(2)
@@ -225,14 +216,10 @@ class Cli:
             value = self.spark.conf.get(name, None)
             if value is not None:
                 return value
-        return m.group(0)  # unknown: left as written, as Spark does
+        return m.group(0)  # unknown here: Spark's own substitution decides (it reads its conf)
 
     def run_statement(self, piece: Piece, *, quiet: bool = False) -> None:
-        from .frontend.statement import parse_statement
-        from .frontend.validate import validate
-
-        statement = parse_statement(piece.sql, piece.source, piece.start, piece.start + len(piece.sql))
-        validate(statement, streaming=False)
+        statement = parse_piece(piece)
         if self.args.verbose and not quiet:
             self.out.write(piece.sql + "\n")
             self.out.flush()
@@ -332,13 +319,7 @@ class Cli:
     def _report(self, error: Exception, piece: Piece, name: str) -> str:
         """The error as the user should see it: message, line and column in the script, caret."""
         where = f"Error in statement {piece.number}" + (f" of {name}" if name != "-e" else "") + ":"
-        if isinstance(error, SqlflowError):
-            return where + "\n" + str(_in_script(error, piece))
-        message = _spark_message(error)
-        line, column = _spark_position(error, piece)
-        located = SqlflowAnalysisError if "AnalysisException" in type(error).__name__ or \
-            "ParseException" in type(error).__name__ else SqlflowExecutionError
-        return where + "\n" + str(located(message, sql=piece.source.text, line=line, column=column))
+        return where + "\n" + str(locate_error(error, piece))
 
     # ---- the prompt
 
@@ -369,6 +350,34 @@ class Cli:
         if history:
             history()
         return 0 if tty else status
+
+
+# --------------------------------------------------------------------------- statements
+
+
+def pieces(text: str, rewrite=None):
+    """The statements of a script (or notebook cell), each rewritten by `rewrite(sql)` (variable
+    substitution) just before it is yielded, so a statement sees what earlier ones SET."""
+    from .frontend.scan import split_statements
+    from .frontend.source import Source
+
+    for number, (start, end) in enumerate(split_statements(text), 1):
+        sql = text[start:end]
+        new = rewrite(sql) if rewrite is not None else sql
+        if new == sql:
+            yield Piece(number, sql, Source(text), start)
+        else:
+            yield Piece(number, new, Source(text[:start] + new + text[end:]), start)
+
+
+def parse_piece(piece: Piece):
+    """The parsed, validated statement (errors located in the whole script)."""
+    from .frontend.statement import parse_statement
+    from .frontend.validate import validate
+
+    statement = parse_statement(piece.sql, piece.source, piece.start, piece.start + len(piece.sql))
+    validate(statement, streaming=False)
+    return statement
 
 
 # --------------------------------------------------------------------------- helpers
@@ -516,6 +525,20 @@ def _spark_position(error: Exception, piece: Piece) -> tuple[int, int]:
     except Exception:  # noqa: BLE001 - a position is a nicety
         offset = 0
     return piece.source.line_column(piece.start + min(offset, len(piece.sql)))
+
+
+def locate_error(error: Exception, piece: Piece) -> SqlflowError:
+    """Any error of running `piece` as a SqlflowError located in the whole script (or cell):
+    sqlflow's own errors moved from the statement to the script, Spark's without their JVM
+    stack trace or plan, at the position of their query context."""
+    if isinstance(error, SqlflowError):
+        return _in_script(error, piece)
+    message = _spark_message(error)
+    line, column = _spark_position(error, piece)
+    name = type(error).__name__
+    kind = SqlflowAnalysisError if ("AnalysisException" in name or "ParseException" in name) \
+        else SqlflowExecutionError
+    return kind(message, sql=piece.source.text, line=line, column=column)
 
 
 def _in_script(error: SqlflowError, piece: Piece) -> SqlflowError:

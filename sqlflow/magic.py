@@ -1,0 +1,440 @@
+"""`%load_ext sqlflow`: the %sqlflow (line) and %%sqlflow (cell) magics.
+
+    %load_ext sqlflow
+    %%sqlflow -o panes --plot
+    SELECT k, SUM(v) AS total FROM paper GROUP BY k WINDOW FIXED(SIZE 2m) ON ts
+
+    %sqlflow -l 5 SELECT * FROM paper WHERE v > :threshold
+
+- Statements without sqlflow clauses go to `spark.sql`, windowed ones to `sqlflow.sql`; a cell
+  may hold several `;`-separated statements, the result of the last one is shown.
+- `:name` and `{name}` refer to Python variables; they are passed to Spark as named parameters
+  (`args=`), never pasted into the text (so a string value needs no quoting, and cannot inject
+  SQL). They work wherever Spark accepts a parameter marker, not inside sqlflow's own clauses.
+- Results show as a table of at most `--limit` rows (only those rows are fetched), with a note
+  when there are more. `-o NAME` stores the Spark DataFrame in the notebook's namespace.
+- A query over a streaming source runs into a memory table; the cell shows its panes as they
+  arrive, until the source is exhausted (`available-now`), `--timeout` passes, or the kernel is
+  interrupted (which stops the query). `-o NAME` then holds the panes received.
+- Errors show sqlflow's message with the line and column in the cell and a caret, never a JVM
+  stack trace.
+
+Defaults are traitlets, set with `%config SqlflowMagic.displaylimit = 50` and the like
+(`%config SqlflowMagic` lists them).
+"""
+from __future__ import annotations
+
+import itertools
+import re
+import time
+import uuid
+from html import escape
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_cell_magic, magics_class, needs_local_scope
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from traitlets import Bool, Float, Int, Unicode
+
+from .cli import Piece, locate_error, parse_piece, pieces
+from .errors import SqlflowError
+
+#: options of the magic that take a value (to find where the SQL starts on a %sqlflow line)
+_VALUED = {"-s", "--session", "-o", "--out", "-l", "--limit", "--inputs", "--watermark", "--timeout",
+           "--trigger"}
+_FLAGS = {"--explain", "--transpile", "--plot", "--no-plot", "-h", "--help"}
+_QUERY_WORDS = {"SELECT", "WITH", "FROM", "VALUES", "TABLE", "INSERT", "MERGE"}
+_NOISY_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
+
+
+@magics_class
+class SqlflowMagic(Magics):
+    """Run sqlflow SQL (Spark SQL with WINDOW / TRIGGER / ALLOWED LATENESS / EMIT) in a notebook."""
+
+    displaylimit = Int(20, config=True, help="Rows shown of a result (only these are fetched).")
+    session = Unicode("", config=True,
+                      help="Name of the SparkSession variable to use; empty: the active session, "
+                           "or a new local one.")
+    autoplot = Bool(False, config=True, help="Draw the pane diagram of every windowed result.")
+    plot_limit = Int(2000, config=True, help="At most this many panes are collected to draw a diagram.")
+    poll_interval = Float(1.0, config=True, help="Seconds between refreshes of a running stream's panes.")
+    stream_trigger = Unicode("available-now", config=True,
+                             help="Trigger of a streaming query: 'available-now' (stop once the "
+                                  "source is exhausted) or a processing-time interval like '2 seconds'.")
+    stream_timeout = Float(0.0, config=True, help="Stop a streaming query after this many seconds (0: never).")
+    parameters = Bool(True, config=True, help="Turn :name and {name} into Spark parameters.")
+
+    def __init__(self, shell=None, **kwargs):
+        super().__init__(shell=shell, **kwargs)
+        self._streams = itertools.count(1)
+
+    @needs_local_scope
+    @magic_arguments()
+    @argument("-s", "--session", metavar="NAME", help="the SparkSession variable to use")
+    @argument("-o", "--out", metavar="NAME", help="store the result DataFrame in this variable")
+    @argument("-l", "--limit", metavar="N", type=int, help="rows to show (default: SqlflowMagic.displaylimit)")
+    @argument("--explain", action="store_true", help="show how each query would run, run nothing else")
+    @argument("--transpile", action="store_true", help="show the Spark SQL each statement runs as (no Spark)")
+    @argument("--plot", action="store_true", help="draw the pane diagram of the result")
+    @argument("--no-plot", action="store_true", help="no diagram even with SqlflowMagic.autoplot")
+    @argument("--inputs", metavar="NAME", help="with --plot: a DataFrame of input rows to draw")
+    @argument("--watermark", metavar="NAME", help="with --plot: watermark steps (proc_time, watermark) to draw")
+    @argument("--timeout", metavar="SECONDS", type=float, help="stop a streaming query after this long")
+    @argument("--trigger", help="streaming trigger: 'available-now' or an interval like '2 seconds'")
+    @line_cell_magic
+    def sqlflow(self, line: str, cell: str | None = None, local_ns=None):
+        """Run sqlflow SQL: `%sqlflow [options] SQL` or `%%sqlflow [options]` then the SQL."""
+        options, rest = split_line(line)
+        args = parse_argstring(self.sqlflow, options)
+        if cell is None:
+            query = rest
+        else:
+            query = (rest + "\n" + cell) if rest.strip() else cell
+        if not query.strip():
+            raise UsageError("%sqlflow: no SQL to run")
+        namespace = dict(self.shell.user_ns)
+        namespace.update(local_ns or {})
+        limit = args.limit if args.limit is not None else self.displaylimit
+        return self._run(query, args, namespace, limit)
+
+    # ------------------------------------------------------------------ running a cell
+
+    def _run(self, query, args, namespace, limit):
+        spark = None if args.transpile else self._spark(args.session, namespace)
+        rewrite = _braces_to_markers if self.parameters else None
+        result, statement, texts = None, None, []
+        for piece in pieces(query, rewrite):
+            try:
+                statement = parse_piece(piece)
+                params = _parameters(piece.sql, namespace) if self.parameters else {}
+                if args.transpile:
+                    texts.append(_transpiled(statement))
+                    continue
+                if args.explain and (not statement.is_plain or _first_word(piece.sql) in _QUERY_WORDS):
+                    texts.append(_explained(spark, statement, params))
+                    continue
+                result = _execute(spark, statement, params)
+                if result is not None and getattr(result, "isStreaming", False):
+                    result = self._stream(spark, result, args, limit)
+            except KeyboardInterrupt:
+                raise
+            except Exception as error:  # noqa: BLE001 - shown as sqlflow shows errors
+                raise _cell_error(error, piece) from None
+        if texts:
+            return Text("\n\n".join(texts))
+        if result is None or not result.columns:
+            return None
+        if args.out:
+            self.shell.user_ns[args.out] = result
+        if not args.no_plot and (args.plot or (self.autoplot and statement is not None and not statement.is_plain)):
+            self._plot(result, args, namespace)
+        return ResultTable(result, limit)
+
+    def _spark(self, name, namespace):
+        name = name or self.session
+        if name:
+            if name not in namespace:
+                raise UsageError(f"%sqlflow: no variable {name!r} (the SparkSession to use)")
+            spark = namespace[name]
+            if not hasattr(spark, "sql") or not hasattr(spark, "sparkContext"):
+                raise UsageError(f"%sqlflow: {name!r} is a {type(spark).__name__}, not a SparkSession")
+        else:
+            from .spark.session import ensure_session
+
+            spark = ensure_session()
+        import logging
+
+        for logger in _NOISY_LOGGERS:
+            logging.getLogger(logger).setLevel(logging.CRITICAL)
+        return spark
+
+    def _plot(self, result, args, namespace):
+        import matplotlib.pyplot as plt
+        from IPython.display import display
+
+        from .plot import plot
+
+        def lookup(name):
+            if name is None:
+                return None
+            if name not in namespace:
+                raise UsageError(f"%sqlflow: no variable {name!r} to plot")
+            return namespace[name]
+
+        ax = plot(result, inputs=lookup(args.inputs), watermark=lookup(args.watermark), limit=self.plot_limit)
+        display(ax.figure)
+        plt.close(ax.figure)
+
+    # ------------------------------------------------------------------ streams
+
+    def _stream(self, spark, df, args, limit):
+        """Run a streaming result into a memory table, showing its panes while they arrive;
+        return the panes received (a batch DataFrame over that table)."""
+        from IPython.display import display
+
+        name = f"sqlflow_stream_{next(self._streams)}_{uuid.uuid4().hex[:8]}"
+        trigger = (args.trigger or self.stream_trigger).strip()
+        writer = df.writeStream.format("memory").queryName(name).outputMode("append")
+        if trigger.lower().replace("_", "-") in ("available-now", "availablenow"):
+            writer = writer.trigger(availableNow=True)
+        else:
+            writer = writer.trigger(processingTime=trigger)
+        timeout = args.timeout if args.timeout is not None else self.stream_timeout
+        query = writer.start()
+        view = StreamView(spark, name, limit, query)
+        handle = display(view, display_id=True)
+        began = time.monotonic()
+        try:
+            while query.isActive:
+                query.awaitTermination(self.poll_interval)
+                if handle is not None:
+                    handle.update(view.snapshot())
+                if timeout and time.monotonic() - began >= timeout:
+                    view.note = f"stopped after {timeout:g} s (--timeout)"
+                    query.stop()
+            failure = query.exception()
+            if failure is not None:
+                raise SqlflowError(f"the streaming query failed: {_first_line(failure)}", clause="STREAM")
+        except KeyboardInterrupt:
+            query.stop()
+            view.note = "stopped (interrupted)"
+        if handle is not None:
+            handle.update(view.snapshot())
+        return spark.table(name)
+
+
+# --------------------------------------------------------------------------- statements
+
+
+def _execute(spark, statement, params):
+    if statement.is_plain:
+        return spark.sql(statement.sql, args=params or None)
+    import sqlflow
+
+    return sqlflow.sql(spark, statement.sql, args=params or None)
+
+
+def _transpiled(statement) -> str:
+    if statement.is_plain:
+        return statement.sql
+    import sqlflow
+
+    return str(sqlflow.transpile(statement.sql))
+
+
+def _explained(spark, statement, params) -> str:
+    if statement.is_plain:
+        rows = spark.sql("EXPLAIN " + statement.sql, args=params or None).collect()
+        return "\n".join(str(r[0]) for r in rows)
+    import sqlflow
+
+    return str(sqlflow.explain(statement.sql, spark=spark))
+
+
+def _first_word(sql: str) -> str:
+    from .frontend.scan import scan
+
+    tokens = scan(sql)
+    return tokens[0].upper if tokens else ""
+
+
+def _first_line(error) -> str:
+    text = str(getattr(error, "desc", None) or error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def _cell_error(error: Exception, piece: Piece) -> Exception:
+    """The error located in the cell, shown by IPython as its message only (no traceback)."""
+    located = locate_error(error, piece)
+    lines = str(located).splitlines()
+    located._render_traceback_ = lambda: lines  # IPython shows these lines instead of a traceback
+    return located
+
+
+# --------------------------------------------------------------------------- parameters
+
+
+def split_line(line: str) -> tuple[str, str]:
+    """Split a %sqlflow line into its leading options and the SQL after them.
+
+    >>> split_line("-o df -l 5 --plot SELECT * FROM t WHERE x = 'a -b'")
+    ('-o df -l 5 --plot', "SELECT * FROM t WHERE x = 'a -b'")
+    >>> split_line("--limit=3 SELECT 1")
+    ('--limit=3', 'SELECT 1')
+    """
+    pos, n = 0, len(line)
+    while True:
+        while pos < n and line[pos].isspace():
+            pos += 1
+        if pos >= n or line[pos] != "-" or line.startswith("--", pos) and not re.match(r"--[A-Za-z]", line[pos:]):
+            break
+        m = re.match(r"(-{1,2}[A-Za-z][\w-]*)(=\S*)?", line[pos:])
+        if not m or (m.group(1) not in _VALUED and m.group(1) not in _FLAGS):
+            break
+        pos += m.end()
+        if m.group(1) in _VALUED and not m.group(2):
+            while pos < n and line[pos].isspace():
+                pos += 1
+            v = re.match(r"'[^']*'|\"[^\"]*\"|\S+", line[pos:])
+            if v:
+                pos += v.end()
+    return line[:pos].strip(), line[pos:].strip()
+
+
+def _braces_to_markers(sql: str) -> str:
+    """`{name}` (outside strings and comments) -> `:name`, a Spark named parameter marker.
+
+    >>> _braces_to_markers("SELECT {x}, '{y}' /* {z} */ FROM t WHERE k = { key }")
+    "SELECT :x, '{y}' /* {z} */ FROM t WHERE k = :key"
+    """
+    from .frontend.scan import PUNCT, WORD, scan
+
+    tokens = scan(sql)
+    edits = []
+    for a, b, c in zip(tokens, tokens[1:], tokens[2:]):
+        if a.kind == PUNCT and a.text == "{" and b.kind == WORD and c.kind == PUNCT and c.text == "}":
+            edits.append((a.start, c.end, ":" + b.text))
+    for start, end, text in reversed(edits):
+        sql = sql[:start] + text + sql[end:]
+    return sql
+
+
+def _parameters(sql: str, namespace: dict) -> dict:
+    """The `:name` markers of `sql` (outside strings and comments) naming Python variables.
+
+    `a::int` (a cast) and `col:field` (a path into a variant) are not markers.
+
+    >>> _parameters("SELECT :x, a::int, v:f, ':y' FROM t WHERE z > :lim", {"x": 1, "lim": 2, "f": 3, "int": 4})
+    {'x': 1, 'lim': 2}
+    """
+    from .frontend.scan import PUNCT, WORD, scan
+
+    tokens = scan(sql)
+    found = {}
+    for i, tok in enumerate(tokens):
+        if tok.kind != PUNCT or tok.text != ":" or i + 1 >= len(tokens):
+            continue
+        name = tokens[i + 1]
+        if name.kind != WORD or name.start != tok.end:
+            continue
+        before = sql[tok.start - 1] if tok.start > 0 else " "
+        if before.isalnum() or before in "_:)]`\"'":
+            continue
+        if name.text in namespace:
+            found[name.text] = namespace[name.text]
+    return found
+
+
+# --------------------------------------------------------------------------- display
+
+
+class Text:
+    """Text shown as is (explain and transpile output)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+    def _repr_html_(self) -> str:
+        return f"<pre>{escape(self.text)}</pre>"
+
+
+class ResultTable:
+    """A Spark DataFrame shown as a table of its first `limit` rows (only those are fetched)."""
+
+    def __init__(self, dataframe, limit: int) -> None:
+        self.dataframe = dataframe
+        self.limit = limit
+        self._head = None
+
+    def _fetch(self):
+        if self._head is None:
+            pdf = self.dataframe.limit(self.limit + 1).toPandas()
+            self._head = (pdf.head(self.limit), len(pdf) > self.limit)
+        return self._head
+
+    def toPandas(self):
+        return self.dataframe.toPandas()
+
+    def plot(self, **kwargs):
+        from .plot import plot
+
+        return plot(self.dataframe, **kwargs)
+
+    def _note(self, more: bool, shown: int) -> str:
+        if more:
+            first = "the first row" if shown == 1 else f"the first {shown} rows"
+            return (f"showing {first}; more rows not shown "
+                    "(raise --limit, or keep the DataFrame with -o NAME)")
+        return f"{shown} row{'s' if shown != 1 else ''}"
+
+    def __repr__(self) -> str:
+        head, more = self._fetch()
+        return _text_table(head) + "\n" + self._note(more, len(head))
+
+    def _repr_html_(self) -> str:
+        head, more = self._fetch()
+        return _html_table(head) + f"<p><small>{escape(self._note(more, len(head)))}</small></p>"
+
+
+class StreamView:
+    """The panes a running streaming query has written to its memory table so far."""
+
+    def __init__(self, spark, table: str, limit: int, query) -> None:
+        self.spark, self.table, self.limit, self.query = spark, table, limit, query
+        self.note = ""
+        self._rows = None
+
+    def snapshot(self) -> "StreamView":
+        view = StreamView(self.spark, self.table, self.limit, self.query)
+        view.note = self.note
+        return view
+
+    def _state(self):
+        if self._rows is None:
+            import pandas as pd
+
+            df = self.spark.table(self.table)
+            total = df.count()
+            rows = df.tail(self.limit) if total else []
+            frame = pd.DataFrame([r.asDict() for r in rows], columns=df.columns)
+            progress = self.query.lastProgress or {}
+            status = "running" if self.query.isActive else "finished"
+            line = (f"{status}: {total} pane row{'s' if total != 1 else ''}, "
+                    f"batch {progress.get('batchId', '-')}")
+            if total > self.limit:
+                line += f"; the last {self.limit} shown"
+            if self.note:
+                line += f"; {self.note}"
+            self._rows = (frame, line)
+        return self._rows
+
+    def __repr__(self) -> str:
+        frame, line = self._state()
+        return _text_table(frame) + "\n" + line
+
+    def _repr_html_(self) -> str:
+        frame, line = self._state()
+        return _html_table(frame) + f"<p><small>{escape(line)}</small></p>"
+
+
+def _text_table(frame) -> str:
+    if frame.empty:
+        return "(no rows)" if len(frame.columns) else ""
+    return frame.to_string(index=False, na_rep="NULL")
+
+
+def _html_table(frame) -> str:
+    return frame.to_html(index=False, na_rep="NULL", escape=True, border=0, classes="sqlflow")
+
+
+# --------------------------------------------------------------------------- registration
+
+
+def load_ipython_extension(ipython) -> None:
+    """Register the magics (and make `%config SqlflowMagic` see their defaults)."""
+    magics = SqlflowMagic(ipython)
+    ipython.register_magics(magics)
+    if magics not in ipython.configurables:
+        ipython.configurables.append(magics)
