@@ -1,0 +1,549 @@
+"""Windowed queries on Spark Structured Streaming: panes as an append-only changelog.
+
+`stream_panes(input_df, plan, delay=...)` turns a streaming DataFrame that already has the
+engine's input columns (`sqlflow.engine.plan`: event time in microseconds, keys, aggregate inputs,
+WHEN and gap columns) into a streaming DataFrame of panes, with the columns of the bounded path.
+Two operators can run it (docs/streaming.md says when and why):
+
+- Spark's native streaming window aggregation, where its output is provably the same
+  (`native_equivalent`);
+- otherwise `transformWithStateInPandas` running `Engine.advance` per hash bucket of keys
+  (`sqlflow.udfs.streaming`), in EventTime mode, with the Spark watermark put on a shifted
+  column so that Spark only drops rows the engine would drop too.
+
+`start(...)` writes a pane stream to a sink (json, csv, parquet, memory, console, or a table)
+with a checkpoint, a trigger interval or availableNow, and optionally finishes a bounded stream
+(the watermark moves to +infinity, every window is emitted). `query_metrics(query)` sums what
+was counted (late rows, malformed records, panes, retractions) over a query's progress.
+`read_stream(...)` reads a file source with Spark's PERMISSIVE / DROPMALFORMED / FAILFAST modes
+while counting malformed records.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .. import ast
+from ..engine.plan import EVENT_TIME, GAP, EnginePlan, when_column
+from ..errors import SqlflowUnsupportedError
+from ..time import DAY, MILLISECOND
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+    from pyspark.sql.types import DataType, StructType
+
+#: observe() names of the counters in a query's progress (`observedMetrics`)
+METRICS_NAME = "sqlflow"
+SOURCE_METRICS_NAME = "sqlflow_source"
+
+#: the shift of the watermark column for windows whose extent is unbounded (GLOBAL, per-row gaps,
+#: custom window functions): rows this far behind the watermark are dropped by Spark (counted in
+#: numRowsDroppedByWatermark); every nearer row reaches the engine
+UNBOUNDED_SHIFT = 3650 * DAY
+
+#: default hash buckets per shuffle partition (docs/streaming.md: key vs bucket measurements)
+BUCKETS_PER_PARTITION = 4
+
+#: the pane columns, in output order
+PANE_COLUMNS = ("window_start", "window_end", "pane_index", "pane_timing", "is_last", "emit_time")
+RETRACTION_COLUMN = "is_retraction"
+
+#: sinks that write files under a path
+FILE_FORMATS = ("json", "csv", "parquet", "orc", "text")
+
+
+# --------------------------------------------------------------------------- types
+
+
+def pane_schema(input_schema: "StructType", plan: EnginePlan) -> "StructType":
+    """The output schema of a pane stream: keys, aggregates, pane columns (and is_retraction)."""
+    from pyspark.sql import types as T
+
+    fields = {f.name: f for f in input_schema.fields}
+    out = [T.StructField(k, fields[k].dataType, True) for k in plan.keys]
+    for agg in plan.aggregates:
+        source = fields[agg.column].dataType if agg.column is not None else None
+        out.append(T.StructField(agg.output, aggregate_type(agg.kind, source), True))
+    out += [
+        T.StructField("window_start", T.TimestampType(), True),
+        T.StructField("window_end", T.TimestampType(), True),
+        T.StructField("pane_index", T.LongType(), False),
+        T.StructField("pane_timing", T.StringType(), False),
+        T.StructField("is_last", T.BooleanType(), False),
+        T.StructField("emit_time", T.TimestampType(), True),
+    ]
+    if plan.mode.retracting:
+        out.append(T.StructField(RETRACTION_COLUMN, T.BooleanType(), False))
+    return T.StructType(out)
+
+
+def aggregate_type(kind: str, source: "DataType | None") -> "DataType":
+    """Spark's result type of an aggregate over a column of type `source`."""
+    from pyspark.sql import types as T
+
+    if kind in ("count_star", "count", "count_distinct"):
+        return T.LongType()
+    if kind in ("stddev_samp", "stddev_pop", "var_samp", "var_pop"):
+        return T.DoubleType()
+    if kind == "sum":
+        if isinstance(source, T.DecimalType):
+            return T.DecimalType(min(38, source.precision + 10), source.scale)
+        if isinstance(source, (T.ByteType, T.ShortType, T.IntegerType, T.LongType, T.BooleanType)):
+            return T.LongType()
+        return T.DoubleType()
+    if kind == "avg":
+        if isinstance(source, T.DecimalType):
+            return T.DecimalType(min(38, source.precision + 4), min(38, source.scale + 4))
+        return T.DoubleType()
+    if kind in ("collect_list", "collect_set"):
+        return T.ArrayType(source, False)
+    return source  # min, max, first, last
+
+
+def _integral(dtype) -> bool:
+    from pyspark.sql import types as T
+
+    return isinstance(dtype, (T.ByteType, T.ShortType, T.IntegerType, T.LongType))
+
+
+# --------------------------------------------------------------------------- watermark shift
+
+
+def lateness_shift(plan: EnginePlan) -> int:
+    """How far behind the watermark a row may be and still matter to the engine (us).
+
+    The watermark column is `event time + shift` with delay `delay + shift`: Spark's watermark is
+    unchanged (max event time - delay) while Spark drops, before the operator, only rows with
+    `event time + shift <= watermark`. A row matters while some window it is assigned to has
+    `end + allowed lateness > watermark`; its windows end at most `extent` after it, so
+    `shift = extent + lateness` drops nothing the engine would keep."""
+    fn = plan.window
+    if isinstance(fn, ast.Fixed):
+        extent = fn.size.micros
+    elif isinstance(fn, ast.Sliding):
+        extent = fn.size.micros
+    elif isinstance(fn, ast.Cumulate):
+        extent = fn.size.micros
+    elif isinstance(fn, ast.Sessions) and isinstance(fn.gap, ast.Duration):
+        extent = fn.gap.micros
+    else:
+        return UNBOUNDED_SHIFT
+    shift = extent + plan.lateness
+    shift = -(-shift // MILLISECOND) * MILLISECOND  # Spark's watermark has millisecond steps
+    return min(shift, UNBOUNDED_SHIFT)
+
+
+def _interval_ms(micros: int) -> str:
+    return f"{micros // MILLISECOND} milliseconds"
+
+
+# --------------------------------------------------------------------------- native operator
+
+
+NATIVE_AGGREGATES = ("count_star", "count", "sum", "avg", "min", "max")
+
+
+def native_equivalent(plan: EnginePlan, *, time_shift: int = 0) -> str | None:
+    """Why Spark's native streaming window aggregation would differ from the engine on this plan,
+    or None when it gives exactly the same panes (docs/streaming.md, "Native operator").
+
+    Spark (>= 3.4) judges a row late in batch N when its window's end <= the watermark of batch
+    N-1, aggregates the rest, and emits (append mode) the windows whose end <= the watermark of
+    batch N: exactly `Engine.advance(rows, wm_prev=W(N-1), wm_new=W(N))` for FIXED or SLIDING
+    windows with the default trigger REPEAT(WATERMARK) and no allowed lateness: one ON_TIME,
+    final pane per window, late rows dropped by the same rule."""
+    fn = plan.window
+    if not isinstance(fn, (ast.Fixed, ast.Sliding)):
+        return f"window {type(fn).__name__.upper()} (only FIXED and SLIDING are native)"
+    if plan.trigger != ast.default_trigger():
+        return "a trigger other than the default REPEAT(WATERMARK)"
+    if plan.lateness:
+        return "ALLOWED LATENESS (Spark drops a window when the watermark passes its end)"
+    for agg in plan.aggregates:
+        if agg.kind not in NATIVE_AGGREGATES:
+            return f"aggregate {agg.kind} (order- or distinct-dependent in Spark's streaming aggregation)"
+    if time_shift:
+        return "a time shift"
+    return None
+
+
+def _native_panes(data: "DataFrame", plan: EnginePlan, *, delay: int, schema: "StructType") -> "DataFrame":
+    from pyspark.sql import functions as F
+
+    fn = plan.window
+    ts = F.timestamp_micros(F.col(EVENT_TIME))
+    src = data.withColumn("__sqlflow_ts", ts).withWatermark("__sqlflow_ts", _interval_ms(delay))
+    if isinstance(fn, ast.Fixed):
+        size = fn.size.micros
+        win = F.window("__sqlflow_ts", f"{size} microseconds", f"{size} microseconds",
+                       f"{fn.offset.micros % size} microseconds")
+    else:
+        win = F.window("__sqlflow_ts", f"{fn.size.micros} microseconds", f"{fn.period.micros} microseconds",
+                       f"{fn.offset.micros % fn.period.micros} microseconds")
+    aggs = []
+    for agg in plan.aggregates:
+        col = F.col(agg.column) if agg.column is not None else None
+        expr = {"count_star": lambda: F.count(F.lit(1)), "count": lambda: F.count(col),
+                "sum": lambda: F.sum(col), "avg": lambda: F.avg(col), "min": lambda: F.min(col),
+                "max": lambda: F.max(col)}[agg.kind]()
+        aggs.append(expr.alias(agg.output))
+    grouped = src.groupBy(*[F.col(k) for k in plan.keys], win.alias("__sqlflow_window")).agg(*aggs)
+    out = grouped.select(
+        *[F.col(k) for k in plan.keys], *[F.col(a.output) for a in plan.aggregates],
+        F.col("__sqlflow_window.start").alias("window_start"), F.col("__sqlflow_window.end").alias("window_end"),
+        F.lit(0).cast("long").alias("pane_index"), F.lit("ON_TIME").alias("pane_timing"),
+        F.lit(True).alias("is_last"), F.current_timestamp().alias("emit_time"),
+        *([F.lit(False).alias(RETRACTION_COLUMN)] if plan.mode.retracting else []))
+    return out.select(*[F.col(f.name).cast(f.dataType) for f in schema.fields])
+
+
+# --------------------------------------------------------------------------- the stateful operator
+
+
+@dataclass
+class PaneStream:
+    """A streaming DataFrame of panes and what runs it.
+
+    - `panes`: the pane changelog (what `stream_panes` returns);
+    - `dropped`: rows dropped by the engine (too late, closed window, NULL event time, bad gap),
+      with the window they missed, when `keep_dropped=True` (same query as `panes`: use
+      `start(..., dropped_path=...)` to write both);
+    - `finish_dir`: where `finish()` writes the end-of-input marker (None: cannot finish);
+    - `operator`: "native" or "stateful".
+    """
+
+    panes: "DataFrame"
+    raw: "DataFrame | None"
+    dropped: "DataFrame | None"
+    finish_dir: str | None
+    operator: str
+    buckets: int
+    metrics_name: str = METRICS_NAME
+
+    def finish(self) -> None:
+        """End the input: the next micro-batch moves the watermark to +infinity in every bucket,
+        emitting and expiring every window (later rows are too late and counted)."""
+        if self.finish_dir is None:
+            raise SqlflowUnsupportedError("this stream was built without finish_dir, so it cannot be finished",
+                                          clause="STREAM")
+        write_finish_marker(self.finish_dir)
+
+
+def write_finish_marker(finish_dir: str) -> None:
+    os.makedirs(finish_dir, exist_ok=True)
+    name = f"finish-{time.time_ns()}-{uuid.uuid4().hex[:8]}.json"
+    tmp = os.path.join(finish_dir, "." + name + ".tmp")
+    with open(tmp, "w") as out:
+        out.write(json.dumps({"finish": "finish"}) + "\n")
+    os.replace(tmp, os.path.join(finish_dir, name))
+
+
+def stream_panes(input_df: "DataFrame", plan: EnginePlan, *, delay: int, **options) -> "DataFrame":
+    """A streaming DataFrame of the panes of `plan` over `input_df` (see `build_stream`)."""
+    return build_stream(input_df, plan, delay=delay, **options).panes
+
+
+def build_stream(input_df: "DataFrame", plan: EnginePlan, *, delay: int, buckets: int | None = None,
+                 native: bool | None = None, heartbeat: bool | None = None, finish_dir: str | None = None,
+                 keep_dropped: bool = False, time_shift: int = 0, output_schema: "StructType | None" = None,
+                 metrics_name: str = METRICS_NAME, grouping: str = "bucket") -> PaneStream:
+    """Build the pane stream of `plan` over the streaming DataFrame `input_df`.
+
+    - `input_df` has the engine input columns (event time as int64 microseconds, keys, aggregate
+      inputs, WHEN and gap columns) and no watermark of its own;
+    - `delay`: the bounded-delay watermark (us): W = max event time - delay (Spark's, per batch,
+      in whole milliseconds);
+    - `buckets`: hash buckets of keys (default: 4 per shuffle partition);
+    - `native`: None chooses Spark's native window aggregation when it is equivalent, True
+      requires it, False forces the stateful operator;
+    - `heartbeat`: visit every bucket in every batch with data (default: when the trigger uses
+      processing time, so PERIOD and DELAY fire at the first batch at or after their time);
+    - `finish_dir`: a directory for the end-of-input marker (`PaneStream.finish`);
+    - `keep_dropped`: also output dropped rows (`PaneStream.dropped`);
+    - `time_shift` (us): the watermark column is event time + time_shift; use e.g. 100 years for
+      event times before 1970 (Spark's watermark starts at 0, the epoch);
+    - `grouping`: "bucket" (default) or "key" (one call per key: for measurements only).
+    """
+    from pyspark.sql import functions as F
+
+    spark = input_df.sparkSession
+    needed = _engine_columns(input_df, plan)
+    data = input_df.select(*needed)
+    schema = output_schema or pane_schema(data.schema, plan)
+    reason = native_equivalent(plan, time_shift=time_shift) if native is not False else "forced"
+    if native and reason is not None:
+        raise SqlflowUnsupportedError(f"the native operator is not equivalent here: {reason}", clause="STREAM")
+    if reason is None and not keep_dropped and finish_dir is None:
+        panes = _native_panes(data, plan, delay=delay, schema=schema)
+        return PaneStream(panes, None, None, None, "native", 0, metrics_name)
+    return _stateful(spark, data, plan, delay=delay, buckets=buckets, heartbeat=heartbeat, finish_dir=finish_dir,
+                     keep_dropped=keep_dropped, time_shift=time_shift, schema=schema, metrics_name=metrics_name,
+                     grouping=grouping)
+
+
+def _engine_columns(df: "DataFrame", plan: EnginePlan) -> list[str]:
+    cols = [*plan.keys, EVENT_TIME]
+    cols += [a.column for a in plan.aggregates if a.column is not None]
+    cols += [when_column(i) for i in range(plan.n_when)]
+    if plan.per_row_gap:
+        cols.append(GAP)
+    missing = [c for c in cols if c not in df.columns]
+    if missing:
+        raise SqlflowUnsupportedError(f"the stream lacks engine input columns {missing}", clause="STREAM")
+    return list(dict.fromkeys(cols))
+
+
+def _stateful(spark: "SparkSession", data: "DataFrame", plan: EnginePlan, *, delay: int, buckets, heartbeat,
+              finish_dir, keep_dropped, time_shift, schema: "StructType", metrics_name: str,
+              grouping: str) -> PaneStream:
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    from sqlflow.udfs import streaming as op
+
+    input_columns = tuple(data.columns)
+    n_buckets = buckets or BUCKETS_PER_PARTITION * int(spark.conf.get("spark.sql.shuffle.partitions"))
+    if not plan.keys:
+        n_buckets = 1
+    shift = lateness_shift(plan)
+    by_key = grouping == "key"
+    if by_key:
+        n_buckets = 0
+        bucket = F.lit(0)
+    else:
+        bucket = F.pmod(F.hash(*[F.col(k) for k in plan.keys]), F.lit(n_buckets)) if plan.keys else F.lit(0)
+    rows = (data.withColumn(op.BUCKET, bucket.cast("int"))
+            .withColumn(op.KIND, F.lit(op.DATA).cast("int"))
+            .withColumn(op.WM_COLUMN, F.timestamp_micros(F.col(EVENT_TIME) + F.lit(time_shift + shift))))
+    columns = rows.columns
+    parts = [rows]
+    if heartbeat is None:
+        heartbeat = plan.uses_processing_time
+    if heartbeat and not by_key:
+        beats = data.select(F.lit(1).alias("__sqlflow_one")).mapInPandas(op.heartbeats(n_buckets, columns), rows.schema)
+        parts.append(beats)
+    if finish_dir is not None:
+        os.makedirs(finish_dir, exist_ok=True)
+        control = spark.readStream.schema("finish string").json(finish_dir)
+        fin = control.select(F.explode(F.sequence(F.lit(0), F.lit(max(n_buckets, 1) - 1))).alias(op.BUCKET))
+        fin = fin.select(*[(F.col(op.BUCKET) if c == op.BUCKET else
+                            F.lit(op.FINISH).cast("int").alias(c) if c == op.KIND else
+                            F.lit(None).cast(rows.schema[c].dataType).alias(c)) for c in columns])
+        parts.append(fin)
+    union = parts[0]
+    for part in parts[1:]:
+        union = union.unionByName(part)
+    union = union.withWatermark(op.WM_COLUMN, _interval_ms(delay + shift))
+    spec = op.StreamSpec(
+        plan=plan, input_columns=input_columns, frame_columns=tuple(columns),
+        integral_columns=tuple(f.name for f in data.schema.fields if _integral(f.dataType)),
+        shift=time_shift, keep_dropped=keep_dropped)
+    out_schema = _operator_schema(spec, data.schema, schema)
+    group_cols = list(plan.keys) if by_key else [op.BUCKET]
+    initial = None
+    if not by_key:
+        initial = (spark.range(max(n_buckets, 1)).select(F.col("id").cast("int").alias(op.BUCKET))
+                   .groupBy(op.BUCKET))
+    raw = union.groupBy(*group_cols).transformWithStateInPandas(
+        statefulProcessor=op.PaneProcessor(spec), outputStructType=out_schema, outputMode="Append",
+        timeMode="EventTime", initialState=initial)
+    metric_cols = [op.METRIC_PREFIX + m for m in op.METRICS_COLUMNS]
+    observed = raw.observe(metrics_name, *[F.coalesce(F.sum(c), F.lit(0)).alias(c[len(op.METRIC_PREFIX):])
+                                           for c in metric_cols])
+    panes = observed.where(F.col(op.KIND) == op.PANE).select(*_pane_columns(spec, schema))
+    dropped = None
+    if keep_dropped:
+        dropped = observed.where(F.col(op.KIND) == op.DROPPED).select(
+            *[F.col(k) for k in plan.keys],
+            F.timestamp_micros(F.col(op.OUT_EVENT_TIME)).alias("event_time"),
+            F.col(op.OUT_REASON).alias("reason"),
+            F.timestamp_micros(F.col(op.OUT_START)).alias("window_start"),
+            F.timestamp_micros(F.col(op.OUT_END)).alias("window_end"),
+            F.timestamp_micros(F.col(op.OUT_EMIT)).alias("emit_time"))
+    return PaneStream(panes, observed, dropped, finish_dir, "stateful", n_buckets, metrics_name)
+
+
+def _operator_schema(spec, data_schema: "StructType", schema: "StructType") -> "StructType":
+    """The operator's output: kind, pane columns (times as int64 us), dropped-row and metric columns."""
+    from pyspark.sql import types as T
+
+    from sqlflow.udfs import streaming as op
+
+    by_name = {f.name: f for f in schema.fields}
+    fields = [T.StructField(op.KIND, T.IntegerType(), False)]
+    fields += [T.StructField(k, by_name[k].dataType, True) for k in spec.plan.keys]
+    fields += [T.StructField(a.output, by_name[a.output].dataType, True) for a in spec.plan.aggregates]
+    fields += [T.StructField(c, t, True) for c, t in (
+        (op.OUT_START, T.LongType()), (op.OUT_END, T.LongType()), (op.OUT_INDEX, T.LongType()),
+        (op.OUT_TIMING, T.StringType()), (op.OUT_LAST, T.BooleanType()), (op.OUT_EMIT, T.LongType()))]
+    if spec.retracting:
+        fields.append(T.StructField(op.OUT_RETRACTION, T.BooleanType(), True))
+    fields += [T.StructField(op.OUT_EVENT_TIME, T.LongType(), True), T.StructField(op.OUT_REASON, T.StringType(), True)]
+    fields += [T.StructField(op.METRIC_PREFIX + m, T.LongType(), True) for m in op.METRICS_COLUMNS]
+    return T.StructType(fields)
+
+
+def _pane_columns(spec, schema: "StructType") -> list:
+    from pyspark.sql import functions as F
+
+    from sqlflow.udfs import streaming as op
+
+    source = {"window_start": F.timestamp_micros(F.col(op.OUT_START)),
+              "window_end": F.timestamp_micros(F.col(op.OUT_END)),
+              "pane_index": F.col(op.OUT_INDEX), "pane_timing": F.col(op.OUT_TIMING),
+              "is_last": F.col(op.OUT_LAST), "emit_time": F.timestamp_micros(F.col(op.OUT_EMIT)),
+              RETRACTION_COLUMN: F.col(op.OUT_RETRACTION) if spec.retracting else None}
+    out = []
+    for f in schema.fields:
+        expr = source.get(f.name)
+        out.append((expr if expr is not None else F.col(f.name)).cast(f.dataType).alias(f.name))
+    return out
+
+
+# --------------------------------------------------------------------------- running a stream
+
+
+def start(stream: "PaneStream | DataFrame", *, format: str = "parquet", path: str | None = None,
+          table: str | None = None, query_name: str | None = None, checkpoint: str | None = None,
+          trigger_interval: str | None = None, available_now: bool = False, finish: bool = False,
+          options: dict[str, Any] | None = None, await_termination: bool | None = None) -> "StreamingQuery":
+    """Write a pane stream to a sink and start it.
+
+    - `format`: json, csv, parquet (with `path`), memory (with `query_name`), console, or any
+      format Spark knows; `table`: write to a catalog table instead (`toTable`);
+    - `checkpoint`: the checkpoint location (required for file sinks and tables; restart a query
+      from it after a failure: exactly-once for file sinks and tables);
+    - `trigger_interval`: e.g. "10 seconds": micro-batch period, and so the resolution of PERIOD and
+      DELAY triggers (default: as soon as the previous batch is done);
+    - `available_now`: process what is available, then stop; with `finish=True` the stream is
+      then finished (every window emitted) by a second availableNow run that reads the finish
+      marker. Both wait for termination and return the last query.
+    """
+    if isinstance(stream, PaneStream):
+        pane_stream = stream
+        df = stream.panes
+    else:
+        pane_stream, df = None, stream
+    if finish and (pane_stream is None or pane_stream.finish_dir is None):
+        raise SqlflowUnsupportedError("finish needs a stream built with finish_dir", clause="STREAM")
+    if finish and not available_now:
+        raise SqlflowUnsupportedError("finish=True needs available_now=True (or call PaneStream.finish() "
+                                      "on a running stream)", clause="STREAM")
+
+    w = df.writeStream.outputMode("append")
+    if options:
+        w = w.options(**{k: str(v) for k, v in options.items()})
+    if checkpoint is not None:
+        w = w.option("checkpointLocation", checkpoint)
+    if query_name is not None:
+        w = w.queryName(query_name)
+    if available_now and not finish:
+        w = w.trigger(availableNow=True)
+    elif trigger_interval is not None:
+        w = w.trigger(processingTime=trigger_interval)
+    if table is not None:
+        query = w.toTable(table)
+    else:
+        w = w.format(format)
+        if format in FILE_FORMATS:
+            if path is None:
+                raise SqlflowUnsupportedError(f"a {format} sink needs a path", clause="INSERT")
+            if checkpoint is None:
+                raise SqlflowUnsupportedError(f"a {format} sink needs a checkpoint location", clause="INSERT")
+            query = w.start(path)
+        else:
+            query = w.start()
+    if finish:
+        # availableNow fixes every source's end offset when it starts, so the finish marker could
+        # not come after the data in one run: process what is there, finish, process, stop.
+        query.processAllAvailable()
+        pane_stream.finish()
+        query.processAllAvailable()
+        query.stop()
+        return query
+    wait = available_now if await_termination is None else await_termination
+    if wait:
+        query.awaitTermination()
+    return query
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+def progress_metrics(progress: dict, name: str = METRICS_NAME) -> dict:
+    """What one micro-batch counted: sqlflow's counters (observe) plus the rows Spark's stateful
+    operators dropped behind the watermark (`spark_dropped_late`)."""
+    observed = progress.get("observedMetrics") or {}
+    out = {}
+    for metrics_name in (name, SOURCE_METRICS_NAME):
+        row = observed.get(metrics_name)
+        values = row.asDict() if hasattr(row, "asDict") else dict(row or {})
+        out.update({k: int(v) for k, v in values.items() if v is not None})
+    out["spark_dropped_late"] = sum(int(op.get("numRowsDroppedByWatermark", 0) or 0)
+                                    for op in progress.get("stateOperators", []))
+    return out
+
+
+def query_metrics(query: "StreamingQuery", name: str = METRICS_NAME) -> dict:
+    """Counters summed over the query's recent progress (Spark keeps the last 100 batches;
+    use a StreamingQueryListener for longer runs)."""
+    total: dict = {}
+    for progress in query.recentProgress:
+        for k, v in progress_metrics(progress, name).items():
+            total[k] = total.get(k, 0) + v
+    return total
+
+
+def late_rows(metrics: dict) -> int:
+    """Rows too late for every window they belong to: dropped by Spark ahead of the operator, or
+    by the engine (each (row, window) pair the engine drops counts once)."""
+    return metrics.get("spark_dropped_late", 0) + metrics.get("dropped_too_late", 0)
+
+
+# --------------------------------------------------------------------------- sources
+
+
+def read_stream(spark: "SparkSession", path: str, *, format: str, schema: "StructType | str",
+                mode: str = "PERMISSIVE", options: dict[str, Any] | None = None,
+                corrupt_column: str = "_corrupt_record") -> "DataFrame":
+    """A streaming file source (json or csv) whose malformed records are counted.
+
+    Modes follow Spark's: PERMISSIVE keeps a malformed record with NULL fields (a NULL event time
+    is then excluded and counted by the engine), DROPMALFORMED drops it, FAILFAST fails the query.
+    PERMISSIVE and DROPMALFORMED count malformed records as `malformed_records` in the query's
+    progress (observe name `sqlflow_source`); both read in PERMISSIVE mode with a corrupt-record
+    column, and DROPMALFORMED then filters."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    mode = mode.upper()
+    if mode not in ("PERMISSIVE", "DROPMALFORMED", "FAILFAST"):
+        raise SqlflowUnsupportedError(f"unknown mode {mode!r}: PERMISSIVE, DROPMALFORMED or FAILFAST",
+                                      clause="SOURCE")
+    if isinstance(schema, str):
+        schema = T._parse_datatype_string(schema)
+    reader = spark.readStream.format(format).options(**{k: str(v) for k, v in (options or {}).items()})
+    if mode == "FAILFAST":
+        return reader.schema(schema).option("mode", "FAILFAST").load(path)
+    names = [f.name for f in schema.fields]
+    full = T.StructType(schema.fields + [T.StructField(corrupt_column, T.StringType(), True)])
+    df = (reader.schema(full).option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", corrupt_column)
+          .load(path))
+    bad = F.col(corrupt_column).isNotNull()
+    df = df.observe(SOURCE_METRICS_NAME, F.coalesce(F.sum(bad.cast("long")), F.lit(0)).alias("malformed_records"))
+    if mode == "DROPMALFORMED":
+        df = df.where(~bad)
+    return df.select(*names)
+
+
+def default_finish_dir(checkpoint: str | None) -> str:
+    """Where a query's finish marker lives: next to its checkpoint (or in a temp dir)."""
+    if checkpoint is None:
+        return tempfile.mkdtemp(prefix="sqlflow-finish-")
+    return checkpoint.rstrip("/") + "-finish"

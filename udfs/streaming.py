@@ -1,0 +1,341 @@
+"""The streaming operator: `Engine.advance` inside Spark's transformWithStateInPandas (TWS).
+
+Runs on Spark's Python workers. The driver side (`sqlflow/spark/streaming.py`) groups the input
+by a hash bucket of the GROUP BY key, so one Python call advances many keys at once, and gives
+every bucket three kinds of input row (column `KIND`): data, heartbeats (one per bucket and input
+partition in every batch with data, for processing-time triggers) and finish rows (end of input).
+
+Per bucket, two values of state:
+
+- `meta` (a struct): the engine watermark and processing time of the bucket's last step, the
+  number of keys and live windows, and when something is next due (the earliest processing-time
+  timer and watermark value that matter, from `state.next_timers`);
+- `windows` (a binary blob): the engine state of every key of the bucket, pickled (it is read
+  and written only when something is due).
+
+Each micro-batch N (processing time p, Spark watermark W_N) is one engine instant
+`advance(rows, p, wm_prev=W_{N-1}, wm_new=W_N)`: rows are judged against the watermark of the
+batch before, as Spark itself judges late rows, then the watermark steps to W_N. For that every
+bucket must see every watermark advance, so every bucket exists from batch 0 (initial state) and
+keeps one event-time "poll" timer at W + 1 ms: whenever the watermark moves, every bucket is
+visited (cheaply, from `meta`, when nothing is due).
+
+Spark's watermark (milliseconds, computed on a shifted column, see docs/streaming.md) maps to
+engine time (microseconds) by `engine_watermark`; Spark's 0 (or -1) means "none yet".
+
+This module imports pyspark's stateful-processor API (always present where it runs) and the
+engine; never sqlglot or lark.
+
+>>> engine_watermark(0, 0) == NEG_INF, engine_watermark(-1, 0) == NEG_INF
+(True, True)
+>>> engine_watermark(1_700_000_000_123, 0)
+1700000000123000
+>>> poll_timer_ms(0), poll_timer_ms(5_000)
+(1, 5001)
+"""
+from __future__ import annotations
+
+import pickle
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
+
+from sqlflow.engine.panes import RETRACTION_COLUMN
+from sqlflow.engine.plan import EnginePlan
+from sqlflow.engine.runner import Engine
+from sqlflow.engine.state import next_timers
+from sqlflow.time import NEG_INF, POS_INF
+
+#: columns added by the driver to the operator's input
+BUCKET = "__sqlflow_bucket"
+KIND = "__sqlflow_kind"
+WM_COLUMN = "__sqlflow_wm"
+
+#: input row kinds
+DATA, HEARTBEAT, FINISH = 0, 1, 2
+#: output row kinds
+PANE, METRICS, DROPPED = 0, 1, 2
+
+#: pane columns of the operator's output (times as int64 microseconds; converted by the driver)
+OUT_START, OUT_END, OUT_EMIT = "__sqlflow_ws", "__sqlflow_we", "__sqlflow_emit"
+OUT_INDEX, OUT_TIMING, OUT_LAST, OUT_RETRACTION = "__sqlflow_index", "__sqlflow_timing", "__sqlflow_last", "__sqlflow_retraction"
+#: dropped-row columns (side output)
+OUT_EVENT_TIME, OUT_REASON = "__sqlflow_et", "__sqlflow_reason"
+
+#: per-call counters, summed by the driver's observe() into the query's progress
+METRICS_COLUMNS = (
+    "input_rows", "panes", "retractions", "dropped_too_late", "dropped_closed_window",
+    "dropped_null_event_time", "dropped_bad_gap", "buckets_advanced",
+)
+METRIC_PREFIX = "__sqlflow_m_"
+
+META_SCHEMA = ("wm long, p long, keys long, windows long, next_wm long, next_proc long, "
+               "poll long, finished boolean")
+
+
+def engine_watermark(spark_ms: int, shift: int) -> int:
+    """Spark's watermark (ms of the shifted watermark column) as engine time (us); 0 or less is
+    Spark's "no watermark yet" (0 in EventTime mode, -1 elsewhere)."""
+    if spark_ms is None or spark_ms <= 0:
+        return NEG_INF
+    return int(spark_ms) * 1000 - shift
+
+
+def poll_timer_ms(spark_ms: int) -> int:
+    """The event-time timer that fires at the next watermark advance."""
+    return max(int(spark_ms), 0) + 1
+
+
+@dataclass(frozen=True)
+class StreamSpec:
+    """What the operator needs besides the plan (pickled to the workers with it)."""
+
+    plan: EnginePlan
+    input_columns: tuple[str, ...]  # engine input columns, in order
+    frame_columns: tuple[str, ...] = ()  # the operator's input columns, in order
+    integral_columns: tuple[str, ...] = ()  # Spark integral types: arrive as float64 when NULLs occur
+    shift: int = 0  # engine time = watermark-column time - shift (us)
+    keep_dropped: bool = False  # emit dropped rows (KIND == DROPPED) as a side output
+    extra: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def retracting(self) -> bool:
+        return self.plan.mode.retracting
+
+    def output_columns(self) -> list[str]:
+        cols = [KIND, *self.plan.keys, *(a.output for a in self.plan.aggregates),
+                OUT_START, OUT_END, OUT_INDEX, OUT_TIMING, OUT_LAST, OUT_EMIT]
+        if self.retracting:
+            cols.append(OUT_RETRACTION)
+        cols += [OUT_EVENT_TIME, OUT_REASON]
+        cols += [METRIC_PREFIX + m for m in METRICS_COLUMNS]
+        return cols
+
+
+@dataclass
+class Meta:
+    wm: int = NEG_INF
+    p: int = NEG_INF
+    keys: int = 0
+    windows: int = 0
+    next_wm: int | None = None
+    next_proc: int | None = None
+    poll: int | None = None
+    finished: bool = False
+
+    def row(self) -> tuple:
+        return (self.wm, self.p, self.keys, self.windows, self.next_wm, self.next_proc, self.poll,
+                self.finished)
+
+    @staticmethod
+    def of(row) -> "Meta":
+        return Meta(*(None if v is None else v for v in row))
+
+
+class BucketStep:
+    """One bucket's step at one micro-batch, independent of Spark (unit-testable)."""
+
+    def __init__(self, spec: StreamSpec):
+        self.spec = spec
+        self.engine = Engine(spec.plan)
+        self._empty = pd.DataFrame({c: pd.Series([], dtype=object) for c in spec.input_columns})
+
+    def due(self, meta: Meta, p: int, wm_new: int, has_rows: bool, finish: bool) -> bool:
+        if has_rows or (finish and not meta.finished):
+            return True
+        if meta.windows == 0:
+            return False
+        return ((meta.next_proc is not None and meta.next_proc <= p)
+                or (meta.next_wm is not None and meta.next_wm <= wm_new))
+
+    def run(self, meta: Meta, state: dict | None, rows: pd.DataFrame | None, *, p: int, wm_new: int,
+            finish: bool):
+        """Advance the bucket: returns (output frames, new state or None when unchanged)."""
+        wm_prev = meta.wm
+        wm_new = max(wm_new, wm_prev)
+        rows = self._coerce(rows) if rows is not None and len(rows) else self._empty
+        end = finish and not meta.finished
+        result, state = self.engine.advance(state or {}, rows, p=p, wm_prev=wm_prev, wm_new=wm_new,
+                                            end_of_input=end, ordered=False)
+        meta.p = p
+        if end:
+            meta.finished = True
+        meta.wm = POS_INF if meta.finished else wm_new
+        windows = [w for ws in state.values() for w in ws]
+        meta.keys, meta.windows = len(state), len(windows)
+        trigger = self.engine.trigger
+        nxt = next_timers(windows, trigger, self.engine.lateness, meta.wm) if windows else (None, None)
+        meta.next_proc, meta.next_wm = nxt
+        frames = [self._panes(result.panes)] if len(result.panes) else []
+        if self.spec.keep_dropped and len(result.dropped):
+            frames.append(self._dropped(result.dropped, rows, p))
+        frames.append(self._metrics(result.metrics))
+        return frames, state
+
+    def skip(self, meta: Meta, p: int, wm_new: int) -> list[pd.DataFrame]:
+        """Nothing due: only the watermark and time move."""
+        meta.p = max(meta.p, p)
+        meta.wm = POS_INF if meta.finished else max(meta.wm, wm_new)
+        return []
+
+    # ------------------------------------------------------------------ frames
+
+    def _coerce(self, rows: pd.DataFrame) -> pd.DataFrame:
+        rows = rows.reset_index(drop=True)
+        for c in self.spec.integral_columns:
+            if c in rows and rows[c].dtype.kind == "f":
+                rows[c] = rows[c].astype("Int64")
+        return rows
+
+    def _frame(self, n: int, kind: int) -> dict:
+        return {KIND: np.full(n, kind, np.int32)}
+
+    def _panes(self, panes: pd.DataFrame) -> pd.DataFrame:
+        out = self._frame(len(panes), PANE)
+        for c in self.spec.plan.keys:
+            out[c] = panes[c].to_numpy(dtype=object)
+        for a in self.spec.plan.aggregates:
+            out[a.output] = panes[a.output]
+        out[OUT_START] = panes["window_start"].astype("Int64")
+        out[OUT_END] = panes["window_end"].astype("Int64")
+        out[OUT_INDEX] = panes["pane_index"].astype(np.int64)
+        out[OUT_TIMING] = panes["pane_timing"].astype(object)
+        out[OUT_LAST] = panes["is_last"].astype(bool)
+        out[OUT_EMIT] = panes["emit_time"].astype("Int64")
+        if self.spec.retracting:
+            out[OUT_RETRACTION] = panes[RETRACTION_COLUMN].astype(bool)
+        return pd.DataFrame({k: (v.reset_index(drop=True) if isinstance(v, pd.Series) else v)
+                             for k, v in out.items()})
+
+    def _dropped(self, dropped: pd.DataFrame, rows: pd.DataFrame, p: int) -> pd.DataFrame:
+        from sqlflow.engine.plan import EVENT_TIME
+
+        idx = dropped["row"].to_numpy()
+        out = self._frame(len(dropped), DROPPED)
+        for c in self.spec.plan.keys:
+            out[c] = rows[c].to_numpy(dtype=object)[idx]
+        out[OUT_EVENT_TIME] = pd.array(rows[EVENT_TIME].to_numpy()[idx], dtype="Int64") if len(idx) else pd.array([], dtype="Int64")
+        out[OUT_REASON] = dropped["reason"].to_numpy(dtype=object)
+        out[OUT_START] = dropped["window_start"].astype("Int64").to_numpy()
+        out[OUT_END] = dropped["window_end"].astype("Int64").to_numpy()
+        out[OUT_EMIT] = np.full(len(dropped), p, np.int64)
+        return pd.DataFrame(out)
+
+    def _metrics(self, metrics: dict) -> pd.DataFrame:
+        out = self._frame(1, METRICS)
+        for m in METRICS_COLUMNS:
+            out[METRIC_PREFIX + m] = [int(metrics.get(m, 0))]
+        out[METRIC_PREFIX + "buckets_advanced"] = [1]
+        return pd.DataFrame(out)
+
+
+def complete(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """The frame with every output column, in order; missing ones all NULL (object None converts
+    to any Arrow type, a float NaN column does not)."""
+    n = len(frame)
+    return pd.DataFrame({c: (frame[c] if c in frame else pd.Series([None] * n, dtype=object, index=frame.index))
+                         for c in columns})
+
+
+def dumps_state(state: dict) -> bytes:
+    return pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def loads_state(blob) -> dict:
+    return pickle.loads(bytes(blob))
+
+
+class PaneProcessor(StatefulProcessor):
+    """The TWS processor: one call per bucket with input or an expired poll timer."""
+
+    def __init__(self, spec: StreamSpec):
+        self.spec = spec
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self.handle = handle
+        self.meta_state = handle.getValueState("meta", META_SCHEMA)
+        self.windows_state = handle.getValueState("windows", "blob binary")
+        self.step = None  # built on first use: init also runs on the driver
+
+    # ------------------------------------------------------------------ callbacks
+
+    def handleInitialState(self, key, initialState, timerValues) -> None:
+        meta = self._meta()
+        self._poll(meta, timerValues.getCurrentWatermarkInMs())
+        self.meta_state.update(meta.row())
+
+    def handleInputRows(self, key, rows, timerValues):
+        data, finish = [], False
+        for frame in rows:
+            frame.columns = self.spec.frame_columns  # Spark renames columns named __x to _<position>
+            kind = frame[KIND].to_numpy()
+            if (kind == FINISH).any():
+                finish = True
+            if (kind == DATA).all():
+                data.append(frame)
+            elif (kind == DATA).any():
+                data.append(frame[kind == DATA])
+        batch = pd.concat(data, ignore_index=True) if len(data) > 1 else (data[0] if data else None)
+        yield from self._advance(batch, timerValues, finish)
+
+    def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
+        yield from self._advance(None, timerValues, False)
+
+    def close(self) -> None:
+        pass
+
+    # ------------------------------------------------------------------ the step
+
+    def _meta(self) -> Meta:
+        return Meta.of(self.meta_state.get()) if self.meta_state.exists() else Meta()
+
+    def _poll(self, meta: Meta, spark_ms: int) -> None:
+        """Keep one event-time timer, at the next watermark advance (none after the finish)."""
+        want = None if meta.finished else poll_timer_ms(spark_ms)
+        if meta.poll == want:
+            return
+        if meta.poll is not None:
+            self.handle.deleteTimer(meta.poll)
+        if want is not None:
+            self.handle.registerTimer(want)
+        meta.poll = want
+
+    def _advance(self, rows, timerValues, finish: bool):
+        spark_ms = timerValues.getCurrentWatermarkInMs()
+        p = timerValues.getCurrentProcessingTimeInMs() * 1000
+        wm_new = engine_watermark(spark_ms, self.spec.shift)
+        meta = self._meta()
+        has_rows = rows is not None and len(rows) > 0
+        if self.step is None:
+            self.step = BucketStep(self.spec)
+        if self.step.due(meta, p, max(wm_new, meta.wm), has_rows, finish):
+            state = loads_state(self.windows_state.get()[0]) if self.windows_state.exists() else {}
+            frames, state = self.step.run(meta, state, rows, p=p, wm_new=wm_new, finish=finish)
+            if state:
+                self.windows_state.update((dumps_state(state),))
+            elif self.windows_state.exists():
+                self.windows_state.clear()
+        else:
+            frames = self.step.skip(meta, p, wm_new)
+        self._poll(meta, spark_ms)
+        self.meta_state.update(meta.row())
+        columns = self.spec.output_columns()
+        for frame in frames:
+            yield complete(frame, columns)
+
+
+def heartbeats(n_buckets: int, columns: list[str]):
+    """mapInPandas function: one heartbeat row per bucket for every input partition of a batch
+    (the rows it reads are only counted, never used)."""
+
+    def emit(frames):
+        for _ in frames:
+            pass
+        out = {c: [None] * n_buckets for c in columns}
+        out[BUCKET] = list(range(n_buckets))
+        out[KIND] = [HEARTBEAT] * n_buckets
+        yield pd.DataFrame(out)
+
+    return emit
