@@ -58,6 +58,8 @@ _LAZY = {
     "transpile": "sqlflow.spark.api",
     "explain": "sqlflow.spark.api",
     "register": "sqlflow.spark.api",
+    "dropped": "sqlflow.spark.api",
+    "metrics": "sqlflow.spark.api",
     "register_window_fn": "sqlflow.engine.windows",
     "plot": "sqlflow.plot",
 }

@@ -1,0 +1,117 @@
+"""Spark's analysis of the queries sqlflow generates, with errors pointing into the user's query.
+
+sqlflow hands Spark queries it built (an input relation, a source's arrivals, the rewritten
+statement). When Spark cannot analyse one (a missing table or column, a type mismatch), the
+error is Spark's own message, raised as `SqlflowAnalysisError` at the place of the user's query
+the offending fragment came from: the identifier or expression Spark names, else the SELECT.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+
+import sqlglot
+from sqlglot import exp
+
+from .. import ast
+from ..errors import SqlflowAnalysisError
+from ..frontend.statement import DIALECT, Statement
+
+_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
+
+
+@contextlib.contextmanager
+def quiet_analysis_errors():
+    """PySpark logs every AnalysisException with a query context as an ERROR with a stack trace,
+    even when it is caught (docs/spark-internals.md, 8): silence that while sqlflow asks."""
+    loggers = [logging.getLogger(name) for name in _LOGGERS]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
+
+
+def spark_sql(spark, query: str, args, *, statement: Statement, original: exp.Expr | None,
+              fallback: ast.Position | None, clause: str = "SELECT"):
+    """spark.sql(query, args), with an analysis error turned into a located SqlflowAnalysisError."""
+    from pyspark.errors import AnalysisException
+
+    with quiet_analysis_errors():
+        try:
+            return spark.sql(query, args=args) if args else spark.sql(query)
+        except AnalysisException as error:
+            raise analysis_error(error, statement=statement, original=original, fallback=fallback,
+                                 clause=clause) from error
+
+
+def analysis_error(error, *, statement: Statement, original: exp.Expr | None, fallback, clause: str):
+    fragment = _fragment(error)
+    pos = locate_fragment(fragment, original, statement) if fragment else None
+    pos = pos or fallback
+    message = spark_message(error)
+    err = SqlflowAnalysisError(message, clause=clause, sql=statement.source.text if pos else None,
+                               line=pos.line if pos else None, column=pos.column if pos else None)
+    err.spark_error_class = _condition(error)  # type: ignore[attr-defined]
+    return err
+
+
+def spark_message(error) -> str:
+    """Spark's message without the plan dump and the position in the generated SQL."""
+    text = str(getattr(error, "desc", None) or error)
+    text = text.split("\n", 1)[0]
+    text = re.sub(r"\s*SQLSTATE: \w+.*$", "", text)
+    text = re.sub(r";?\s*line \d+ pos \d+;?$", "", text)
+    return text.strip().rstrip(";").strip()
+
+
+def _condition(error) -> str | None:
+    for name in ("getCondition", "getErrorClass"):
+        getter = getattr(error, name, None)
+        if getter is not None:
+            try:
+                return getter()
+            except Exception:  # noqa: BLE001
+                continue
+    return None
+
+
+def _fragment(error) -> str | None:
+    try:
+        contexts = error.getQueryContext()
+    except Exception:  # noqa: BLE001
+        return None
+    for ctx in contexts or []:
+        try:
+            text = ctx.fragment()
+        except Exception:  # noqa: BLE001
+            continue
+        if text:
+            return text
+    return None
+
+
+def locate_fragment(fragment: str, original: exp.Expr | None, statement: Statement) -> ast.Position | None:
+    """Where, in the user's query, the SQL fragment Spark complains about came from."""
+    if original is None:
+        return None
+    try:
+        wanted = sqlglot.parse_one(fragment, read=DIALECT)
+    except Exception:  # noqa: BLE001  (any fragment Spark prints that sqlglot cannot read)
+        wanted = None
+    names = {fragment.strip("`").lower()}
+    if isinstance(wanted, (exp.Column, exp.Table)):
+        names.add(wanted.name.lower())
+    candidates = []
+    for node in original.walk():
+        if wanted is not None and node == wanted:
+            candidates.append(node)
+        elif isinstance(node, (exp.Column, exp.Table)) and node.name.lower() in names:
+            candidates.append(node)
+    positions = [statement.position(node) for node in candidates]
+    positions = [p for p in positions if p is not None]
+    return min(positions, key=lambda p: (p.line, p.column)) if positions else None

@@ -1,0 +1,139 @@
+"""sqlflow on Spark, bounded and recorded data: `sql`, `transpile`, `explain`, `register`,
+`dropped`, `metrics` (docs/bounded-execution.md).
+
+`sql(spark, query)` behaves like `spark.sql(query)`: same arguments, a DataFrame back. A statement
+without sqlflow clauses goes to `spark.sql` unchanged. Otherwise every windowed SELECT in it runs
+either as plain Spark SQL (the native rewrite, `transpile` prints it) or on sqlflow's engine over
+hash buckets of keys, whichever `explain` says and why.
+"""
+from __future__ import annotations
+
+from ..errors import SqlflowError
+from .report import ATTRIBUTE, dropped, metrics  # noqa: F401  (public)
+
+__all__ = ["sql", "transpile", "explain", "register", "dropped", "metrics"]
+
+
+def _statement(text: str):
+    from ..frontend import parse_script
+
+    statements = parse_script(text)
+    if len(statements) > 1 and not all(s.is_plain for s in statements):
+        raise SqlflowError(f"expected one statement, found {len(statements)}", clause="SQL",
+                           hint="run the statements one by one")
+    return statements[0] if len(statements) == 1 else None
+
+
+def _path(spark, path: str | None) -> str | None:
+    from . import conf
+
+    chosen = path or conf.get(spark, conf.PATH, "auto")
+    chosen = chosen.lower()
+    if chosen not in conf.PATHS:
+        raise SqlflowError(f"path must be one of {', '.join(conf.PATHS)}, got {chosen!r}", clause="SQL")
+    return chosen
+
+
+def sql(spark, query: str, args=None, path: str | None = None, **kwargs):
+    """Run `query` like `spark.sql(query, args, **kwargs)`, windowed SELECTs included.
+
+    - `args`: a dict for named parameters (`:x`) or a list for positional ones (`?`), as in
+      spark.sql; `kwargs`: values and DataFrames for `{name}` placeholders, as in spark.sql.
+    - `path`: "native" or "engine" forces the execution path of every windowed SELECT
+      (SqlflowUnsupportedError if impossible); default "auto" (or conf `spark.sqlflow.path`).
+      A `{path}` placeholder therefore cannot be passed as a keyword.
+
+    A statement without sqlflow clauses is passed to spark.sql as is. The result also carries the
+    dropped rows and counts of its windowed SELECTs: `sqlflow.dropped(df)`, `sqlflow.metrics(df)`.
+    """
+    text, formatter = query, None
+    if kwargs:
+        from pyspark.sql.sql_formatter import SQLStringFormatter
+
+        formatter = SQLStringFormatter(spark)
+        text = formatter.format(query, **kwargs)
+    try:
+        statement = _statement(text)
+        if statement is None or statement.is_plain:
+            if formatter is not None:
+                formatter.clear()
+                formatter = None
+            return spark.sql(query, args, **kwargs)
+        return _run(spark, statement, args, _path(spark, path))
+    finally:
+        if formatter is not None:
+            formatter.clear()
+
+
+def _run(spark, statement, args, path):
+    from .analysis import spark_sql
+    from .execute import Runner
+    from .params import named_parameters
+
+    args = named_parameters(statement.tree, args)
+    runner = Runner(spark, statement, args, path=path)
+    prepared = runner.prepare()
+    try:
+        df = spark_sql(spark, prepared.sql, args, statement=statement, original=runner.original,
+                       fallback=None)
+    finally:
+        if not prepared.keep_views:
+            runner.drop_views()
+    setattr(df, ATTRIBUTE, prepared.report)
+    return df
+
+
+def transpile(query: str) -> str:
+    """The plain Spark SQL of `query`, every windowed SELECT rewritten natively.
+
+    A statement without sqlflow clauses comes back unchanged. Raises SqlflowUnsupportedError,
+    naming the windowed SELECT and the reason, when one has no native rewrite (a replay, a trigger
+    that fires before the end of input, CUMULATE, a custom window function). Without a Spark
+    session the event time is assumed to be a TIMESTAMP, and an unaliased item mentioning a pane
+    column is named after its text.
+    """
+    from .native import rewrite_statement
+
+    statement = _statement(query)
+    if statement is None or statement.is_plain:
+        return query
+    return rewrite_statement(statement)
+
+
+def explain(query: str, spark=None, args=None) -> str:
+    """Which plan runs each windowed SELECT of `query`, and why: native rewrite or engine
+    (vectorised or per-key), bounded or replay, how many buckets; then the Spark SQL that runs.
+
+    With a Spark session (given, or the active one) the query is analysed (types checked, bucket
+    count from Spark's size estimate) but no job runs; without one only the text is planned.
+    """
+    from .execute import Runner
+    from .params import named_parameters
+
+    if spark is None:
+        try:
+            from pyspark.sql import SparkSession
+
+            spark = SparkSession.getActiveSession()
+        except Exception:  # noqa: BLE001
+            spark = None
+    statement = _statement(query)
+    if statement is None or statement.is_plain:
+        return "plain Spark SQL: no windowed SELECT, the statement goes to spark.sql unchanged"
+    args = named_parameters(statement.tree, args)
+    runner = Runner(spark, statement, args, path=_path(spark, None), dry=True)
+    try:
+        prepared = runner.prepare()
+    finally:
+        runner.drop_views()
+    head = prepared.report.explain()
+    return f"{head}\nSpark SQL:\n  {prepared.sql}"
+
+
+def register(spark) -> list[str]:
+    """Register sqlflow's window-assignment pandas UDFs in `spark` for plain SQL; returns their
+    names (see sqlflow.spark.windowfns)."""
+    from .windowfns import register_window_udfs
+
+    return register_window_udfs(spark)
+

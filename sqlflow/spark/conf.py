@@ -1,0 +1,66 @@
+"""The `spark.sqlflow.*` configuration keys of the bounded execution (docs/bounded-execution.md).
+
+Set them like any Spark conf: `spark.conf.set("spark.sqlflow.buckets", "64")`, or
+`--conf spark.sqlflow.buckets=64` on spark-submit.
+"""
+from __future__ import annotations
+
+#: auto | native | engine: force the execution path of every windowed SELECT (default auto)
+PATH = "spark.sqlflow.path"
+#: number of hash buckets of keys on the engine path (default: see `buckets`)
+BUCKETS = "spark.sqlflow.buckets"
+#: target input size of one bucket, in bytes, when sizing from Spark's statistics (default 128 MiB)
+BUCKET_BYTES = "spark.sqlflow.bucketBytes"
+
+DEFAULT_BUCKET_BYTES = 128 * 1024 * 1024
+MAX_BUCKETS = 1 << 16
+PATHS = ("auto", "native", "engine")
+
+
+def get(spark, key: str, default: str | None = None) -> str | None:
+    if spark is None:
+        return default
+    try:
+        value = spark.conf.get(key, None)
+    except Exception:  # noqa: BLE001  (a conf Spark does not know and no default)
+        value = None
+    return default if value is None or value == "" else value
+
+
+def shuffle_partitions(spark) -> int:
+    try:
+        return max(1, int(get(spark, "spark.sql.shuffle.partitions", "200")))
+    except ValueError:
+        return 200
+
+
+def buckets(spark, df=None, *, keyed: bool = True) -> tuple[int, str]:
+    """How many hash buckets of keys the engine path uses, and why.
+
+    `spark.sqlflow.buckets` if set; else 2 x spark.sql.shuffle.partitions, raised so that one
+    bucket holds about `spark.sqlflow.bucketBytes` of input by Spark's size estimate of the input
+    (a bucket is one pandas frame in one Python worker: it must fit in memory).
+    """
+    if not keyed:
+        return 1, "1 (no GROUP BY keys: every row is one key)"
+    fixed = get(spark, BUCKETS)
+    if fixed is not None:
+        return max(1, int(fixed)), f"{int(fixed)} (spark.sqlflow.buckets)"
+    base = 2 * shuffle_partitions(spark)
+    size = estimated_bytes(df)
+    target = int(get(spark, BUCKET_BYTES, str(DEFAULT_BUCKET_BYTES)))
+    if size is not None and size > base * target:
+        n = min(MAX_BUCKETS, -(-size // target))
+        return n, f"{n} (input estimated at {size} bytes, {target} per bucket)"
+    return base, f"{base} (2 x spark.sql.shuffle.partitions)"
+
+
+def estimated_bytes(df) -> int | None:
+    """Spark's estimate of a DataFrame's size (None when unknown: Spark then says Long.MaxValue)."""
+    if df is None:
+        return None
+    try:
+        size = int(df._jdf.queryExecution().optimizedPlan().stats().sizeInBytes().toString())
+    except Exception:  # noqa: BLE001  (Spark Connect, or no statistics)
+        return None
+    return None if size >= (1 << 63) - 1 or size <= 0 else size

@@ -1,0 +1,252 @@
+"""Running one sqlflow statement on Spark's bounded path.
+
+Each windowed SELECT, innermost first (the order their clauses are written), is taken apart
+(`windowed_select`), its input relation analysed by Spark (`inputs`, `schema`), and its path
+chosen (`planner`):
+
+- native: the SELECT is rewritten in place into plain Spark SQL (`native`);
+- engine: its panes are computed by the engine over hash buckets (`engine_path`), registered as a
+  temporary view, and the SELECT is replaced by a SELECT over that view (`output`).
+
+Aggregations downstream of an engine stage are adjusted to its accumulation mode (`pipelines`).
+What is left is plain Spark SQL, which `spark.sql` runs; the temporary views are dropped once
+Spark has analysed it (the DataFrame holds their plans).
+"""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+from sqlglot import exp
+
+from .. import ast
+from ..engine.plan import EVENT_TIME, GAP
+from ..errors import SqlflowUnsupportedError
+from ..frontend.statement import Statement
+from . import conf, timeline
+from .analysis import spark_sql
+from .engine_path import run_engine
+from .inputs import InputRelation, input_relation
+from .native import rewrite_native
+from .output import panes_select
+from .pipelines import STAGE_KEY, StageLink, rewrite_consumer
+from .planner import Choice, choose, engine_mode
+from .relations import drop_watermark_clauses, strip_clauses, to_spark_sql, visible_ctes, with_ctes
+from .report import Report, Stage
+from .schema import check_input_types, is_ntz, names_and_types, naming_query, pane_expression_names
+from .windowed_select import WindowedSelect, describe
+
+DONE_KEY = "sqlflow_consumer_done"
+
+
+@dataclass
+class Prepared:
+    """A statement turned into plain Spark SQL, ready for spark.sql."""
+
+    sql: str
+    args: dict | None
+    report: Report
+    views: list[str] = field(default_factory=list)
+    keep_views: bool = False
+
+
+class Runner:
+    """Turns one parsed statement into plain Spark SQL plus the DataFrames it reads.
+
+    `spark` None plans without Spark (no types, no data: for explain without a session);
+    `dry` plans without running Spark jobs (no replay timeline: for explain).
+    """
+
+    def __init__(self, spark, statement: Statement, args: dict | None, *, path: str | None = None,
+                 dry: bool = False):
+        self.spark = spark
+        self.statement = statement
+        self.args = args
+        self.path = None if path in (None, "auto") else path
+        self.dry = dry
+        self.tree = statement.tree
+        self.original = statement.tree.copy()
+        self.views: list[str] = []
+        self.run_id = uuid.uuid4().hex[:8]
+
+    # ------------------------------------------------------------------ helpers
+
+    def sql(self, query: str, node: exp.Expr | None, fallback: ast.Position | None, clause: str = "SELECT"):
+        return spark_sql(self.spark, query, self.args, statement=self.statement, original=node,
+                         fallback=fallback, clause=clause)
+
+    def view(self, df, kind: str) -> str:
+        name = f"__sqlflow_{kind}_{self.run_id}_{len(self.views)}"
+        df.createOrReplaceTempView(name)
+        self.views.append(name)
+        return name
+
+    def drop_views(self) -> None:
+        if self.spark is None:
+            return
+        for name in self.views:
+            try:
+                self.spark.catalog.dropTempView(name)
+            except Exception:  # noqa: BLE001  (already gone)
+                pass
+        self.views = []
+
+    def avg_type(self, select: exp.Select, call: exp.Expr):
+        """The Spark type of an AVG call in `select` (for pipelines), or None without Spark."""
+        if self.spark is None:
+            return None
+        query = exp.Select(expressions=[call.copy()])
+        for arg in ("from_", "joins", "laterals", "where"):
+            value = select.args.get(arg)
+            if value is not None:
+                query.set(arg, [strip_clauses(v) for v in value] if isinstance(value, list) else strip_clauses(value))
+        with_ctes(query, visible_ctes(select))
+        df = self.sql(to_spark_sql(query), select, self.statement.position(select))
+        return exp.DataType.build(df.schema.fields[0].dataType.simpleString(), dialect="spark")
+
+    # ------------------------------------------------------------------ the statement
+
+    def prepare(self) -> Prepared:
+        stages: list[Stage] = []
+        try:
+            for number, (select, windowing) in enumerate(self.statement.windowed_selects(), start=1):
+                stages.append(self.stage(number, select, windowing))
+            for select in list(self.tree.find_all(exp.Select)):
+                self.consume(select)
+            drop_watermark_clauses(self.tree)
+            final = to_spark_sql(self.tree)
+        except BaseException:
+            self.drop_views()
+            raise
+        keep = not isinstance(self.tree, exp.Query)
+        return Prepared(final, self.args, Report(stages), list(self.views), keep)
+
+    def consume(self, select: exp.Select) -> None:
+        if select._meta and (select.meta.get(DONE_KEY) or select.meta.get(STAGE_KEY)):
+            return
+        select.meta[DONE_KEY] = True
+        rewrite_consumer(select, self.statement, avg_type=self.avg_type)
+
+    def stage(self, number: int, select: exp.Select, windowing: ast.Windowing) -> Stage:
+        self.consume(select)
+        ws = describe(self.statement, select, windowing)
+        rel = input_relation(ws)
+        raw = names = agg_types = None
+        if self.spark is not None:
+            raw = self.sql(rel.sql(), select, ws.position)
+            if raw.isStreaming:
+                raise ws.error(SqlflowUnsupportedError, f"{ws.label()} reads a stream; sqlflow.sql runs bounded "
+                               "and recorded data", "SELECT",
+                               hint="read the data as a batch DataFrame or table (a recorded stream replays "
+                                    "with WATERMARK ... ARRIVAL <column>)")
+            check_input_types(ws, rel, raw.schema)
+            named = self.sql(to_spark_sql(naming_query(ws)), select, ws.position)
+            names, agg_types = names_and_types(ws, named.schema)
+        choice = choose(ws, self.path)
+        stage = Stage(number, ws.label(), choice.path, choice.why, ws.windowing.mode.value)
+        if ws.replay:
+            src = ws.arrival_source.watermark
+            stage.replay = f"replay of ARRIVAL {src.arrival}, watermark {_model(src.model)}"
+        if choice.path == "native":
+            self.native(ws, rel, raw, names, stage)
+        else:
+            self.engine(ws, rel, raw, names, agg_types, choice, stage)
+        return stage
+
+    # ------------------------------------------------------------------ the two paths
+
+    def native(self, ws: WindowedSelect, rel: InputRelation, raw, names, stage: Stage) -> None:
+        from pyspark.sql import functions as F
+
+        pane_names = pane_expression_names(ws, names) if names else None
+        rewrite_native(ws, names=pane_names, ntz=is_ntz(raw.schema) if raw is not None else False)
+        if self.spark is None:
+            return
+        standalone = with_ctes(strip_clauses(ws.select), visible_ctes(ws.select))
+        stage.panes = self.sql(to_spark_sql(standalone), ws.select, ws.position)
+        stage.input_rows = raw
+        stage.null_event_time = F.col(EVENT_TIME).isNull()
+        bad_gap = None
+        if rel.gap:
+            micros = F.unix_micros(F.timestamp_micros(F.lit(0)) + F.col(GAP))
+            bad_gap = F.col(EVENT_TIME).isNotNull() & (micros.isNull() | (micros <= 0))
+        stage.bad_gap = bad_gap
+        renamed = _user_columns(ws, rel)
+        base = [F.col(c).alias(n) for c, n in renamed]
+        null_time = F.lit(None).cast("timestamp")
+
+        def rows(condition, reason):
+            return raw.where(condition).select(
+                *base, F.col(EVENT_TIME).cast("timestamp").alias("event_time"), null_time.alias("arrival_time"),
+                F.lit(reason).alias("reason"), null_time.alias("window_start"), null_time.alias("window_end"))
+
+        dropped = rows(stage.null_event_time, "null event time")
+        if bad_gap is not None:
+            dropped = dropped.unionByName(rows(bad_gap, "null or non-positive session gap"))
+        stage.dropped_rows = dropped
+
+    def engine(self, ws: WindowedSelect, rel: InputRelation, raw, names, agg_types, choice: Choice,
+               stage: Stage) -> None:
+        stage.engine_mode = choice.engine_mode or engine_mode(ws)
+        if self.spark is None:
+            stage.buckets = "2 x spark.sql.shuffle.partitions (decided at run time)"
+            return
+        replay = None
+        if ws.replay:
+            if self.dry:
+                stage.replay += " (the timeline is computed when the query runs)"
+            else:
+                replay = timeline.replay(self.spark, ws, self.args,
+                                         lambda q, node: self.sql(q, node, ws.position, clause="WATERMARK"))
+                stage.replay += f": {replay.instants} arrival instants, {len(replay.timeline.times)} watermark steps"
+        n, why = conf.buckets(self.spark, raw, keyed=bool(rel.keys))
+        stage.buckets = why
+        run = run_engine(ws, rel, raw, agg_types, buckets=n,
+                         timeline=replay.timeline if replay else None, p_end=replay.p_end if replay else None)
+        stage.output = run.output
+        renamed = dict(_user_columns(ws, rel))
+        stage.dropped_rows = run.dropped.select(*[run.dropped[c].alias(renamed.get(c, c)) for c in run.dropped.columns])
+        panes_view = self.view(run.panes, "panes")
+        final_view = self.view(run.final, "final")
+        new = panes_select(ws, panes_view, names)
+        net = panes_select(ws, final_view, names)
+        merging = _merging(ws.window)
+        new.meta[STAGE_KEY] = StageLink(ws.windowing.mode, net, merging, ws.label())
+        if ws.select is self.tree:
+            self.tree = new
+        else:
+            ws.select.replace(new)
+
+
+def _merging(fn: ast.WindowFn) -> bool:
+    if isinstance(fn, ast.Sessions):
+        return True
+    if isinstance(fn, ast.CustomWindow):
+        from ..engine.windows import registered_window_fn
+
+        return callable(getattr(registered_window_fn(fn.name), "merge", None))
+    return False
+
+
+def _model(model) -> str:
+    if isinstance(model, ast.BoundedDelay):
+        return f"DELAY OF {model.delay}"
+    if isinstance(model, ast.Perfect):
+        return "PERFECT"
+    return f"TIMELINE {model.table}"
+
+
+def _user_columns(ws: WindowedSelect, rel: InputRelation) -> list[tuple[str, str]]:
+    """(internal column, readable name) for the keys and arguments of dropped rows."""
+    used = {"stage", "event_time", "arrival_time", "reason", "window_start", "window_end"}
+    out = []
+    for column, node in list(zip(rel.keys, ws.keys)) + list(rel.arg_exprs.items()):
+        name = node.name if isinstance(node, exp.Column) else node.sql(dialect="spark")
+        base, i = name, 1
+        while name.lower() in used:
+            i += 1
+            name = f"{base}_{i}"
+        used.add(name.lower())
+        out.append((column, name))
+    return out
+

@@ -1,0 +1,101 @@
+"""The input relation of a windowed SELECT: one row per input element, in the engine's columns.
+
+It is the SELECT's own FROM, JOINs, LATERAL VIEWs and WHERE, projecting what Spark computes
+before the engine (docs/semantics.md, 7): the GROUP BY keys, the argument of every aggregate,
+the event time, the arrival time of a replay, a per-row session gap and each WHEN predicate.
+The values are raw here (types are checked on them); `sqlflow.spark.engine_path` converts times
+to microseconds.
+
+>>> from sqlflow.frontend import parse
+>>> from sqlflow.spark.windowed_select import describe
+>>> s = parse("WITH c AS (SELECT * FROM clicks) SELECT `user id`, SUM(amount * 2) AS total "
+...           "FROM c WHERE amount > 0 GROUP BY `user id` WINDOW FIXED(SIZE 1h) ON ts "
+...           "TRIGGER REPEAT(WHEN(kind = 'flush'))")
+>>> rel = input_relation(describe(s, *s.windowed_selects()[0]))
+>>> print(rel.sql())
+WITH c AS (SELECT * FROM clicks) SELECT `user id` AS __sqlflow_k0, amount * 2 AS __sqlflow_a0, ts AS __sqlflow_et, kind = 'flush' AS __sqlflow_when0 FROM c WHERE amount > 0
+>>> rel.call_args
+['__sqlflow_a0']
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sqlglot import exp
+
+from .. import ast
+from ..engine.plan import ARRIVAL_TIME, EVENT_TIME, GAP, when_column
+from ..engine.triggers import when_predicates
+from .relations import strip_clauses, to_spark_sql, visible_ctes, with_ctes
+from .windowed_select import WindowedSelect, parse_column
+
+KEY_PREFIX = "__sqlflow_k"
+ARG_PREFIX = "__sqlflow_a"
+AGG_PREFIX = "__sqlflow_agg"
+
+
+def key_column(i: int) -> str:
+    return f"{KEY_PREFIX}{i}"
+
+
+def agg_column(j: int) -> str:
+    return f"{AGG_PREFIX}{j}"
+
+
+@dataclass
+class InputRelation:
+    """The input rows of one windowed SELECT, as a query, and the meaning of its columns."""
+
+    query: exp.Select
+    keys: list[str]
+    call_args: list[str | None]                 # per aggregate call: its argument column
+    arg_exprs: dict[str, exp.Expr] = field(default_factory=dict)   # argument column -> expression
+    replay: bool = False
+    gap: bool = False
+    n_when: int = 0
+
+    def sql(self) -> str:
+        return to_spark_sql(self.query)
+
+    @property
+    def args(self) -> list[str]:
+        return list(self.arg_exprs)
+
+
+def input_relation(ws: WindowedSelect) -> InputRelation:
+    """The query of the windowed SELECT's input rows (with the CTEs it can see)."""
+    select = ws.select
+    items: list[exp.Expr] = []
+    keys = []
+    for i, key in enumerate(ws.keys):
+        keys.append(key_column(i))
+        items.append(exp.alias_(key.copy(), key_column(i)))
+    call_args: list[str | None] = []
+    arg_exprs: dict[str, exp.Expr] = {}
+    for call in ws.calls:
+        if call.arg is None:
+            call_args.append(None)
+            continue
+        name = next((n for n, e in arg_exprs.items() if e == call.arg), None)
+        if name is None:
+            name = f"{ARG_PREFIX}{len(arg_exprs)}"
+            arg_exprs[name] = call.arg
+            items.append(exp.alias_(call.arg.copy(), name))
+        call_args.append(name)
+    items.append(exp.alias_(ws.event_time.copy(), EVENT_TIME))
+    if ws.replay:
+        items.append(exp.alias_(ws.arrival, ARRIVAL_TIME))
+    fn = ws.window
+    gap = isinstance(fn, ast.Sessions) and isinstance(fn.gap, ast.SqlExpr)
+    if gap:
+        items.append(exp.alias_(parse_column(fn.gap.sql), GAP))
+    predicates = when_predicates(ws.windowing.effective_trigger)
+    for i, predicate in enumerate(predicates):
+        items.append(exp.alias_(parse_column(predicate.sql), when_column(i)))
+    query = exp.Select(expressions=items)
+    for arg in ("from_", "joins", "laterals", "where", "hint"):
+        value = select.args.get(arg)
+        if value is not None:
+            query.set(arg, [strip_clauses(v) for v in value] if isinstance(value, list) else strip_clauses(value))
+    with_ctes(query, visible_ctes(select))
+    return InputRelation(query, keys, call_args, arg_exprs, ws.replay, gap, len(predicates))

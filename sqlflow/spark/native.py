@@ -1,0 +1,205 @@
+"""The native rewrite: a windowed SELECT whose panes collapse to one per window, as plain Spark SQL.
+
+On bounded data without arrival times, with a trigger that cannot fire before the end of input
+(`sqlflow.engine.vectorised.collapsible`), every window emits exactly one ON_TIME pane holding
+all its input (docs/semantics.md, 1.2). That is a GROUP BY over Spark's own `window()` /
+`session_window()`, with the pane columns as constants. Exact equality with the engine needs:
+
+- sessions: Spark merges rows exactly one gap apart, we do not: `session_window` runs with
+  gap - 1us and 1us is added back to the window end (docs/spark-internals.md, 4);
+- a per-row gap must be a CalendarInterval for Spark: the gap is turned into microseconds and
+  back with `make_interval`;
+- GLOBAL: window bounds are NULL, and a SELECT without GROUP BY emits no pane for no input;
+- NULL event times are filtered out (and counted by the report, not here).
+
+>>> from sqlflow.frontend import parse
+>>> s = parse("SELECT k, SUM(v) AS total FROM t GROUP BY k WINDOW SESSIONS(GAP 5m) ON ts")
+>>> print(rewrite_statement(s))
+SELECT k, SUM(v) AS total, SESSION_WINDOW(ts, '299999999 microseconds').start AS window_start, SESSION_WINDOW(ts, '299999999 microseconds').end + INTERVAL '1' MICROSECOND AS window_end, CAST(0 AS BIGINT) AS pane_index, 'ON_TIME' AS pane_timing, TRUE AS is_last, CAST(NULL AS TIMESTAMP) AS emit_time FROM t WHERE NOT ts IS NULL GROUP BY k, SESSION_WINDOW(ts, '299999999 microseconds')
+"""
+from __future__ import annotations
+
+from sqlglot import exp
+
+from .. import ast
+from ..engine.vectorised import collapsible
+from ..frontend.dialect import WINDOWING_KEY
+from ..time import DAY, HOUR, MICROSECOND, MILLISECOND, MINUTE, SECOND
+from .relations import drop_watermark_clauses, to_spark_sql
+from .windowed_select import PANE_ORDER, WindowedSelect, describe, is_pane_ref
+
+_SPARK_UNITS = ((DAY, "day"), (HOUR, "hour"), (MINUTE, "minute"), (SECOND, "second"),
+                (MILLISECOND, "millisecond"), (MICROSECOND, "microsecond"))
+
+
+def why_not_native(ws: WindowedSelect) -> str | None:
+    """Why this windowed SELECT has no native rewrite (None: it has one)."""
+    if ws.replay:
+        return (f"its input is replayed (ARRIVAL {ws.arrival_source.watermark.arrival}): panes depend on "
+                "the arrival order, which only the engine follows")
+    if not collapsible(ws.windowing.effective_trigger):
+        return ("its trigger can fire before the end of the input (COUNT, WHEN or WATERMARK PERCENTILE), "
+                "so a window may emit several panes")
+    fn = ws.window
+    if isinstance(fn, ast.Cumulate):
+        return "Spark has no cumulating windows"
+    if isinstance(fn, ast.CustomWindow):
+        return f"{fn.name} is a custom window function"
+    return None
+
+
+def spark_interval(micros: int) -> str:
+    """A duration as a Spark interval string in its largest exact unit.
+
+    >>> spark_interval(3600 * 10**6), spark_interval(90 * 10**6), spark_interval(299999999)
+    ('1 hour', '90 seconds', '299999999 microseconds')
+    """
+    for size, unit in _SPARK_UNITS:
+        if micros % size == 0:
+            n = micros // size
+            return f"{n} {unit}" + ("s" if n != 1 else "")
+    raise AssertionError("unreachable")
+
+
+def window_expression(ws: WindowedSelect) -> exp.Expr | None:
+    """Spark's `window(...)` / `session_window(...)` call of this window function (None: GLOBAL)."""
+    fn, et = ws.window, ws.event_time.copy()
+    lit = exp.Literal.string
+    if isinstance(fn, ast.Global):
+        return None
+    if isinstance(fn, ast.Fixed):
+        args = [et, lit(spark_interval(fn.size.micros))]
+        if fn.offset.micros:
+            args += [lit(spark_interval(fn.size.micros)), lit(spark_interval(fn.offset.micros))]
+        return exp.Anonymous(this="window", expressions=args)
+    if isinstance(fn, ast.Sliding):
+        args = [et, lit(spark_interval(fn.size.micros)), lit(spark_interval(fn.period.micros))]
+        if fn.offset.micros:
+            args.append(lit(spark_interval(fn.offset.micros)))
+        return exp.Anonymous(this="window", expressions=args)
+    if isinstance(fn, ast.Sessions):
+        if isinstance(fn.gap, ast.Duration):
+            gap = lit(spark_interval(fn.gap.micros - 1))
+        else:
+            gap = exp.Anonymous(this="make_interval", expressions=[
+                *(exp.Literal.number(0) for _ in range(6)),
+                exp.Div(this=exp.Cast(this=exp.Paren(this=exp.Sub(this=gap_micros(fn.gap), expression=exp.Literal.number(1))),
+                                      to=exp.DataType.build("DECIMAL(18, 0)")),
+                        expression=exp.Literal.number(1_000_000))])
+        return exp.Anonymous(this="session_window", expressions=[et, gap])
+    raise AssertionError(f"no native window for {fn!r}")
+
+
+def gap_micros(gap: ast.SqlExpr) -> exp.Expr:
+    """A per-row gap (an interval expression) in microseconds: unix_micros(timestamp_micros(0) + gap)."""
+    from .windowed_select import parse_column  # a full expression parser
+
+    interval = parse_column(gap.sql)
+    shifted = exp.Add(this=exp.Anonymous(this="timestamp_micros", expressions=[exp.Literal.number(0)]),
+                      expression=exp.Paren(this=interval))
+    return exp.Anonymous(this="unix_micros", expressions=[shifted])
+
+
+def pane_expressions(ws: WindowedSelect, window: exp.Expr | None, ntz: bool = False) -> dict[str, exp.Expr]:
+    """The value of each pane column in the native rewrite."""
+    timestamp = exp.DataType.build("TIMESTAMP")
+
+    def bound(field: str) -> exp.Expr:
+        if window is None:
+            return exp.Cast(this=exp.Null(), to=timestamp)
+        value: exp.Expr = exp.Dot(this=window.copy(), expression=exp.to_identifier(field))
+        if ntz:
+            value = exp.Cast(this=value, to=timestamp)
+        if field == "end" and isinstance(ws.window, ast.Sessions):
+            value = exp.Add(this=value, expression=exp.Interval(this=exp.Literal.string("1"),
+                                                                unit=exp.var("MICROSECOND")))
+        return value
+
+    values = {
+        "window_start": bound("start"),
+        "window_end": bound("end"),
+        "pane_index": exp.Cast(this=exp.Literal.number(0), to=exp.DataType.build("BIGINT")),
+        "pane_timing": exp.Literal.string("ON_TIME"),
+        "is_last": exp.Boolean(this=True),
+        "emit_time": exp.Cast(this=exp.Null(), to=timestamp),
+    }
+    if ws.windowing.mode.retracting:
+        values["is_retraction"] = exp.Boolean(this=False)
+    return values
+
+
+def rewrite_native(ws: WindowedSelect, *, names: dict[int, str] | None = None, ntz: bool = False) -> exp.Select:
+    """Rewrite the windowed SELECT in place into plain Spark SQL; returns it.
+
+    `names[i]` is the output name of item i when it must be given explicitly (an item that
+    mentions a pane column inside an expression: Spark would name it after the rewritten text).
+    """
+    select = ws.select
+    window = window_expression(ws)
+    panes = pane_expressions(ws, window, ntz)
+
+    def replace_panes(node: exp.Expr) -> exp.Expr:
+        return panes[node.name.lower()].copy() if is_pane_ref(node) and node.name.lower() in panes else node
+
+    items = []
+    for i, item in enumerate(select.expressions):
+        if isinstance(item, exp.Alias):
+            item.set("this", item.this.transform(replace_panes))
+            items.append(item)
+        elif is_pane_ref(item):
+            items.append(exp.alias_(panes[item.name.lower()].copy(), item.name.lower()))
+        elif any(is_pane_ref(n) for n in item.walk()):
+            name = (names or {}).get(i) or item.sql(dialect="spark")
+            items.append(exp.alias_(item.transform(replace_panes), name, quoted=True))
+        else:
+            items.append(item)
+    present = {output_name(item) for item in items}
+    for column in PANE_ORDER:
+        if column in panes and column not in present:
+            items.append(exp.alias_(panes[column].copy(), column))
+    select.set("expressions", items)
+    if select.args.get("qualify") is not None:
+        select.args["qualify"].transform(replace_panes, copy=False)
+
+    not_null = exp.Not(this=exp.Is(this=ws.event_time.copy(), expression=exp.Null()))
+    where = select.args.get("where")
+    condition = not_null if where is None else exp.And(this=exp.Paren(this=where.this), expression=not_null)
+    select.set("where", exp.Where(this=condition))
+
+    group = select.args.get("group")
+    if window is not None:
+        keys = [k.copy() for k in ws.keys] if group is None or group.args.get("all") else list(group.expressions)
+        select.set("group", exp.Group(expressions=keys + [window]))
+    elif group is None or not group.expressions and not group.args.get("all"):
+        # no keys and no window: one pane when there is input, none without (Spark would emit a row)
+        having = select.args.get("having")
+        some = exp.GT(this=exp.Count(this=exp.Star(), big_int=True), expression=exp.Literal.number(0))
+        select.set("having", exp.Having(this=some if having is None else exp.And(this=exp.Paren(this=having.this), expression=some)))
+    select.meta.pop(WINDOWING_KEY, None)
+    return select
+
+
+def output_name(item: exp.Expr) -> str:
+    """The output column name of a SELECT item, lower-cased, when it is evident from the text."""
+    if isinstance(item, exp.Alias):
+        return item.alias.lower()
+    if isinstance(item, exp.Column):
+        return item.name.lower()
+    return ""
+
+
+def rewrite_statement(statement) -> str:
+    """The whole statement, every windowed SELECT rewritten natively (no Spark needed: types and
+    the names of items mentioning pane columns are not checked; see sqlflow.transpile)."""
+    tree = statement.tree
+    for select, windowing in statement.windowed_selects():
+        ws = describe(statement, select, windowing)
+        why = why_not_native(ws)
+        if why is not None:
+            from ..errors import SqlflowUnsupportedError
+
+            raise ws.error(SqlflowUnsupportedError, f"no native Spark SQL for {ws.label()}: {why}", "WINDOW",
+                           pos=windowing.pos)
+        rewrite_native(ws)
+    drop_watermark_clauses(tree)
+    return to_spark_sql(tree)

@@ -1,0 +1,208 @@
+"""Aggregating over the output of a windowed SELECT (multi-stage pipelines, docs/pipelines.md).
+
+A windowed SELECT's output is a stream of panes; what an aggregation downstream of it should do
+depends on the upstream accumulation mode (the paper, section 2.3):
+
+- **DISCARDING**: each pane is a delta; summing panes downstream gives totals. Nothing to do.
+- **ACCUMULATING**: each pane replaces the previous one of its window (a consumer that
+  overwrites); downstream aggregates read the last pane of every window. (With merging windows
+  a merged-away session is never replaced: the paper's reason for retractions; sqlflow warns.)
+- **ACCUMULATING AND RETRACTING**: each retraction row withdraws a pane. COUNT, SUM and AVG apply
+  it by subtraction (`SUM(x)` -> `SUM(IF(is_retraction, -x, x))`, ...), and a group whose rows
+  all cancel disappears; other aggregates (MIN, MAX, COUNT(DISTINCT), ...) need the retained
+  multiset: on bounded data, each retraction cancels the pane it withdraws, so they read the
+  final panes.
+
+Only engine-path stages need this: a natively rewritten stage emits one final pane per window.
+
+>>> import sqlglot
+>>> from sqlflow.frontend.statement import DIALECT
+>>> r = exp.column("is_retraction", table="s")
+>>> def sub(sql):
+...     return subtract(sqlglot.parse_one(sql, read=DIALECT), r, None).sql(DIALECT)
+>>> sub("SUM(total)")
+'SUM(IF(s.is_retraction, -(total), total))'
+>>> sub("COUNT(*)")
+'COALESCE(SUM(IF(s.is_retraction, -1, 1)), 0)'
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from .. import ast
+from ..errors import SqlflowUnsupportedError
+from .aggregates import aggregate_call, aggregate_calls
+from .relations import visible_ctes
+
+STAGE_KEY = "sqlflow_stage"
+INVERTIBLE = {"count_star", "count", "sum", "avg"}
+
+
+class SqlflowPipelineWarning(UserWarning):
+    """A downstream aggregation reads a stage whose output it cannot fully interpret."""
+
+
+@dataclass
+class StageLink:
+    """Attached to the SELECT that replaced an engine-path windowed SELECT."""
+
+    mode: ast.AccumulationMode
+    net: exp.Select      # the same SELECT over the stage's final panes only
+    merging: bool
+    label: str
+
+
+def aggregates(select: exp.Select) -> bool:
+    """The SELECT aggregates (GROUP BY or an aggregate call)."""
+    if select.args.get("group") is not None:
+        return True
+    scopes = list(select.expressions) + [select.args.get("having")]
+    return bool(aggregate_calls(scopes))
+
+
+def _stage_of_query(query: exp.Expr, ctes: dict):
+    link = query.meta.get(STAGE_KEY) if query._meta else None
+    if isinstance(link, StageLink):
+        return link, True
+    if isinstance(query, exp.Select) and not aggregates(query) and not query.args.get("joins"):
+        source = query.args.get("from_")
+        if source is not None:
+            found = _stage_of_relation(source.this, ctes)
+            if found is not None:
+                return found[0], False
+    return None
+
+
+def _stage_of_relation(relation: exp.Expr, ctes: dict):
+    if isinstance(relation, exp.Subquery):
+        return _stage_of_query(relation.this, ctes)
+    if isinstance(relation, exp.Table) and not relation.db and relation.name.lower() in ctes:
+        return _stage_of_query(ctes[relation.name.lower()].this, ctes)
+    return None
+
+
+def _relations(select: exp.Select) -> list[exp.Expr]:
+    out = []
+    source = select.args.get("from_")
+    if source is not None:
+        out.append(source.this)
+    out += [join.this for join in select.args.get("joins") or []]
+    return out
+
+
+def _qualifier(relation: exp.Expr) -> str | None:
+    alias = relation.args.get("alias")
+    if alias is not None and alias.this:
+        return alias.name
+    return relation.name if isinstance(relation, exp.Table) else None
+
+
+def rewrite_consumer(select: exp.Select, statement, *, avg_type=None) -> None:
+    """Make an aggregating SELECT read its upstream windowed stages as their mode means.
+
+    `avg_type(select, call)` gives the Spark type of an AVG call (to keep it under subtraction),
+    or None when unknown."""
+    if not aggregates(select):
+        return
+    ctes = {cte.alias_or_name.lower(): cte for cte in visible_ctes(select)}
+    linked = []
+    for relation in _relations(select):
+        found = _stage_of_relation(relation, ctes)
+        if found is not None and found[0].mode is not ast.AccumulationMode.DISCARDING:
+            linked.append((relation, *found))
+    if not linked:
+        return
+    position = statement.position(select)
+    where = (f" at line {position.line}, column {position.column}" if position else "")
+    if len(linked) > 1:
+        raise statement.source.error_at(
+            SqlflowUnsupportedError, f"the SELECT{where} aggregates over {len(linked)} windowed stages at once",
+            position, clause="SELECT", hint="aggregate each stage on its own first")
+    relation, link, direct = linked[0]
+    calls = [aggregate_call(node) for node in aggregate_calls(
+        list(select.expressions) + [select.args.get("having"), select.args.get("order")])]
+    if link.mode.retracting and calls and all(_invertible(c) for c in calls):
+        qualifier = _qualifier(relation)
+        flag = exp.column("is_retraction", table=qualifier) if qualifier else exp.column("is_retraction")
+        _subtract_all(select, flag, avg_type)
+        return
+    if not direct:
+        names = ", ".join(sorted({c.name for c in calls if not _invertible(c)})) or "these aggregates"
+        raise statement.source.error_at(
+            SqlflowUnsupportedError,
+            f"the SELECT{where} aggregates ({names}) over {link.label} through another SELECT: "
+            "it needs the stage's final panes", position, clause="SELECT",
+            hint="read the windowed stage directly in FROM, or use COUNT, SUM and AVG")
+    if link.mode is ast.AccumulationMode.ACCUMULATING and link.merging:
+        warnings.warn(f"sqlflow: the SELECT{where} aggregates over {link.label}, an ACCUMULATING stage of merging "
+                      "windows: a session that was merged into another is never replaced, so it is counted "
+                      "too; use EMIT ACCUMULATING AND RETRACTING upstream", SqlflowPipelineWarning, stacklevel=4)
+    alias = relation.args.get("alias")
+    name = alias.copy() if alias is not None else exp.TableAlias(this=exp.to_identifier(relation.name))
+    relation.replace(exp.Subquery(this=link.net.copy(), alias=name))
+
+
+def _invertible(call) -> bool:
+    node = call.node
+    return (call.kind in INVERTIBLE and not isinstance(node, exp.Filter)
+            and not (isinstance(node, exp.Count) and isinstance(node.this, exp.Distinct)))
+
+
+def _subtract_all(select: exp.Select, flag: exp.Expr, avg_type) -> None:
+    for arg in ("expressions", "having", "order"):
+        value = select.args.get(arg)
+        if value is None:
+            continue
+        if isinstance(value, list):
+            select.set(arg, [v.transform(lambda n: _swap_call(n, flag, select, avg_type)) for v in value])
+        else:
+            select.set(arg, value.transform(lambda n: _swap_call(n, flag, select, avg_type)))
+    if select.args.get("group") is not None:
+        # a group whose rows all cancel out is gone, as if its panes had never been emitted
+        alive = exp.NEQ(this=exp.Sum(this=_sign(flag)), expression=exp.Literal.number(0))
+        having = select.args.get("having")
+        select.set("having", exp.Having(this=alive if having is None
+                                        else exp.And(this=exp.Paren(this=having.this), expression=alive)))
+
+
+def _swap_call(node, flag, select, avg_type):
+    from .aggregates import is_aggregate_call
+
+    if is_aggregate_call(node) and not isinstance(node.parent, exp.Window):
+        return subtract(node, flag, avg_type(select, node) if avg_type else None)
+    return node
+
+
+def _sign(flag: exp.Expr) -> exp.Expr:
+    return exp.If(this=flag.copy(), true=exp.Literal.number(-1), false=exp.Literal.number(1))
+
+
+def _signed(value: exp.Expr, flag: exp.Expr) -> exp.Expr:
+    return exp.If(this=flag.copy(), true=exp.Neg(this=exp.Paren(this=value.copy())), false=value.copy())
+
+
+def subtract(call: exp.Expr, flag: exp.Expr, avg_type) -> exp.Expr:
+    """COUNT, SUM or AVG over rows where `flag` marks retractions, applied by subtraction."""
+    zero = exp.Literal.number(0)
+    if isinstance(call, exp.Count):
+        if isinstance(call.this, exp.Star) or call.this is None:
+            return exp.Coalesce(this=exp.Sum(this=_sign(flag)), expressions=[zero])
+        counted = exp.If(this=exp.Is(this=call.this.copy(), expression=exp.Null()), true=zero.copy(), false=_sign(flag))
+        return exp.Coalesce(this=exp.Sum(this=counted), expressions=[zero])
+    info = aggregate_call(call)
+    arg = info.arg
+    if info.kind == "sum":
+        return exp.Sum(this=_signed(arg, flag))
+    if info.kind == "avg":
+        count = exp.Sum(this=exp.If(this=exp.Is(this=arg.copy(), expression=exp.Null()), true=zero.copy(),
+                                    false=_sign(flag)))
+        mean = exp.Div(this=exp.Sum(this=_signed(arg, flag)),
+                       expression=exp.Nullif(this=count, expression=zero.copy()))
+        return exp.Cast(this=mean, to=avg_type) if avg_type is not None else mean
+    if info.kind == "count":  # COUNT_IF and the like
+        counted = exp.If(this=exp.Is(this=arg.copy(), expression=exp.Null()), true=zero.copy(), false=_sign(flag))
+        return exp.Coalesce(this=exp.Sum(this=counted), expressions=[zero])
+    raise AssertionError(f"not invertible: {call.sql()}")

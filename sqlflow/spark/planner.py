@@ -1,0 +1,112 @@
+"""Which execution path runs a windowed SELECT, and why.
+
+- **native**: plain Spark SQL with `window()` / `session_window()` (`native.py`); possible when the
+  panes collapse to one per window (bounded input, no arrival times, no COUNT / WHEN /
+  percentile in the trigger) and the window is GLOBAL, FIXED, SLIDING or SESSIONS.
+- **engine**: sqlflow's engine over hash buckets of keys (`engine_path.py`); possible when the
+  engine has every aggregate of the SELECT.
+
+When both are possible, the faster one for the window kind wins, as measured by
+`benchmarks/bounded.py` on a 2-core machine (results in `benchmarks/results/bounded.json`):
+`MEASURED` below is that file's summary, rows per second, and `PREFERRED` follows from it.
+
+>>> from sqlflow.frontend import parse
+>>> from sqlflow.spark.windowed_select import describe
+>>> s = parse("SELECT k, COUNT(*) FROM t GROUP BY k WINDOW FIXED(SIZE 1m) ON ts")
+>>> c = choose(describe(s, *s.windowed_selects()[0]))
+>>> c.path, c.why
+('native', 'FIXED windows run faster natively (measured: native 1.31M rows/s, engine 0.61M rows/s)')
+>>> s = parse("SELECT k, COUNT(*) FROM t GROUP BY k WINDOW FIXED(SIZE 1m) ON ts TRIGGER REPEAT(COUNT 2)")
+>>> c = choose(describe(s, *s.windowed_selects()[0]))
+>>> c.path, c.engine_mode
+('engine', 'per-key event loop (the definition of the semantics)')
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import ast
+from ..errors import SqlflowUnsupportedError
+from ..engine import vectorised
+from .native import why_not_native
+from .windowed_select import WindowedSelect
+
+#: rows/s of each path per window kind, from benchmarks/results/bounded.json (2 cores, 2M rows,
+#: 10,000 keys, default trigger; see the benchmark's docstring)
+MEASURED = {
+    "GLOBAL": {"native": 2.20e6, "engine": 0.72e6},
+    "FIXED": {"native": 1.31e6, "engine": 0.61e6},
+    "SLIDING": {"native": 0.52e6, "engine": 0.33e6},
+    "SESSIONS": {"native": 0.44e6, "engine": 0.58e6},
+}
+
+#: the faster path per window kind (both possible)
+PREFERRED = {kind: max(paths, key=paths.get) for kind, paths in MEASURED.items()}
+
+
+@dataclass
+class Choice:
+    """The path of one windowed SELECT."""
+
+    path: str                       # "native" or "engine"
+    why: str
+    engine_mode: str | None = None  # which engine path runs (engine only)
+    native_why_not: str | None = None
+
+
+def engine_mode(ws: WindowedSelect) -> str:
+    """Which part of the engine computes the panes (sqlflow/engine/runner.py dispatch)."""
+    trigger, fn = ws.windowing.effective_trigger, ws.window
+    if isinstance(fn, ast.CustomWindow):
+        return "per-key event loop (custom window function)"
+    if not ws.replay and vectorised.collapsible(trigger):
+        return "vectorised (one pane per window)"
+    per_row_gap = isinstance(fn, ast.Sessions) and isinstance(fn.gap, ast.SqlExpr)
+    if ws.replay and vectorised.schedule_shape(trigger) is not None and not per_row_gap:
+        return "vectorised watermark schedule"
+    return "per-key event loop (the definition of the semantics)"
+
+
+def engine_why_not(ws: WindowedSelect) -> str | None:
+    missing = [c for c in ws.calls if c.kind is None]
+    if missing:
+        call = missing[0]
+        return f"{call.node.sql(dialect='spark')}: {call.why_not}"
+    return None
+
+
+def _rate(x: float) -> str:
+    return f"{x / 1e6:.2f}M rows/s"
+
+
+def choose(ws: WindowedSelect, forced: str | None = None) -> Choice:
+    """The path for this windowed SELECT (`forced`: "native" or "engine", or None for the faster)."""
+    native_no = why_not_native(ws)
+    engine_no = engine_why_not(ws)
+    mode = engine_mode(ws)
+    if forced == "native":
+        if native_no:
+            raise ws.error(SqlflowUnsupportedError, f"path='native' is impossible for {ws.label()}: {native_no}",
+                           "WINDOW", pos=ws.windowing.pos)
+        return Choice("native", "forced (path='native')", None, None)
+    if forced == "engine":
+        if engine_no:
+            raise ws.error(SqlflowUnsupportedError, f"path='engine' is impossible for {ws.label()}: {engine_no}",
+                           "SELECT")
+        return Choice("engine", "forced (path='engine')", mode, native_no)
+    if native_no and engine_no:
+        raise ws.error(SqlflowUnsupportedError,
+                       f"{ws.label()} can run neither natively ({native_no}) nor on the engine ({engine_no})",
+                       "SELECT")
+    if native_no:
+        return Choice("engine", f"no native rewrite: {native_no}", mode, native_no)
+    if engine_no:
+        return Choice("native", f"the engine cannot run it: {engine_no}", None, None)
+    kind = ws.window_kind
+    measured = MEASURED.get(kind)
+    preferred = PREFERRED.get(kind, "native")
+    speeds = (f"measured: native {_rate(measured['native'])}, engine {_rate(measured['engine'])}"
+              if measured else "not measured")
+    if preferred == "native":
+        return Choice("native", f"{kind} windows run faster natively ({speeds})", None, None)
+    return Choice("engine", f"{kind} windows run faster on the engine ({speeds})", mode, None)

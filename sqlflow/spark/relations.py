@@ -1,0 +1,86 @@
+"""Relations cut out of a statement so that Spark can run them on their own.
+
+A windowed SELECT's input (its FROM, JOINs and WHERE) or a watermarked source is run by Spark
+apart from the rest of the statement: it must see the CTEs visible where it was written, and
+must not carry sqlflow's clauses (Spark cannot read them).
+
+>>> from sqlflow.frontend import parse
+>>> s = parse("WITH a AS (SELECT * FROM t), b AS (SELECT k, COUNT(*) AS n FROM a GROUP BY k "
+...           "WINDOW GLOBAL ON ts), c AS (SELECT 1) SELECT * FROM b")
+>>> select, _ = s.windowed_selects()[0]
+>>> [cte.alias for cte in visible_ctes(select)]
+['a']
+>>> to_spark_sql(with_ctes(exp.select("*").from_("a"), visible_ctes(select)))
+'WITH a AS (SELECT * FROM t) SELECT * FROM a'
+"""
+from __future__ import annotations
+
+from sqlglot import exp
+
+from ..frontend.dialect import WATERMARK_KEY, WINDOWING_KEY
+from ..frontend.statement import DIALECT
+
+SQLFLOW_KEYS = (WATERMARK_KEY, WINDOWING_KEY)
+
+
+def strip_clauses(node: exp.Expr) -> exp.Expr:
+    """A copy of `node` without sqlflow clauses attached (Spark reads what is left)."""
+    copy = node.copy()
+    for child in copy.walk():
+        if child._meta:
+            for key in SQLFLOW_KEYS:
+                child.meta.pop(key, None)
+    return copy
+
+
+def drop_watermark_clauses(tree: exp.Expr) -> None:
+    """Remove every source WATERMARK clause in place: on bounded data a plain SELECT does not
+    depend on it, and Spark cannot read sqlflow's forms (PERFECT, TIMELINE, ARRIVAL)."""
+    for node in tree.walk():
+        if node._meta:
+            node.meta.pop(WATERMARK_KEY, None)
+
+
+def visible_ctes(node: exp.Expr) -> list[exp.CTE]:
+    """The CTEs a relation written at `node` can name, outermost first; an inner CTE hides an
+    outer one of the same name, and a CTE sees only the CTEs defined before it."""
+    scopes: list[list[exp.CTE]] = []  # innermost first
+    own = node.args.get("with_") if isinstance(node, exp.Query) else None
+    if own is not None:
+        scopes.append(list(own.expressions))
+    child = node
+    while child.parent is not None:
+        parent = child.parent
+        if isinstance(parent, exp.With):
+            ctes = list(parent.expressions)
+            inside = next((i for i, cte in enumerate(ctes) if cte is child), len(ctes))
+            scopes.append(ctes[:inside])
+            child = parent.parent if parent.parent is not None else parent  # the query owning the WITH
+            continue
+        with_ = parent.args.get("with_") if isinstance(parent, exp.Query) else None
+        if with_ is not None:
+            scopes.append(list(with_.expressions))
+        child = parent
+    seen: set[str] = set()
+    out: list[exp.CTE] = []
+    for ctes in scopes:  # innermost first
+        for cte in reversed(ctes):
+            name = cte.alias_or_name.lower()
+            if name not in seen:
+                seen.add(name)
+                out.append(cte)
+    out.reverse()
+    return out
+
+
+def with_ctes(query: exp.Query, ctes: list[exp.CTE]) -> exp.Query:
+    """`query` with these CTEs (copied, without sqlflow clauses) in front of it."""
+    if not ctes:
+        return query
+    query.set("with_", exp.With(expressions=[strip_clauses(cte) for cte in ctes]))
+    return query
+
+
+def to_spark_sql(node: exp.Expr, pretty: bool = False) -> str:
+    """Spark SQL text of a tree without sqlflow clauses."""
+    return strip_clauses(node).sql(dialect=DIALECT, pretty=pretty)

@@ -1,0 +1,151 @@
+"""What a `sqlflow.sql` result carries besides its rows: per windowed SELECT, the dropped input
+rows and the counts (`sqlflow.dropped(df)`, `sqlflow.metrics(df)`).
+
+Both are lazy: nothing is computed until asked, and then by Spark (`metrics` runs one small
+aggregation per windowed SELECT). Rows dropped for a NULL event time are excluded from every
+window and counted; `metrics` warns when there are any.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+#: the attribute of a result DataFrame holding its Report
+ATTRIBUTE = "_sqlflow_report"
+
+METRIC_NAMES = ("input_rows", "panes", "retractions", "dropped_null_event_time", "dropped_bad_gap",
+                "dropped_too_late", "dropped_closed_window")
+
+_REASON_METRIC = {
+    "null event time": "dropped_null_event_time",
+    "null or non-positive session gap": "dropped_bad_gap",
+    "too late": "dropped_too_late",
+    "closed window": "dropped_closed_window",
+}
+
+
+class SqlflowDataWarning(UserWarning):
+    """Input rows were excluded from the result (NULL event times)."""
+
+
+@dataclass
+class Stage:
+    """One windowed SELECT of a statement, as it ran."""
+
+    number: int
+    label: str
+    path: str
+    why: str
+    mode: str
+    engine_mode: str | None = None
+    replay: str | None = None
+    buckets: str | None = None
+    # lazily evaluated DataFrames
+    output: object = None         # engine path: the bucket jobs' raw output
+    dropped_rows: object = None   # dropped input rows (user-facing columns)
+    input_rows: object = None     # native path: the input relation, for counting
+    panes: object = None          # native path: the panes, for counting
+    null_event_time: object = None  # native path: Column condition of a NULL event time
+    bad_gap: object = None          # native path: Column condition of a bad per-row gap
+    extra: dict = field(default_factory=dict)
+
+    def describe(self) -> str:
+        lines = [f"{self.label}:", f"  path: {self.path} ({self.why})", f"  emit: {self.mode}"]
+        if self.engine_mode:
+            lines.append(f"  engine: {self.engine_mode}")
+        lines.append(f"  input: {self.replay or 'bounded (rows in event-time order, no arrival times)'}")
+        if self.buckets:
+            lines.append(f"  buckets: {self.buckets}")
+        return "\n".join(lines)
+
+    def metrics(self) -> dict:
+        from pyspark.sql import functions as F
+
+        counts = dict.fromkeys(METRIC_NAMES, 0)
+        if self.output is not None:
+            from ..udfs.bucket import KIND, REASON, ROWS
+
+            rows = (self.output.groupBy(F.col(KIND).alias("kind"), F.col(REASON).alias("reason"),
+                                        F.col("is_retraction").alias("r"))
+                    .agg(F.count(F.lit(1)).alias("n"), F.sum(F.col(ROWS)).alias("rows")).collect())
+            for row in rows:
+                if row["kind"] == "M":
+                    counts["input_rows"] += int(row["rows"] or 0)
+                elif row["kind"] == "P":
+                    counts["retractions" if row["r"] else "panes"] += int(row["n"])
+                elif row["kind"] == "D":
+                    counts[_REASON_METRIC.get(row["reason"], "dropped_too_late")] += int(row["n"])
+        else:
+            agg = self.input_rows.agg(
+                F.count(F.lit(1)).alias("n"),
+                F.count_if(self.null_event_time).alias("null_et"),
+                (F.count_if(self.bad_gap) if self.bad_gap is not None else F.lit(0)).alias("bad_gap")).collect()[0]
+            counts["input_rows"] = int(agg["n"])
+            counts["dropped_null_event_time"] = int(agg["null_et"])
+            counts["dropped_bad_gap"] = int(agg["bad_gap"])
+            counts["panes"] = self.panes.count()
+        if counts["dropped_null_event_time"]:
+            warnings.warn(f"sqlflow: {self.label}: {counts['dropped_null_event_time']} input rows have a NULL "
+                          "event time; they are in no window (sqlflow.dropped(df) lists them)",
+                          SqlflowDataWarning, stacklevel=3)
+        return counts
+
+
+@dataclass
+class Report:
+    """Every windowed SELECT of one `sqlflow.sql` statement."""
+
+    stages: list[Stage] = field(default_factory=list)
+
+    def explain(self) -> str:
+        if not self.stages:
+            return "plain Spark SQL: no windowed SELECT, the statement goes to spark.sql unchanged"
+        return "\n".join(stage.describe() for stage in self.stages)
+
+
+def report_of(df) -> Report:
+    report = getattr(df, ATTRIBUTE, None)
+    if report is None:
+        from ..errors import SqlflowError
+
+        raise SqlflowError("this DataFrame did not come from sqlflow.sql (or was transformed since): "
+                           "call dropped() and metrics() on the DataFrame sqlflow.sql returned")
+    return report
+
+
+def dropped(df):
+    """The input rows the windowed SELECTs of `df`'s statement dropped, as a DataFrame.
+
+    Columns: `stage` (1 for the first windowed SELECT in the text, ...), the GROUP BY keys and
+    aggregate arguments of the row (named as in the query), `event_time`, `arrival_time` (NULL
+    without ARRIVAL), `reason` ('null event time', 'null or non-positive session gap',
+    'too late', 'closed window') and the window it missed (`window_start`, `window_end`, NULL
+    when the row is in no window at all).
+    """
+    from pyspark.sql import functions as F
+
+    report = report_of(df)
+    frames = [stage.dropped_rows.select(F.lit(stage.number).alias("stage"), "*") for stage in report.stages]
+    if not frames:
+        spark = df.sparkSession
+        return spark.createDataFrame([], "stage int, reason string")
+    out = frames[0]
+    for frame in frames[1:]:
+        out = out.unionByName(frame, allowMissingColumns=True)
+    return out
+
+
+def metrics(df) -> dict:
+    """Counts of the windowed SELECTs of `df`'s statement: input rows, panes, retractions and
+    dropped rows by reason, summed over the windowed SELECTs, and per windowed SELECT under
+    "stages". Runs Spark jobs; warns (SqlflowDataWarning) about rows with a NULL event time."""
+    report = report_of(df)
+    total = dict.fromkeys(METRIC_NAMES, 0)
+    stages = []
+    for stage in report.stages:
+        counts = stage.metrics()
+        for k in METRIC_NAMES:
+            total[k] += counts[k]
+        stages.append({"stage": stage.number, "select": stage.label, "path": stage.path, **counts})
+    total["stages"] = stages
+    return total

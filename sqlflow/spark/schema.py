@@ -1,0 +1,123 @@
+"""Types and names Spark gives a windowed SELECT, and the checks sqlflow makes on them.
+
+- The input relation's types: the event time and arrival time must be timestamps, a per-row
+  gap an interval, a WHEN predicate a boolean; SUM / AVG and the like of a string is refused
+  (Spark would cast the string to a double and fail on the first non-number at run time).
+- The *naming query*: the original SELECT without sqlflow's clauses (pane columns supplied by
+  a one-row relation of NULLs), analysed, not run: its schema gives the name Spark gives each
+  SELECT item and the type of each aggregate call, so the engine's output is cast to it.
+
+>>> from sqlflow.frontend import parse
+>>> from sqlflow.spark.windowed_select import describe
+>>> s = parse("SELECT k, SUM(v), date_format(window_start, 'HH') FROM t GROUP BY k WINDOW FIXED(SIZE 1h) ON ts")
+>>> from sqlflow.spark.relations import to_spark_sql
+>>> print(to_spark_sql(naming_query(describe(s, *s.windowed_selects()[0]))))
+SELECT k, SUM(v), DATE_FORMAT(window_start, 'HH'), SUM(v) FROM t CROSS JOIN (SELECT CAST(NULL AS TIMESTAMP) AS window_start, CAST(NULL AS TIMESTAMP) AS window_end, CAST(NULL AS BIGINT) AS pane_index, CAST(NULL AS STRING) AS pane_timing, CAST(NULL AS BOOLEAN) AS is_last, CAST(NULL AS TIMESTAMP) AS emit_time, CAST(NULL AS BOOLEAN) AS is_retraction) AS __sqlflow_pane GROUP BY k, window_start, window_end, pane_index, pane_timing, is_last, emit_time, is_retraction
+"""
+from __future__ import annotations
+
+from sqlglot import exp
+
+from ..engine.plan import ARRIVAL_TIME, EVENT_TIME, GAP, when_column
+from ..engine.triggers import when_predicates
+from ..errors import SqlflowAnalysisError
+from .aggregates import NUMERIC_KINDS
+from .inputs import InputRelation
+from .relations import strip_clauses, visible_ctes, with_ctes
+from .windowed_select import PANE_ORDER, WindowedSelect, is_pane_ref
+
+PANE_TYPES = {"window_start": "TIMESTAMP", "window_end": "TIMESTAMP", "pane_index": "BIGINT",
+              "pane_timing": "STRING", "is_last": "BOOLEAN", "emit_time": "TIMESTAMP",
+              "is_retraction": "BOOLEAN"}
+
+
+def _type_name(dtype) -> str:
+    return dtype.simpleString().upper()
+
+
+def check_input_types(ws: WindowedSelect, rel: InputRelation, schema) -> None:
+    """Raise a located SqlflowAnalysisError for an input column of the wrong type."""
+    from pyspark.sql import types as T
+
+    types = {f.name: f.dataType for f in schema.fields}
+    timestamps = (T.TimestampType, T.TimestampNTZType)
+    et = types[EVENT_TIME]
+    if not isinstance(et, timestamps):
+        column = ws.event_time.sql(dialect="spark")
+        if ws.event_time_clause == "WINDOW":
+            pos, clause = ws.windowing.window.pos, "WINDOW"
+        else:
+            pos, clause = ws.sources[0].watermark.pos, "WATERMARK"
+        raise ws.error(SqlflowAnalysisError, f"the event-time column {column} is {_type_name(et)}, not a TIMESTAMP",
+                       clause, pos=pos,
+                       hint=f"convert it in a subquery, e.g. timestamp_seconds({column}) or to_timestamp({column})")
+    if rel.replay and not isinstance(types[ARRIVAL_TIME], timestamps):
+        column = ws.arrival_source.watermark.arrival
+        raise ws.error(SqlflowAnalysisError, f"the arrival column {column} is {_type_name(types[ARRIVAL_TIME])}, "
+                       "not a TIMESTAMP", "WATERMARK", pos=ws.arrival_source.watermark.pos)
+    if rel.gap and not isinstance(types[GAP], (T.DayTimeIntervalType, T.CalendarIntervalType)):
+        fn = ws.window
+        raise ws.error(SqlflowAnalysisError, f"the session GAP {fn.gap.sql} is {_type_name(types[GAP])}, "
+                       "not an interval", "WINDOW", pos=fn.gap.pos or fn.pos,
+                       hint="write it as an interval, e.g. INTERVAL 5 MINUTES or make_interval(...)")
+    for i, predicate in enumerate(when_predicates(ws.windowing.effective_trigger)):
+        dtype = types[when_column(i)]
+        if not isinstance(dtype, (T.BooleanType, T.NullType)):
+            raise ws.error(SqlflowAnalysisError, f"WHEN needs a boolean predicate, {predicate.sql} is "
+                           f"{_type_name(dtype)}", "TRIGGER", pos=predicate.pos,
+                           hint="compare it, e.g. WHEN(x > 0)")
+    numeric = (T.NumericType, T.NullType)
+    for call, arg in zip(ws.calls, rel.call_args):
+        if call.kind in NUMERIC_KINDS and arg is not None:
+            dtype = types[arg]
+            if isinstance(dtype, T.StringType):
+                text = call.node.sql(dialect="spark")
+                raise ws.error(SqlflowAnalysisError,
+                               f"{text} needs numbers, but {call.arg.sql(dialect='spark')} is a STRING",
+                               "SELECT", node=call.node,
+                               hint=f"cast it explicitly, e.g. {call.name}(CAST({call.arg.sql(dialect='spark')} AS DOUBLE))")
+            if not isinstance(dtype, numeric):
+                call.kind, call.why_not = None, f"the sqlflow engine computes {call.name} of numbers, not {_type_name(dtype)}"
+
+
+def naming_query(ws: WindowedSelect) -> exp.Select:
+    """The original SELECT, its aggregate calls appended as items, runnable by Spark (not run)."""
+    select = strip_clauses(ws.select)
+    for arg in ("having", "qualify", "order", "limit", "offset", "distinct", "with_"):
+        select.set(arg, None)
+    items = list(select.expressions) + [call.node.copy() for call in ws.calls]
+    select.set("expressions", items)
+    if any(is_pane_ref(n) for item in ws.select.expressions for n in item.walk()):
+        row = exp.Select(expressions=[exp.alias_(exp.Cast(this=exp.Null(), to=exp.DataType.build(PANE_TYPES[c])), c)
+                                      for c in PANE_ORDER])
+        pane = exp.Subquery(this=row, alias=exp.TableAlias(this=exp.to_identifier("__sqlflow_pane")))
+        select.append("joins", exp.Join(this=pane, kind="CROSS"))
+        group = select.args.get("group")
+        if group is None:
+            select.set("group", exp.Group(expressions=[exp.column(c) for c in PANE_ORDER]))
+        elif not group.args.get("all"):
+            group.set("expressions", list(group.expressions) + [exp.column(c) for c in PANE_ORDER])
+    return with_ctes(select, visible_ctes(ws.select))
+
+
+def names_and_types(ws: WindowedSelect, schema) -> tuple[list[str], list]:
+    """From the naming query's schema: the output name of each item, the type of each call."""
+    fields = schema.fields
+    n = len(ws.select.expressions)
+    return [f.name for f in fields[:n]], [f.dataType for f in fields[n:]]
+
+
+def pane_expression_names(ws: WindowedSelect, names: list[str]) -> dict[int, str]:
+    """Items that mention a pane column inside an expression, unaliased: their Spark names."""
+    out = {}
+    for i, item in enumerate(ws.select.expressions):
+        if not isinstance(item, exp.Alias) and not is_pane_ref(item) and any(is_pane_ref(n) for n in item.walk()):
+            out[i] = names[i]
+    return out
+
+
+def is_ntz(schema) -> bool:
+    from pyspark.sql import types as T
+
+    return isinstance({f.name: f.dataType for f in schema.fields}[EVENT_TIME], T.TimestampNTZType)
+

@@ -1,0 +1,264 @@
+"""The anatomy of a windowed SELECT: its keys, aggregate calls, event time and watermark sources.
+
+Both Spark paths start from this: the native rewrite edits the SELECT in place, the engine path
+computes its input relation from it. Everything here is sqlglot, no Spark.
+
+>>> from sqlflow.frontend import parse
+>>> s = parse("SELECT e.k AS key, SUM(v * 2) AS total, COUNT(*) / 2 AS half, window_end "
+...           "FROM events WATERMARK ts DELAY OF 1m AS e GROUP BY 1 WINDOW FIXED(SIZE 1m)")
+>>> w = describe(s, *s.windowed_selects()[0])
+>>> [k.sql() for k in w.keys], [c.node.sql() for c in w.calls]
+(['e.k'], ['SUM(v * 2)', 'COUNT(*)'])
+>>> w.event_time.sql(), w.event_time_clause, w.arrival
+('e.ts', 'WATERMARK', None)
+>>> sorted(w.pane_columns_used)
+['window_end']
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import sqlglot
+from sqlglot import exp
+
+from .. import ast
+from ..errors import SqlflowSemanticError, SqlflowUnsupportedError
+from ..frontend.dialect import WATERMARK_KEY, WINDOWING_KEY
+from ..frontend.statement import DIALECT, Statement
+from ..frontend.validate import PANE_COLUMNS
+from .aggregates import AggregateCall, aggregate_call, aggregate_calls, is_aggregate_call
+
+#: the pane columns, in output order (docs/bounded-execution.md)
+PANE_ORDER = ("window_start", "window_end", "pane_index", "pane_timing", "is_last", "emit_time",
+              "is_retraction")
+
+
+@dataclass
+class Source:
+    """A relation with a WATERMARK clause that feeds the window."""
+
+    node: exp.Expr
+    watermark: ast.SourceWatermark
+    direct: bool  # in the SELECT's own FROM or JOINs (its columns can be qualified by its name)
+
+    def column(self, name: str) -> exp.Expr:
+        """A column of this relation, qualified by its name when that avoids ambiguity."""
+        col = parse_column(name)
+        qualifier = self.qualifier
+        if isinstance(col, exp.Column) and not col.table and qualifier is not None:
+            col.set("table", exp.to_identifier(qualifier.this, quoted=qualifier.quoted))
+        return col
+
+    @property
+    def qualifier(self) -> exp.Identifier | None:
+        if not self.direct:
+            return None
+        alias = self.node.args.get("alias")
+        if alias is not None and alias.this:
+            return alias.this
+        if isinstance(self.node, exp.Table):
+            return self.node.this
+        return None
+
+
+@dataclass
+class WindowedSelect:
+    """One windowed SELECT of a statement, taken apart."""
+
+    statement: Statement
+    select: exp.Select
+    windowing: ast.Windowing
+    keys: list[exp.Expr]
+    calls: list[AggregateCall]
+    event_time: exp.Expr
+    event_time_clause: str           # WINDOW (ON <column>) or WATERMARK (the source's column)
+    sources: list[Source]
+    arrival_source: Source | None
+    pane_columns_used: set[str] = field(default_factory=set)
+
+    @property
+    def arrival(self) -> exp.Expr | None:
+        src = self.arrival_source
+        return None if src is None else src.column(src.watermark.arrival)
+
+    @property
+    def replay(self) -> bool:
+        return self.arrival_source is not None
+
+    @property
+    def window(self) -> ast.WindowFn:
+        return self.windowing.window.fn
+
+    @property
+    def window_kind(self) -> str:
+        fn = self.window
+        return "CUSTOM" if isinstance(fn, ast.CustomWindow) else type(fn).__name__.upper()
+
+    @property
+    def position(self) -> ast.Position | None:
+        return self.statement.position(self.select) or self.windowing.pos
+
+    def label(self) -> str:
+        """`the SELECT with WINDOW SESSIONS at line 3, column 1` (where its WINDOW clause is)."""
+        pos = self.windowing.window.pos or self.windowing.pos
+        where = f" at line {pos.line}, column {pos.column}" if pos else ""
+        return f"the SELECT with WINDOW {self.window_kind}{where}"
+
+    def error(self, kind, message: str, clause: str, node: exp.Expr | None = None,
+              pos: ast.Position | None = None, hint: str | None = None):
+        pos = pos or (self.statement.position(node) if node is not None else None) or self.position
+        return self.statement.source.error_at(kind, message, pos, clause=clause, hint=hint)
+
+
+def parse_column(name: str) -> exp.Expr:
+    """A column name as written in our clauses (`e.ts`, `` `event time` ``) as a sqlglot node."""
+    return sqlglot.parse_one(name, read=DIALECT)
+
+
+def describe(statement: Statement, select: exp.Select, windowing: ast.Windowing) -> WindowedSelect:
+    """Take a windowed SELECT apart (raises SqlflowUnsupportedError for what no path can run)."""
+    keys = group_keys(statement, select, windowing)
+    scopes = list(select.expressions) + [select.args.get("having"), select.args.get("qualify"),
+                                         select.args.get("order")]
+    scopes += list(select.args.get("windows") or [])
+    calls: list[AggregateCall] = []
+    for node in aggregate_calls(scopes):
+        if not any(node == c.node for c in calls):
+            calls.append(aggregate_call(node))
+    sources = feeding_sources(select)
+    if windowing.window.on is not None:
+        event_time, clause = parse_column(windowing.window.on), "WINDOW"
+    else:
+        if len(sources) != 1:  # validate() reports this first, with its own words
+            raise statement.source.error_at(SqlflowSemanticError, "no single event-time column for this window",
+                                             windowing.window.pos, clause="WINDOW")
+        event_time, clause = sources[0].column(sources[0].watermark.event_time), "WATERMARK"
+    arriving = [s for s in sources if s.watermark.arrival is not None]
+    if len(arriving) > 1:
+        raise statement.source.error_at(
+            SqlflowUnsupportedError, f"{len(arriving)} sources with ARRIVAL feed this window; a replay "
+            "reads one recorded stream", windowing.window.pos, clause="WATERMARK",
+            hint="replay one source, and join the others without ARRIVAL")
+    if arriving and len(sources) > 1:
+        other = next(s for s in sources if s.watermark.arrival is None)
+        raise statement.source.error_at(
+            SqlflowUnsupportedError, "a replayed source (ARRIVAL) and a source without arrival times feed "
+            "this window: the arrival of the joined rows is unknown", other.watermark.pos, clause="WATERMARK",
+            hint="give every watermarked source an ARRIVAL column, or drop the WATERMARK clause of the other")
+    used = {c.name.lower() for c in _pane_refs(scopes)}
+    return WindowedSelect(statement, select, windowing, keys, calls, event_time, clause, sources,
+                          arriving[0] if arriving else None, used)
+
+
+def _pane_refs(scopes) -> list[exp.Column]:
+    out = []
+    for scope in scopes:
+        if scope is None:
+            continue
+        for node in scope.walk():
+            if is_pane_ref(node):
+                out.append(node)
+    return out
+
+
+def is_pane_ref(node: exp.Expr) -> bool:
+    """An unqualified reference to a pane column (window_start, pane_index, ...)."""
+    return (isinstance(node, exp.Column) and not node.table and isinstance(node.this, exp.Identifier)
+            and node.name.lower() in PANE_COLUMNS)
+
+
+def group_keys(statement: Statement, select: exp.Select, windowing: ast.Windowing) -> list[exp.Expr]:
+    """The GROUP BY keys as expressions over the input row (ordinals and aliases resolved)."""
+    group = select.args.get("group")
+    items = select.expressions
+    if group is None:
+        return []
+    for arg in ("grouping_sets", "cube", "rollup"):
+        if group.args.get(arg):
+            raise statement.source.error_at(
+                SqlflowUnsupportedError, f"GROUP BY {arg.upper().replace('_', ' ')} in a windowed SELECT",
+                statement.position(select) or windowing.pos, clause="SELECT",
+                hint="run one windowed SELECT per grouping and UNION ALL them")
+    if group.args.get("all"):
+        return [_unalias(item).copy() for item in items
+                if not any(is_aggregate_call(n) for n in item.walk()) and not _is_pane_item(item)]
+    keys = []
+    for key in group.expressions:
+        if isinstance(key, exp.Literal) and not key.is_string and key.name.isdigit():
+            index = int(key.name) - 1
+            if not 0 <= index < len(items):
+                raise statement.source.error_at(
+                    SqlflowSemanticError, f"GROUP BY {key.name}: the SELECT has {len(items)} items",
+                    statement.position(select) or windowing.pos, clause="SELECT")
+            keys.append(_unalias(items[index]).copy())
+            continue
+        if isinstance(key, exp.Column) and not key.table:
+            aliased = [item for item in items if isinstance(item, exp.Alias)
+                       and item.alias.lower() == key.name.lower() and not _is_same_column(item.this, key)]
+            if aliased:
+                keys.append(aliased[0].this.copy())
+                continue
+        keys.append(key.copy())
+    return keys
+
+
+def _unalias(node: exp.Expr) -> exp.Expr:
+    return node.this if isinstance(node, exp.Alias) else node
+
+
+def _is_pane_item(item: exp.Expr) -> bool:
+    return is_pane_ref(_unalias(item))
+
+
+def _is_same_column(a: exp.Expr, b: exp.Expr) -> bool:
+    return isinstance(a, exp.Column) and isinstance(b, exp.Column) and a.name.lower() == b.name.lower()
+
+
+def matches_key(node: exp.Expr, key: exp.Expr) -> bool:
+    """`node` is the GROUP BY key `key`: the same expression, or the same column with or without
+    its qualifier (`k` and `t.k`)."""
+    if isinstance(node, exp.Column) and isinstance(key, exp.Column):
+        if node.name.lower() != key.name.lower() or not isinstance(node.this, exp.Identifier):
+            return False
+        return not node.table or not key.table or node.table.lower() == key.table.lower()
+    return node == key
+
+
+def feeding_sources(select: exp.Select) -> list[Source]:
+    """The relations with a WATERMARK clause in this SELECT's FROM, through subqueries and CTEs."""
+    ctes = {}
+    for cte in select.root().find_all(exp.CTE):
+        ctes.setdefault(cte.alias_or_name.lower(), cte)
+    found: list[Source] = []
+    seen: set[int] = set()
+
+    def visit(node: exp.Expr, direct: bool) -> None:
+        for child in node.walk():
+            if id(child) in seen:
+                continue
+            seen.add(id(child))
+            watermark = child.meta.get(WATERMARK_KEY) if child._meta else None
+            if isinstance(watermark, ast.SourceWatermark):
+                found.append(Source(child, watermark, direct and _directly_in(child, select)))
+            if isinstance(child, exp.Table) and not child.db and child.name.lower() in ctes:
+                cte = ctes[child.name.lower()]
+                if id(cte) not in seen:
+                    seen.add(id(cte))
+                    visit(cte.this, False)
+
+    for arg in ("from_", "joins"):
+        value = select.args.get(arg)
+        for node in value if isinstance(value, list) else [value]:
+            if node is not None:
+                visit(node, True)
+    return found
+
+
+def _directly_in(relation: exp.Expr, select: exp.Select) -> bool:
+    parent = relation.parent
+    return isinstance(parent, (exp.From, exp.Join)) and parent.parent is select
+
+
+def windowing_of(select: exp.Select) -> ast.Windowing | None:
+    w = select.meta.get(WINDOWING_KEY) if select._meta else None
+    return w if isinstance(w, ast.Windowing) else None

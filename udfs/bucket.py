@@ -1,0 +1,180 @@
+"""The engine over one hash bucket of keys: the grouped function of the engine path.
+
+Spark groups the input rows by `pmod(hash(keys), N)` and calls a `BucketJob` once per bucket with
+all of its rows (`groupBy(bucket).applyInPandas`): many keys per Python call, one `Engine.run`
+per call. One Python call per key is about 20x slower (docs/spark-internals.md). The watermark
+timeline and the end of input are global: the driver computed them with Spark and they travel
+inside the job, so every bucket sees the same watermark.
+
+The output holds three kinds of rows (column `__sqlflow_kind`):
+
+- `P`: a pane (or a retraction), with `__sqlflow_final` telling whether it is the window's final
+  value: not retracted later (retracting mode), not followed by a later pane of the same window
+  (accumulating mode), always (discarding mode);
+- `D`: an input row the engine dropped, with the reason and the window it missed;
+- `M`: one per bucket, the number of input rows (`__sqlflow_rows`), for metrics.
+
+Runs on Spark's Python workers: imports only the engine, numpy and pandas.
+
+>>> import numpy as np, pandas as pd
+>>> from sqlflow import ast
+>>> from sqlflow.engine.aggregates import Aggregate
+>>> from sqlflow.engine.plan import EnginePlan, EVENT_TIME
+>>> plan = EnginePlan(ast.Windowing(ast.WindowClause(ast.Fixed(ast.Duration(10)))),
+...                   (Aggregate("sum", "a0", "agg0"),), keys=("k0",))
+>>> job = BucketJob(plan, columns=OUTPUT_COLUMNS + ("k0", "agg0", "a0"), keys=("k0",), args=("a0",),
+...                 integral=("a0",), coerce=(("agg0", "int", 0),))
+>>> rows = pd.DataFrame({"k0": ["x", "x", "y", "x"], "a0": [1.0, 2.0, np.nan, 4.0],
+...                      EVENT_TIME: [3.0, 12.0, 5.0, np.nan], "__sqlflow_bucket": 0})
+>>> out = job((0,), rows)
+>>> panes = out[out[KIND] == "P"].sort_values(["k0", "window_start"])
+>>> panes[["k0", "agg0", "window_start", "pane_timing", FINAL]].values.tolist()
+[['x', 1, 0, 'ON_TIME', True], ['x', 2, 10, 'ON_TIME', True], ['y', <NA>, 0, 'ON_TIME', True]]
+>>> out[out[KIND] == "D"][["k0", "a0", REASON]].values.tolist()
+[['x', 4, 'null event time']]
+"""
+from __future__ import annotations
+
+import decimal
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from sqlflow.engine.plan import ARRIVAL_TIME, EVENT_TIME, EnginePlan
+from sqlflow.engine.runner import Engine
+from sqlflow.engine.watermarks import Timeline
+
+KIND = "__sqlflow_kind"
+REASON = "__sqlflow_reason"
+FINAL = "__sqlflow_final"
+ROWS = "__sqlflow_rows"
+DROPPED_START = "__sqlflow_dropped_start"
+DROPPED_END = "__sqlflow_dropped_end"
+PANE, DROPPED, METRICS = "P", "D", "M"
+
+#: columns every job outputs besides keys, aggregates and argument values
+OUTPUT_COLUMNS = (KIND, REASON, FINAL, ROWS, "window_start", "window_end", "pane_index", "pane_timing",
+                  "is_last", "emit_time", "is_retraction", EVENT_TIME, ARRIVAL_TIME, DROPPED_START,
+                  DROPPED_END)
+
+
+@dataclass
+class BucketJob:
+    """Runs one EnginePlan over the rows of a bucket (picklable: it travels to the executors).
+
+    - `columns`: the output columns, in the order of the Spark schema;
+    - `keys`, `args`: key and aggregate-argument input columns (args are echoed for dropped rows);
+    - `integral`: input columns of an integer type (Spark hands them to pandas as float64 when
+      they hold NULLs; the engine wants exact integers);
+    - `coerce`: (aggregate column, "int" | "float" | "decimal", scale) conversions to the Spark
+      result type;
+    - `timeline`, `p_end`, `replay`: the global watermark and end of input of a replay.
+    """
+
+    plan: EnginePlan
+    columns: tuple
+    keys: tuple = ()
+    args: tuple = ()
+    integral: tuple = ()
+    coerce: tuple = ()
+    timeline: Timeline | None = None
+    p_end: int | None = None
+    replay: bool = False
+
+    def __call__(self, key, rows: pd.DataFrame) -> pd.DataFrame:
+        rows = self._prepare(rows)
+        result = Engine(self.plan).run(rows, timeline=self.timeline, replay=self.replay, p_end=self.p_end,
+                                       ordered=False)
+        parts = [self._panes(result.panes), self._dropped(rows, result.dropped),
+                 pd.DataFrame({KIND: [METRICS], ROWS: [len(rows)]})]
+        out = pd.concat([p for p in parts if len(p)], ignore_index=True)
+        for column in self.columns:
+            if column not in out:
+                out[column] = None
+        return out[list(self.columns)]
+
+    # ------------------------------------------------------------------ input
+
+    def _prepare(self, rows: pd.DataFrame) -> pd.DataFrame:
+        rows = rows.copy()
+        for column in self.integral + (EVENT_TIME,) + ((ARRIVAL_TIME,) if self.replay else ()):
+            if column in rows and rows[column].dtype.kind == "f":
+                rows[column] = rows[column].astype("Int64")
+        # time order (Spark's shuffle keeps none); the engine orders keys itself
+        et = _filled(rows[EVENT_TIME])
+        at = _filled(rows[ARRIVAL_TIME]) if self.replay else et
+        order = np.lexsort((et, at))
+        return rows.iloc[order].reset_index(drop=True)
+
+    # ------------------------------------------------------------------ output
+
+    def _panes(self, panes: pd.DataFrame) -> pd.DataFrame:
+        if not len(panes):
+            return panes
+        panes = panes.copy()
+        retraction = panes["is_retraction"] if "is_retraction" in panes else pd.Series(False, index=panes.index)
+        panes["is_retraction"] = retraction.astype(bool)
+        panes[FINAL] = _final(panes, list(self.keys), self.plan.mode)
+        for column, kind, scale in self.coerce:
+            panes[column] = _coerce(panes[column], kind, scale)
+        panes[KIND] = PANE
+        return panes
+
+    def _dropped(self, rows: pd.DataFrame, dropped: pd.DataFrame) -> pd.DataFrame:
+        if not len(dropped):
+            return dropped.iloc[:0]
+        picked = rows.iloc[dropped["row"].to_numpy()].reset_index(drop=True)
+        cols = [c for c in self.keys + self.args + (EVENT_TIME, ARRIVAL_TIME) if c in picked]
+        out = picked[cols].copy()
+        out[REASON] = dropped["reason"].to_numpy()
+        out[DROPPED_START] = dropped["window_start"].to_numpy()
+        out[DROPPED_END] = dropped["window_end"].to_numpy()
+        out[KIND] = DROPPED
+        return out
+
+
+def _filled(values: pd.Series) -> np.ndarray:
+    v = pd.to_numeric(values, errors="coerce")
+    return v.fillna(np.iinfo(np.int64).max).to_numpy(dtype=np.float64)
+
+
+def _final(panes: pd.DataFrame, keys: list[str], mode) -> np.ndarray:
+    """Whether each pane row is its window's final value (see the module doc)."""
+    n = len(panes)
+    if not mode.accumulating:
+        return np.ones(n, bool)
+    ident = keys + ["window_start", "window_end"]
+    frame = panes[ident + ["pane_index", "is_retraction"]].copy()
+    frame["_row"] = np.arange(n)
+    values = frame[~frame["is_retraction"]]
+    if mode.retracting:
+        retracted = frame[frame["is_retraction"]][ident + ["pane_index"]].drop_duplicates()
+        hit = values.merge(retracted, on=ident + ["pane_index"], how="inner")["_row"].to_numpy()
+    else:
+        latest = values.groupby(ident, dropna=False, sort=False)["pane_index"].transform("max")
+        hit = values["_row"].to_numpy()[values["pane_index"].to_numpy() < latest.to_numpy()]
+    final = ~frame["is_retraction"].to_numpy().copy()
+    final[hit] = False
+    return final
+
+
+def _coerce(values: pd.Series, kind: str, scale: int) -> pd.Series:
+    """An engine result column as the Spark type of the aggregate."""
+    if kind == "int":
+        if values.dtype == object:
+            return pd.Series(pd.array([None if _missing(v) else int(v) for v in values], dtype="Int64"))
+        return values.astype("Int64")
+    if kind == "float":
+        if values.dtype == object:
+            return pd.Series(pd.array([None if _missing(v) else float(v) for v in values], dtype="Float64"))
+        return values.astype("Float64")
+    if kind == "decimal":
+        quantum = decimal.Decimal(1).scaleb(-scale)
+        return pd.Series([None if _missing(v) else decimal.Decimal(v).quantize(quantum, rounding=decimal.ROUND_HALF_UP)
+                          for v in values], dtype=object)
+    return values
+
+
+def _missing(v) -> bool:
+    return v is None or v is pd.NA or (isinstance(v, float) and v != v)
