@@ -28,7 +28,9 @@ import argparse
 import logging
 import os
 import re
+import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import TextIO
@@ -142,6 +144,11 @@ class Cli:
                 self._spark.catalog.setCurrentDatabase(self.args.database)
         return self._spark
 
+    def _cancel(self) -> None:
+        """Ctrl-C: cancel the running Spark jobs and stop streaming queries."""
+        if self._spark is not None:
+            cancel_all(self._spark)
+
     def close(self) -> None:
         if self._spark is not None:
             try:
@@ -181,7 +188,7 @@ class Cli:
         status = 0
         for piece in pieces(text, self._substitute):
             try:
-                self.run_statement(piece, quiet=quiet)
+                interruptible(lambda: self.run_statement(piece, quiet=quiet), self._cancel)
             except KeyboardInterrupt:
                 self.err.write("Query cancelled.\n")
                 status = 130
@@ -378,6 +385,60 @@ def parse_piece(piece: Piece):
     statement = parse_statement(piece.sql, piece.source, piece.start, piece.start + len(piece.sql))
     validate(statement, streaming=False)
     return statement
+
+
+# --------------------------------------------------------------------------- Ctrl-C
+
+
+def interruptible(fn, cancel, *, grace: float = 30.0):
+    """fn() run in a worker thread while this (main) thread waits; a Ctrl-C meanwhile calls
+    cancel() from this thread, waits for fn to give up (at most `grace` seconds) and raises
+    KeyboardInterrupt.
+
+    Why a thread: py4j talks to the JVM over one connection per thread, so PySpark's own SIGINT
+    handler, which calls cancelAllJobs from inside the interrupted call, fails with a reentrant
+    call; a waiting main thread has a free connection to cancel with.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return fn()
+    box: dict = {}
+    done = threading.Event()
+    interrupted = threading.Event()
+
+    def target():
+        try:
+            box["value"] = fn()
+        except BaseException as error:  # noqa: BLE001 - handed to the waiting thread
+            box["error"] = error
+        finally:
+            done.set()
+
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: interrupted.set())
+    try:
+        threading.Thread(target=target, name="sqlflow-statement", daemon=True).start()
+        while not done.wait(0.1):
+            if interrupted.is_set():
+                cancel()
+                done.wait(grace)
+                raise KeyboardInterrupt
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
+
+
+def cancel_all(spark) -> None:
+    """Cancel every running job of `spark` and stop its streaming queries."""
+    try:
+        spark.sparkContext.cancelAllJobs()
+    except Exception:  # noqa: BLE001 - best effort: the session may be going away
+        pass
+    for query in list(spark.streams.active):
+        try:
+            query.stop()
+        except Exception:  # noqa: BLE001
+            pass
 
 
 # --------------------------------------------------------------------------- helpers

@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import itertools
 import re
+import signal
+import threading
 import time
 import uuid
 from html import escape
@@ -35,7 +37,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class, needs_loca
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from traitlets import Bool, Float, Int, Unicode
 
-from .cli import Piece, locate_error, parse_piece, pieces
+from .cli import Piece, cancel_all, interruptible, locate_error, parse_piece, pieces
 from .errors import SqlflowError
 
 #: options of the magic that take a value (to find where the SQL starts on a %sqlflow line)
@@ -88,7 +90,8 @@ class SqlflowMagic(Magics):
         if cell is None:
             query = rest
         else:
-            query = (rest + "\n" + cell) if rest.strip() else cell
+            # line 1 is the %%sqlflow line: error positions then match the lines of the cell
+            query = rest + "\n" + cell
         if not query.strip():
             raise UsageError("%sqlflow: no SQL to run")
         namespace = dict(self.shell.user_ns)
@@ -112,7 +115,8 @@ class SqlflowMagic(Magics):
                 if args.explain and (not statement.is_plain or _first_word(piece.sql) in _QUERY_WORDS):
                     texts.append(_explained(spark, statement, params))
                     continue
-                result = _execute(spark, statement, params)
+                result = interruptible(lambda: _execute(spark, statement, params),
+                                       lambda: cancel_all(spark))
                 if result is not None and getattr(result, "isStreaming", False):
                     result = self._stream(spark, result, args, limit)
             except KeyboardInterrupt:
@@ -125,9 +129,16 @@ class SqlflowMagic(Magics):
             return None
         if args.out:
             self.shell.user_ns[args.out] = result
-        if not args.no_plot and (args.plot or (self.autoplot and statement is not None and not statement.is_plain)):
-            self._plot(result, args, namespace)
-        return ResultTable(result, limit)
+        table = ResultTable(result, limit)
+        try:
+            interruptible(table._fetch, lambda: cancel_all(spark))  # fetched here, so Ctrl-C cancels
+            if not args.no_plot and (args.plot or (self.autoplot and not statement.is_plain)):
+                self._plot(result, args, namespace)
+        except KeyboardInterrupt:
+            raise
+        except Exception as error:  # noqa: BLE001
+            raise _cell_error(error, piece) from None
+        return table
 
     def _spark(self, name, namespace):
         name = name or self.session
@@ -160,7 +171,9 @@ class SqlflowMagic(Magics):
                 raise UsageError(f"%sqlflow: no variable {name!r} to plot")
             return namespace[name]
 
-        ax = plot(result, inputs=lookup(args.inputs), watermark=lookup(args.watermark), limit=self.plot_limit)
+        inputs, watermark = lookup(args.inputs), lookup(args.watermark)
+        ax = interruptible(lambda: plot(result, inputs=inputs, watermark=watermark, limit=self.plot_limit),
+                           lambda: cancel_all(result.sparkSession))
         display(ax.figure)
         plt.close(ax.figure)
 
@@ -172,7 +185,7 @@ class SqlflowMagic(Magics):
         from IPython.display import display
 
         name = f"sqlflow_stream_{next(self._streams)}_{uuid.uuid4().hex[:8]}"
-        trigger = (args.trigger or self.stream_trigger).strip()
+        trigger = (args.trigger or self.stream_trigger).strip().strip("\"'")
         writer = df.writeStream.format("memory").queryName(name).outputMode("append")
         if trigger.lower().replace("_", "-") in ("available-now", "availablenow"):
             writer = writer.trigger(availableNow=True)
@@ -183,20 +196,30 @@ class SqlflowMagic(Magics):
         view = StreamView(spark, name, limit, query)
         handle = display(view, display_id=True)
         began = time.monotonic()
+        # An interrupt (Ctrl-C, the kernel's stop button) only sets a flag, checked between polls:
+        # raising inside a py4j call would break its connection (see cli.interruptible).
+        interrupted = threading.Event()
+        main = threading.current_thread() is threading.main_thread()
+        previous = signal.signal(signal.SIGINT, lambda signum, frame: interrupted.set()) if main else None
         try:
             while query.isActive:
-                query.awaitTermination(self.poll_interval)
-                if handle is not None:
-                    handle.update(view.snapshot())
+                time.sleep(self.poll_interval)
+                if interrupted.is_set():
+                    view.note = "stopped (interrupted)"
+                    query.stop()
+                    break
                 if timeout and time.monotonic() - began >= timeout:
                     view.note = f"stopped after {timeout:g} s (--timeout)"
                     query.stop()
-            failure = query.exception()
-            if failure is not None:
-                raise SqlflowError(f"the streaming query failed: {_first_line(failure)}", clause="STREAM")
-        except KeyboardInterrupt:
-            query.stop()
-            view.note = "stopped (interrupted)"
+                    break
+                if handle is not None:
+                    handle.update(view.snapshot())
+        finally:
+            if main:
+                signal.signal(signal.SIGINT, previous)
+        failure = query.exception()
+        if failure is not None and not view.note:
+            raise SqlflowError(f"the streaming query failed: {_first_line(failure)}", clause="STREAM")
         if handle is not None:
             handle.update(view.snapshot())
         return spark.table(name)

@@ -126,3 +126,26 @@ def sqlflow_cli(tmp_path_factory):
 
     run.scratch = scratch
     return run
+
+
+@pytest.fixture(scope="session")
+def ipython(spark):
+    """A real IPython shell with `%load_ext sqlflow` done and `spark` in its namespace."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    shell.run_line_magic("load_ext", "sqlflow")
+    shell.user_ns["spark"] = spark
+    return shell
+
+
+@pytest.fixture
+def magic_config(ipython):
+    """Restores the SqlflowMagic defaults a test changed with %config."""
+    from sqlflow.magic import SqlflowMagic
+
+    magics = next(c for c in ipython.configurables if isinstance(c, SqlflowMagic))
+    saved = {name: getattr(magics, name) for name in magics.trait_names() if magics.trait_metadata(name, "config")}
+    yield magics
+    for name, value in saved.items():
+        setattr(magics, name, value)

@@ -1,0 +1,195 @@
+"""%sqlflow and %%sqlflow, driven through a real IPython shell (run_cell), one option at a time."""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from sqlflow.errors import SqlflowAnalysisError, SqlflowSyntaxError
+from sqlflow.magic import ResultTable
+
+
+def run(ipython, cell):
+    result = ipython.run_cell(cell)
+    return result
+
+
+def test_line_magic_shows_an_html_table(ipython):
+    r = run(ipython, "%sqlflow SELECT 1 AS a, 'x<y' AS b, CAST(NULL AS INT) AS c")
+    assert r.success
+    assert isinstance(r.result, ResultTable)
+    html = r.result._repr_html_()
+    assert "<th>a</th>" in html and "x&lt;y" in html and "NULL" in html and "1 row" in html
+    assert "x<y" in repr(r.result)
+
+
+def test_cell_magic_runs_several_statements_and_shows_the_last(ipython):
+    r = run(ipython, "%%sqlflow\nCREATE OR REPLACE TEMPORARY VIEW magic_nums AS SELECT id FROM range(10);\n"
+                     "-- a comment\nSELECT COUNT(*) AS n\nFROM magic_nums")
+    assert r.success
+    assert r.result.dataframe.collect()[0]["n"] == 10
+
+
+def test_ddl_alone_shows_nothing(ipython):
+    r = run(ipython, "%sqlflow CREATE OR REPLACE TEMPORARY VIEW magic_empty AS SELECT 1 AS x")
+    assert r.success and r.result is None
+
+
+def test_out_stores_the_dataframe(ipython):
+    r = run(ipython, "%%sqlflow -o magic_df\nSELECT id FROM range(3)")
+    assert r.success
+    df = ipython.user_ns["magic_df"]
+    assert type(df).__name__ == "DataFrame" and [row.id for row in df.collect()] == [0, 1, 2]
+
+
+def test_limit_fetches_only_what_is_shown(ipython):
+    # a hundred billion rows: only a full collect would take long
+    r = run(ipython, "%sqlflow --limit 3 SELECT id FROM range(100000000000)")
+    assert r.success
+    html = r.result._repr_html_()
+    assert html.count("<tr>") == 3  # the body rows (the header row has a style attribute)
+    assert "showing the first 3 rows; more rows not shown" in html
+
+
+def test_config_sets_defaults(ipython, magic_config):
+    run(ipython, "%config SqlflowMagic.displaylimit = 2")
+    assert magic_config.displaylimit == 2
+    r = run(ipython, "%sqlflow SELECT id FROM range(5)")
+    assert "showing the first 2 rows" in repr(r.result)
+    r = run(ipython, "%sqlflow -l 4 SELECT id FROM range(5)")  # the option beats the default
+    assert "showing the first 4 rows" in repr(r.result)
+
+
+def test_session_variable(ipython, spark, magic_config):
+    ipython.user_ns["other_name"] = spark
+    r = run(ipython, "%sqlflow -s other_name SELECT 7 AS x")
+    assert r.success and r.result.dataframe.collect()[0].x == 7
+    r = run(ipython, "%sqlflow --session no_such_variable SELECT 1")
+    assert not r.success and "no variable 'no_such_variable'" in str(r.error_in_exec)
+    ipython.user_ns["not_a_session"] = 42
+    run(ipython, "%config SqlflowMagic.session = 'not_a_session'")
+    r = run(ipython, "%sqlflow SELECT 1")
+    assert not r.success and "not a SparkSession" in str(r.error_in_exec)
+
+
+def test_python_variables_become_spark_parameters(ipython):
+    ipython.user_ns["threshold"] = 3
+    ipython.user_ns["word"] = "it's'; DROP VIEW x; --"
+    r = run(ipython, "%%sqlflow\nSELECT id, {word} AS w, ':threshold' AS s FROM range(10) WHERE id < :threshold")
+    assert r.success
+    rows = r.result.dataframe.collect()
+    assert [row.id for row in rows] == [0, 1, 2]
+    assert {row.w for row in rows} == {"it's'; DROP VIEW x; --"}   # a value, not SQL text
+    assert {row.s for row in rows} == {":threshold"}                  # strings are left alone
+
+
+def test_parameters_inside_a_function_see_its_locals(ipython):
+    r = run(ipython, "def f(limit_here):\n    shown = %sqlflow SELECT id FROM range(10) WHERE id < :limit_here\n    return shown\n"
+                     "res = f(2)")
+    assert r.success
+    assert [row.id for row in ipython.user_ns["res"].dataframe.collect()] == [0, 1]
+
+
+def test_transpile_needs_no_spark_and_shows_text(ipython):
+    r = run(ipython, "%sqlflow --transpile SELECT 1 AS one")
+    assert r.success and repr(r.result) == "SELECT 1 AS one"
+    assert r.result._repr_html_() == "<pre>SELECT 1 AS one</pre>"
+
+
+def test_explain_plain_sql(ipython):
+    r = run(ipython, "%%sqlflow --explain\nSELECT id FROM range(3)")
+    assert r.success and "Physical Plan" in repr(r.result)
+
+
+def test_spark_error_shows_message_and_caret_not_a_stack_trace(ipython, capsys):
+    r = run(ipython, "%%sqlflow\nSELECT 1;\nSELECT *\n  FROM no_such_table_here")
+    assert not r.success
+    assert isinstance(r.error_in_exec, SqlflowAnalysisError)
+    out = capsys.readouterr()
+    shown = out.out + out.err
+    assert "TABLE_OR_VIEW_NOT_FOUND" in shown and "(line 4, column 8)" in shown
+    assert "  FROM no_such_table_here\n         ^" in shown
+    assert "Traceback" not in shown and "py4j" not in shown and "JVM" not in shown
+
+
+def test_sqlflow_syntax_error_is_located_in_the_cell(ipython, capsys):
+    r = run(ipython, "%%sqlflow\nSELECT k, COUNT(*) FROM t GROUP BY k\nWINDOW SESSION(GAP 1m) ON ts")
+    assert not r.success and isinstance(r.error_in_exec, SqlflowSyntaxError)
+    shown = capsys.readouterr().out
+    assert "(line 3, column 8)" in shown and "did you mean SESSIONS?" in shown  # line 1: %%sqlflow
+    assert "Traceback" not in shown
+
+
+def test_no_sql_is_a_usage_error(ipython):
+    r = run(ipython, "%sqlflow -l 3")
+    assert not r.success and "no SQL" in str(r.error_in_exec)
+
+
+PANES_SQL = """SELECT 'k' AS k, 5 AS total,
+  TIMESTAMP'2015-09-01 12:00:00' AS window_start, TIMESTAMP'2015-09-01 12:02:00' AS window_end,
+  0 AS pane_index, 'ON_TIME' AS pane_timing, true AS is_last, TIMESTAMP'2015-09-01 12:06:00' AS emit_time"""
+
+
+def test_plot_draws_the_pane_diagram(ipython, paper, capsys, monkeypatch):
+    import sqlflow.plot as plot_module
+
+    drawn = []
+    real = plot_module.plot
+    monkeypatch.setattr(plot_module, "plot", lambda *a, **k: drawn.append(k) or real(*a, **k))
+    ipython.user_ns["paper_inputs"] = paper.inputs
+    ipython.user_ns["paper_watermark"] = paper.watermark
+    r = run(ipython, "%%sqlflow --plot --inputs paper_inputs --watermark paper_watermark\n" + PANES_SQL)
+    assert r.success and isinstance(r.result, ResultTable)
+    assert drawn and drawn[0]["inputs"] is paper.inputs and drawn[0]["watermark"] is paper.watermark
+    assert "<Figure size" in capsys.readouterr().out  # displayed in the cell
+
+
+def test_autoplot_skips_plain_results_and_no_plot_wins(ipython, magic_config, capsys):
+    run(ipython, "%config SqlflowMagic.autoplot = True")
+    r = run(ipython, "%sqlflow SELECT 1 AS x")  # plain SQL: no diagram
+    assert r.success and "<Figure" not in capsys.readouterr().out
+    r = run(ipython, "%%sqlflow --no-plot\n" + PANES_SQL)
+    assert r.success and "<Figure" not in capsys.readouterr().out
+
+
+def test_plot_of_rows_that_are_not_panes_is_an_error(ipython):
+    r = run(ipython, "%sqlflow --plot SELECT 1 AS x")
+    assert not r.success and "not panes" in str(r.error_in_exec)
+
+
+# ---------------------------------------------------------------- streams
+
+
+def test_stream_panes_are_shown_while_they_arrive(ipython, spark, stream_files, capsys):
+    import pandas as pd
+
+    for i in range(3):
+        stream_files.write(pd.DataFrame({"k": ["a", "b"], "v": [i, 10 * i]}), fmt="json")
+    spark.readStream.schema("k STRING, v BIGINT").option("maxFilesPerTrigger", 1) \
+        .json(str(stream_files.path)).createOrReplaceTempView("magic_stream")
+    r = run(ipython, "%%sqlflow -o streamed\nSELECT k, v * 2 AS doubled FROM magic_stream")
+    assert r.success
+    assert sorted((row.k, row.doubled) for row in ipython.user_ns["streamed"].collect()) == \
+        [("a", 0), ("a", 2), ("a", 4), ("b", 0), ("b", 20), ("b", 40)]
+    shown = capsys.readouterr().out
+    assert "finished: 6 pane rows" in shown
+    assert not spark.streams.active
+
+
+def test_stream_timeout_and_interrupt_stop_the_query(ipython, spark, capsys):
+    spark.readStream.format("rate").option("rowsPerSecond", 5).load().createOrReplaceTempView("magic_rate")
+    r = run(ipython, "%%sqlflow --trigger '1 second' --timeout 4 -o rated\nSELECT value FROM magic_rate")
+    assert r.success and "stopped after 4 s (--timeout)" in capsys.readouterr().out
+    assert not spark.streams.active
+
+    import _thread
+
+    timer = threading.Timer(4.0, _thread.interrupt_main)
+    timer.start()
+    began = time.monotonic()
+    r = run(ipython, "%%sqlflow --trigger '1 second'\nSELECT value FROM magic_rate")
+    timer.join()
+    assert r.success and time.monotonic() - began < 30
+    assert "stopped (interrupted)" in capsys.readouterr().out
+    assert not spark.streams.active
