@@ -69,6 +69,9 @@ METRICS_COLUMNS = (
     "input_rows", "panes", "retractions", "dropped_too_late", "dropped_closed_window",
     "dropped_null_event_time", "dropped_bad_gap", "buckets_advanced",
 )
+#: per-call values the driver reduces with max(): the batch's processing time and watermark
+#: (engine microseconds) and whether it finished the input
+GAUGE_COLUMNS = ("batch_time", "watermark", "finished")
 METRIC_PREFIX = "__sqlflow_m_"
 
 META_SCHEMA = ("wm long, p long, keys long, windows long, next_wm long, next_proc long, "
@@ -110,7 +113,7 @@ class StreamSpec:
         if self.retracting:
             cols.append(OUT_RETRACTION)
         cols += [OUT_EVENT_TIME, OUT_REASON]
-        cols += [METRIC_PREFIX + m for m in METRICS_COLUMNS]
+        cols += [METRIC_PREFIX + m for m in METRICS_COLUMNS + GAUGE_COLUMNS]
         return cols
 
 
@@ -171,14 +174,14 @@ class BucketStep:
         frames = [self._panes(result.panes)] if len(result.panes) else []
         if self.spec.keep_dropped and len(result.dropped):
             frames.append(self._dropped(result.dropped, rows, p))
-        frames.append(self._metrics(result.metrics))
+        frames.append(self._metrics(result.metrics, meta, p, wm_new))
         return frames, state
 
     def skip(self, meta: Meta, p: int, wm_new: int) -> list[pd.DataFrame]:
         """Nothing due: only the watermark and time move."""
         meta.p = max(meta.p, p)
         meta.wm = POS_INF if meta.finished else max(meta.wm, wm_new)
-        return []
+        return [self._metrics({}, meta, p, wm_new, advanced=False)]
 
     # ------------------------------------------------------------------ frames
 
@@ -223,11 +226,14 @@ class BucketStep:
         out[OUT_EMIT] = np.full(len(dropped), p, np.int64)
         return pd.DataFrame(out)
 
-    def _metrics(self, metrics: dict) -> pd.DataFrame:
+    def _metrics(self, metrics: dict, meta: Meta, p: int, wm: int, advanced: bool = True) -> pd.DataFrame:
         out = self._frame(1, METRICS)
         for m in METRICS_COLUMNS:
             out[METRIC_PREFIX + m] = [int(metrics.get(m, 0))]
-        out[METRIC_PREFIX + "buckets_advanced"] = [1]
+        out[METRIC_PREFIX + "buckets_advanced"] = [int(advanced)]
+        out[METRIC_PREFIX + "batch_time"] = [p]
+        out[METRIC_PREFIX + "watermark"] = [wm]
+        out[METRIC_PREFIX + "finished"] = [int(meta.finished)]
         return pd.DataFrame(out)
 
 

@@ -353,9 +353,9 @@ def _stateful(spark: "SparkSession", data: "DataFrame", plan: EnginePlan, *, del
     raw = union.groupBy(*group_cols).transformWithStateInPandas(
         statefulProcessor=op.PaneProcessor(spec), outputStructType=out_schema, outputMode="Append",
         timeMode="EventTime", initialState=initial)
-    metric_cols = [op.METRIC_PREFIX + m for m in op.METRICS_COLUMNS]
-    observed = raw.observe(metrics_name, *[F.coalesce(F.sum(c), F.lit(0)).alias(c[len(op.METRIC_PREFIX):])
-                                           for c in metric_cols])
+    sums = [F.coalesce(F.sum(op.METRIC_PREFIX + m), F.lit(0)).alias(m) for m in op.METRICS_COLUMNS]
+    gauges = [F.max(op.METRIC_PREFIX + m).alias(m) for m in op.GAUGE_COLUMNS]
+    observed = raw.observe(metrics_name, *sums, *gauges)
     panes = observed.where(F.col(op.KIND) == op.PANE).select(*_pane_columns(spec, schema))
     dropped = None
     if keep_dropped:
@@ -385,7 +385,7 @@ def _operator_schema(spec, data_schema: "StructType", schema: "StructType") -> "
     if spec.retracting:
         fields.append(T.StructField(op.OUT_RETRACTION, T.BooleanType(), True))
     fields += [T.StructField(op.OUT_EVENT_TIME, T.LongType(), True), T.StructField(op.OUT_REASON, T.StringType(), True)]
-    fields += [T.StructField(op.METRIC_PREFIX + m, T.LongType(), True) for m in op.METRICS_COLUMNS]
+    fields += [T.StructField(op.METRIC_PREFIX + m, T.LongType(), True) for m in op.METRICS_COLUMNS + op.GAUGE_COLUMNS]
     return T.StructType(fields)
 
 
@@ -493,10 +493,13 @@ def progress_metrics(progress: dict, name: str = METRICS_NAME) -> dict:
 def query_metrics(query: "StreamingQuery", name: str = METRICS_NAME) -> dict:
     """Counters summed over the query's recent progress (Spark keeps the last 100 batches;
     use a StreamingQueryListener for longer runs)."""
+    from sqlflow.udfs.streaming import GAUGE_COLUMNS
+
     total: dict = {}
     for progress in query.recentProgress:
         for k, v in progress_metrics(progress, name).items():
-            total[k] = total.get(k, 0) + v
+            if k not in GAUGE_COLUMNS:
+                total[k] = total.get(k, 0) + v
     return total
 
 
