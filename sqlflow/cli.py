@@ -233,7 +233,7 @@ class Cli:
         if self.args.transpile:
             self.out.write(self._transpiled(statement) + ";\n")
             return
-        hivevar = _SET_HIVEVAR.match(piece.sql)
+        hivevar = _SET_HIVEVAR.match(_without_leading_comments(piece.sql))
         if hivevar:
             self.variables[hivevar.group(1)] = hivevar.group(2)
             return
@@ -478,6 +478,13 @@ def _no_jvm_yet() -> bool:
 def _read(path: str) -> str:
     with open(path, encoding="utf-8") as f:
         return f.read()
+
+
+def _without_leading_comments(sql: str) -> str:
+    from .frontend.scan import scan
+
+    tokens = scan(sql)
+    return sql[tokens[0].start:] if tokens else ""
 
 
 def _first_word(sql: str) -> str:
