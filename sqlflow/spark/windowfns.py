@@ -1,0 +1,85 @@
+"""Window assignment as SQL functions: `sqlflow.register(spark)`.
+
+After `sqlflow.register(spark)`, plain Spark SQL can call (each returns
+`array<struct<start: timestamp, end: timestamp>>`, NULL for a NULL time; explode it to get one
+row per window):
+
+| function | windows of `ts` |
+|---|---|
+| `sqlflow_fixed(ts, size [, offset])` | the tumbling window |
+| `sqlflow_sliding(ts, size, period [, offset])` | every sliding window containing ts |
+| `sqlflow_cumulate(ts, step, size [, offset])` | every cumulating window containing ts (Flink's CUMULATE) |
+| `sqlflow_window(name, ts [, arg, ...])` | a window function registered with `sqlflow.register_window_fn` |
+
+Durations are strings in sqlflow's form (`'5m'`, `'1h'`, `'500ms'`), Spark's (`'5 minutes'`) or
+INTERVAL values; they must be the same for every row. Windows are half-open and aligned on the
+UTC epoch, exactly as sqlflow's engine assigns them (docs/semantics.md, 2). A merging custom
+window function returns its unmerged windows: merging needs an aggregation, which
+`WINDOW <name>(...)` in a windowed SELECT does.
+
+    SELECT w.start, w.end, COUNT(*) AS clicks
+    FROM clicks LATERAL VIEW explode(sqlflow_sliding(ts, '10m', '5m')) AS w
+    GROUP BY w.start, w.end
+
+Custom window functions are captured when `register` runs: register them first.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+RETURN_TYPE = "array<struct<start:timestamp,end:timestamp>>"
+NAMES = ("sqlflow_fixed", "sqlflow_sliding", "sqlflow_cumulate", "sqlflow_window")
+
+
+def register_window_udfs(spark) -> list[str]:
+    """Register the window-assignment UDFs in `spark`; returns their names."""
+    from pyspark.sql.functions import pandas_udf
+
+    from ..engine.windows import _REGISTRY, CumulateWindows, CustomWindows, FixedWindows, SlidingWindows
+
+    tz = spark.conf.get("spark.sql.session.timeZone")
+    custom = dict(_REGISTRY)  # the executors have no registry of the driver's window functions
+
+    def assigner(make):
+        def assign(ts: pd.Series, *params: pd.Series) -> pd.Series:
+            from sqlflow.udfs.assign import constant, windows_of
+
+            values = [constant(p, f"argument {i + 2}") for i, p in enumerate(params)]
+            return windows_of(make(*values), ts, tz)
+        return assign
+
+    def durations(*values):
+        from sqlflow.udfs.assign import duration_micros
+
+        return [duration_micros(v) for v in values]
+
+    def fixed(size, offset="0s"):
+        return FixedWindows(*durations(size, offset))
+
+    def sliding(size, period, offset="0s"):
+        return SlidingWindows(*durations(size, period, offset))
+
+    def cumulate(step, size, offset="0s"):
+        return CumulateWindows(*durations(step, size, offset))
+
+    def window(name: pd.Series, ts: pd.Series, *params: pd.Series) -> pd.Series:
+        from sqlflow.udfs.assign import constant, windows_of
+
+        fn_name = str(constant(name, "the window function's name"))
+        cls = custom.get(fn_name.lower())
+        if cls is None:
+            raise ValueError(f"unknown window function {fn_name}: register it with sqlflow.register_window_fn "
+                             "before sqlflow.register(spark)")
+        args = [constant(p, f"argument {i + 3}") for i, p in enumerate(params)]
+        return windows_of(CustomWindows(fn_name, cls(*args)), ts, tz)
+
+    functions = {
+        "sqlflow_fixed": assigner(fixed),
+        "sqlflow_sliding": assigner(sliding),
+        "sqlflow_cumulate": assigner(cumulate),
+        "sqlflow_window": window,
+    }
+    for name, fn in functions.items():
+        fn.__name__ = name
+        spark.udf.register(name, pandas_udf(fn, RETURN_TYPE))
+    return list(functions)
