@@ -503,6 +503,18 @@ def query_metrics(query: "StreamingQuery", name: str = METRICS_NAME) -> dict:
     return total
 
 
+def state_summary(spark: "SparkSession", checkpoint: str) -> dict:
+    """What a stateful pane query keeps, from its checkpoint (Spark's state data source): buckets,
+    keys and live windows, and how many buckets have finished their input."""
+    from pyspark.sql import functions as F
+
+    meta = spark.read.format("statestore").option("path", checkpoint).option("stateVarName", "meta").load()
+    row = meta.agg(F.count("*").alias("buckets"), F.sum("value.keys").alias("keys"),
+                   F.sum("value.windows").alias("windows"),
+                   F.sum(F.col("value.finished").cast("long")).alias("finished")).collect()[0]
+    return {k: int(v or 0) for k, v in row.asDict().items()}
+
+
 def late_rows(metrics: dict) -> int:
     """Rows too late for every window they belong to: dropped by Spark ahead of the operator, or
     by the engine (each (row, window) pair the engine drops counts once)."""

@@ -1,0 +1,152 @@
+"""Reliability of the streaming path: exactly-once across a kill -9, bounded state, late rows
+counted, availableNow with and without finish."""
+import os
+import runpy
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from sqlflow import ast
+from sqlflow.engine.aggregates import Aggregate
+from sqlflow.engine.plan import EVENT_TIME, EnginePlan
+from sqlflow.spark import streaming as S
+from sqlflow.time import MINUTE, SECOND
+
+from .harness import collect_panes, source, write_batches
+
+D = ast.Duration
+JOB = Path(__file__).with_name("crash_job.py")
+T0 = 1_700_000_000 * SECOND - (1_700_000_000 * SECOND) % (60 * MINUTE)  # an hour boundary
+
+
+def at(minutes: float) -> int:
+    return T0 + int(minutes * MINUTE)
+
+
+def crash_batches(n: int = 8) -> list[pd.DataFrame]:
+    rng = np.random.default_rng(7)
+    out = []
+    for b in range(n):
+        et = at(b) + rng.integers(-3 * MINUTE, MINUTE, 10)
+        out.append(pd.DataFrame({"k": rng.choice(list("pqrs"), 10), EVENT_TIME: et, "v": rng.integers(1, 9, 10)}))
+    return out
+
+
+def sink_rows(spark, path) -> list[tuple]:
+    """The file sink's rows (through _spark_metadata), emit_time left out: it is wall-clock time."""
+    df = spark.read.parquet(str(path)).drop("emit_time")
+    return sorted(tuple(r) for r in df.collect())
+
+
+@pytest.mark.slow
+def test_exactly_once_across_kill_9(spark, stream_files, tmp_path):
+    batches = crash_batches()
+    reference_in = type(stream_files)(tmp_path / "ref" / "input")
+    write_batches(reference_in, batches)
+    job = runpy.run_path(str(JOB))
+    job["run"](spark, str(reference_in.path), str(tmp_path / "ref" / "out"), str(tmp_path / "ref" / "cp"))
+    expected = sink_rows(spark, tmp_path / "ref" / "out")
+    assert len(expected) >= 20
+
+    crash_in = type(stream_files)(tmp_path / "crash" / "input")
+    write_batches(crash_in, batches)
+    out, cp = tmp_path / "crash" / "out", tmp_path / "crash" / "cp"
+    args = [sys.executable, str(JOB), str(crash_in.path), str(out), str(cp)]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(args, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    deadline = time.time() + 240
+    while not (cp / "commits" / "3").exists():  # kill while batch 4 runs: state, timers and output of 0-3 exist
+        assert proc.poll() is None and time.time() < deadline, "the job ended before it could be killed"
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not (cp / "commits" / "7").exists(), "killed mid-stream"
+    done = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, timeout=300)
+    assert b"DONE" in done.stdout
+    assert sink_rows(spark, out) == expected
+
+
+def windows_plan(lateness: int) -> EnginePlan:
+    windowing = ast.Windowing(ast.WindowClause(ast.Fixed(D(MINUTE))), None, ast.AllowedLateness(D(lateness)),
+                              ast.Emit(ast.AccumulationMode.ACCUMULATING))
+    return EnginePlan(windowing, (Aggregate("count_star", None, "n"),), keys=("k",))
+
+
+def state_windows(spark, checkpoint) -> tuple[int, int]:
+    """(keys, live windows) in the operator's state, read with Spark's state data source."""
+    summary = S.state_summary(spark, str(checkpoint))
+    return summary["keys"], summary["windows"]
+
+
+def test_state_stays_bounded(spark, stream_files, tmp_path):
+    """300 keys, 12 batches each a minute of event time later: windows expire once the watermark
+    passes end + allowed lateness, so the state holds only the last few minutes' windows."""
+    keys = [f"user{i:03d}" for i in range(300)]
+    batches = [pd.DataFrame({"k": keys, EVENT_TIME: [at(b) + (i % 60) * SECOND for i in range(300)], "v": 1})
+               for b in range(12)]
+    write_batches(stream_files, batches)
+    plan = windows_plan(lateness=MINUTE)
+    cp = tmp_path / "cp"
+    stream = S.build_stream(source(spark, stream_files), plan, delay=0, native=False, buckets=4)
+    query = S.start(stream, format="memory", query_name="bounded", checkpoint=str(cp), available_now=True)
+    panes = collect_panes(spark, "bounded")
+    # the watermark ends at the last batch's max event time, 11:59 past T0: windows ending after
+    # 10:59 (= 11:59 - lateness) are still live, i.e. [10, 11) and [11, 12) for every key
+    n_keys, n_windows = state_windows(spark, cp)
+    assert (n_keys, n_windows) == (300, 600)
+    assert len(panes) == 300 * 11  # [0, 1) ... [10, 11) emitted ON_TIME; [11, 12) is still open
+    assert S.query_metrics(query)["input_rows"] == 300 * 12
+
+
+def test_late_rows_are_counted_and_can_be_fetched(spark, stream_files, tmp_path):
+    """Rows behind the watermark: those Spark drops before the operator (more than window size +
+    allowed lateness behind) and those the engine drops are both counted."""
+    rows = [
+        [("a", at(0.5))],
+        [("a", at(10))],
+        [("a", at(9.99))],                      # on time: its window [9, 10) ends after W = 0:30
+        [("w", at(8.9)), ("x", at(9.1)), ("y", at(2)), ("z", at(9.5))],  # judged against W = 10:00
+    ]
+    batches = [pd.DataFrame({"k": [k for k, _ in b], EVENT_TIME: [t for _, t in b], "v": 1}) for b in rows]
+    write_batches(stream_files, batches)
+    stream = S.build_stream(source(spark, stream_files), windows_plan(lateness=0), delay=0, native=False,
+                            keep_dropped=True, buckets=2)
+    got = []
+    query = (stream.raw.writeStream.foreachBatch(lambda df, _: got.extend(df.collect()))
+             .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start())
+    query.awaitTermination()
+    metrics = S.query_metrics(query)
+    # w and y are at least the shift (window size + lateness = 1 minute) behind W = 10:00: Spark
+    # drops them before the operator; x and z are nearer, reach the engine, and are too late there
+    assert metrics["spark_dropped_late"] == 2
+    assert metrics["dropped_too_late"] == 2
+    assert S.late_rows(metrics) == 4
+    from sqlflow.udfs.streaming import DROPPED, KIND, OUT_END, OUT_EVENT_TIME, OUT_REASON, OUT_START
+    dropped = sorted((r["k"], r[OUT_EVENT_TIME], r[OUT_REASON], r[OUT_START], r[OUT_END]) for r in got if r[KIND] == DROPPED)
+    assert dropped == [("x", at(9.1), "too late", at(9), at(10)), ("z", at(9.5), "too late", at(9), at(10))]
+
+
+def test_available_now_with_and_without_finish(spark, stream_files, tmp_path):
+    batch = pd.DataFrame({"k": ["a", "a", "a"], EVENT_TIME: [at(0.1), at(0.8), at(1.2)], "v": [1, 2, 4]})
+    write_batches(stream_files, [batch])
+    plan = EnginePlan(windows_plan(0).windowing, (Aggregate("sum", "v", "total"),), keys=("k",))
+
+    open_end = S.build_stream(source(spark, stream_files), plan, delay=0, native=False)
+    q = S.start(open_end, format="memory", query_name="open_end", available_now=True)
+    assert not q.isActive
+    got = collect_panes(spark, "open_end")
+    assert [(r.window_start, r.total, r.pane_timing) for r in got.itertuples()] == [(at(0), 3, "ON_TIME")]
+
+    finished = S.build_stream(source(spark, stream_files), plan, delay=0, native=False,
+                              finish_dir=str(tmp_path / "finish"))
+    q = S.start(finished, format="memory", query_name="finished", available_now=True, finish=True)
+    assert not q.isActive
+    got = collect_panes(spark, "finished")
+    assert [(r.window_start, r.total, r.pane_timing, r.is_last) for r in got.itertuples()] == [
+        (at(0), 3, "ON_TIME", True), (at(1), 4, "ON_TIME", True)]
