@@ -502,8 +502,8 @@ def _complete(buffer: str) -> bool:
     tokens = scan(buffer)
     if not tokens or tokens[-1].text != ";" or any(t.unterminated for t in tokens):
         return False
-    spans = split_statements(buffer + "\nx")
-    return bool(spans) and spans[-1][0] >= len(buffer)
+    spans = split_statements(buffer)
+    return not spans or spans[-1][1] <= tokens[-1].start  # that ';' ended the last statement
 
 
 def _read_line(prompt: str, tty: bool) -> str:

@@ -1,0 +1,226 @@
+"""The `sqlflow` command, run as the installed console script in a subprocess (each run starts
+its own JVM, ~8 s: the runs are few and each checks several flags), plus in-process checks of
+the pieces that need no Spark."""
+from __future__ import annotations
+
+import os
+import pty
+import select
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from sqlflow.cli import _complete, build_parser, main
+
+
+# ---------------------------------------------------------------- subprocess runs
+
+
+def test_e_i_conf_set_define_database_header_silent_verbose(sqlflow_cli, tmp_path):
+    init = tmp_path / "init.sql"
+    init.write_text("CREATE OR REPLACE TEMPORARY VIEW init_view AS SELECT 41 AS x;\n"
+                    "SELECT 'init output is not shown';\n")
+    r = sqlflow_cli(
+        "-S", "-v", "--header", "--name", "cli-test", "--conf", "spark.sql.shuffle.partitions=3",
+        "--database", "default", "-i", str(init), "-d", "who=world", "--hivevar", "n=2",
+        "-e", "SET spark.sql.shuffle.partitions;\n"
+              "SET my.setting=42;\n"
+              "SELECT '${who}' AS greeting, ${n} + 1 AS three, '${my.setting}' AS from_set, NULL AS nothing,\n"
+              "       true AS yes, TIMESTAMP'2015-09-01 12:00:00' AS ts, array(1, 2) AS arr, x FROM init_view")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [
+        "SET spark.sql.shuffle.partitions",            # -v echoes each statement
+        "key\tvalue",
+        "spark.sql.shuffle.partitions\t3",             # --conf
+        "SET my.setting=42",
+        "key\tvalue",
+        "my.setting\t42",
+        "SELECT 'world' AS greeting, 2 + 1 AS three, '42' AS from_set, NULL AS nothing,",
+        "       true AS yes, TIMESTAMP'2015-09-01 12:00:00' AS ts, array(1, 2) AS arr, x FROM init_view",
+        "greeting\tthree\tfrom_set\tnothing\tyes\tts\tarr\tx",
+        "world\t3\t42\tNULL\ttrue\t2015-09-01 12:00:00\t[1,2]\t41",
+    ]
+    assert "Time taken" not in r.stderr and "WARN" not in r.stderr  # -S
+
+
+def test_f_script_with_comments_and_multiline_statements(sqlflow_cli):
+    r = sqlflow_cli("-f", "examples/hello.sql", "-d", "greeting=hello")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [
+        "spark.sql.shuffle.partitions\t2",
+        "1\tfalse\thello", "2\ttrue\thello", "3\tfalse\thello",
+        "false\t3\t9", "true\t2\t6",
+    ]
+    assert r.stderr.count("Time taken:") == 4 and "Fetched 3 row(s)" in r.stderr
+
+
+def test_failing_script_stops_with_status_1_and_a_located_message(sqlflow_cli):
+    r = sqlflow_cli("-S", "-f", "examples/failing.sql")
+    assert r.returncode == 1
+    assert r.stdout.splitlines() == ["1"]          # statements before the failure ran
+    assert "never reached" not in r.stdout
+    assert r.stderr.splitlines()[-5:] == [
+        "Error in statement 3 of examples/failing.sql:",
+        "sqlflow: WINDOW: unknown window function SESSION (line 11, column 8)",
+        "  WINDOW SESSION(GAP 30m) ON ts;",
+        "         ^",
+        "did you mean SESSIONS?",
+    ]
+
+
+def test_transpile_runs_nothing(sqlflow_cli):
+    r = sqlflow_cli("--transpile", "-d", "size=2m", "-e",
+                    "CREATE TEMP VIEW v AS SELECT 1; "
+                    "SELECT k, SUM(v) AS total FROM paper GROUP BY k WINDOW FIXED(SIZE ${size}) ON ts")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "CREATE TEMP VIEW v AS SELECT 1;"
+    assert "WINDOW(ts, '2 minutes')" in lines[1] and "GROUP BY k" in lines[1]
+    assert "Using Spark's default log4j profile" not in r.stderr  # no JVM was started
+
+
+@pytest.mark.slow
+def test_windowed_script_replays_the_paper(sqlflow_cli):
+    r = sqlflow_cli("-S", "--header", "-f", "examples/paper.sql")
+    assert r.returncode == 0, r.stderr
+    blocks, block = [], []
+    for line in r.stdout.splitlines():
+        if line.startswith("k\twindow_start") and block:
+            blocks.append(block)
+            block = []
+        block.append(line.split("\t"))
+    blocks.append(block)
+    fig10, fig12, fig14 = blocks
+    assert [row[fig10[0].index("total")] for row in fig10[1:]] == ["14", "22", "3", "12"]
+    assert [row[fig12[0].index("total")] for row in fig12[1:]] == ["5", "22", "3", "14", "12"]
+    head = fig14[0]
+    signed = [int(row[head.index("total")]) * (-1 if row[head.index("is_retraction")] == "true" else 1)
+              for row in fig14[1:]]
+    assert signed == [5, 7, 10, -7, -10, 25, 3, -5, -25, 39, -3, 12]
+    assert sum(signed) == 51
+
+
+def test_stdin_pipe_runs_each_statement_and_goes_on_after_errors(sqlflow_cli):
+    r = sqlflow_cli("-S", input="SELECT 1 AS a,\n  2 AS b;\nSELECT *\n  FROM nope;\n-- a comment\nSELECT 3; SELECT\n4;\n")
+    assert r.returncode == 1
+    assert r.stdout.splitlines() == ["1\t2", "3", "4"]
+    err = r.stderr
+    assert "[TABLE_OR_VIEW_NOT_FOUND]" in err
+    assert "(line 2, column 8)\n    FROM nope;\n         ^" in err   # located, with a caret
+    assert "Traceback" not in err and "py4j" not in err and "at org.apache" not in err
+
+
+class Terminal:
+    """The command on a pseudo-terminal: what a user typing at the prompt sees."""
+
+    def __init__(self, args, env):
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:  # pragma: no cover - the child
+            os.environ.update(env)
+            os.execvp(args[0], args)
+        self.buffer = b""
+
+    def expect(self, text: str, timeout: float = 120) -> str:
+        end = time.monotonic() + timeout
+        while text.encode() not in self.buffer:
+            ready, _, _ = select.select([self.fd], [], [], max(0.0, end - time.monotonic()))
+            if not ready:
+                raise AssertionError(f"waited for {text!r}; got {self.buffer.decode(errors='replace')!r}")
+            try:
+                chunk = os.read(self.fd, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            self.buffer += chunk
+        i = self.buffer.index(text.encode()) + len(text)
+        seen, self.buffer = self.buffer[:i], self.buffer[i:]
+        return seen.decode(errors="replace").replace("\r\n", "\n")
+
+    def send(self, text: str) -> None:
+        os.write(self.fd, text.encode())
+
+    def wait(self, timeout: float = 60) -> int:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                return os.waitstatus_to_exitcode(status)
+            try:
+                os.read(self.fd, 4096)
+            except OSError:
+                pass
+            time.sleep(0.1)
+        os.kill(self.pid, signal.SIGKILL)
+        raise AssertionError("the prompt did not exit")
+
+
+def test_interactive_prompt(tmp_path):
+    exe = Path(os.sys.executable).parent / "sqlflow"
+    if not exe.exists():
+        pytest.skip("the sqlflow command is not installed")
+    history = tmp_path / "history"
+    term = Terminal([str(exe), "--conf", "spark.ui.enabled=false"],
+                    {"SQLFLOW_HISTORY": str(history), "SPARK_LOCAL_IP": "127.0.0.1"})
+    term.expect("sqlflow> ")
+    term.send("SELECT 1 AS a,\n")                      # a statement spanning lines
+    term.expect("       > ")
+    term.send("  'two' AS b;\n")
+    assert "1\ttwo" in term.expect("sqlflow> ")
+    term.send("SELECT 'forgotten'\n")                   # Ctrl-C while typing drops the statement
+    term.expect("       > ")
+    term.send("\x03")
+    term.expect("sqlflow> ")
+    term.send("SELECT count(*) FROM range(100000000000);\n")  # Ctrl-C cancels a running statement
+    time.sleep(5)
+    os.kill(term.pid, signal.SIGINT)
+    assert "Query cancelled." in term.expect("sqlflow> ", timeout=60)
+    term.send("SELECT 'still' AS here; SELECT * FROM nope;\n")  # errors do not end the session
+    seen = term.expect("sqlflow> ")
+    assert "still" in seen and "TABLE_OR_VIEW_NOT_FOUND" in seen and "forgotten" not in seen
+    term.send("\x04")                                   # Ctrl-D exits
+    assert term.wait() == 0
+    assert "SELECT 1 AS a," in history.read_text()      # readline history was saved
+
+
+# ---------------------------------------------------------------- in process (no Spark)
+
+
+def test_statement_completion():
+    assert _complete("SELECT 1;\n")
+    assert not _complete("SELECT 1\n")
+    assert not _complete("SELECT ';\n")                 # inside a string
+    assert not _complete("SELECT 1 -- done;\n")         # inside a comment
+    assert _complete("SELECT 1; -- done\n")            # a comment after the ';'
+    assert _complete("SELECT 1; /* done */\n")
+    assert not _complete("BEGIN\n  SELECT 1;\n")        # inside a BEGIN ... END block
+    assert _complete("BEGIN\n  SELECT 1;\nEND;\n")
+
+
+def test_flags_parse_like_spark_sql():
+    args = build_parser().parse_args(["-e", "SELECT 1", "--conf", "a=b", "--conf", "c=d=e", "-d", "x=1",
+                                      "--define", "y=2", "--hivevar", "z=3", "--hiveconf",
+                                      "hive.cli.print.header=true", "-S", "-v", "--master", "local[1]",
+                                      "--name", "n", "--database", "db"])
+    assert args.conf == [("a", "b"), ("c", "d=e")]
+    assert args.define == [("x", "1"), ("y", "2"), ("z", "3")]
+    assert (args.silent, args.verbose, args.master, args.name, args.database) == (True, True, "local[1]", "n", "db")
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["-e", "SELECT 1", "-f", "x.sql"])
+
+
+def test_transpile_in_process_substitutes_and_locates_errors(capsys, tmp_path):
+    script = tmp_path / "s.sql"
+    script.write_text("-- header\nSELECT ${what};\n\nSELECT k FROM t GROUP BY k\nWINDOW FIXD(SIZE 1m) ON ts;\n")
+    assert main(["--transpile", "-f", str(script), "-d", "what=42"]) == 1
+    out, err = capsys.readouterr()
+    assert "SELECT 42;" in out
+    assert f"Error in statement 2 of {script}:" in err
+    assert "(line 5, column 8)" in err and "  WINDOW FIXD(SIZE 1m) ON ts;\n         ^" in err
+
+
+def test_missing_file_is_an_error(capsys):
+    assert main(["--transpile", "-f", "/no/such/file.sql"]) == 1
+    assert "No such file" in capsys.readouterr().err
