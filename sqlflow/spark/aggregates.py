@@ -197,7 +197,6 @@ def _kind(node: exp.Expr):
     this = node.this
     if isinstance(this, exp.Distinct):
         return None, None, f"the sqlflow engine has no {name}(DISTINCT ...)"
-    if any(v is not None and k != "this" for k, v in node.args.items()
-           if not (isinstance(node, exp.ArrayAgg) and k == "nulls_excluded")):
+    if any(v and k not in ("this", "nulls_excluded") for k, v in node.args.items()):
         return None, None, f"the sqlflow engine has {name} of one argument only"
     return kind, this, None
