@@ -42,7 +42,7 @@ from .errors import SqlflowError
 
 #: options of the magic that take a value (to find where the SQL starts on a %sqlflow line)
 _VALUED = {"-s", "--session", "-o", "--out", "-l", "--limit", "--inputs", "--watermark", "--timeout",
-           "--trigger"}
+           "--trigger", "--title"}
 _FLAGS = {"--explain", "--transpile", "--plot", "--no-plot", "-h", "--help"}
 _QUERY_WORDS = {"SELECT", "WITH", "FROM", "VALUES", "TABLE", "INSERT", "MERGE"}
 _NOISY_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
@@ -80,6 +80,7 @@ class SqlflowMagic(Magics):
     @argument("--no-plot", action="store_true", help="no diagram even with SqlflowMagic.autoplot")
     @argument("--inputs", metavar="NAME", help="with --plot: a DataFrame of input rows to draw")
     @argument("--watermark", metavar="NAME", help="with --plot: watermark steps (proc_time, watermark) to draw")
+    @argument("--title", help="with --plot: the diagram's title")
     @argument("--timeout", metavar="SECONDS", type=float, help="stop a streaming query after this long")
     @argument("--trigger", help="streaming trigger: 'available-now' or an interval like '2 seconds'")
     @line_cell_magic
@@ -172,7 +173,9 @@ class SqlflowMagic(Magics):
             return namespace[name]
 
         inputs, watermark = lookup(args.inputs), lookup(args.watermark)
-        ax = interruptible(lambda: plot(result, inputs=inputs, watermark=watermark, limit=self.plot_limit),
+        title = args.title.strip("\"'") if args.title else None
+        ax = interruptible(lambda: plot(result, inputs=inputs, watermark=watermark, title=title,
+                                        limit=self.plot_limit),
                            lambda: cancel_all(result.sparkSession))
         display(ax.figure)
         plt.close(ax.figure)

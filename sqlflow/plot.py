@@ -295,14 +295,16 @@ class _Diagram:
         last_top: dict[tuple, float] = {}     # (key, window) -> top of its last pane
         pane_top: dict[tuple, float] = {}     # (key, window, pane_index) -> top of that pane
         bounded_seen: dict[tuple, int] = {}
-        n_bounded = pd.Series([(k, s, e) for k, s, e, b in zip(keys, self.start, self.end, bounded) if b]
-                              ).value_counts().to_dict() if bounded.any() else {}
+        n_bounded: dict[tuple, int] = {}
+        for k, s, e, b in zip(keys, self.start, self.end, bounded):
+            if b:
+                n_bounded[(k, _bound(s), _bound(e))] = n_bounded.get((k, _bound(s), _bound(e)), 0) + 1
         top = after
         for i in range(len(self.panes)):
             x0, x1 = self.start[i], self.end[i]
             x0 = x_lo if not np.isfinite(x0) else x0   # GLOBAL (NULL) or -inf bounds
             x1 = x_hi if not np.isfinite(x1) else x1
-            window = (keys[i], self.start[i], self.end[i])
+            window = (keys[i], _bound(self.start[i]), _bound(self.end[i]))
             index = int(self.panes.at[i, "pane_index"]) if "pane_index" in self.panes else i
             if bounded[i]:
                 k = bounded_seen.get(window, 0)
@@ -386,6 +388,11 @@ class _Diagram:
         ax.grid(True, linewidth=0.3, alpha=0.5)
 
 
+def _bound(x: float) -> float | None:
+    """A window bound usable as a dict key (NaN, a GLOBAL window's bound, never equals itself)."""
+    return None if np.isnan(x) else float(x)
+
+
 def _extent(values: np.ndarray, pad_min: float) -> tuple[float, float]:
     finite = values[np.isfinite(values)]
     if finite.size == 0:
@@ -413,3 +420,18 @@ def _watermark_line(steps, x_lo, x_hi, y_top):
     xs.append(wm[-1])
     ys.append(max(y_top, proc[-1]))
     return np.asarray(xs), np.asarray(ys)
+
+
+# `sqlflow.plot` is both this module and the function: importing the module (as `from sqlflow.plot
+# import plot` does) makes Python set the package attribute `sqlflow.plot` to the module, so the
+# module itself must be callable for `sqlflow.plot(result)` to keep working.
+import sys as _sys  # noqa: E402
+import types as _types  # noqa: E402
+
+
+class _CallableModule(_types.ModuleType):
+    def __call__(self, *args, **kwargs):
+        return plot(*args, **kwargs)
+
+
+_sys.modules[__name__].__class__ = _CallableModule

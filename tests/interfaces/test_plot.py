@@ -153,3 +153,19 @@ def test_spark_dataframe_is_collected_with_a_limit(spark):
         "n INT, window_start BIGINT, window_end BIGINT, pane_index INT, pane_timing STRING, is_last BOOLEAN, emit_time BIGINT")
     ax = sqlflow.plot(df, limit=5)
     assert len(rects(ax, "pane")) == 5
+
+
+def test_sqlflow_plot_is_callable_after_the_module_was_imported():
+    import importlib
+
+    importlib.import_module("sqlflow.plot")  # sets the package attribute to the module
+    panes = pd.DataFrame({"n": [1], "window_start": [0], "window_end": [60_000_000], "pane_index": [0],
+                          "pane_timing": ["ON_TIME"], "is_last": [True], "emit_time": [None]})
+    assert len(sqlflow.plot(panes).patches) == 1
+
+
+def test_global_panes_stack_up_one_above_the_other(engine_figure):
+    result, rows, _ = engine_figure(7)
+    boxes = rects(sqlflow.plot(result, inputs=rows), "pane")
+    assert [round((b.get_y() - DAY0) * 1440, 3) for b in boxes[1:]] == [720 + 6, 720 + 7, 720 + 8]  # 12:06, 12:07, 12:08
+    assert all(b.get_y() + b.get_height() == pytest.approx(n.get_y()) for b, n in zip(boxes, boxes[1:]))
