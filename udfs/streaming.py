@@ -66,7 +66,7 @@ OUT_EVENT_TIME, OUT_REASON = "__sqlflow_et", "__sqlflow_reason"
 
 #: per-call counters, summed by the driver's observe() into the query's progress
 METRICS_COLUMNS = (
-    "input_rows", "panes", "retractions", "dropped_too_late", "dropped_closed_window",
+    "engine_rows", "panes", "retractions", "dropped_too_late", "dropped_closed_window",
     "dropped_null_event_time", "dropped_bad_gap", "buckets_advanced",
 )
 #: per-call values the driver reduces with max(): the batch's processing time and watermark
@@ -229,7 +229,7 @@ class BucketStep:
     def _metrics(self, metrics: dict, meta: Meta, p: int, wm: int, advanced: bool = True) -> pd.DataFrame:
         out = self._frame(1, METRICS)
         for m in METRICS_COLUMNS:
-            out[METRIC_PREFIX + m] = [int(metrics.get(m, 0))]
+            out[METRIC_PREFIX + m] = [int(metrics.get("input_rows" if m == "engine_rows" else m, 0))]
         out[METRIC_PREFIX + "buckets_advanced"] = [int(advanced)]
         out[METRIC_PREFIX + "batch_time"] = [p]
         out[METRIC_PREFIX + "watermark"] = [wm]

@@ -42,9 +42,9 @@ if TYPE_CHECKING:  # pragma: no cover
 METRICS_NAME = "sqlflow"
 SOURCE_METRICS_NAME = "sqlflow_source"
 
-#: the shift of the watermark column for windows whose extent is unbounded (GLOBAL, per-row gaps,
-#: custom window functions): rows this far behind the watermark are dropped by Spark (counted in
-#: numRowsDroppedByWatermark); every nearer row reaches the engine
+#: the default shift of the watermark column: Spark drops (before the operator, counting them in
+#: numRowsDroppedByWatermark) only rows this far behind the watermark, so in practice every row
+#: reaches the engine, which judges lateness per (row, window) and counts and returns what it drops
 UNBOUNDED_SHIFT = 3650 * DAY
 
 #: default hash buckets per shuffle partition (docs/streaming.md: key vs bucket measurements)
@@ -173,10 +173,12 @@ def native_equivalent(plan: EnginePlan, *, time_shift: int = 0) -> str | None:
     return None
 
 
-def _native_panes(data: "DataFrame", plan: EnginePlan, *, delay: int, schema: "StructType") -> "DataFrame":
+def _native_panes(data: "DataFrame", plan: EnginePlan, *, delay: int, schema: "StructType",
+                  metrics_name: str) -> "DataFrame":
     from pyspark.sql import functions as F
 
     fn = plan.window
+    data = _observe_input(data, metrics_name, null_event_time=True)
     ts = F.timestamp_micros(F.col(EVENT_TIME))
     src = data.withColumn("__sqlflow_ts", ts).withWatermark("__sqlflow_ts", _interval_ms(delay))
     if isinstance(fn, ast.Fixed):
@@ -200,6 +202,7 @@ def _native_panes(data: "DataFrame", plan: EnginePlan, *, delay: int, schema: "S
         F.lit(0).cast("long").alias("pane_index"), F.lit("ON_TIME").alias("pane_timing"),
         F.lit(True).alias("is_last"), F.current_timestamp().alias("emit_time"),
         *([F.lit(False).alias(RETRACTION_COLUMN)] if plan.mode.retracting else []))
+    out = out.observe(metrics_name, F.count(F.lit(1)).alias("panes"), F.max(F.unix_micros("emit_time")).alias("batch_time"))
     return out.select(*[F.col(f.name).cast(f.dataType) for f in schema.fields])
 
 
@@ -252,7 +255,8 @@ def stream_panes(input_df: "DataFrame", plan: EnginePlan, *, delay: int, **optio
 def build_stream(input_df: "DataFrame", plan: EnginePlan, *, delay: int, buckets: int | None = None,
                  native: bool | None = None, heartbeat: bool | None = None, finish_dir: str | None = None,
                  keep_dropped: bool = False, time_shift: int = 0, output_schema: "StructType | None" = None,
-                 metrics_name: str = METRICS_NAME, grouping: str = "bucket") -> PaneStream:
+                 metrics_name: str = METRICS_NAME, grouping: str = "bucket",
+                 spark_drops_late: bool = False) -> PaneStream:
     """Build the pane stream of `plan` over the streaming DataFrame `input_df`.
 
     - `input_df` has the engine input columns (event time as int64 microseconds, keys, aggregate
@@ -268,7 +272,10 @@ def build_stream(input_df: "DataFrame", plan: EnginePlan, *, delay: int, buckets
     - `keep_dropped`: also output dropped rows (`PaneStream.dropped`);
     - `time_shift` (us): the watermark column is event time + time_shift; use e.g. 100 years for
       event times before 1970 (Spark's watermark starts at 0, the epoch);
-    - `grouping`: "bucket" (default) or "key" (one call per key: for measurements only).
+    - `grouping`: "bucket" (default) or "key" (one call per key: for measurements only);
+    - `spark_drops_late`: let Spark drop rows too late for all their windows before the operator
+      (`lateness_shift`; counted as rows in `spark_dropped_late`) instead of shipping them to the
+      engine (counted per (row, window) in `dropped_too_late`, and returned with keep_dropped).
     """
     from pyspark.sql import functions as F
 
@@ -280,11 +287,22 @@ def build_stream(input_df: "DataFrame", plan: EnginePlan, *, delay: int, buckets
     if native and reason is not None:
         raise SqlflowUnsupportedError(f"the native operator is not equivalent here: {reason}", clause="STREAM")
     if reason is None and not keep_dropped and finish_dir is None:
-        panes = _native_panes(data, plan, delay=delay, schema=schema)
+        panes = _native_panes(data, plan, delay=delay, schema=schema, metrics_name=metrics_name)
         return PaneStream(panes, None, None, None, "native", 0, metrics_name)
     return _stateful(spark, data, plan, delay=delay, buckets=buckets, heartbeat=heartbeat, finish_dir=finish_dir,
                      keep_dropped=keep_dropped, time_shift=time_shift, schema=schema, metrics_name=metrics_name,
-                     grouping=grouping)
+                     grouping=grouping, shift=lateness_shift(plan) if spark_drops_late else UNBOUNDED_SHIFT)
+
+
+def _observe_input(data: "DataFrame", metrics_name: str, *, null_event_time: bool) -> "DataFrame":
+    """Count the input rows (and, for the native operator, the NULL event times it drops)."""
+    from pyspark.sql import functions as F
+
+    metrics = [F.count(F.lit(1)).alias("input_rows")]
+    if null_event_time:
+        null_et = F.col(EVENT_TIME).isNull().cast("long")
+        metrics.append(F.coalesce(F.sum(null_et), F.lit(0)).alias("dropped_null_event_time"))
+    return data.observe(metrics_name + "_input", *metrics)
 
 
 def _engine_columns(df: "DataFrame", plan: EnginePlan) -> list[str]:
@@ -301,17 +319,17 @@ def _engine_columns(df: "DataFrame", plan: EnginePlan) -> list[str]:
 
 def _stateful(spark: "SparkSession", data: "DataFrame", plan: EnginePlan, *, delay: int, buckets, heartbeat,
               finish_dir, keep_dropped, time_shift, schema: "StructType", metrics_name: str,
-              grouping: str) -> PaneStream:
+              grouping: str, shift: int) -> PaneStream:
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
     from sqlflow.udfs import streaming as op
 
+    plain, data = data, _observe_input(data, metrics_name, null_event_time=False)
     input_columns = tuple(data.columns)
     n_buckets = buckets or BUCKETS_PER_PARTITION * int(spark.conf.get("spark.sql.shuffle.partitions"))
     if not plan.keys:
         n_buckets = 1
-    shift = lateness_shift(plan)
     by_key = grouping == "key"
     if by_key:
         n_buckets = 0
@@ -326,7 +344,7 @@ def _stateful(spark: "SparkSession", data: "DataFrame", plan: EnginePlan, *, del
     if heartbeat is None:
         heartbeat = plan.uses_processing_time
     if heartbeat and not by_key:
-        beats = data.select(F.lit(1).alias("__sqlflow_one")).mapInPandas(op.heartbeats(n_buckets, columns), rows.schema)
+        beats = plain.select(F.lit(1).alias("__sqlflow_one")).mapInPandas(op.heartbeats(n_buckets, columns), rows.schema)
         parts.append(beats)
     if finish_dir is not None:
         os.makedirs(finish_dir, exist_ok=True)
@@ -481,7 +499,7 @@ def progress_metrics(progress: dict, name: str = METRICS_NAME) -> dict:
     operators dropped behind the watermark (`spark_dropped_late`)."""
     observed = progress.get("observedMetrics") or {}
     out = {}
-    for metrics_name in (name, SOURCE_METRICS_NAME):
+    for metrics_name in (name, name + "_input", SOURCE_METRICS_NAME):
         row = observed.get(metrics_name)
         values = row.asDict() if hasattr(row, "asDict") else dict(row or {})
         out.update({k: int(v) for k, v in values.items() if v is not None})

@@ -104,9 +104,11 @@ def test_state_stays_bounded(spark, stream_files, tmp_path):
     assert S.query_metrics(query)["input_rows"] == 300 * 12
 
 
-def test_late_rows_are_counted_and_can_be_fetched(spark, stream_files, tmp_path):
-    """Rows behind the watermark: those Spark drops before the operator (more than window size +
-    allowed lateness behind) and those the engine drops are both counted."""
+@pytest.mark.parametrize("spark_drops_late", [False, True])
+def test_late_rows_are_counted_and_can_be_fetched(spark, stream_files, tmp_path, spark_drops_late):
+    """Rows behind the watermark are counted: by the engine (and returned as dropped rows with
+    the window they missed), or, with spark_drops_late, those more than window size + allowed
+    lateness behind by Spark before the operator."""
     rows = [
         [("a", at(0.5))],
         [("a", at(10))],
@@ -116,20 +118,24 @@ def test_late_rows_are_counted_and_can_be_fetched(spark, stream_files, tmp_path)
     batches = [pd.DataFrame({"k": [k for k, _ in b], EVENT_TIME: [t for _, t in b], "v": 1}) for b in rows]
     write_batches(stream_files, batches)
     stream = S.build_stream(source(spark, stream_files), windows_plan(lateness=0), delay=0, native=False,
-                            keep_dropped=True, buckets=2)
+                            keep_dropped=True, buckets=2, spark_drops_late=spark_drops_late)
     got = []
     query = (stream.raw.writeStream.foreachBatch(lambda df, _: got.extend(df.collect()))
              .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start())
     query.awaitTermination()
     metrics = S.query_metrics(query)
-    # w and y are at least the shift (window size + lateness = 1 minute) behind W = 10:00: Spark
-    # drops them before the operator; x and z are nearer, reach the engine, and are too late there
-    assert metrics["spark_dropped_late"] == 2
-    assert metrics["dropped_too_late"] == 2
     assert S.late_rows(metrics) == 4
+    if spark_drops_late:
+        # w and y are at least the shift (window size + lateness = 1 minute) behind W = 10:00:
+        # Spark drops them before the operator; x and z are nearer and too late for the engine
+        assert (metrics["spark_dropped_late"], metrics["dropped_too_late"]) == (2, 2)
+        far = []
+    else:
+        assert (metrics["spark_dropped_late"], metrics["dropped_too_late"]) == (0, 4)
+        far = [("w", at(8.9), "too late", at(8), at(9)), ("y", at(2), "too late", at(2), at(3))]
     from sqlflow.udfs.streaming import DROPPED, KIND, OUT_END, OUT_EVENT_TIME, OUT_REASON, OUT_START
     dropped = sorted((r["k"], r[OUT_EVENT_TIME], r[OUT_REASON], r[OUT_START], r[OUT_END]) for r in got if r[KIND] == DROPPED)
-    assert dropped == [("x", at(9.1), "too late", at(9), at(10)), ("z", at(9.5), "too late", at(9), at(10))]
+    assert dropped == sorted(far + [("x", at(9.1), "too late", at(9), at(10)), ("z", at(9.5), "too late", at(9), at(10))])
 
 
 def test_available_now_with_and_without_finish(spark, stream_files, tmp_path):
