@@ -92,6 +92,9 @@ class BucketJob:
         for column in self.columns:
             if column not in out:
                 out[column] = None
+            elif out[column].dtype == object:
+                # rows of another kind hold NaN here after concat: Spark wants None (arrays, structs)
+                out[column] = out[column].where(out[column].notna(), None)
         return out[list(self.columns)]
 
     # ------------------------------------------------------------------ input
