@@ -293,6 +293,7 @@ class _Diagram:
         keys = [self._key_of(i) for i in range(len(self.panes))]
         palette = {k: f"C{n % 10}" for n, k in enumerate(dict.fromkeys(keys))}
         last_top: dict[tuple, float] = {}     # (key, window) -> top of its last pane
+        tops: dict[tuple, list] = {}          # key -> [(start, end, top)] of its panes so far
         pane_top: dict[tuple, float] = {}     # (key, window, pane_index) -> top of that pane
         bounded_seen: dict[tuple, int] = {}
         n_bounded: dict[tuple, int] = {}
@@ -324,13 +325,19 @@ class _Diagram:
                 rect.set_gid("retraction")
                 text = "\u2212" + label if label else "\u2212"
             else:
-                y0 = last_top.get(window, y_lo)
+                # on top of the last pane of this window, or of a window it grew from (a
+                # session that grew or merged contains the windows it replaces)
+                lo = -np.inf if np.isnan(self.start[i]) else self.start[i]
+                hi = np.inf if np.isnan(self.end[i]) else self.end[i]
+                below = [t for s_, e_, t in tops.get(keys[i], []) if s_ >= lo and e_ <= hi]
+                y0 = max(below) if below else y_lo
                 height = max(y1 - y0, 0.004 * span)
                 rect = Rectangle((x0, y0), x1 - x0, height, facecolor=color, alpha=0.28,
                                  edgecolor=color, linewidth=1.4, linestyle=_TIMING_STYLE.get(timing, "-"),
                                  zorder=2)
                 rect.set_gid("pane")
                 last_top[window] = y1
+                tops.setdefault(keys[i], []).append((lo, hi, y1))
                 pane_top[(window, index)] = y1
                 text = label
             ax.add_patch(rect)
