@@ -131,6 +131,7 @@ class Cli:
             conf = dict(self.args.conf)
             if self.silent:
                 conf.setdefault("spark.log.level", "ERROR")
+            self._owns_session = _no_jvm_yet()
             with _jvm_stderr_discarded(self.silent):
                 self._spark = local_session(app_name=self.args.name,
                                             master=self.args.master or "local[2]", conf=conf)
@@ -150,7 +151,8 @@ class Cli:
             cancel_all(self._spark)
 
     def close(self) -> None:
-        if self._spark is not None:
+        """Stop the session this command started (not one that was running already)."""
+        if self._spark is not None and getattr(self, "_owns_session", True):
             try:
                 self._spark.stop()
             except Exception:  # noqa: BLE001 - stopping at exit: nothing left to report to

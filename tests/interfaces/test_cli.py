@@ -224,3 +224,41 @@ def test_transpile_in_process_substitutes_and_locates_errors(capsys, tmp_path):
 def test_missing_file_is_an_error(capsys):
     assert main(["--transpile", "-f", "/no/such/file.sql"]) == 1
     assert "No such file" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- in process, on the shared session
+
+
+def test_in_process_windowed_statements_and_explain(spark, capsys, monkeypatch, repo_root):
+    """main() in this process reuses the running session (and leaves it running)."""
+    monkeypatch.chdir(repo_root)
+    status = main(["-S", "--header", "-i", "examples/paper_views.sql", "-e",
+                   "SELECT k, SUM(v) AS total FROM paper GROUP BY k WINDOW FIXED(SIZE 2m) ON ts ORDER BY window_start"])
+    out, err = capsys.readouterr()
+    assert status == 0, err
+    lines = [line.split("\t") for line in out.splitlines()]
+    assert lines[0][:2] == ["k", "total"] and "window_start" in lines[0]
+    assert [row[1] for row in lines[1:]] == ["14", "22", "3", "12"]
+
+    status = main(["-S", "--explain", "-i", "examples/paper_views.sql", "-e",
+                   "CREATE OR REPLACE TEMPORARY VIEW still_created AS SELECT 1 AS one;\n"
+                   "SELECT k, SUM(v) AS total FROM paper WATERMARK ts TIMELINE heuristic ARRIVAL arrived_at "
+                   "GROUP BY k WINDOW SESSIONS(GAP 1m);\n"
+                   "SELECT * FROM still_created"])
+    out, err = capsys.readouterr()
+    assert status == 0, err
+    assert "path: engine" in out and "replay" in out     # sqlflow.explain of the windowed statement
+    assert "Physical Plan" in out                         # EXPLAIN of the plain query
+    assert spark.catalog.tableExists("still_created")    # DDL still ran
+    assert spark.sparkContext._jsc is not None           # the session was left running
+
+
+@pytest.mark.slow
+def test_sessions_example_report_equals_the_batch_answer(spark, capsys, monkeypatch, repo_root):
+    monkeypatch.chdir(repo_root)
+    assert main(["-S", "--header", "-f", "examples/sessions.sql"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    report = out[out.index("length\tsessions\tclicks"):]
+    assert report[1:] == ["1-4\t5\t17", "10+\t2\t35", "5-9\t14\t89"]
+    bob = [line.split("\t") for line in out[:out.index("length\tsessions\tclicks")]]
+    assert "true" in [row[bob[0].index("is_retraction")] for row in bob[1:]]
