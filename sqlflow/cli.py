@@ -233,7 +233,9 @@ class Cli:
             self.out.write(piece.sql + "\n")
             self.out.flush()
         if self.args.transpile:
-            self.out.write(self._transpiled(statement) + ";\n")
+            text = self._transpiled(statement)
+            if not quiet:
+                self.out.write(text + ";\n")
             return
         hivevar = _SET_HIVEVAR.match(_without_leading_comments(piece.sql))
         if hivevar:
