@@ -262,3 +262,24 @@ def test_sessions_example_report_equals_the_batch_answer(spark, capsys, monkeypa
     assert report[1:] == ["1-4\t5\t17", "10+\t2\t35", "5-9\t14\t89"]
     bob = [line.split("\t") for line in out[:out.index("length\tsessions\tclicks")]]
     assert "true" in [row[bob[0].index("is_retraction")] for row in bob[1:]]
+
+
+def test_in_process_streaming_statement_runs_until_its_source_is_exhausted(spark, capsys, tmp_path, stream_files):
+    """A query over STREAM(table) prints each micro-batch's rows, progress on stderr, and ends
+    (availableNow) when the files are read."""
+    import pandas as pd
+
+    for i in range(3):
+        stream_files.write(pd.DataFrame({"k": ["a"], "v": [i]}), fmt="json")
+    table = f"cli_stream_{os.getpid()}"
+    status = main(["--header", "-e",
+                   f"CREATE TABLE {table} (k STRING, v BIGINT) USING json LOCATION '{stream_files.path}' "
+                   "OPTIONS (maxFilesPerTrigger 1);\n"
+                   f"SELECT k, v * 10 AS v10 FROM STREAM({table});\n"
+                   f"DROP TABLE {table}"])
+    out, err = capsys.readouterr()
+    assert status == 0, err
+    lines = out.splitlines()
+    assert lines[0] == "k\tv10" and sorted(lines[1:]) == ["a\t0", "a\t10", "a\t20"]
+    assert err.count("pane row(s)") == 3   # one progress line per micro-batch
+    assert not spark.streams.active
