@@ -37,8 +37,12 @@ def quiet_analysis_errors():
 
 
 def spark_sql(spark, query: str, args, *, statement: Statement, original: exp.Expr | None,
-              fallback: ast.Position | None, clause: str = "SELECT"):
-    """spark.sql(query, args), with an analysis error turned into a located SqlflowAnalysisError."""
+              fallback: ast.Position | None, clause: str = "SELECT", clauses=()):
+    """spark.sql(query, args), with an analysis error turned into a located SqlflowAnalysisError.
+
+    `clauses`: (SQL text, position, clause) of expressions sqlflow's own clauses contributed (the
+    ON column, the WATERMARK and ARRIVAL columns, a GAP, a WHEN): an error about one of them is
+    located at that clause."""
     from pyspark.errors import AnalysisException
 
     with quiet_analysis_errors():
@@ -46,18 +50,39 @@ def spark_sql(spark, query: str, args, *, statement: Statement, original: exp.Ex
             return spark.sql(query, args=args) if args else spark.sql(query)
         except AnalysisException as error:
             raise analysis_error(error, statement=statement, original=original, fallback=fallback,
-                                 clause=clause) from error
+                                 clause=clause, clauses=clauses) from error
 
 
-def analysis_error(error, *, statement: Statement, original: exp.Expr | None, fallback, clause: str):
+def analysis_error(error, *, statement: Statement, original: exp.Expr | None, fallback, clause: str,
+                   clauses=()):
     fragment = _fragment(error)
-    pos = locate_fragment(fragment, original, statement) if fragment else None
+    pos = None
+    if fragment:
+        for text, where, name in clauses:
+            if where is not None and _mentions(text, fragment):
+                pos, clause = where, name
+                break
+        else:
+            pos = locate_fragment(fragment, original, statement)
     pos = pos or fallback
     message = spark_message(error)
     err = SqlflowAnalysisError(message, clause=clause, sql=statement.source.text if pos else None,
                                line=pos.line if pos else None, column=pos.column if pos else None)
     err.spark_error_class = _condition(error)  # type: ignore[attr-defined]
     return err
+
+
+def _mentions(text: str, fragment: str) -> bool:
+    """Whether a clause's SQL text is, or contains as a column, the fragment Spark names."""
+    try:
+        tree = sqlglot.parse_one(text, read=DIALECT)
+        wanted = sqlglot.parse_one(fragment, read=DIALECT)
+    except Exception:  # noqa: BLE001
+        return text.strip() == fragment.strip()
+    if tree == wanted:
+        return True
+    return isinstance(wanted, exp.Column) and any(
+        isinstance(n, exp.Column) and n.name.lower() == wanted.name.lower() for n in tree.walk())
 
 
 def spark_message(error) -> str:
@@ -112,6 +137,11 @@ def locate_fragment(fragment: str, original: exp.Expr | None, statement: Stateme
             candidates.append(node)
         elif isinstance(node, (exp.Column, exp.Table)) and node.name.lower() in names:
             candidates.append(node)
+    if not candidates and isinstance(wanted, exp.Func) and not isinstance(wanted, exp.Anonymous):
+        # Spark prints the call after its own rewrites (DATE(ts) becomes CAST(ts AS DATE)):
+        # the only call of that function will do
+        same = [node for node in original.walk() if type(node) is type(wanted)]
+        candidates = same if len(same) == 1 else []
     positions = [statement.position(node) for node in candidates]
     positions = [p for p in positions if p is not None]
     return min(positions, key=lambda p: (p.line, p.column)) if positions else None

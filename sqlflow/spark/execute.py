@@ -71,9 +71,10 @@ class Runner:
 
     # ------------------------------------------------------------------ helpers
 
-    def sql(self, query: str, node: exp.Expr | None, fallback: ast.Position | None, clause: str = "SELECT"):
+    def sql(self, query: str, node: exp.Expr | None, fallback: ast.Position | None, clause: str = "SELECT",
+            clauses=()):
         return spark_sql(self.spark, query, self.args, statement=self.statement, original=node,
-                         fallback=fallback, clause=clause)
+                         fallback=fallback, clause=clause, clauses=clauses)
 
     def view(self, df, kind: str) -> str:
         name = f"__sqlflow_{kind}_{self.run_id}_{len(self.views)}"
@@ -133,7 +134,7 @@ class Runner:
         rel = input_relation(ws)
         raw = names = agg_types = None
         if self.spark is not None:
-            raw = self.sql(rel.sql(), select, ws.position)
+            raw = self.sql(rel.sql(), select, ws.position, clauses=_clause_columns(ws))
             if raw.isStreaming:
                 raise ws.error(SqlflowUnsupportedError, f"{ws.label()} reads a stream; sqlflow.sql runs bounded "
                                "and recorded data", "SELECT",
@@ -196,8 +197,10 @@ class Runner:
             if self.dry:
                 stage.replay += " (the timeline is computed when the query runs)"
             else:
+                src = ws.arrival_source.watermark
+                where = src.model.pos or src.pos
                 replay = timeline.replay(self.spark, ws, self.args,
-                                         lambda q, node: self.sql(q, node, ws.position, clause="WATERMARK"))
+                                         lambda q, node: self.sql(q, node, where, clause="WATERMARK"))
                 stage.replay += f": {replay.instants} arrival instants, {len(replay.timeline.times)} watermark steps"
         n, why = conf.buckets(self.spark, raw, keyed=bool(rel.keys))
         stage.buckets = why
@@ -216,6 +219,24 @@ class Runner:
             self.tree = new
         else:
             ws.select.replace(new)
+
+
+def _clause_columns(ws: WindowedSelect) -> list[tuple[str, ast.Position | None, str]]:
+    """SQL that sqlflow's clauses put in the input relation, with where it was written."""
+    out = []
+    if ws.event_time_clause == "WINDOW":
+        out.append((ws.windowing.window.on, ws.windowing.window.pos, "WINDOW"))
+    else:
+        out.append((ws.sources[0].watermark.event_time, ws.sources[0].watermark.pos, "WATERMARK"))
+    if ws.replay:
+        out.append((ws.arrival_source.watermark.arrival, ws.arrival_source.watermark.pos, "WATERMARK"))
+    fn = ws.window
+    if isinstance(fn, ast.Sessions) and isinstance(fn.gap, ast.SqlExpr):
+        out.append((fn.gap.sql, fn.gap.pos or fn.pos, "WINDOW"))
+    for t in ast.walk_triggers(ws.windowing.effective_trigger):
+        if isinstance(t, ast.When):
+            out.append((t.predicate.sql, t.predicate.pos or t.pos, "TRIGGER"))
+    return out
 
 
 def _merging(fn: ast.WindowFn) -> bool:

@@ -43,11 +43,10 @@ def check_input_types(ws: WindowedSelect, rel: InputRelation, schema) -> None:
     timestamps = (T.TimestampType, T.TimestampNTZType)
     et = types[EVENT_TIME]
     if not isinstance(et, timestamps):
-        column = ws.event_time.sql(dialect="spark")
         if ws.event_time_clause == "WINDOW":
-            pos, clause = ws.windowing.window.pos, "WINDOW"
+            column, pos, clause = ws.windowing.window.on, ws.windowing.window.pos, "WINDOW"
         else:
-            pos, clause = ws.sources[0].watermark.pos, "WATERMARK"
+            column, pos, clause = ws.sources[0].watermark.event_time, ws.sources[0].watermark.pos, "WATERMARK"
         raise ws.error(SqlflowAnalysisError, f"the event-time column {column} is {_type_name(et)}, not a TIMESTAMP",
                        clause, pos=pos,
                        hint=f"convert it in a subquery, e.g. timestamp_seconds({column}) or to_timestamp({column})")

@@ -1,0 +1,197 @@
+"""Errors of `sqlflow.sql` on bad queries and bad input, with their exact messages.
+
+Spark's analysis errors (missing tables and columns, type mismatches) keep Spark's message and
+point into the user's query: at the identifier Spark names, or at the sqlflow clause that
+introduced it (ON, WATERMARK, ARRIVAL, TIMELINE, GAP, WHEN).
+"""
+import pytest
+
+import sqlflow
+
+
+@pytest.fixture(scope="module")
+def tables(spark):
+    spark.sql("""CREATE OR REPLACE TEMP VIEW clicks AS SELECT * FROM VALUES
+      ('u1', 'home', 10, TIMESTAMP'2024-01-01 00:00:10', TIMESTAMP'2024-01-01 00:00:12', 5L)
+      AS t(user, page, amount, ts, arrived, secs)""")
+    spark.sql("""CREATE OR REPLACE TEMP VIEW backwards AS SELECT * FROM VALUES
+      (TIMESTAMP'2024-01-01 00:00:01', TIMESTAMP'2024-01-01 00:00:09'),
+      (TIMESTAMP'2024-01-01 00:00:02', TIMESTAMP'2024-01-01 00:00:05') AS t(proc_time, watermark)""")
+
+
+def error_of(spark, query, **kwargs):
+    with pytest.raises(sqlflow.SqlflowError) as info:
+        sqlflow.sql(spark, query, **kwargs).collect()
+    return info.value
+
+
+CASES = {
+    "missing table": (
+        "SELECT user, COUNT(*) AS n\nFROM nosuch\nGROUP BY user WINDOW GLOBAL ON ts",
+        sqlflow.SqlflowAnalysisError,
+        "sqlflow: SELECT: [TABLE_OR_VIEW_NOT_FOUND] The table or view `nosuch` cannot be found. Verify the "
+        "spelling and correctness of the schema and catalog. (line 2, column 6)\n"
+        "  FROM nosuch\n"
+        "       ^"),
+    "missing column": (
+        "SELECT user, SUM(nope) AS n\nFROM clicks\nGROUP BY user WINDOW GLOBAL ON ts",
+        sqlflow.SqlflowAnalysisError,
+        "sqlflow: SELECT: [UNRESOLVED_COLUMN.WITH_SUGGESTION] A column, variable, or function parameter with "
+        "name `nope` cannot be resolved. Did you mean one of the following? [`ts`, `page`, `user`, `secs`, "
+        "`amount`]. (line 1, column 18)\n"
+        "  SELECT user, SUM(nope) AS n\n"
+        "                   ^"),
+    "missing event-time column in ON": (
+        "SELECT user, COUNT(*) AS n\nFROM clicks\nGROUP BY user WINDOW FIXED(SIZE 1m) ON nots",
+        sqlflow.SqlflowAnalysisError,
+        "sqlflow: WINDOW: [UNRESOLVED_COLUMN.WITH_SUGGESTION] A column, variable, or function parameter with "
+        "name `nots` cannot be resolved. Did you mean one of the following? [`ts`, `secs`, `amount`, `page`, "
+        "`user`]. (line 3, column 15)\n"
+        "  GROUP BY user WINDOW FIXED(SIZE 1m) ON nots\n"
+        "                ^"),
+    "missing event-time column in WATERMARK": (
+        "SELECT user, COUNT(*) AS n\nFROM clicks WATERMARK tss DELAY OF 1m\nGROUP BY user WINDOW FIXED(SIZE 1m)",
+        sqlflow.SqlflowAnalysisError,
+        "sqlflow: WATERMARK: [UNRESOLVED_COLUMN.WITH_SUGGESTION] A column, variable, or function parameter "
+        "with name `clicks`.`tss` cannot be resolved. Did you mean one of the following? [`clicks`.`ts`, "
+        "`clicks`.`secs`, `clicks`.`user`, `clicks`.`page`, `clicks`.`amount`]. (line 2, column 13)\n"
+        "  FROM clicks WATERMARK tss DELAY OF 1m\n"
+        "              ^"),
+    "event time not a timestamp (ON)": (
+        "SELECT user, COUNT(*) AS n\nFROM clicks\nGROUP BY user WINDOW FIXED(SIZE 1m) ON amount",
+        sqlflow.SqlflowAnalysisError,
+        "sqlflow: WINDOW: the event-time column amount is INT, not a TIMESTAMP (line 3, column 15)\n"
+        "  GROUP BY user WINDOW FIXED(SIZE 1m) ON amount\n"
+        "                ^\n"
+        "convert it in a subquery, e.g. timestamp_seconds(amount) or to_timestamp(amount)"),
+    "event time not a timestamp (WATERMARK)": (
+        "SELECT user, COUNT(*) AS n\nFROM clicks WATERMARK secs DELAY OF 1m\nGROUP BY user WINDOW FIXED(SIZE 1m)",
+        sqlflow.SqlflowAnalysisError,
+        "sqlflow: WATERMARK: the event-time column secs is BIGINT, not a TIMESTAMP (line 2, column 13)\n"
+        "  FROM clicks WATERMARK secs DELAY OF 1m\n"
+        "              ^\n"
+        "convert it in a subquery, e.g. timestamp_seconds(secs) or to_timestamp(secs)"),
+    "arrival not a timestamp": (
+        "SELECT user, COUNT(*) AS n\nFROM clicks WATERMARK ts PERFECT ARRIVAL secs\nGROUP BY user WINDOW FIXED(SIZE 1m)",
+        sqlflow.SqlflowAnalysisError,
+        "sqlflow: WATERMARK: the arrival column secs is BIGINT, not a TIMESTAMP (line 2, column 13)\n"
+        "  FROM clicks WATERMARK ts PERFECT ARRIVAL secs\n"
+        "              ^"),
+    "SUM of a string": (
+        "SELECT user, SUM(page) AS n\nFROM clicks\nGROUP BY user WINDOW FIXED(SIZE 1m) ON ts",
+        sqlflow.SqlflowAnalysisError,
+        "sqlflow: SELECT: SUM(page) needs numbers, but page is a STRING (line 1, column 14)\n"
+        "  SELECT user, SUM(page) AS n\n"
+        "               ^\n"
+        "cast it explicitly, e.g. SUM(CAST(page AS DOUBLE))"),
+    "AVG of a date": (
+        "SELECT user, AVG(DATE(ts)) AS n\nFROM clicks\nGROUP BY user WINDOW FIXED(SIZE 1m) ON ts",
+        sqlflow.SqlflowAnalysisError,
+        'sqlflow: SELECT: [DATATYPE_MISMATCH.UNEXPECTED_INPUT_TYPE] Cannot resolve "avg(CAST(ts AS DATE))" due '
+        'to data type mismatch: The first parameter requires the "NUMERIC" or "ANSI INTERVAL" type, however '
+        '"CAST(ts AS DATE)" has the type "DATE". (line 1, column 14)\n'
+        "  SELECT user, AVG(DATE(ts)) AS n\n"
+        "               ^"),
+    "missing TIMELINE table": (
+        "SELECT user, COUNT(*) AS n\nFROM clicks WATERMARK ts TIMELINE missing ARRIVAL arrived\n"
+        "GROUP BY user WINDOW FIXED(SIZE 1m)",
+        sqlflow.SqlflowAnalysisError,
+        "sqlflow: WATERMARK: [TABLE_OR_VIEW_NOT_FOUND] The table or view `missing` cannot be found. Verify the "
+        "spelling and correctness of the schema and catalog. (line 2, column 26)\n"
+        "  FROM clicks WATERMARK ts TIMELINE missing ARRIVAL arrived\n"
+        "                           ^"),
+    "TIMELINE moving backwards": (
+        "SELECT user, COUNT(*) AS n\nFROM clicks WATERMARK ts TIMELINE backwards ARRIVAL arrived\n"
+        "GROUP BY user WINDOW FIXED(SIZE 1m)",
+        sqlflow.SqlflowExecutionError,
+        "sqlflow: WATERMARK: TIMELINE backwards moves backwards at processing time 2024-01-01 00:00:02: "
+        "2024-01-01 00:00:09 then 2024-01-01 00:00:05; a watermark never decreases (line 2, column 26)\n"
+        "  FROM clicks WATERMARK ts TIMELINE backwards ARRIVAL arrived\n"
+        "                           ^"),
+    "GAP not an interval": (
+        "SELECT user, COUNT(*) AS n\nFROM clicks\nGROUP BY user WINDOW SESSIONS(GAP secs) ON ts",
+        sqlflow.SqlflowAnalysisError,
+        "sqlflow: WINDOW: the session GAP secs is BIGINT, not an interval (line 3, column 35)\n"
+        "  GROUP BY user WINDOW SESSIONS(GAP secs) ON ts\n"
+        "                                    ^\n"
+        "write it as an interval, e.g. INTERVAL 5 MINUTES or make_interval(...)"),
+    "WHEN predicate not a boolean": (
+        "SELECT user, COUNT(*) AS n\nFROM clicks\nGROUP BY user WINDOW GLOBAL ON ts TRIGGER REPEAT(WHEN(page))",
+        sqlflow.SqlflowAnalysisError,
+        "sqlflow: TRIGGER: WHEN needs a boolean predicate, page is STRING (line 3, column 55)\n"
+        "  GROUP BY user WINDOW GLOBAL ON ts TRIGGER REPEAT(WHEN(page))\n"
+        "                                                        ^\n"
+        "compare it, e.g. WHEN(x > 0)"),
+    "missing column in WHEN": (
+        "SELECT user, COUNT(*) AS n\nFROM clicks\nGROUP BY user WINDOW GLOBAL ON ts TRIGGER REPEAT(WHEN(nocol > 1))",
+        sqlflow.SqlflowAnalysisError,
+        "sqlflow: TRIGGER: [UNRESOLVED_COLUMN.WITH_SUGGESTION] A column, variable, or function parameter with "
+        "name `nocol` cannot be resolved. Did you mean one of the following? [`secs`, `ts`, `page`, `user`, "
+        "`amount`]. (line 3, column 55)\n"
+        "  GROUP BY user WINDOW GLOBAL ON ts TRIGGER REPEAT(WHEN(nocol > 1))\n"
+        "                                                        ^"),
+    "missing column after the window": (
+        "SELECT user, COUNT(*) AS n\nFROM clicks\nGROUP BY user WINDOW FIXED(SIZE 1m) ON ts ORDER BY nothing",
+        sqlflow.SqlflowAnalysisError,
+        "sqlflow: SELECT: [UNRESOLVED_COLUMN.WITH_SUGGESTION] A column, variable, or function parameter with "
+        "name `nothing` cannot be resolved. Did you mean one of the following? [`n`, `pane_timing`, "
+        "`emit_time`, `is_last`, `window_end`]. (line 3, column 52)\n"
+        "  GROUP BY user WINDOW FIXED(SIZE 1m) ON ts ORDER BY nothing\n"
+        "                                                     ^"),
+    "neither path": (
+        "SELECT user, percentile_approx(amount, 0.5) AS p\nFROM clicks WATERMARK ts PERFECT ARRIVAL arrived\n"
+        "GROUP BY user WINDOW GLOBAL",
+        sqlflow.SqlflowUnsupportedError,
+        "sqlflow: SELECT: the SELECT with WINDOW GLOBAL at line 3, column 15 can run neither natively (its "
+        "input is replayed (ARRIVAL arrived): panes depend on the arrival order, which only the engine "
+        "follows) nor on the engine (PERCENTILE_APPROX(amount, 0.5): the sqlflow engine has no "
+        "PERCENTILE_APPROX) (line 1, column 8)\n"
+        "  SELECT user, percentile_approx(amount, 0.5) AS p\n"
+        "         ^"),
+    "syntax error from the front end": (
+        "SELECT user, COUNT(*) AS n FROM clicks GROUP BY user WINDOW SESSION(GAP 1m) ON ts",
+        sqlflow.SqlflowSyntaxError,
+        None),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_error_messages(spark, tables, case):
+    query, kind, message = CASES[case]
+    error = error_of(spark, query)
+    assert type(error) is kind
+    if message is not None:
+        assert str(error) == message
+
+
+def test_forcing_an_impossible_path(spark, tables):
+    query = "SELECT user, COUNT(*) AS n FROM clicks GROUP BY user WINDOW CUMULATE(STEP 1m, SIZE 2m) ON ts"
+    error = error_of(spark, query, path="native")
+    assert str(error).splitlines()[0] == (
+        "sqlflow: WINDOW: path='native' is impossible for the SELECT with WINDOW CUMULATE at line 1, column 54: "
+        "Spark has no cumulating windows (line 1, column 54)")
+    query = "SELECT user, percentile_approx(amount, 0.5) AS p FROM clicks GROUP BY user WINDOW GLOBAL ON ts"
+    error = error_of(spark, query, path="engine")
+    assert str(error).splitlines()[0] == (
+        "sqlflow: SELECT: path='engine' is impossible for the SELECT with WINDOW GLOBAL at line 1, column 76: "
+        "PERCENTILE_APPROX(amount, 0.5): the sqlflow engine has no PERCENTILE_APPROX (line 1, column 8)")
+    with pytest.raises(sqlflow.SqlflowError, match="path must be one of auto, native, engine, got 'fast'"):
+        sqlflow.sql(spark, query, path="fast")
+
+
+def test_a_stream_is_refused(spark, tables):
+    spark.readStream.format("rate").load().createOrReplaceTempView("live")
+    error = error_of(spark, "SELECT COUNT(*) AS n FROM live GROUP BY value % 2 WINDOW FIXED(SIZE 1m) ON timestamp")
+    assert str(error).splitlines()[0] == (
+        "sqlflow: SELECT: the SELECT with WINDOW FIXED at line 1, column 51 reads a stream; sqlflow.sql runs "
+        "bounded and recorded data (line 1, column 8)")
+
+
+def test_several_replayed_sources_are_refused(spark, tables):
+    error = error_of(spark, """
+        SELECT a.user, COUNT(*) AS n
+        FROM clicks WATERMARK ts PERFECT ARRIVAL arrived AS a
+        JOIN clicks WATERMARK ts PERFECT ARRIVAL arrived AS b ON a.user = b.user
+        GROUP BY a.user WINDOW GLOBAL ON a.ts""")
+    assert type(error) is sqlflow.SqlflowUnsupportedError
+    assert error.message == "2 sources with ARRIVAL feed this window; a replay reads one recorded stream"
