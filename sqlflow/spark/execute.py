@@ -34,7 +34,7 @@ from .planner import Choice, choose, engine_mode
 from .relations import drop_watermark_clauses, strip_clauses, to_spark_sql, visible_ctes, with_ctes
 from .report import Report, Stage
 from .schema import check_input_types, is_ntz, names_and_types, naming_query, pane_expression_names
-from .windowed_select import WindowedSelect, describe
+from .windowed_select import WindowedSelect, describe, select_position
 
 DONE_KEY = "sqlflow_consumer_done"
 
@@ -102,7 +102,7 @@ class Runner:
             if value is not None:
                 query.set(arg, [strip_clauses(v) for v in value] if isinstance(value, list) else strip_clauses(value))
         with_ctes(query, visible_ctes(select))
-        df = self.sql(to_spark_sql(query), select, self.statement.position(select))
+        df = self.sql(to_spark_sql(query), select, select_position(self.statement, select))
         return exp.DataType.build(df.schema.fields[0].dataType.simpleString(), dialect="spark")
 
     # ------------------------------------------------------------------ the statement

@@ -36,6 +36,7 @@ from .. import ast
 from ..errors import SqlflowUnsupportedError
 from .aggregates import aggregate_call, aggregate_calls
 from .relations import visible_ctes
+from .windowed_select import select_position
 
 STAGE_KEY = "sqlflow_stage"
 INVERTIBLE = {"count_star", "count", "sum", "avg"}
@@ -115,7 +116,7 @@ def rewrite_consumer(select: exp.Select, statement, *, avg_type=None) -> None:
             linked.append((relation, *found))
     if not linked:
         return
-    position = statement.position(select)
+    position = select_position(statement, select)
     where = (f" at line {position.line}, column {position.column}" if position else "")
     if len(linked) > 1:
         raise statement.source.error_at(

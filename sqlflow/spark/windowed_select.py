@@ -96,7 +96,7 @@ class WindowedSelect:
 
     @property
     def position(self) -> ast.Position | None:
-        return self.statement.position(self.select) or self.windowing.pos
+        return select_position(self.statement, self.select) or self.windowing.pos
 
     def label(self) -> str:
         """`the SELECT with WINDOW SESSIONS at line 3, column 1` (where its WINDOW clause is)."""
@@ -108,6 +108,13 @@ class WindowedSelect:
               pos: ast.Position | None = None, hint: str | None = None):
         pos = pos or (self.statement.position(node) if node is not None else None) or self.position
         return self.statement.source.error_at(kind, message, pos, clause=clause, hint=hint)
+
+
+def select_position(statement: Statement, select: exp.Select) -> ast.Position | None:
+    """Where a SELECT's list starts in the query text (its own WITH clause left out)."""
+    positions = [statement.position(item) for item in select.expressions]
+    positions = [p for p in positions if p is not None]
+    return min(positions, key=lambda p: (p.line, p.column)) if positions else statement.position(select)
 
 
 def parse_column(name: str) -> exp.Expr:
@@ -177,7 +184,7 @@ def group_keys(statement: Statement, select: exp.Select, windowing: ast.Windowin
         if group.args.get(arg):
             raise statement.source.error_at(
                 SqlflowUnsupportedError, f"GROUP BY {arg.upper().replace('_', ' ')} in a windowed SELECT",
-                statement.position(select) or windowing.pos, clause="SELECT",
+                select_position(statement, select) or windowing.pos, clause="SELECT",
                 hint="run one windowed SELECT per grouping and UNION ALL them")
     if group.args.get("all"):
         return [_unalias(item).copy() for item in items
@@ -189,7 +196,7 @@ def group_keys(statement: Statement, select: exp.Select, windowing: ast.Windowin
             if not 0 <= index < len(items):
                 raise statement.source.error_at(
                     SqlflowSemanticError, f"GROUP BY {key.name}: the SELECT has {len(items)} items",
-                    statement.position(select) or windowing.pos, clause="SELECT")
+                    select_position(statement, select) or windowing.pos, clause="SELECT")
             keys.append(_unalias(items[index]).copy())
             continue
         if isinstance(key, exp.Column) and not key.table:
