@@ -466,6 +466,13 @@ def test_selected_column_neither_grouped_nor_aggregated():
     """)
 
 
+@pytest.mark.parametrize("aggregate", ["mean(v)", "std(v)", "every(v > 0)", "SUM(v) FILTER (WHERE v > 0)",
+                                       "kurtosis(v)", "max_by(v, w)"])
+def test_spark_aggregates_sqlglot_does_not_model_are_aggregates(aggregate):
+    validate(parse(f"SELECT k, {aggregate} FROM t GROUP BY k WINDOW FIXED(SIZE 1m) ON ts"), streaming=False)
+    validate(parse(f"SELECT {aggregate} FROM t WINDOW FIXED(SIZE 1m) ON ts"), streaming=False)
+
+
 def test_select_star_in_a_windowed_select():
     expect("SELECT *, count(*) FROM t GROUP BY k WINDOW GLOBAL", SqlflowSemanticError, """
         sqlflow: SELECT: SELECT * in a windowed SELECT (line 1, column 8)

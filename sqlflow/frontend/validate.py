@@ -141,7 +141,7 @@ class _Checker:
     def per_row(self, tree: exp.Expr, sql: ast.SqlExpr, what: str) -> None:
         clause = "TRIGGER" if what == "WHEN" else "WINDOW"
         for node in tree.walk():
-            if isinstance(node, (exp.AggFunc, exp.Window)):
+            if _is_aggregate(node) or isinstance(node, exp.Window):
                 self.fail(f"{what} is computed for each element, so it cannot use "
                           f"{node.sql(dialect='spark')}", sql.pos, clause)
 
@@ -295,9 +295,30 @@ def _not_duration(tree: exp.Expr) -> str | None:
     return None
 
 
+#: Spark aggregate functions that sqlglot reads as anonymous functions
+SPARK_AGGREGATES = frozenset({
+    "mean", "std", "every", "some", "any", "bool_and", "bool_or", "bit_and", "bit_or", "bit_xor",
+    "kurtosis", "skewness", "mode", "median", "percentile", "approx_percentile", "histogram_numeric",
+    "count_min_sketch", "try_avg", "try_sum", "collect_list", "collect_set", "max_by", "min_by",
+    "regr_avgx", "regr_avgy", "regr_count", "regr_intercept", "regr_r2", "regr_slope", "regr_sxx",
+    "regr_sxy", "regr_syy", "covar_pop", "covar_samp", "corr", "hll_sketch_agg", "hll_union_agg",
+    "bitmap_construct_agg", "bitmap_or_agg", "listagg", "string_agg", "grouping", "grouping_id",
+})
+
+
+def _is_aggregate(node: exp.Expr) -> bool:
+    """An aggregate call: sqlglot's AggFunc, a Spark aggregate it does not model, or
+    `agg(...) FILTER (WHERE ...)`."""
+    if isinstance(node, exp.AggFunc):
+        return True
+    if isinstance(node, exp.Anonymous):
+        return node.name.lower() in SPARK_AGGREGATES
+    return isinstance(node, exp.Filter) and _is_aggregate(node.this)
+
+
 def _has_aggregate(select: exp.Select) -> bool:
     scopes = list(select.expressions) + [select.args.get("having")]
-    return any(isinstance(node, exp.AggFunc) and not _in_window_function(node, select)
+    return any(_is_aggregate(node) and not _in_window_function(node, select)
                for scope in scopes if scope is not None for node in scope.walk()
                if not _in_subquery(node, select))
 
@@ -356,7 +377,7 @@ def _ungrouped(node: exp.Expr, keys: list[exp.Expr]):
     """Columns (and *) of a SELECT item that are neither grouped nor inside an aggregate."""
     if any(node == key or (isinstance(node, exp.Column) and _same_column(node, key)) for key in keys):
         return
-    if isinstance(node, (exp.AggFunc, exp.Window, exp.Subquery, exp.Query, exp.Lambda, exp.Exists)):
+    if _is_aggregate(node) or isinstance(node, (exp.Window, exp.Subquery, exp.Query, exp.Lambda, exp.Exists)):
         return
     if isinstance(node, exp.Star):
         yield node
