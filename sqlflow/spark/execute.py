@@ -135,11 +135,9 @@ class Runner:
         raw = names = agg_types = None
         if self.spark is not None:
             raw = self.sql(rel.sql(), select, ws.position, clauses=_clause_columns(ws))
-            if raw.isStreaming:
-                raise ws.error(SqlflowUnsupportedError, f"{ws.label()} reads a stream; sqlflow.sql runs bounded "
-                               "and recorded data", "SELECT",
-                               hint="read the data as a batch DataFrame or table (a recorded stream replays "
-                                    "with WATERMARK ... ARRIVAL <column>)")
+            if raw.isStreaming:  # the streaming path (sqlflow/spark/streaming.py, docs/streaming.md)
+                from .streaming import streaming_stage
+                return streaming_stage(self, number, ws, rel, raw)
             check_input_types(ws, rel, raw.schema)
             named = self.sql(to_spark_sql(naming_query(ws)), select, ws.position)
             names, agg_types = names_and_types(ws, named.schema)

@@ -444,12 +444,12 @@ def start(stream: "PaneStream | DataFrame", *, format: str = "parquet", path: st
       marker. Both wait for termination and return the last query.
     """
     if isinstance(stream, PaneStream):
-        pane_stream = stream
-        df = stream.panes
+        finishers, df = [stream], stream.panes
     else:
-        pane_stream, df = None, stream
-    if finish and (pane_stream is None or pane_stream.finish_dir is None):
-        raise SqlflowUnsupportedError("finish needs a stream built with finish_dir", clause="STREAM")
+        finishers, df = pane_streams(stream), stream
+    if finish and (not finishers or any(s.finish_dir is None for s in finishers)):
+        raise SqlflowUnsupportedError(f"finish needs a stream built with finish_dir ({CONF_FINISH_DIR} in SQL)",
+                                      clause="STREAM")
     if finish and not available_now:
         raise SqlflowUnsupportedError("finish=True needs available_now=True (or call PaneStream.finish() "
                                       "on a running stream)", clause="STREAM")
@@ -481,7 +481,8 @@ def start(stream: "PaneStream | DataFrame", *, format: str = "parquet", path: st
         # availableNow fixes every source's end offset when it starts, so the finish marker could
         # not come after the data in one run: process what is there, finish, process, stop.
         query.processAllAvailable()
-        pane_stream.finish()
+        for finisher in finishers:
+            finisher.finish()
         query.processAllAvailable()
         query.stop()
         return query
@@ -580,3 +581,105 @@ def default_finish_dir(checkpoint: str | None) -> str:
     if checkpoint is None:
         return tempfile.mkdtemp(prefix="sqlflow-finish-")
     return checkpoint.rstrip("/") + "-finish"
+
+
+# --------------------------------------------------------------------------- sqlflow.sql on streams
+
+#: `spark.sqlflow.*` keys read when sqlflow.sql meets a streaming source (docs/streaming.md)
+CONF_OPERATOR = "spark.sqlflow.streaming.operator"      # auto | native | stateful
+CONF_BUCKETS = "spark.sqlflow.streaming.buckets"
+CONF_FINISH_DIR = "spark.sqlflow.streaming.finishDir"
+CONF_TIME_SHIFT = "spark.sqlflow.streaming.timeShift"   # an interval, e.g. '36500 days'
+
+
+def streaming_stage(runner, number: int, ws, rel, raw):
+    """The streaming branch of `sqlflow.sql` (called by `sqlflow.spark.execute.Runner.stage` when
+    the windowed SELECT's input is a stream): build the pane stream and replace the SELECT by a
+    SELECT over it, as the bounded engine path does with its panes. Returns the report's Stage,
+    whose `extra["stream"]` is the PaneStream (for `start` and `finish`)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    from ..engine.aggregates import Aggregate
+    from ..errors import SqlflowSemanticError
+    from ..frontend.validate import validate
+    from . import conf
+    from .inputs import agg_column
+    from .output import panes_select
+    from .relations import to_spark_sql
+    from .report import Stage
+    from .schema import check_input_types, names_and_types, naming_query
+
+    validate(runner.statement, streaming=True)
+    if ws.replay:
+        src = ws.arrival_source.watermark
+        raise ws.error(SqlflowSemanticError, f"ARRIVAL {src.arrival} replays recorded data; on a stream a row "
+                       "arrives with its micro-batch", "WATERMARK", hint="drop ARRIVAL, or read the data as a batch")
+    delays = [s.watermark.model for s in ws.sources]
+    if len(delays) != 1 or not isinstance(delays[0], ast.BoundedDelay):
+        raise ws.error(SqlflowUnsupportedError, f"{ws.label()} reads a stream: it needs exactly one source with "
+                       "WATERMARK <column> DELAY OF <interval>", "WATERMARK")
+    check_input_types(ws, rel, raw.schema)
+    named = runner.sql(to_spark_sql(naming_query(ws)), ws.select, ws.position)
+    names, agg_types = names_and_types(ws, named.schema)
+
+    schema = {f.name: f.dataType for f in raw.schema.fields}
+    columns = [F.col(k) for k in rel.keys] + [F.col(a) for a in rel.args]
+    columns.append(F.unix_micros(F.col(EVENT_TIME).cast("timestamp")).alias(EVENT_TIME))
+    if rel.gap:
+        columns.append(F.unix_micros(F.timestamp_micros(F.lit(0)) + F.col(GAP)).alias(GAP))
+    columns += [F.col(when_column(i)) for i in range(rel.n_when)]
+    engine_input = raw.select(*columns)
+    aggregates = tuple(Aggregate(call.kind, arg, agg_column(j), call.ignore_nulls)
+                       for j, (call, arg) in enumerate(zip(ws.calls, rel.call_args)))
+    custom = {}
+    if isinstance(ws.window, ast.CustomWindow):
+        from ..engine.windows import registered_window_fn
+
+        cls = registered_window_fn(ws.window.name)
+        if cls is not None:
+            custom[ws.window.name.lower()] = cls
+    plan = EnginePlan(ws.windowing, aggregates, keys=tuple(rel.keys), custom_windows=custom)
+    fields = [T.StructField(k, schema[k], True) for k in rel.keys]
+    fields += [T.StructField(agg_column(j), t, True) for j, t in enumerate(agg_types)]
+    output_schema = T.StructType(fields + pane_schema(T.StructType([]), EnginePlan(ws.windowing, (), ())).fields)
+
+    spark = runner.spark
+    operator = conf.get(spark, CONF_OPERATOR, "auto").lower()
+    if operator not in ("auto", "native", "stateful"):
+        raise SqlflowUnsupportedError(f"{CONF_OPERATOR} must be auto, native or stateful, got {operator!r}",
+                                      clause="STREAM")
+    buckets = conf.get(spark, CONF_BUCKETS)
+    shift = conf.get(spark, CONF_TIME_SHIFT)
+    stream = build_stream(
+        engine_input, plan, delay=delays[0].delay.micros, output_schema=output_schema,
+        native={"auto": None, "native": True, "stateful": False}[operator],
+        buckets=int(buckets) if buckets else None, finish_dir=conf.get(spark, CONF_FINISH_DIR),
+        time_shift=_interval_micros(spark, shift) if shift else 0)
+    why = ("Spark's native streaming window aggregation (equivalent for this query)" if stream.operator == "native"
+           else f"transformWithStateInPandas over {stream.buckets} hash buckets of keys")
+    stage = Stage(number, ws.label(), f"streaming {stream.operator}", why, ws.windowing.mode.value)
+    stage.replay = f"stream, watermark DELAY OF {delays[0].delay}"
+    stage.extra["stream"] = stream
+    view = runner.view(stream.panes, "stream")
+    new = panes_select(ws, view, names)
+    if ws.select is runner.tree:
+        runner.tree = new
+    else:
+        ws.select.replace(new)
+    return stage
+
+
+def _interval_micros(spark, text: str) -> int:
+    row = spark.sql(f"SELECT unix_micros(timestamp_micros(0) + INTERVAL {text}) AS us").collect()[0]
+    return int(row["us"])
+
+
+def pane_streams(df) -> list[PaneStream]:
+    """The pane streams behind a `sqlflow.sql` result over a stream (for `start` and `finish`)."""
+    from .report import ATTRIBUTE
+
+    report = getattr(df, ATTRIBUTE, None)
+    if report is None:
+        return []
+    return [s.extra["stream"] for s in report.stages if "stream" in s.extra]

@@ -1,0 +1,244 @@
+"""SQL scripts: declare a streaming source, run a windowed query into a sink, with a checkpoint.
+
+`run_script(spark, text)` runs the `;`-separated statements of `text` in order and returns one
+result per statement. A statement without sqlflow clauses goes to `spark.sql` unchanged, except
+the streaming source declaration below. The forms (docs/streaming.md, "SQL scripts"):
+
+    -- settings of the streaming INSERTs that follow (plain Spark SET statements)
+    SET spark.sqlflow.checkpointLocation = /tmp/sqlflow/checkpoints;
+    SET spark.sqlflow.trigger = availableNow;          -- or '10 seconds', or default
+    SET spark.sqlflow.finish = true;                   -- availableNow: emit every window at the end
+
+    -- a streaming source: a temporary view read with spark.readStream (OPTIONS streaming true)
+    CREATE TEMPORARY VIEW clicks (user_id BIGINT, ts TIMESTAMP, amount BIGINT)
+    USING json OPTIONS (path '/data/clicks', streaming true, mode 'DROPMALFORMED', maxFilesPerTrigger 1);
+
+    -- the query and its sink: a file format and path, memory.<name>, console, or a table
+    INSERT INTO parquet.`/data/out` SELECT user_id, SUM(amount) AS total
+    FROM clicks WATERMARK ts DELAY OF INTERVAL 10 SECONDS
+    GROUP BY user_id WINDOW SESSIONS(GAP 5m) EMIT ACCUMULATING AND RETRACTING;
+
+Each streaming INSERT checkpoints in `<spark.sqlflow.checkpointLocation>/<query name>`; the query
+name is `spark.sqlflow.queryName` when set, else derived from the sink (`parquet_data_out` above).
+Restarting the script resumes from there (exactly once for file and table sinks).
+
+>>> sink_of("INSERT INTO parquet.`/data/out` SELECT 1")
+Sink(format='parquet', path='/data/out', table=None, name='parquet_data_out')
+>>> sink_of("INSERT INTO memory.panes SELECT 1"), sink_of("INSERT INTO console SELECT 1").format
+(Sink(format='memory', path=None, table=None, name='panes'), 'console')
+>>> sink_of("INSERT INTO db.results SELECT 1")
+Sink(format=None, path=None, table='db.results', name='db_results')
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..errors import SqlflowUnsupportedError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import SparkSession
+
+#: settings read by streaming INSERTs (set them with SET in the script, or as Spark conf)
+CHECKPOINT_LOCATION = "spark.sqlflow.checkpointLocation"
+QUERY_NAME = "spark.sqlflow.queryName"
+TRIGGER = "spark.sqlflow.trigger"
+FINISH = "spark.sqlflow.finish"
+
+#: sinks named like a database: `INSERT INTO memory.<name>`, `INSERT INTO console[.<name>]`
+FILE_FORMATS = ("json", "csv", "parquet", "orc", "text")
+PSEUDO_DATABASES = ("memory", "console")
+
+_SOURCE = re.compile(r"^\s*CREATE\s+(OR\s+REPLACE\s+)?(GLOBAL\s+)?TEMP(ORARY)?\s+VIEW\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Sink:
+    """Where a streaming INSERT writes: a file format and path, memory/console, or a table."""
+
+    format: str | None
+    path: str | None
+    table: str | None
+    name: str
+
+
+def run_script(spark: "SparkSession", text: str, *, wait: bool = False) -> list[Any]:
+    """Run every statement of `text`; return per statement a DataFrame (queries, plain statements),
+    a StreamingQuery (streaming INSERTs), or None (source declarations).
+
+    Streaming INSERTs with trigger availableNow run to their end before the next statement; others
+    keep running (`wait=True` waits for all of them at the end of the script)."""
+    from ..frontend import parse_script
+
+    results: list[Any] = []
+    for statement in parse_script(text):
+        results.append(run_statement(spark, statement))
+    if wait:
+        for result in results:
+            if _is_query(result):
+                result.awaitTermination()
+    return results
+
+
+def _is_query(result) -> bool:
+    return hasattr(result, "awaitTermination") and hasattr(result, "isActive")
+
+
+def run_statement(spark: "SparkSession", statement) -> Any:
+    """One parsed statement (`sqlflow.frontend.Statement`)."""
+    from sqlglot import exp
+
+    from .api import sql
+
+    if statement.is_plain:
+        if _SOURCE.match(statement.sql) and re.search(r"\bstreaming\b", statement.sql, re.IGNORECASE):
+            declared = declare_source(spark, statement.sql)
+            if declared:
+                return None
+        return spark.sql(statement.sql)
+    tree = statement.tree
+    if not isinstance(tree, exp.Insert):
+        return sql(spark, statement.sql)
+    return insert(spark, tree)
+
+
+def sink_of(text_or_tree) -> Sink:
+    """The sink an INSERT names."""
+    from sqlglot import exp
+
+    from ..frontend.statement import DIALECT
+
+    tree = text_or_tree
+    if isinstance(text_or_tree, str):
+        import sqlglot
+
+        tree = sqlglot.parse_one(text_or_tree, read=DIALECT)
+    target = tree.this
+    if isinstance(target, exp.Schema):
+        target = target.this
+    if not isinstance(target, exp.Table):
+        raise SqlflowUnsupportedError("INSERT needs a table, a path (parquet.`/dir`) or memory.<name> / console",
+                                      clause="INSERT")
+    db, name = (target.db or "").lower(), target.name
+    if db in FILE_FORMATS:
+        return Sink(db, name, None, f"{db}_{_slug(name)}")
+    if db in PSEUDO_DATABASES:
+        return Sink(db, None, None, _slug(name))
+    if not db and name.lower() == "console":
+        return Sink("console", None, None, "console")
+    full = ".".join(p for p in (target.catalog, target.db, name) if p)
+    return Sink(None, None, full, _slug(full))
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^0-9A-Za-z]+", "_", text).strip("_") or "query"
+
+
+def insert(spark: "SparkSession", tree) -> Any:
+    """`INSERT INTO <sink> <windowed query>`: start a streaming query, or write a batch result."""
+    from ..frontend.statement import DIALECT
+    from . import conf
+    from .api import sql
+    from .streaming import CONF_FINISH_DIR, start
+
+    sink = sink_of(tree)
+    query_sql = tree.expression.sql(dialect=DIALECT)
+    base = conf.get(spark, CHECKPOINT_LOCATION)
+    name = conf.get(spark, QUERY_NAME) or sink.name
+    checkpoint = f"{base.rstrip('/')}/{name}" if base else None
+    trigger = (conf.get(spark, TRIGGER, "default") or "default").strip()
+    available_now = trigger.replace("_", "").lower() == "availablenow"
+    finish = (conf.get(spark, FINISH, "false") or "false").lower() == "true"
+    interval = None if available_now or trigger.lower() == "default" else trigger
+    previous = conf.get(spark, CONF_FINISH_DIR)
+    if finish:
+        if checkpoint is None:
+            raise SqlflowUnsupportedError(f"{FINISH}=true needs {CHECKPOINT_LOCATION} (the finish marker lives "
+                                          "next to the checkpoint)", clause="INSERT")
+        spark.conf.set(CONF_FINISH_DIR, checkpoint + "-finish")
+    try:
+        df = sql(spark, query_sql)
+    finally:
+        if finish:
+            if previous is None:
+                spark.conf.unset(CONF_FINISH_DIR)
+            else:
+                spark.conf.set(CONF_FINISH_DIR, previous)
+    if not df.isStreaming:
+        return _write_batch(df, sink)
+    if sink.format in FILE_FORMATS + (None,) and checkpoint is None:
+        raise SqlflowUnsupportedError(f"a streaming INSERT into {sink.table or sink.path} needs a checkpoint: "
+                                      f"SET {CHECKPOINT_LOCATION} = <directory>", clause="INSERT")
+    scratch = sink.format in PSEUDO_DATABASES  # memory and console sinks cannot restart from a checkpoint
+    return start(df, format=sink.format or "parquet", path=sink.path, table=sink.table,
+                 query_name=name if scratch or sink.table else None,
+                 checkpoint=None if scratch else checkpoint, trigger_interval=interval,
+                 available_now=available_now, finish=finish and available_now)
+
+
+def _write_batch(df, sink: Sink):
+    if sink.table is not None:
+        df.write.insertInto(sink.table)
+    elif sink.format == "memory":
+        df.createOrReplaceTempView(sink.name)
+    elif sink.format == "console":
+        df.show(truncate=False)
+    else:
+        df.write.mode("append").format(sink.format).save(sink.path)
+    return df
+
+
+# --------------------------------------------------------------------------- streaming sources
+
+
+def declare_source(spark: "SparkSession", text: str) -> bool:
+    """`CREATE TEMPORARY VIEW v (columns) USING fmt OPTIONS (path '...', streaming true, ...)`: a
+    streaming temporary view read with spark.readStream (json and csv count malformed records,
+    `sqlflow.spark.streaming.read_stream`). False when the statement is not such a declaration."""
+    import sqlglot
+    from sqlglot import exp
+
+    from .streaming import read_stream
+
+    tree = sqlglot.parse_one(text, read="spark")
+    if not isinstance(tree, exp.Create) or (tree.args.get("kind") or "").upper() != "VIEW":
+        return False
+    props = tree.args.get("properties")
+    fmt, options = None, {}
+    for prop in (props.expressions if props else []):
+        if isinstance(prop, exp.FileFormatProperty):
+            fmt = prop.name.lower()
+        elif isinstance(prop, exp.OptionsProperty):
+            for item in prop.expressions:
+                key = item.name if isinstance(item.this, exp.Var) else item.this.sql()
+                value = item.args.get("value")
+                options[key] = value.this if isinstance(value, (exp.Literal, exp.Boolean)) else value.sql()
+    streaming = str(options.pop("streaming", "false")).lower() == "true"
+    if not streaming or fmt is None:
+        return False
+    schema = tree.this
+    if not isinstance(schema, exp.Schema) or not schema.expressions:
+        raise SqlflowUnsupportedError("a streaming source needs its columns: CREATE TEMPORARY VIEW v (a INT, ...)",
+                                      clause="SOURCE")
+    ddl = ", ".join(f"`{c.name}` {_spark_type(c.args['kind'])}" for c in schema.expressions)
+    view = schema.this.name
+    path = options.pop("path", None)
+    if path is None:
+        raise SqlflowUnsupportedError("a streaming source needs OPTIONS (path '...')", clause="SOURCE")
+    mode = str(options.pop("mode", "PERMISSIVE"))
+    if fmt in ("json", "csv"):
+        df = read_stream(spark, path, format=fmt, schema=ddl, mode=mode, options=options)
+    else:
+        df = spark.readStream.format(fmt).schema(ddl).options(**{k: str(v) for k, v in options.items()}).load(path)
+    if tree.args.get("properties") and any(isinstance(p, exp.GlobalProperty) for p in props.expressions):
+        df.createOrReplaceGlobalTempView(view)
+    else:
+        df.createOrReplaceTempView(view)
+    return True
+
+
+def _spark_type(kind) -> str:
+    """The Spark DDL of a sqlglot data type (sqlglot reads Spark's TIMESTAMP as TIMESTAMPTZ)."""
+    text = kind.sql(dialect="spark")
+    return "TIMESTAMP" if text.upper() in ("TIMESTAMPTZ", "TIMESTAMP_LTZ") else text
