@@ -104,19 +104,12 @@ def explain(query: str, spark=None, args=None) -> str:
     """Which plan runs each windowed SELECT of `query`, and why: native rewrite or engine
     (vectorised or per-key), bounded or replay, how many buckets; then the Spark SQL that runs.
 
-    With a Spark session (given, or the active one) the query is analysed (types checked, bucket
-    count from Spark's size estimate) but no job runs; without one only the text is planned.
+    With `spark` the query is analysed (types checked, names resolved, bucket count from Spark's
+    size estimate) but no job runs; without it only the text is planned (no Spark needed).
     """
     from .execute import Runner
     from .params import named_parameters
 
-    if spark is None:
-        try:
-            from pyspark.sql import SparkSession
-
-            spark = SparkSession.getActiveSession()
-        except Exception:  # noqa: BLE001
-            spark = None
     statement = _statement(query)
     if statement is None or statement.is_plain:
         return "plain Spark SQL: no windowed SELECT, the statement goes to spark.sql unchanged"

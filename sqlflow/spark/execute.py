@@ -158,10 +158,15 @@ class Runner:
         from pyspark.sql import functions as F
 
         pane_names = pane_expression_names(ws, names) if names else None
-        rewrite_native(ws, names=pane_names, ntz=is_ntz(raw.schema) if raw is not None else False)
+        nonempty = rewrite_native(ws, names=pane_names, ntz=is_ntz(raw.schema) if raw is not None else False)
         if self.spark is None:
             return
-        standalone = with_ctes(strip_clauses(ws.select), visible_ctes(ws.select))
+        # the panes themselves, before HAVING, QUALIFY, ORDER BY and LIMIT (as the engine counts them)
+        standalone = strip_clauses(ws.select)
+        for arg in ("qualify", "order", "limit", "offset", "distinct"):
+            standalone.set(arg, None)
+        standalone.set("having", exp.Having(this=nonempty) if nonempty is not None else None)
+        standalone = with_ctes(standalone, visible_ctes(ws.select))
         stage.panes = self.sql(to_spark_sql(standalone), ws.select, ws.position)
         stage.input_rows = raw
         stage.null_event_time = F.col(EVENT_TIME).isNull()
@@ -187,8 +192,11 @@ class Runner:
     def engine(self, ws: WindowedSelect, rel: InputRelation, raw, names, agg_types, choice: Choice,
                stage: Stage) -> None:
         stage.engine_mode = choice.engine_mode or engine_mode(ws)
-        if self.spark is None:
+        if self.spark is None:  # explain() without a session: the shape of the rewrite only
             stage.buckets = "2 x spark.sql.shuffle.partitions (decided at run time)"
+            names = [_guessed_name(item) for item in ws.select.expressions]
+            self._replace(ws, panes_select(ws, f"__sqlflow_panes_{self.run_id}_{len(self.views)}", names))
+            self.views.append(f"__sqlflow_panes_{self.run_id}_{len(self.views)}")
             return
         replay = None
         if ws.replay:
@@ -213,10 +221,22 @@ class Runner:
         net = panes_select(ws, final_view, names)
         merging = _merging(ws.window)
         new.meta[STAGE_KEY] = StageLink(ws.windowing.mode, net, merging, ws.label())
+        self._replace(ws, new)
+
+    def _replace(self, ws: WindowedSelect, new: exp.Select) -> None:
         if ws.select is self.tree:
             self.tree = new
         else:
             ws.select.replace(new)
+
+
+def _guessed_name(item: exp.Expr) -> str:
+    """An item's output name without Spark's analysis (explain() without a session)."""
+    if isinstance(item, exp.Alias):
+        return item.alias
+    if isinstance(item, exp.Column):
+        return item.name
+    return item.sql(dialect="spark")
 
 
 def _clause_columns(ws: WindowedSelect) -> list[tuple[str, ast.Position | None, str]]:

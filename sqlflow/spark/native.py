@@ -128,8 +128,9 @@ def pane_expressions(ws: WindowedSelect, window: exp.Expr | None, ntz: bool = Fa
     return values
 
 
-def rewrite_native(ws: WindowedSelect, *, names: dict[int, str] | None = None, ntz: bool = False) -> exp.Select:
-    """Rewrite the windowed SELECT in place into plain Spark SQL; returns it.
+def rewrite_native(ws: WindowedSelect, *, names: dict[int, str] | None = None, ntz: bool = False) -> exp.Expr | None:
+    """Rewrite the windowed SELECT in place into plain Spark SQL. Returns the condition it added
+    to HAVING so that no input means no pane (GLOBAL without keys), or None.
 
     `names[i]` is the output name of item i when it must be given explicitly (an item that
     mentions a pane column inside an expression: Spark would name it after the rewritten text).
@@ -167,16 +168,18 @@ def rewrite_native(ws: WindowedSelect, *, names: dict[int, str] | None = None, n
     select.set("where", exp.Where(this=condition))
 
     group = select.args.get("group")
+    nonempty = None
     if window is not None:
         keys = [k.copy() for k in ws.keys] if group is None or group.args.get("all") else list(group.expressions)
         select.set("group", exp.Group(expressions=keys + [window]))
     elif group is None or not group.expressions and not group.args.get("all"):
         # no keys and no window: one pane when there is input, none without (Spark would emit a row)
         having = select.args.get("having")
-        some = exp.GT(this=exp.Count(this=exp.Star(), big_int=True), expression=exp.Literal.number(0))
-        select.set("having", exp.Having(this=some if having is None else exp.And(this=exp.Paren(this=having.this), expression=some)))
+        nonempty = exp.GT(this=exp.Count(this=exp.Star(), big_int=True), expression=exp.Literal.number(0))
+        select.set("having", exp.Having(this=nonempty.copy() if having is None
+                                        else exp.And(this=exp.Paren(this=having.this), expression=nonempty.copy())))
     select.meta.pop(WINDOWING_KEY, None)
-    return select
+    return nonempty
 
 
 def output_name(item: exp.Expr) -> str:
