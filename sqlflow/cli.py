@@ -410,6 +410,11 @@ def interruptible(fn, cancel, *, grace: float = 30.0):
     interrupted = threading.Event()
 
     def target():
+        # SIGINT stays blocked here and in the threads started from here (py4j's, when the session
+        # starts in this thread): the OS then delivers Ctrl-C to the main thread, whose readline
+        # would otherwise sleep through a signal another thread took.
+        if hasattr(signal, "pthread_sigmask"):
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
             box["value"] = fn()
         except BaseException as error:  # noqa: BLE001 - handed to the waiting thread
