@@ -1,0 +1,68 @@
+"""The vectorised streaming step for the default trigger (REPEAT(WATERMARK) over windows that do
+not merge) gives exactly Engine.advance's panes, drops and state size, micro-batch by micro-batch,
+with its state pickled in between."""
+import pickle
+
+import numpy as np
+import pandas as pd
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sqlflow import ast
+from sqlflow.engine.aggregates import Aggregate
+from sqlflow.engine.plan import EVENT_TIME, EnginePlan
+from sqlflow.engine.runner import Engine
+from sqlflow.time import NEG_INF
+from sqlflow.udfs.streaming import WatermarkStep, watermark_fast_path
+
+D = ast.Duration
+AGGS = (Aggregate("sum", "v", "total"), Aggregate("count_star", None, "n"), Aggregate("max", "v", "top"),
+        Aggregate("collect_list", "v", "vs"), Aggregate("first", "v", "head"), Aggregate("avg", "v", "mean"))
+WINDOWS = [ast.Fixed(D(10)), ast.Fixed(D(10), D(3)), ast.Sliding(D(10), D(5)), ast.Sliding(D(9), D(4), D(1)),
+           ast.Cumulate(D(5), D(15)), ast.Global()]
+SORT = ["emit_time", "is_retraction", "k", "window_start", "window_end", "pane_index"]
+
+
+def canonical(panes: pd.DataFrame) -> pd.DataFrame:
+    panes = panes.copy()
+    if "is_retraction" not in panes:
+        panes["is_retraction"] = False
+    panes["vs"] = panes["vs"].map(tuple)
+    return panes.sort_values(SORT, kind="stable", na_position="first").reset_index(drop=True)
+
+
+batches_strategy = st.lists(
+    st.lists(st.tuples(st.sampled_from(["a", "b", "c", None]), st.integers(0, 60), st.one_of(st.none(), st.integers(-5, 9))),
+             max_size=8),
+    min_size=1, max_size=6)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(batches_strategy, st.sampled_from(WINDOWS), st.sampled_from(list(ast.AccumulationMode)),
+       st.sampled_from([0, 7, 30]), st.lists(st.integers(0, 25), min_size=6, max_size=6), st.booleans())
+def test_fast_path_equals_engine_advance(batches, window, mode, lateness, steps, finish):
+    windowing = ast.Windowing(ast.WindowClause(window), None, ast.AllowedLateness(D(lateness)), ast.Emit(mode))
+    plan = EnginePlan(windowing, AGGS, keys=("k",))
+    assert watermark_fast_path(plan)
+    engine, fast = Engine(plan), WatermarkStep(plan)
+    e_state = f_state = None
+    wm = NEG_INF
+    e_out, f_out = [], []
+    for i, batch in enumerate(batches):
+        rows = pd.DataFrame({"k": pd.Series([r[0] for r in batch], dtype=object),
+                             EVENT_TIME: pd.array([r[1] for r in batch], dtype="Int64"),
+                             "v": pd.array([r[2] for r in batch], dtype="Int64")})
+        new_wm = wm if (i == 0 and steps[i] == 0) else (steps[i] if wm == NEG_INF else wm + steps[i])
+        last = finish and i == len(batches) - 1
+        p = 1000 * (i + 1)
+        er, e_state = engine.advance(e_state, rows, p=p, wm_prev=wm, wm_new=new_wm, end_of_input=last)
+        fr, f_state = fast.run(f_state, rows, p=p, wm_prev=wm, wm_new=new_wm, end_of_input=last)
+        f_state = pickle.loads(pickle.dumps(f_state))
+        e_out.append(er.panes)
+        f_out.append(fr.panes)
+        assert er.metrics == fr.metrics
+        pd.testing.assert_frame_equal(er.dropped, fr.dropped, check_dtype=False)
+        assert sum(len(w) for w in e_state.values()) == WatermarkStep.windows(f_state)
+        wm = new_wm
+    pd.testing.assert_frame_equal(canonical(pd.concat(f_out, ignore_index=True)),
+                                  canonical(pd.concat(e_out, ignore_index=True)), check_dtype=False)
