@@ -25,6 +25,7 @@ A windowed query over a streaming source prints its panes as each micro-batch em
 from __future__ import annotations
 
 import argparse
+import itertools
 import logging
 import os
 import re
@@ -45,6 +46,7 @@ _NOISY_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
 #: plain statements that `--explain` explains rather than runs (the rest still run: DDL, SET, USE)
 _QUERY_WORDS = {"SELECT", "WITH", "FROM", "VALUES", "TABLE", "INSERT", "MERGE"}
 _VARIABLE = re.compile(r"\$\{(?:(hivevar|hiveconf|env|system|spark|sparkconf|define):)?([^}:]+)\}")
+_QUERY_NUMBERS = itertools.count(1)
 _SET_HIVEVAR = re.compile(r"^\s*SET\s+hivevar:([^=\s]+)\s*=\s*(.*?)\s*$", re.IGNORECASE | re.DOTALL)
 
 
@@ -120,6 +122,8 @@ class Cli:
                 self.session_conf[key] = value
         self._spark = None
         self.silent = self.args.silent
+        self._watched: dict[str, list] = {}
+        self._progress_lock = threading.Lock()
 
     # ---- the session, started on first use (--transpile never starts it)
 
@@ -190,7 +194,11 @@ class Cli:
         status = 0
         for piece in pieces(text, self._substitute):
             try:
-                interruptible(lambda: self.run_statement(piece, quiet=quiet), self._cancel)
+                try:
+                    interruptible(lambda: self.run_statement(piece, quiet=quiet), self._cancel,
+                                  tick=self._progress)
+                finally:
+                    self._progress_done()
             except KeyboardInterrupt:
                 self.err.write("Query cancelled.\n")
                 status = 130
@@ -247,16 +255,18 @@ class Cli:
             if not quiet:
                 self.out.write(text.rstrip("\n") + "\n")
             return
-        if statement.is_plain:
-            df = self.spark.sql(piece.sql)
+        result = execute(self.spark, statement)
+        if result is None:                                   # a streaming source was declared
+            rows = None
+        elif _is_streaming_query(result):                    # a streaming INSERT
+            rows = self._await(result)
+        elif result.isStreaming:                             # a query over a streaming source
+            rows = self._stream(result, quiet=quiet)
+        elif _is_insert(statement):                          # a batch INSERT: written, nothing to show
+            rows = None
         else:
-            import sqlflow
-
-            df = sqlflow.sql(self.spark, piece.sql)
-        if getattr(df, "isStreaming", False):
-            rows = self._stream(df, quiet=quiet)
-        else:
-            rows = self._print(df, quiet=quiet)
+            rows = self._print(result, quiet=quiet)
+        self._progress()  # the last micro-batches, before the timing line
         if not (quiet or self.silent):
             self.err.write(f"Time taken: {time.monotonic() - began:.3f} seconds"
                            + (f", Fetched {rows} row(s)" if rows is not None else "") + "\n")
@@ -311,19 +321,41 @@ class Cli:
                 self.out.write(line + "\n")
             self.out.flush()
             printed[0] += len(lines)
-            if not self.silent:
-                self.err.write(f"batch {batch_id}: {len(lines)} pane row(s)\n")
-                self.err.flush()
 
-        query = df.writeStream.foreachBatch(emit).trigger(availableNow=True).start()
-        try:
-            while query.isActive:
-                query.awaitTermination(1)
-            query.awaitTermination()  # re-raises a failure of the query
-        except KeyboardInterrupt:
-            query.stop()
-            raise
+        query = (df.writeStream.foreachBatch(emit).queryName(f"sqlflow_select_{next(_QUERY_NUMBERS)}")
+                 .trigger(availableNow=True).start())
+        self._await(query)
         return printed[0]
+
+    def _await(self, query) -> None:
+        """Wait for a streaming query to end (availableNow: its source is exhausted); Ctrl-C
+        stops it (`cancel_all`, from the main thread). A failure of the query is raised."""
+        while query.isActive:
+            query.awaitTermination(1)
+        failure = query.exception()
+        if failure is not None:
+            message = _first_line(getattr(failure, "desc", None) or failure)
+            raise SqlflowExecutionError(f"the streaming query {query.name or query.id} failed: {message}",
+                                        clause="STREAM")
+        return None
+
+    def _progress(self) -> None:
+        """Called every second while a statement runs: one stderr line per new micro-batch of
+        every streaming query of the session."""
+        if self.silent or self._spark is None:
+            return
+        with self._progress_lock:  # the ticker (main thread) and the statement's thread
+            try:
+                for query in self._spark.streams.active:
+                    self._watched.setdefault(str(query.id), [query, -1])
+                for entry in self._watched.values():
+                    _report_progress(entry, self.err)
+            except Exception:  # noqa: BLE001 - progress is a nicety; the statement reports failures
+                pass
+
+    def _progress_done(self) -> None:
+        self._progress()
+        self._watched.clear()
 
     # ---- errors
 
@@ -372,7 +404,12 @@ def pieces(text: str, rewrite=None):
     from .frontend.scan import split_statements
     from .frontend.source import Source
 
+    from .frontend.scan import scan
+
     for number, (start, end) in enumerate(split_statements(text), 1):
+        tokens = scan(text, start, end)
+        if tokens:  # comments before a statement are not part of it
+            start = tokens[0].start
         sql = text[start:end]
         new = rewrite(sql) if rewrite is not None else sql
         if new == sql:
@@ -391,13 +428,73 @@ def parse_piece(piece: Piece):
     return statement
 
 
+def execute(spark, statement, args=None):
+    """Run one parsed statement as sqlflow runs scripts (`sqlflow.spark.script`): a DataFrame
+    (batch, or streaming for a query over a streaming source), a StreamingQuery (a streaming
+    `INSERT INTO <sink>`), or None (a streaming source declared with `OPTIONS (streaming true)`).
+    `args` are Spark query parameters (`:name`)."""
+    if not args:
+        from .spark.script import run_statement
+
+        return run_statement(spark, statement)
+    if statement.is_plain:
+        return spark.sql(statement.sql, args=args)
+    import sqlflow
+
+    return sqlflow.sql(spark, statement.sql, args=args)
+
+
+def _is_streaming_query(result) -> bool:
+    return hasattr(result, "awaitTermination") and hasattr(result, "isActive") and not hasattr(result, "columns")
+
+
+def _is_insert(statement) -> bool:
+    if statement.is_plain:
+        return False
+    from sqlglot import exp
+
+    return isinstance(statement.tree, exp.Insert)
+
+
+def _first_line(error) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def _report_progress(entry: list, err: TextIO) -> None:
+    """Print the micro-batches of entry = [query, last batch printed] not printed yet."""
+    query, last = entry
+    for progress in query.recentProgress:
+        batch = progress.get("batchId", -1)
+        if batch <= last:
+            continue
+        try:
+            from .spark.streaming import progress_metrics
+
+            counts = progress_metrics(progress)
+        except Exception:  # noqa: BLE001 - plain queries have no sqlflow counters
+            counts = {}
+        rows = counts.get("input_rows", progress.get("numInputRows", 0))  # sqlflow's count: once per row
+        line = f"{query.name or 'query ' + str(query.id)[:8]} batch {batch}: {rows} input rows"
+        for key, label in (("panes", "panes"), ("retractions", "retractions"),
+                           ("dropped_too_late", "too late"), ("spark_dropped_late", "dropped behind the watermark"),
+                           ("malformed_records", "malformed")):
+            if counts.get(key):
+                line += f", {counts[key]} {label}"
+        err.write(line + "\n")
+        entry[1] = batch
+    err.flush()
+
+
 # --------------------------------------------------------------------------- Ctrl-C
 
 
-def interruptible(fn, cancel, *, grace: float = 30.0):
+def interruptible(fn, cancel, *, grace: float = 30.0, tick=None, every: float = 1.0):
     """fn() run in a worker thread while this (main) thread waits; a Ctrl-C meanwhile calls
     cancel() from this thread, waits for fn to give up (at most `grace` seconds) and raises
     KeyboardInterrupt.
+
+    `tick()`, if given, is called from this thread about every `every` seconds meanwhile.
 
     Why a thread: py4j talks to the JVM over one connection per thread, so PySpark's own SIGINT
     handler, which calls cancelAllJobs from inside the interrupted call, fails with a reentrant
@@ -425,7 +522,11 @@ def interruptible(fn, cancel, *, grace: float = 30.0):
     previous = signal.signal(signal.SIGINT, lambda signum, frame: interrupted.set())
     try:
         threading.Thread(target=target, name="sqlflow-statement", daemon=True).start()
+        next_tick = time.monotonic() + every
         while not done.wait(0.1):
+            if tick is not None and time.monotonic() >= next_tick:
+                tick()
+                next_tick = time.monotonic() + every
             if interrupted.is_set():
                 cancel()
                 done.wait(grace)
@@ -576,7 +677,7 @@ def _spark_message(error: Exception) -> str:
     """A Spark error without its JVM stack trace, logical plan or SQL excerpt."""
     text = str(error).strip()
     cut = len(text)
-    for marker in ("\n== SQL", "; line ", "\nJVM stacktrace:", "\n\tat "):
+    for marker in ("\n== SQL", "; line ", "\nJVM stacktrace:", "\n\tat ", "\n=== Streaming Query ==="):
         i = text.find(marker)
         if i != -1:
             cut = min(cut, i)

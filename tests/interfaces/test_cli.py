@@ -281,5 +281,31 @@ def test_in_process_streaming_statement_runs_until_its_source_is_exhausted(spark
     assert status == 0, err
     lines = out.splitlines()
     assert lines[0] == "k\tv10" and sorted(lines[1:]) == ["a\t0", "a\t10", "a\t20"]
-    assert err.count("pane row(s)") == 3   # one progress line per micro-batch
+    assert [line.split(":")[0].split()[-2:] for line in err.splitlines() if " batch " in line] == \
+        [["batch", "0"], ["batch", "1"], ["batch", "2"]]   # one progress line per micro-batch
     assert not spark.streams.active
+
+
+@pytest.mark.slow
+def test_in_process_streaming_insert_with_checkpoint_then_restart(spark, capsys, monkeypatch, repo_root, tmp_path):
+    """examples/streaming.sql: a streaming source, INSERT INTO a parquet sink (availableNow,
+    finished), progress on stderr; run again, it resumes from the checkpoint and adds nothing."""
+    monkeypatch.chdir(repo_root)
+    expected = ["alice\t3\t14", "bob\t1\t19", "carol\t3\t17", "dave\t3\t15",
+                "erin\t3\t19", "frank\t3\t19", "grace\t2\t19", "heidi\t3\t19"]
+    try:
+        assert main(["-f", "examples/streaming.sql", "-d", f"out={tmp_path}"]) == 0
+        out, err = capsys.readouterr()
+        assert out.splitlines()[-8:] == expected
+        assert "batch 0: 141 input rows" in err and " panes" in err   # progress of the streaming INSERT
+        sink = spark.read.parquet(str(tmp_path / "sessions"))
+        first = sorted(map(tuple, sink.collect()))
+        assert sink.count() >= 21   # a pane (at least) per session
+
+        assert main(["-S", "-f", "examples/streaming.sql", "-d", f"out={tmp_path}"]) == 0  # restart
+        out, err = capsys.readouterr()
+        assert out.splitlines()[-8:] == expected
+        assert sorted(map(tuple, spark.read.parquet(str(tmp_path / "sessions")).collect())) == first
+    finally:
+        for key in ("spark.sqlflow.checkpointLocation", "spark.sqlflow.trigger", "spark.sqlflow.finish"):
+            spark.conf.unset(key)
