@@ -1,0 +1,71 @@
+"""sqlflow.sql on a real cluster layout: Spark's `local-cluster[2,1,1024]` master (two executor
+JVMs with their own Python workers), from the installed wheel in a fresh virtualenv.
+
+The engine path runs `sqlflow.udfs.bucket` inside the executors' Python workers, the native path
+and `sqlflow.register`'s UDFs run there too: everything must import from the installed wheel.
+Reuses the wheel and virtualenv fixtures of tests/test_packaging.py (loaded by path: test modules
+do not import each other).
+"""
+from __future__ import annotations
+
+import importlib.util
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+_spec = importlib.util.spec_from_file_location("_sqlflow_packaging_tests",
+                                               Path(__file__).resolve().parents[1] / "test_packaging.py")
+_packaging = sys.modules.setdefault(_spec.name, importlib.util.module_from_spec(_spec))
+if not hasattr(_packaging, "run_in_wheel_venv"):
+    _spec.loader.exec_module(_packaging)
+wheel = _packaging.wheel
+wheel_venv = _packaging.wheel_venv
+
+SCRIPT = textwrap.dedent('''
+    import json, os, sys
+
+    import sqlflow
+    from sqlflow.demo import FIGURE_14, load_clickstream, load_paper_example
+    from sqlflow.spark.session import local_session
+
+    spark = local_session(app_name="sqlflow-local-cluster", master="local-cluster[2,1,1024]",
+                          conf={"spark.sql.shuffle.partitions": "4"})
+    load_paper_example(spark)
+    load_clickstream(spark)
+    figure = sqlflow.sql(spark, FIGURE_14).orderBy("emit_time", "is_retraction", "window_start").collect()
+    native = sqlflow.sql(spark, "SELECT COUNT(*) AS n FROM clicks GROUP BY user_id WINDOW FIXED(SIZE 1h) ON event_time",
+                         path="native").agg({"n": "sum"}).first()[0]
+    engine = sqlflow.sql(spark, "SELECT COUNT(*) AS n FROM clicks GROUP BY user_id WINDOW FIXED(SIZE 1h) ON event_time",
+                         path="engine").agg({"n": "sum"}).first()[0]
+    sqlflow.register(spark)
+    windows = spark.sql("SELECT COUNT(*) FROM clicks LATERAL VIEW explode(sqlflow_sliding(event_time, '10m', '5m')) AS w").first()[0]
+    where = spark.range(4).repartition(4).selectExpr("1 AS x").rdd.map(
+        lambda r: (__import__("sqlflow.udfs.bucket").udfs.bucket.__file__, os.getpid())).collect()
+    executors = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1  # minus the driver
+    print(json.dumps({
+        "master": spark.sparkContext.master, "executors": executors,
+        "figure14": sorted((-r["total"] if r["is_retraction"] else r["total"]) for r in figure),
+        "native": native, "engine": engine, "windows": windows,
+        "worker_files": sorted({w[0] for w in where}), "driver_pid": os.getpid(),
+        "worker_pids": sorted({w[1] for w in where}),
+    }))
+    spark.stop()
+''')
+
+
+def test_bounded_queries_on_a_local_cluster_from_the_wheel(wheel_venv, tmp_path):
+    script = tmp_path / "cluster.py"
+    script.write_text(SCRIPT)
+    out = _packaging.run_in_wheel_venv(wheel_venv, script, timeout=300)
+    assert out["master"] == "local-cluster[2,1,1024]"
+    assert out["executors"] == 2
+    assert out["figure14"] == sorted([5, 7, 10, -7, -10, 25, 3, -5, -25, 39, -3, 12])
+    assert out["native"] == out["engine"] == 2000
+    assert out["windows"] == 4000  # every click is in two sliding windows of 10m every 5m
+    site = str(wheel_venv.root)
+    assert all(f.startswith(site) and "site-packages" in f for f in out["worker_files"]), out["worker_files"]
+    assert out["driver_pid"] not in out["worker_pids"]
