@@ -216,24 +216,8 @@ class Cli:
         return status
 
     def _substitute(self, sql: str) -> str:
-        return _VARIABLE.sub(self._lookup, sql) if "${" in sql else sql
-
-    def _lookup(self, m: re.Match) -> str:
-        scope, name = m.group(1), m.group(2)
-        if scope == "env":
-            return os.environ.get(name, m.group(0))
-        if scope == "system":
-            if self._spark is not None or not self.args.transpile:
-                value = self.spark._jvm.java.lang.System.getProperty(name)
-                return m.group(0) if value is None else str(value)
-            return m.group(0)
-        if scope in (None, "hivevar", "define") and name in self.variables:
-            return self.variables[name]
-        if scope in (None, "hiveconf", "spark", "sparkconf") and not self.args.transpile:
-            value = self.spark.conf.get(name, None)
-            if value is not None:
-                return value
-        return m.group(0)  # unknown here: Spark's own substitution decides (it reads its conf)
+        spark = None if self.args.transpile else self.spark if "${" in sql else None
+        return substitute(sql, self.variables, spark)
 
     def run_statement(self, piece: Piece, *, quiet: bool = False) -> None:
         statement = parse_piece(piece)
@@ -426,6 +410,35 @@ def parse_piece(piece: Piece):
     statement = parse_statement(piece.sql, piece.source, piece.start, piece.start + len(piece.sql))
     validate(statement, streaming=False)
     return statement
+
+
+def substitute(sql: str, variables: dict, spark=None) -> str:
+    """spark-sql's variable substitution: `${k}` / `${hivevar:k}` from `variables`, then `${k}`,
+    `${hiveconf:k}`, `${spark:k}` from the session's conf (`SET k=v`), `${env:K}`,
+    `${system:k}`; anything unknown is left for Spark's own substitution.
+
+    >>> substitute("SELECT ${a}, '${env:NO_SUCH_VARIABLE_HERE}'", {"a": "1"})
+    "SELECT 1, '${env:NO_SUCH_VARIABLE_HERE}'"
+    """
+    if "${" not in sql:
+        return sql
+
+    def lookup(m: re.Match) -> str:
+        scope, name = m.group(1), m.group(2)
+        if scope == "env":
+            return os.environ.get(name, m.group(0))
+        if scope == "system":
+            value = spark._jvm.java.lang.System.getProperty(name) if spark is not None else None
+            return m.group(0) if value is None else str(value)
+        if scope in (None, "hivevar", "define") and name in variables:
+            return variables[name]
+        if scope in (None, "hiveconf", "spark", "sparkconf") and spark is not None:
+            value = spark.conf.get(name, None)
+            if value is not None:
+                return value
+        return m.group(0)  # unknown here: Spark's own substitution decides (it reads its conf)
+
+    return _VARIABLE.sub(lookup, sql)
 
 
 def execute(spark, statement, args=None):

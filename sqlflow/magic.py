@@ -37,7 +37,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class, needs_loca
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from traitlets import Bool, Float, Int, Unicode
 
-from .cli import Piece, cancel_all, interruptible, locate_error, parse_piece, pieces
+from .cli import Piece, cancel_all, execute, interruptible, locate_error, parse_piece, pieces, substitute
 from .errors import SqlflowError
 
 #: options of the magic that take a value (to find where the SQL starts on a %sqlflow line)
@@ -104,8 +104,13 @@ class SqlflowMagic(Magics):
 
     def _run(self, query, args, namespace, limit):
         spark = None if args.transpile else self._spark(args.session, namespace)
-        rewrite = _braces_to_markers if self.parameters else None
-        result, statement, texts = None, None, []
+        def rewrite(sql):
+            # ${k}: Spark's variable substitution (SET k=v, spark.conf), done before sqlflow reads
+            # the statement; then {name} -> :name, a parameter
+            sql = substitute(sql, {}, spark) if spark is not None else sql
+            return _braces_to_markers(sql) if self.parameters else sql
+
+        result, statement, texts, streamed = None, None, [], False
         for piece in pieces(query, rewrite):
             try:
                 statement = parse_piece(piece)
@@ -116,10 +121,14 @@ class SqlflowMagic(Magics):
                 if args.explain and (not statement.is_plain or _first_word(piece.sql) in _QUERY_WORDS):
                     texts.append(_explained(spark, statement, params))
                     continue
-                result = interruptible(lambda: _execute(spark, statement, params),
-                                       lambda: cancel_all(spark))
-                if result is not None and getattr(result, "isStreaming", False):
-                    result = self._stream(spark, result, args, limit)
+                watcher = Watcher(spark, limit, _sink_reader(spark, statement))
+                result = interruptible(lambda: execute(spark, statement, params), lambda: cancel_all(spark),
+                                       tick=watcher.tick)
+                streamed = False
+                if _is_streaming_query(result):                 # a streaming INSERT INTO a sink
+                    result, streamed = self._watch(watcher.follow(result), args), True
+                elif result is not None and result.isStreaming:  # a query over a streaming source
+                    result, streamed = self._stream(spark, result, args, limit), True
             except KeyboardInterrupt:
                 raise
             except Exception as error:  # noqa: BLE001 - shown as sqlflow shows errors
@@ -130,6 +139,8 @@ class SqlflowMagic(Magics):
             return None
         if args.out:
             self.shell.user_ns[args.out] = result
+        if streamed:
+            return None  # the cell already shows the stream's rows, refreshed as they came
         table = ResultTable(result, limit)
         try:
             interruptible(table._fetch, lambda: cancel_all(spark))  # fetched here, so Ctrl-C cancels
@@ -185,8 +196,6 @@ class SqlflowMagic(Magics):
     def _stream(self, spark, df, args, limit):
         """Run a streaming result into a memory table, showing its panes while they arrive;
         return the panes received (a batch DataFrame over that table)."""
-        from IPython.display import display
-
         name = f"sqlflow_stream_{next(self._streams)}_{uuid.uuid4().hex[:8]}"
         trigger = (args.trigger or self.stream_trigger).strip().strip("\"'")
         writer = df.writeStream.format("memory").queryName(name).outputMode("append")
@@ -194,11 +203,17 @@ class SqlflowMagic(Magics):
             writer = writer.trigger(availableNow=True)
         else:
             writer = writer.trigger(processingTime=trigger)
-        timeout = args.timeout if args.timeout is not None else self.stream_timeout
         query = writer.start()
-        view = StreamView(spark, name, limit, query)
-        handle = display(view, display_id=True)
+        watcher = Watcher(spark, limit, lambda: spark.table(name)).follow(query)
+        return self._watch(watcher, args)
+
+    def _watch(self, watcher: "Watcher", args):
+        """Show a running streaming query's panes until it ends, `--timeout` passes or the kernel
+        is interrupted (which stops it); return what it wrote (None for a console sink)."""
+        query = watcher.query
+        timeout = args.timeout if args.timeout is not None else self.stream_timeout
         began = time.monotonic()
+        watcher.show()
         # An interrupt (Ctrl-C, the kernel's stop button) only sets a flag, checked between polls:
         # raising inside a py4j call would break its connection (see cli.interruptible).
         interrupted = threading.Event()
@@ -208,35 +223,50 @@ class SqlflowMagic(Magics):
             while query.isActive:
                 time.sleep(self.poll_interval)
                 if interrupted.is_set():
-                    view.note = "stopped (interrupted)"
+                    watcher.note = "stopped (interrupted)"
                     query.stop()
                     break
                 if timeout and time.monotonic() - began >= timeout:
-                    view.note = f"stopped after {timeout:g} s (--timeout)"
+                    watcher.note = f"stopped after {timeout:g} s (--timeout)"
                     query.stop()
                     break
-                if handle is not None:
-                    handle.update(view.snapshot())
+                watcher.show()
         finally:
             if main:
                 signal.signal(signal.SIGINT, previous)
         failure = query.exception()
-        if failure is not None and not view.note:
+        if failure is not None and not watcher.note:
             raise SqlflowError(f"the streaming query failed: {_first_line(failure)}", clause="STREAM")
-        if handle is not None:
-            handle.update(view.snapshot())
-        return spark.table(name)
+        watcher.show()
+        return watcher.rows()
 
 
 # --------------------------------------------------------------------------- statements
 
 
-def _execute(spark, statement, params):
-    if statement.is_plain:
-        return spark.sql(statement.sql, args=params or None)
-    import sqlflow
+def _is_streaming_query(result) -> bool:
+    return hasattr(result, "awaitTermination") and hasattr(result, "isActive") and not hasattr(result, "columns")
 
-    return sqlflow.sql(spark, statement.sql, args=params or None)
+
+def _sink_reader(spark, statement):
+    """For `INSERT INTO <sink> ...`: a function reading what the sink holds so far (None if it
+    cannot be read back: console)."""
+    if statement.is_plain:
+        return None
+    from sqlglot import exp
+
+    if not isinstance(statement.tree, exp.Insert):
+        return None
+    from .spark.script import sink_of
+
+    sink = sink_of(statement.tree)
+    if sink.format == "memory":
+        return lambda: spark.table(sink.name)
+    if sink.table is not None:
+        return lambda: spark.table(sink.table)
+    if sink.path is not None:
+        return lambda: spark.read.format(sink.format).load(sink.path)
+    return None
 
 
 def _transpiled(statement) -> str:
@@ -309,14 +339,16 @@ def split_line(line: str) -> tuple[str, str]:
 def _braces_to_markers(sql: str) -> str:
     """`{name}` (outside strings and comments) -> `:name`, a Spark named parameter marker.
 
-    >>> _braces_to_markers("SELECT {x}, '{y}' /* {z} */ FROM t WHERE k = { key }")
-    "SELECT :x, '{y}' /* {z} */ FROM t WHERE k = :key"
+    >>> _braces_to_markers("SELECT {x}, '{y}' /* {z} */ FROM t WHERE k = { key } AND v = ${var}")
+    "SELECT :x, '{y}' /* {z} */ FROM t WHERE k = :key AND v = ${var}"
     """
     from .frontend.scan import PUNCT, WORD, scan
 
     tokens = scan(sql)
     edits = []
     for a, b, c in zip(tokens, tokens[1:], tokens[2:]):
+        if a.start > 0 and sql[a.start - 1] == "$":
+            continue  # ${name}: a Spark variable, not a parameter
         if a.kind == PUNCT and a.text == "{" and b.kind == WORD and c.kind == PUNCT and c.text == "}":
             edits.append((a.start, c.end, ":" + b.text))
     for start, end, text in reversed(edits):
@@ -404,45 +436,84 @@ class ResultTable:
         return _html_table(head) + f"<p><small>{escape(self._note(more, len(head)))}</small></p>"
 
 
-class StreamView:
-    """The panes a running streaming query has written to its memory table so far."""
+class Watcher:
+    """Shows the streaming query a statement starts, refreshed in place (one display per cell)."""
 
-    def __init__(self, spark, table: str, limit: int, query) -> None:
-        self.spark, self.table, self.limit, self.query = spark, table, limit, query
+    def __init__(self, spark, limit: int, reader=None) -> None:
+        self.spark, self.limit, self.reader = spark, limit, reader
+        self.query = None
         self.note = ""
-        self._rows = None
+        self.handle = None
+        self._before = {str(q.id) for q in spark.streams.active}
 
-    def snapshot(self) -> "StreamView":
-        view = StreamView(self.spark, self.table, self.limit, self.query)
-        view.note = self.note
-        return view
+    def tick(self) -> None:
+        """While the statement runs (a streaming INSERT with availableNow blocks): pick up the
+        query it started and show its progress."""
+        if self.query is None:
+            new = [q for q in self.spark.streams.active if str(q.id) not in self._before]
+            if not new:
+                return
+            self.query = new[0]
+        self.show()
 
-    def _state(self):
-        if self._rows is None:
+    def follow(self, query) -> "Watcher":
+        self.query = query
+        return self
+
+    def rows(self):
+        if self.reader is None:
+            return None
+        try:
+            return self.reader()
+        except Exception:  # noqa: BLE001 - e.g. no file written yet
+            return None
+
+    def show(self) -> None:
+        from IPython.display import display
+
+        view = StreamView(self.query, self.rows(), self.limit, self.note)
+        if self.handle is None:
+            self.handle = display(view, display_id=True)
+        else:
+            self.handle.update(view)
+
+
+class StreamView:
+    """A streaming query's state and the last rows it wrote."""
+
+    def __init__(self, query, rows, limit: int, note: str = "") -> None:
+        self.query, self.rows, self.limit, self.note = query, rows, limit, note
+        self._state = None
+
+    def _compute(self):
+        if self._state is None:
             import pandas as pd
 
-            df = self.spark.table(self.table)
-            total = df.count()
-            rows = df.tail(self.limit) if total else []
-            frame = pd.DataFrame([r.asDict() for r in rows], columns=df.columns)
+            frame, total = pd.DataFrame(), None
+            if self.rows is not None:
+                total = self.rows.count()
+                tail = self.rows.tail(self.limit) if total else []
+                frame = pd.DataFrame([r.asDict() for r in tail], columns=self.rows.columns)
             progress = self.query.lastProgress or {}
             status = "running" if self.query.isActive else "finished"
-            line = (f"{status}: {total} pane row{'s' if total != 1 else ''}, "
-                    f"batch {progress.get('batchId', '-')}")
-            if total > self.limit:
+            line = status
+            if total is not None:
+                line += f": {total} pane row{'s' if total != 1 else ''}"
+            line += f", batch {progress.get('batchId', '-')}"
+            if total is not None and total > self.limit:
                 line += f"; the last {self.limit} shown"
             if self.note:
                 line += f"; {self.note}"
-            self._rows = (frame, line)
-        return self._rows
+            self._state = (frame, line)
+        return self._state
 
     def __repr__(self) -> str:
-        frame, line = self._state()
-        return _text_table(frame) + "\n" + line
+        frame, line = self._compute()
+        return (_text_table(frame) + "\n" if len(frame.columns) else "") + line
 
     def _repr_html_(self) -> str:
-        frame, line = self._state()
-        return _html_table(frame) + f"<p><small>{escape(line)}</small></p>"
+        frame, line = self._compute()
+        return (_html_table(frame) if len(frame.columns) else "") + f"<p><small>{escape(line)}</small></p>"
 
 
 def _text_table(frame) -> str:
