@@ -283,7 +283,7 @@ def _explained(spark, statement, params) -> str:
         return "\n".join(str(r[0]) for r in rows)
     import sqlflow
 
-    return str(sqlflow.explain(statement.sql, spark=spark))
+    return str(sqlflow.explain(statement.sql, spark=spark, args=params or None))
 
 
 def _first_word(sql: str) -> str:

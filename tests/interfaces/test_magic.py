@@ -193,3 +193,108 @@ def test_stream_timeout_and_interrupt_stop_the_query(ipython, spark, capsys):
     assert r.success and time.monotonic() - began < 30
     assert "stopped (interrupted)" in capsys.readouterr().out
     assert not spark.streams.active
+
+
+# ---------------------------------------------------------------- windowed statements (sqlflow.sql)
+
+
+@pytest.fixture
+def paper_views(ipython, spark, paper):
+    spark.createDataFrame(paper.inputs).createOrReplaceTempView("magic_paper")
+    spark.createDataFrame(paper.watermark).createOrReplaceTempView("magic_heuristic")
+    ipython.user_ns["paper_inputs"] = paper.inputs
+    ipython.user_ns["paper_watermark"] = paper.watermark
+
+
+def test_windowed_query_goes_to_sqlflow(ipython, paper_views):
+    r = run(ipython, "%%sqlflow -o fig10\nSELECT k, SUM(v) AS total FROM magic_paper\n"
+                     "GROUP BY k WINDOW FIXED(SIZE 2m) ON ts ORDER BY window_start")
+    assert r.success, r.error_in_exec
+    df = ipython.user_ns["fig10"]
+    assert [row.total for row in df.collect()] == [14, 22, 3, 12]
+    assert {"window_start", "pane_timing", "emit_time"} <= set(df.columns)
+
+
+def test_replay_with_parameters_plot_and_explain(ipython, paper_views, capsys):
+    ipython.user_ns["min_value"] = 4
+    cell = ("%%sqlflow --plot --inputs paper_inputs --watermark paper_watermark --title 'Figure 14' -o fig14\n"
+            "SELECT k, SUM(v) AS total\n"
+            "FROM magic_paper WATERMARK ts TIMELINE magic_heuristic ARRIVAL arrived_at\n"
+            "WHERE v >= :min_value OR v < {min_value}\n"   # every row: checks both markers bind
+            "GROUP BY k WINDOW SESSIONS(GAP 1m)\n"
+            "TRIGGER SEQUENCE(REPEAT_UNTIL(PERIOD 1m, WATERMARK), REPEAT(WATERMARK))\n"
+            "ALLOWED LATENESS 1h EMIT ACCUMULATING AND RETRACTING\n"
+            "ORDER BY emit_time, is_retraction DESC, window_start")
+    r = run(ipython, cell)
+    assert r.success, r.error_in_exec
+    rows = ipython.user_ns["fig14"].collect()
+    assert [(-1 if row.is_retraction else 1) * row.total for row in rows] == \
+        [5, 7, 10, -7, -10, 25, 3, -5, -25, 39, -3, 12]
+    assert "<Figure size" in capsys.readouterr().out
+
+    r = run(ipython, cell.replace("--plot --inputs paper_inputs --watermark paper_watermark --title 'Figure 14' -o fig14",
+                                  "--explain"))
+    assert r.success and "path: engine" in repr(r.result) and "replay" in repr(r.result)
+
+
+def test_sqlflow_error_from_spark_analysis_is_located(ipython, paper_views, capsys):
+    r = run(ipython, "%%sqlflow\nSELECT k, SUM(nope) AS total FROM magic_paper\nGROUP BY k WINDOW FIXED(SIZE 2m) ON ts")
+    assert not r.success
+    shown = capsys.readouterr().out
+    assert "nope" in shown and "(line 2," in shown and "^" in shown and "Traceback" not in shown
+
+
+def test_spark_variables_are_substituted(ipython, spark):
+    spark.conf.set("magic.test.size", "7")
+    r = run(ipython, "%sqlflow SELECT ${magic.test.size} + 1 AS eight")
+    assert r.success and r.result.dataframe.first().eight == 8
+
+
+# ---------------------------------------------------------------- windowed streams
+
+
+def write_paper_files(paper, stream_files, n=3):
+    rows = paper.inputs.sort_values("arrived_at")
+    for i in range(n):
+        stream_files.write(rows.iloc[i * len(rows) // n:(i + 1) * len(rows) // n], fmt="csv")
+
+
+def test_windowed_stream_shows_panes_live(ipython, spark, paper, stream_files, capsys, monkeypatch):
+    write_paper_files(paper, stream_files)
+    spark.readStream.schema("k STRING, id STRING, v BIGINT, ts TIMESTAMP, arrived_at TIMESTAMP") \
+        .option("header", "true").option("maxFilesPerTrigger", 1).csv(str(stream_files.path)) \
+        .createOrReplaceTempView("magic_paper_stream")
+    r = run(ipython, "%%sqlflow -o streamed_panes\nSELECT k, SUM(v) AS total\n"
+                     "FROM magic_paper_stream WATERMARK ts DELAY OF INTERVAL 1 MINUTE\n"
+                     "GROUP BY k WINDOW FIXED(SIZE 2m) TRIGGER WATERMARK LATE COUNT 1")
+    assert r.success, r.error_in_exec
+    assert r.result is None   # the live view is the output
+    shown = capsys.readouterr().out
+    assert "finished:" in shown and "pane rows" in shown
+    panes = ipython.user_ns["streamed_panes"].collect()
+    assert panes and {"window_start", "pane_timing", "emit_time"} <= set(panes[0].asDict())
+    assert not spark.streams.active
+
+
+def test_streaming_insert_into_a_checkpointed_sink(ipython, spark, paper, stream_files, tmp_path, capsys):
+    write_paper_files(paper, stream_files)
+    spark.conf.set("magic.test.dir", str(tmp_path))
+    spark.conf.set("magic.test.in", str(stream_files.path))
+    cell = ("%%sqlflow -o sink\n"
+            "SET spark.sqlflow.checkpointLocation = ${magic.test.dir}/checkpoints;\n"
+            "SET spark.sqlflow.trigger = availableNow;\n"
+            "CREATE OR REPLACE TEMPORARY VIEW magic_src (k STRING, id STRING, v BIGINT, ts TIMESTAMP, arrived_at TIMESTAMP)\n"
+            "USING csv OPTIONS (path '${magic.test.in}', header 'true', streaming true, maxFilesPerTrigger 1, mode 'FAILFAST');\n"
+            "INSERT INTO parquet.`${magic.test.dir}/out`\n"
+            "SELECT k, SUM(v) AS total FROM magic_src WATERMARK ts DELAY OF INTERVAL 1 MINUTE\n"
+            "GROUP BY k WINDOW FIXED(SIZE 2m)")
+    try:
+        r = run(ipython, cell)
+        assert r.success, r.error_in_exec
+        assert "finished:" in capsys.readouterr().out
+        written = spark.read.parquet(str(tmp_path / "out")).count()
+        assert written > 0 and ipython.user_ns["sink"].count() == written
+        assert (tmp_path / "checkpoints").is_dir()
+    finally:
+        for key in ("spark.sqlflow.checkpointLocation", "spark.sqlflow.trigger"):
+            spark.conf.unset(key)
