@@ -22,7 +22,7 @@ from lark.exceptions import UnexpectedInput, VisitError
 
 from .. import ast
 from ..errors import SqlflowError, SqlflowSemanticError, SqlflowSyntaxError
-from ..grammar import GRAMMAR_PATH, START_RULES
+from ..grammar import START_RULES, grammar_text
 from ..time import parse_duration
 from . import intervals, sqlexpr, suggest, syntax_errors
 from .scan import PUNCT, scan
@@ -42,7 +42,7 @@ class _AlwaysAcceptName:
 @functools.lru_cache(maxsize=1)
 def parser() -> Lark:
     """The LALR parser of the grammar (built once, ~50 ms)."""
-    return Lark(GRAMMAR_PATH.read_text(encoding="utf-8"), parser="lalr", start=list(START_RULES),
+    return Lark(grammar_text(), parser="lalr", start=list(START_RULES),
                 propagate_positions=True, maybe_placeholders=True, postlex=_AlwaysAcceptName())
 
 

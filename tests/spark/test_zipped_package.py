@@ -1,9 +1,8 @@
 """sqlflow imported from a zip, as `spark-submit --py-files sqlflow.zip` ships it
 (docs/running-on-a-cluster.md, option 2).
 
-The executor side (the engine, the bucket job) imports from a zip; the front end reads its lark
-grammar through a filesystem path, which does not exist inside a zip (xfail below: a front-end
-bug, to be fixed by reading it with importlib.resources).
+The executor side (the engine, the bucket job) imports from a zip, and so does the front end: it
+reads its lark grammar as a package resource, which works inside a zip.
 """
 from __future__ import annotations
 
@@ -43,9 +42,6 @@ def test_the_executor_side_imports_from_a_zip(zipped):
     assert proc.stdout.strip().startswith(str(zipped))
 
 
-@pytest.mark.xfail(reason="front-end bug: sqlflow/grammar reads sqlflow.lark through a filesystem path "
-                          "(GRAMMAR_PATH.read_text), which fails inside a zip; importlib.resources would work",
-                   strict=True)
 def test_the_front_end_parses_from_a_zip(zipped):
     proc = run(zipped, "import sqlflow\nprint(sqlflow.transpile('SELECT k, COUNT(*) FROM t GROUP BY k WINDOW GLOBAL ON ts'))")
     assert proc.returncode == 0, proc.stderr
