@@ -19,8 +19,11 @@ lines and ends with `;`; history is kept (readline) in ~/.sqlflow_history (or
 $SQLFLOW_HISTORY); Ctrl-C cancels the running statement (or discards the one being typed);
 Ctrl-D exits. With stdin not a terminal the same loop reads it without prompts.
 
-A windowed query over a streaming source prints its panes as each micro-batch emits them
-(progress on stderr) until the source is exhausted (availableNow), or until Ctrl-C.
+Statements run as sqlflow's SQL scripts run them (`sqlflow.spark.script`): a temporary view
+with `OPTIONS (..., streaming true)` is a streaming source, and `INSERT INTO <sink> <windowed
+query>` starts a checkpointed streaming job, awaited until its source is exhausted
+(availableNow) or until Ctrl-C. A query over a streaming source prints its rows as each
+micro-batch emits them. Progress goes to stderr, a line per micro-batch.
 """
 from __future__ import annotations
 

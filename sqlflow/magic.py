@@ -11,11 +11,14 @@
 - `:name` and `{name}` refer to Python variables; they are passed to Spark as named parameters
   (`args=`), never pasted into the text (so a string value needs no quoting, and cannot inject
   SQL). They work wherever Spark accepts a parameter marker, not inside sqlflow's own clauses.
+- `${k}` is Spark's variable substitution (`SET k=v`), done before sqlflow reads the statement.
 - Results show as a table of at most `--limit` rows (only those rows are fetched), with a note
   when there are more. `-o NAME` stores the Spark DataFrame in the notebook's namespace.
-- A query over a streaming source runs into a memory table; the cell shows its panes as they
-  arrive, until the source is exhausted (`available-now`), `--timeout` passes, or the kernel is
-  interrupted (which stops the query). `-o NAME` then holds the panes received.
+- Statements run as sqlflow scripts run them: streaming source views, `INSERT INTO <sink>` of a
+  windowed query (a checkpointed streaming job). A query over a streaming source runs into a
+  memory table. The cell shows the panes as they arrive, until the source is exhausted
+  (`available-now`), `--timeout` passes, or the kernel is interrupted (which stops the query).
+  `-o NAME` then holds the panes.
 - Errors show sqlflow's message with the line and column in the cell and a caret, never a JVM
   stack trace.
 
