@@ -96,6 +96,7 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=20)
     parser.add_argument("--users", type=int, default=10_000)
     parser.add_argument("--quick", action="store_true", help="fewer cases (no bucket sweep, no per-key run)")
+    parser.add_argument("--only", default="", help="comma-separated case names: run these and merge them into --out")
     parser.add_argument("--out", default=str(HERE / "results" / "streaming.json"))
     args = parser.parse_args()
 
@@ -112,9 +113,13 @@ def main() -> None:
         shutil.copy(next((work / "all").glob("part-0000.parquet")), work / "warm")
         run_case(spark, work / "warm", fixed, native=False, buckets=8)
 
-        results = {}
+        only = [c for c in args.only.split(",") if c]
+        previous = json.loads(Path(args.out).read_text()) if only and Path(args.out).exists() else None
+        results = dict(previous["results"]) if previous else {}
 
         def case(name, *a, **kw):
+            if only and name not in only:
+                return
             print(f"{name} ...", flush=True)
             results[name] = run_case(spark, *a, **kw)
             r = results[name]
@@ -124,6 +129,8 @@ def main() -> None:
         case("fixed_native", work / "all", fixed, native=True)
         case("fixed_stateful", work / "all", fixed, native=False)
         case("sessions_early_late_retracting", work / "all", sessions)
+        # the cost of heartbeats (every bucket in every batch), which processing-time triggers need
+        case("fixed_stateful_heartbeats", work / "all", fixed, native=False, heartbeat=True)
         if not args.quick:
             for b in (2, 32, 128):
                 case(f"fixed_stateful_{b}_buckets", work / "all", fixed, native=False, buckets=b)
@@ -136,7 +143,8 @@ def main() -> None:
         native = results["fixed_native"]["rows_per_second"]
         stateful = results["fixed_stateful"]["rows_per_second"]
         out = {
-            "command": "python benchmarks/streaming.py " + " ".join(sys.argv[1:]),
+            "command": (previous or {}).get("command", "python benchmarks/streaming.py " + " ".join(sys.argv[1:])),
+            "merged": sorted(set((previous or {}).get("merged", [])) | set(only)) or None,
             "events": n, "files": args.files, "users": args.users,
             "machine": {"python": platform.python_version(), "cpu_count": os.cpu_count(),
                         "platform": platform.platform()},
