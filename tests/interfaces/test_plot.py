@@ -169,3 +169,13 @@ def test_global_panes_stack_up_one_above_the_other(engine_figure):
     boxes = rects(sqlflow.plot(result, inputs=rows), "pane")
     assert [round((b.get_y() - DAY0) * 1440, 3) for b in boxes[1:]] == [720 + 6, 720 + 7, 720 + 8]  # 12:06, 12:07, 12:08
     assert all(b.get_y() + b.get_height() == pytest.approx(n.get_y()) for b, n in zip(boxes, boxes[1:]))
+
+
+def test_without_matplotlib_the_error_says_how_to_install_it(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)  # import fails as if not installed
+    panes = pd.DataFrame({"n": [1], "window_start": [0], "window_end": [60_000_000], "pane_index": [0],
+                          "pane_timing": ["ON_TIME"], "is_last": [True], "emit_time": [None]})
+    with pytest.raises(ImportError, match=r"sqlflow-dataflow\[plot\]"):
+        sqlflow.plot(panes)
