@@ -179,14 +179,6 @@ def test_forcing_an_impossible_path(spark, tables):
         sqlflow.sql(spark, query, path="fast")
 
 
-def test_a_stream_is_refused(spark, tables):
-    spark.readStream.format("rate").load().createOrReplaceTempView("live")
-    error = error_of(spark, "SELECT COUNT(*) AS n FROM live GROUP BY value % 2 WINDOW FIXED(SIZE 1m) ON timestamp")
-    assert str(error).splitlines()[0] == (
-        "sqlflow: SELECT: the SELECT with WINDOW FIXED at line 1, column 51 reads a stream; sqlflow.sql runs "
-        "bounded and recorded data (line 1, column 8)")
-
-
 def test_several_replayed_sources_are_refused(spark, tables):
     error = error_of(spark, """
         SELECT a.user, COUNT(*) AS n

@@ -18,12 +18,9 @@ AGGREGATES = [
     "SUM(dec)", "AVG(dec)", "MIN(dec)", "MAX(dec)",
     "MIN(s)", "MAX(s)", "COUNT(DISTINCT s)", "sort_array(collect_set(s))", "sort_array(collect_list(i))",
     "MIN(t)", "MAX(t)", "MIN(day)", "MAX(day)", "MIN(flag)", "MAX(flag)",
-    "COUNT_IF(i > 1)", "SUM(i) / COUNT(*) + 1",
+    "COUNT_IF(i > 1)", "SUM(i) / COUNT(*) + 1", "SUM(i) FILTER (WHERE s <> 'x')",
+    "COUNT(*) FILTER (WHERE s = 'y')", "mean(i)", "ROUND(std(d), 9)",
 ]
-
-#: aggregates the front end wrongly rejects (xfail below): sqlglot parses mean/std/every as
-#: anonymous functions and FILTER as a wrapper, and validate() then calls their arguments ungrouped
-FRONTEND_REJECTS = ["SUM(i) FILTER (WHERE s <> 'x')", "mean(i)", "std(d)", "every(flag)"]
 
 
 @pytest.fixture(scope="module")
@@ -50,14 +47,13 @@ def test_engine_aggregates_have_sparks_types_and_values(spark, typed):
     assert sorted(got.select(*expected.columns).collect()) == sorted(expected.collect())
 
 
-@pytest.mark.xfail(reason="front-end bug: validate() reports the argument of mean(), std(), every() and of an "
-                          "aggregate with FILTER (WHERE ...) as neither grouped nor aggregated", strict=True)
-@pytest.mark.parametrize("aggregate", FRONTEND_REJECTS)
-def test_frontend_accepts_every_spark_aggregate(spark, typed, aggregate):
-    expected = spark.sql(f"SELECT k, {aggregate} FROM typed GROUP BY k")
-    got = sqlflow.sql(spark, f"SELECT k, {aggregate} FROM typed GROUP BY k WINDOW GLOBAL ON ts", path="engine")
-    assert got.dtypes[:2] == expected.dtypes
-    assert sorted(got.select(*expected.columns).collect()) == sorted(expected.collect())
+def test_an_aggregate_the_engine_lacks_runs_natively(spark, typed):
+    expected = spark.sql("SELECT k, every(flag), percentile_approx(i, 0.5) FROM typed GROUP BY k")
+    got = sqlflow.sql(spark, "SELECT k, every(flag), percentile_approx(i, 0.5) FROM typed GROUP BY k "
+                             "WINDOW GLOBAL ON ts")
+    assert sqlflow.metrics(got)["stages"][0]["path"] == "native"
+    assert got.dtypes[:3] == expected.dtypes
+    assert sorted(tuple(r)[:3] for r in got.collect()) == sorted(tuple(r) for r in expected.collect())
 
 
 def test_native_path_has_the_same_types(spark, typed):
