@@ -23,8 +23,8 @@ visited (cheaply, from `meta`, when nothing is due).
 Spark's watermark (milliseconds, computed on a shifted column, see docs/streaming.md) maps to
 engine time (microseconds) by `engine_watermark`; Spark's 0 (or -1) means "none yet".
 
-This module imports pyspark's stateful-processor API (always present where it runs) and the
-engine; never sqlglot or lark.
+This module imports the engine; pyspark's stateful-processor API only when `PaneProcessor` is
+first used (the class is built then); never sqlglot or lark.
 
 >>> engine_watermark(0, 0) == NEG_INF, engine_watermark(-1, 0) == NEG_INF
 (True, True)
@@ -40,7 +40,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from pyspark.sql.streaming import StatefulProcessor, StatefulProcessorHandle
 
 from sqlflow.engine.panes import RETRACTION_COLUMN
 from sqlflow.engine.plan import EnginePlan
@@ -261,83 +260,98 @@ def loads_state(blob) -> dict:
     return pickle.loads(bytes(blob))
 
 
-class PaneProcessor(StatefulProcessor):
-    """The TWS processor: one call per bucket with input or an expired poll timer."""
+def _processor_class():
+    """PaneProcessor, built on first use so that importing this module does not import pyspark."""
+    from pyspark.sql.streaming import StatefulProcessor
 
-    def __init__(self, spec: StreamSpec):
-        self.spec = spec
+    class PaneProcessor(StatefulProcessor):
+        """The TWS processor: one call per bucket with input or an expired poll timer."""
 
-    def init(self, handle: StatefulProcessorHandle) -> None:
-        self.handle = handle
-        self.meta_state = handle.getValueState("meta", META_SCHEMA)
-        self.windows_state = handle.getValueState("windows", "blob binary")
-        self.step = None  # built on first use: init also runs on the driver
+        def __init__(self, spec: StreamSpec):
+            self.spec = spec
 
-    # ------------------------------------------------------------------ callbacks
+        def init(self, handle) -> None:
+            self.handle = handle
+            self.meta_state = handle.getValueState("meta", META_SCHEMA)
+            self.windows_state = handle.getValueState("windows", "blob binary")
+            self.step = None  # built on first use: init also runs on the driver
 
-    def handleInitialState(self, key, initialState, timerValues) -> None:
-        meta = self._meta()
-        self._poll(meta, timerValues.getCurrentWatermarkInMs())
-        self.meta_state.update(meta.row())
+        # ------------------------------------------------------------------ callbacks
 
-    def handleInputRows(self, key, rows, timerValues):
-        data, finish = [], False
-        for frame in rows:
-            frame.columns = self.spec.frame_columns  # Spark renames columns named __x to _<position>
-            kind = frame[KIND].to_numpy()
-            if (kind == FINISH).any():
-                finish = True
-            if (kind == DATA).all():
-                data.append(frame)
-            elif (kind == DATA).any():
-                data.append(frame[kind == DATA])
-        batch = pd.concat(data, ignore_index=True) if len(data) > 1 else (data[0] if data else None)
-        yield from self._advance(batch, timerValues, finish)
+        def handleInitialState(self, key, initialState, timerValues) -> None:
+            meta = self._meta()
+            self._poll(meta, timerValues.getCurrentWatermarkInMs())
+            self.meta_state.update(meta.row())
 
-    def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
-        yield from self._advance(None, timerValues, False)
+        def handleInputRows(self, key, rows, timerValues):
+            data, finish = [], False
+            for frame in rows:
+                frame.columns = self.spec.frame_columns  # Spark renames columns named __x to _<position>
+                kind = frame[KIND].to_numpy()
+                if (kind == FINISH).any():
+                    finish = True
+                if (kind == DATA).all():
+                    data.append(frame)
+                elif (kind == DATA).any():
+                    data.append(frame[kind == DATA])
+            batch = pd.concat(data, ignore_index=True) if len(data) > 1 else (data[0] if data else None)
+            yield from self._advance(batch, timerValues, finish)
 
-    def close(self) -> None:
-        pass
+        def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
+            yield from self._advance(None, timerValues, False)
 
-    # ------------------------------------------------------------------ the step
+        def close(self) -> None:
+            pass
 
-    def _meta(self) -> Meta:
-        return Meta.of(self.meta_state.get()) if self.meta_state.exists() else Meta()
+        # ------------------------------------------------------------------ the step
 
-    def _poll(self, meta: Meta, spark_ms: int) -> None:
-        """Keep one event-time timer, at the next watermark advance (none after the finish)."""
-        want = None if meta.finished else poll_timer_ms(spark_ms)
-        if meta.poll == want:
-            return
-        if meta.poll is not None:
-            self.handle.deleteTimer(meta.poll)
-        if want is not None:
-            self.handle.registerTimer(want)
-        meta.poll = want
+        def _meta(self) -> Meta:
+            return Meta.of(self.meta_state.get()) if self.meta_state.exists() else Meta()
 
-    def _advance(self, rows, timerValues, finish: bool):
-        spark_ms = timerValues.getCurrentWatermarkInMs()
-        p = timerValues.getCurrentProcessingTimeInMs() * 1000
-        wm_new = engine_watermark(spark_ms, self.spec.shift)
-        meta = self._meta()
-        has_rows = rows is not None and len(rows) > 0
-        if self.step is None:
-            self.step = BucketStep(self.spec)
-        if self.step.due(meta, p, max(wm_new, meta.wm), has_rows, finish):
-            state = loads_state(self.windows_state.get()[0]) if self.windows_state.exists() else {}
-            frames, state = self.step.run(meta, state, rows, p=p, wm_new=wm_new, finish=finish)
-            if state:
-                self.windows_state.update((dumps_state(state),))
-            elif self.windows_state.exists():
-                self.windows_state.clear()
-        else:
-            frames = self.step.skip(meta, p, wm_new)
-        self._poll(meta, spark_ms)
-        self.meta_state.update(meta.row())
-        columns = self.spec.output_columns()
-        for frame in frames:
-            yield complete(frame, columns)
+        def _poll(self, meta: Meta, spark_ms: int) -> None:
+            """Keep one event-time timer, at the next watermark advance (none after the finish)."""
+            want = None if meta.finished else poll_timer_ms(spark_ms)
+            if meta.poll == want:
+                return
+            if meta.poll is not None:
+                self.handle.deleteTimer(meta.poll)
+            if want is not None:
+                self.handle.registerTimer(want)
+            meta.poll = want
+
+        def _advance(self, rows, timerValues, finish: bool):
+            spark_ms = timerValues.getCurrentWatermarkInMs()
+            p = timerValues.getCurrentProcessingTimeInMs() * 1000
+            wm_new = engine_watermark(spark_ms, self.spec.shift)
+            meta = self._meta()
+            has_rows = rows is not None and len(rows) > 0
+            if self.step is None:
+                self.step = BucketStep(self.spec)
+            if self.step.due(meta, p, max(wm_new, meta.wm), has_rows, finish):
+                state = loads_state(self.windows_state.get()[0]) if self.windows_state.exists() else {}
+                frames, state = self.step.run(meta, state, rows, p=p, wm_new=wm_new, finish=finish)
+                if state:
+                    self.windows_state.update((dumps_state(state),))
+                elif self.windows_state.exists():
+                    self.windows_state.clear()
+            else:
+                frames = self.step.skip(meta, p, wm_new)
+            self._poll(meta, spark_ms)
+            self.meta_state.update(meta.row())
+            columns = self.spec.output_columns()
+            for frame in frames:
+                yield complete(frame, columns)
+
+    PaneProcessor.__module__ = __name__
+    PaneProcessor.__qualname__ = "PaneProcessor"
+    return PaneProcessor
+
+
+def __getattr__(name: str):
+    if name == "PaneProcessor":  # pickled by reference: Spark workers rebuild it the same way
+        cls = globals()["PaneProcessor"] = _processor_class()
+        return cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def heartbeats(n_buckets: int, columns: list[str]):
