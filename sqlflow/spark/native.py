@@ -61,9 +61,14 @@ def spark_interval(micros: int) -> str:
     raise AssertionError("unreachable")
 
 
-def window_expression(ws: WindowedSelect) -> exp.Expr | None:
-    """Spark's `window(...)` / `session_window(...)` call of this window function (None: GLOBAL)."""
+def window_expression(ws: WindowedSelect, ntz: bool = False) -> exp.Expr | None:
+    """Spark's `window(...)` / `session_window(...)` call of this window function (None: GLOBAL).
+
+    A TIMESTAMP_NTZ event time is cast to TIMESTAMP first (read in the session time zone), so
+    that windows align on UTC microseconds, as the engine's do."""
     fn, et = ws.window, ws.event_time.copy()
+    if ntz:
+        et = exp.Cast(this=et, to=exp.DataType.build("TIMESTAMP"))
     lit = exp.Literal.string
     if isinstance(fn, ast.Global):
         return None
@@ -100,7 +105,7 @@ def gap_micros(gap: ast.SqlExpr) -> exp.Expr:
     return exp.Anonymous(this="unix_micros", expressions=[shifted])
 
 
-def pane_expressions(ws: WindowedSelect, window: exp.Expr | None, ntz: bool = False) -> dict[str, exp.Expr]:
+def pane_expressions(ws: WindowedSelect, window: exp.Expr | None) -> dict[str, exp.Expr]:
     """The value of each pane column in the native rewrite."""
     timestamp = exp.DataType.build("TIMESTAMP")
 
@@ -108,8 +113,6 @@ def pane_expressions(ws: WindowedSelect, window: exp.Expr | None, ntz: bool = Fa
         if window is None:
             return exp.Cast(this=exp.Null(), to=timestamp)
         value: exp.Expr = exp.Dot(this=window.copy(), expression=exp.to_identifier(field))
-        if ntz:
-            value = exp.Cast(this=value, to=timestamp)
         if field == "end" and isinstance(ws.window, ast.Sessions):
             value = exp.Add(this=value, expression=exp.Interval(this=exp.Literal.string("1"),
                                                                 unit=exp.var("MICROSECOND")))
@@ -136,8 +139,8 @@ def rewrite_native(ws: WindowedSelect, *, names: dict[int, str] | None = None, n
     mentions a pane column inside an expression: Spark would name it after the rewritten text).
     """
     select = ws.select
-    window = window_expression(ws)
-    panes = pane_expressions(ws, window, ntz)
+    window = window_expression(ws, ntz)
+    panes = pane_expressions(ws, window)
 
     def replace_panes(node: exp.Expr) -> exp.Expr:
         return panes[node.name.lower()].copy() if is_pane_ref(node) and node.name.lower() in panes else node

@@ -334,3 +334,41 @@ def test_null_event_times_are_excluded_counted_and_warned_about(spark, clicks, p
     assert m["stages"][0]["path"] == path
     assert rows(sqlflow.dropped(df), "stage", "user", "amount", "event_time", "reason") == srt([
         (1, "u3", 7, None, "null event time")])
+
+
+# ----------------------------------------------------------------------------- statements and time zones
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_windowed_selects_in_a_union(spark, clicks, path):
+    query = """
+        SELECT user, COUNT(*) AS n, 'fixed' AS kind FROM clicks GROUP BY user WINDOW FIXED(SIZE 10m) ON ts
+        UNION ALL
+        SELECT user, COUNT(*) AS n, 'sessions' AS kind FROM clicks GROUP BY user WINDOW SESSIONS(GAP 1m) ON ts"""
+    assert rows(sqlflow.sql(spark, query, path=path), "kind", "user", "n") == srt([
+        ("fixed", "u1", 3), ("fixed", "u2", 2), ("sessions", "u1", 1), ("sessions", "u1", 2), ("sessions", "u2", 2)])
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_create_a_temp_view_of_a_windowed_select(spark, clicks, path):
+    sqlflow.sql(spark, "CREATE OR REPLACE TEMP VIEW per_user AS SELECT user, SUM(amount) AS total FROM clicks "
+                       "GROUP BY user WINDOW GLOBAL ON ts", path=path)
+    assert rows(spark.sql("SELECT user, total, window_start FROM per_user"), "user", "total") == srt(
+        [("u1", 60), ("u2", 5)])
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_timestamp_ntz_event_times_in_another_time_zone(spark, path):
+    spark.conf.set("spark.sql.session.timeZone", "Asia/Kolkata")  # +05:30: not a multiple of the window
+    try:
+        df = sqlflow.sql(spark, "SELECT k, COUNT(*) AS n FROM VALUES ('a', TIMESTAMP_NTZ'2024-01-01 00:20:00'), "
+                                "('a', TIMESTAMP_NTZ'2024-01-01 00:40:00') AS t(k, local) "
+                                "GROUP BY k WINDOW FIXED(SIZE 1h) ON local", path=path)
+        assert dict(df.dtypes)["window_start"] == "timestamp"
+        got = rows(df, "k", "n", "window_start", "window_end")
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", "UTC")
+    # 00:20 and 00:40 in Kolkata are 18:50 and 19:10 UTC: windows align on UTC hours, as for TIMESTAMPs
+    # (collect() shows UTC here); aligned on the local wall clock both would be in [18:30, 19:30) UTC
+    assert got == srt([("a", 1, dt.datetime(2023, 12, 31, 18), dt.datetime(2023, 12, 31, 19)),
+                       ("a", 1, dt.datetime(2023, 12, 31, 19), dt.datetime(2023, 12, 31, 20))])
