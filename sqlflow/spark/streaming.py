@@ -655,7 +655,8 @@ def streaming_stage(runner, number: int, ws, rel, raw):
         engine_input, plan, delay=delays[0].delay.micros, output_schema=output_schema,
         native={"auto": None, "native": True, "stateful": False}[operator],
         buckets=int(buckets) if buckets else None, finish_dir=conf.get(spark, CONF_FINISH_DIR),
-        time_shift=_interval_micros(spark, shift) if shift else 0)
+        time_shift=_interval_micros(spark, shift) if shift else 0,
+        metrics_name=METRICS_NAME if number == 1 else f"{METRICS_NAME}_{number}")
     why = ("Spark's native streaming window aggregation (equivalent for this query)" if stream.operator == "native"
            else f"transformWithStateInPandas over {stream.buckets} hash buckets of keys")
     stage = Stage(number, ws.label(), f"streaming {stream.operator}", why, ws.windowing.mode.value)
