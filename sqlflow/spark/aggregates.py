@@ -27,8 +27,6 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from ..engine.aggregates import INVERTIBLE  # noqa: F401  (re-exported for pipelines)
-
 #: Spark 4.3's built-in aggregate functions (FunctionRegistry group "agg_funcs"): sqlglot parses
 #: some of them as anonymous functions, and only the name says they aggregate.
 SPARK_AGGREGATES = frozenset("""

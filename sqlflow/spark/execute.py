@@ -21,7 +21,6 @@ from sqlglot import exp
 
 from .. import ast
 from ..engine.plan import EVENT_TIME, GAP
-from ..errors import SqlflowUnsupportedError
 from ..frontend.statement import Statement
 from . import conf, timeline
 from .analysis import spark_sql

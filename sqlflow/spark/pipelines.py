@@ -33,13 +33,13 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from .. import ast
+from ..engine.aggregates import INVERTIBLE
 from ..errors import SqlflowUnsupportedError
 from .aggregates import aggregate_call, aggregate_calls
 from .relations import visible_ctes
 from .windowed_select import select_position
 
 STAGE_KEY = "sqlflow_stage"
-INVERTIBLE = {"count_star", "count", "sum", "avg"}
 
 
 class SqlflowPipelineWarning(UserWarning):
