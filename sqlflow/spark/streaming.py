@@ -228,6 +228,8 @@ class PaneStream:
     operator: str
     buckets: int
     metrics_name: str = METRICS_NAME
+    pane_projection: list | None = None
+    dropped_projection: list | None = None
 
     def finish(self) -> None:
         """End the input: the next micro-batch moves the watermark to +infinity in every bucket,
@@ -374,17 +376,20 @@ def _stateful(spark: "SparkSession", data: "DataFrame", plan: EnginePlan, *, del
     sums = [F.coalesce(F.sum(op.METRIC_PREFIX + m), F.lit(0)).alias(m) for m in op.METRICS_COLUMNS]
     gauges = [F.max(op.METRIC_PREFIX + m).alias(m) for m in op.GAUGE_COLUMNS]
     observed = raw.observe(metrics_name, *sums, *gauges)
-    panes = observed.where(F.col(op.KIND) == op.PANE).select(*_pane_columns(spec, schema))
-    dropped = None
+    pane_projection = _pane_columns(spec, schema)
+    panes = observed.where(F.col(op.KIND) == op.PANE).select(*pane_projection)
+    dropped = dropped_projection = None
     if keep_dropped:
-        dropped = observed.where(F.col(op.KIND) == op.DROPPED).select(
+        dropped_projection = [
             *[F.col(k) for k in plan.keys],
             F.timestamp_micros(F.col(op.OUT_EVENT_TIME)).alias("event_time"),
             F.col(op.OUT_REASON).alias("reason"),
             F.timestamp_micros(F.col(op.OUT_START)).alias("window_start"),
             F.timestamp_micros(F.col(op.OUT_END)).alias("window_end"),
-            F.timestamp_micros(F.col(op.OUT_EMIT)).alias("emit_time"))
-    return PaneStream(panes, observed, dropped, finish_dir, "stateful", n_buckets, metrics_name)
+            F.timestamp_micros(F.col(op.OUT_EMIT)).alias("emit_time")]
+        dropped = observed.where(F.col(op.KIND) == op.DROPPED).select(*dropped_projection)
+    return PaneStream(panes, observed, dropped, finish_dir, "stateful", n_buckets, metrics_name,
+                      pane_projection, dropped_projection)
 
 
 def _operator_schema(spec, data_schema: "StructType", schema: "StructType") -> "StructType":
@@ -430,7 +435,8 @@ def _pane_columns(spec, schema: "StructType") -> list:
 def start(stream: "PaneStream | DataFrame", *, format: str = "parquet", path: str | None = None,
           table: str | None = None, query_name: str | None = None, checkpoint: str | None = None,
           trigger_interval: str | None = None, available_now: bool = False, finish: bool = False,
-          options: dict[str, Any] | None = None, await_termination: bool | None = None) -> "StreamingQuery":
+          options: dict[str, Any] | None = None, await_termination: bool | None = None,
+          dropped_path: str | None = None) -> "StreamingQuery":
     """Write a pane stream to a sink and start it.
 
     - `format`: json, csv, parquet (with `path`), memory (with `query_name`), console, or any
@@ -442,6 +448,10 @@ def start(stream: "PaneStream | DataFrame", *, format: str = "parquet", path: st
     - `available_now`: process what is available, then stop; with `finish=True` the stream is
       then finished (every window emitted) by a second availableNow run that reads the finish
       marker. Both wait for termination and return the last query.
+    - `dropped_path`: also write the rows the engine dropped (a PaneStream built with
+      keep_dropped=True; file formats only). Both outputs are then written by foreachBatch, one
+      directory per micro-batch (`<path>/batch_id=N`, overwritten when Spark re-runs a batch after
+      a failure, so still exactly once); read them with spark.read.<format>(path).
     """
     if isinstance(stream, PaneStream):
         finishers, df = [stream], stream.panes
@@ -454,9 +464,17 @@ def start(stream: "PaneStream | DataFrame", *, format: str = "parquet", path: st
         raise SqlflowUnsupportedError("finish=True needs available_now=True (or call PaneStream.finish() "
                                       "on a running stream)", clause="STREAM")
 
-    w = df.writeStream.outputMode("append")
-    if options:
-        w = w.options(**{k: str(v) for k, v in options.items()})
+    if dropped_path is not None:
+        if not isinstance(stream, PaneStream) or stream.dropped is None:
+            raise SqlflowUnsupportedError("dropped_path needs a PaneStream built with keep_dropped=True",
+                                          clause="STREAM")
+        if format not in FILE_FORMATS or path is None or checkpoint is None:
+            raise SqlflowUnsupportedError("dropped_path needs a file format, a path and a checkpoint", clause="STREAM")
+        w = stream.raw.writeStream.foreachBatch(_split_batch(stream, format, path, dropped_path, options))
+    else:
+        w = df.writeStream.outputMode("append")
+        if options:
+            w = w.options(**{k: str(v) for k, v in options.items()})
     if checkpoint is not None:
         w = w.option("checkpointLocation", checkpoint)
     if query_name is not None:
@@ -465,7 +483,9 @@ def start(stream: "PaneStream | DataFrame", *, format: str = "parquet", path: st
         w = w.trigger(availableNow=True)
     elif trigger_interval is not None:
         w = w.trigger(processingTime=trigger_interval)
-    if table is not None:
+    if dropped_path is not None:
+        query = w.start()
+    elif table is not None:
         query = w.toTable(table)
     else:
         w = w.format(format)
@@ -490,6 +510,37 @@ def start(stream: "PaneStream | DataFrame", *, format: str = "parquet", path: st
     if wait:
         query.awaitTermination()
     return query
+
+
+def _split_batch(stream: PaneStream, format: str, path: str, dropped_path: str, options):
+    """foreachBatch: the panes and the dropped rows of one micro-batch, each to its own directory
+    named after the batch (overwritten when Spark re-runs the batch: exactly once)."""
+    from sqlflow.udfs import streaming as op
+
+    def write(batch_df, batch_id: int) -> None:
+        batch_df.persist()
+        try:
+            for kind, target in ((op.PANE, path), (op.DROPPED, dropped_path)):
+                writer = _project_batch(batch_df, stream, kind).write.mode("overwrite").format(format)
+                if options:
+                    writer = writer.options(**{k: str(v) for k, v in options.items()})
+                writer.save(f"{target.rstrip('/')}/batch_id={batch_id}")
+        finally:
+            batch_df.unpersist()
+
+    return write
+
+
+def _project_batch(raw: "DataFrame", stream: PaneStream, kind: int) -> "DataFrame":
+    """The pane (or dropped-row) columns of one micro-batch of the operator's output."""
+    from pyspark.sql import functions as F
+
+    from sqlflow.udfs import streaming as op
+
+    rows = raw.where(F.col(op.KIND) == kind)
+    if kind == op.PANE:
+        return rows.select(*stream.pane_projection)
+    return rows.select(*stream.dropped_projection)
 
 
 # --------------------------------------------------------------------------- metrics
