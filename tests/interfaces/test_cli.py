@@ -18,6 +18,7 @@ from sqlflow.cli import _complete, build_parser, main
 # ---------------------------------------------------------------- subprocess runs
 
 
+@pytest.mark.slow
 def test_e_i_conf_set_define_database_header_silent_verbose(sqlflow_cli, tmp_path):
     init = tmp_path / "init.sql"
     init.write_text("CREATE OR REPLACE TEMPORARY VIEW init_view AS SELECT 41 AS x;\n"
@@ -45,6 +46,7 @@ def test_e_i_conf_set_define_database_header_silent_verbose(sqlflow_cli, tmp_pat
     assert "Time taken" not in r.stderr and "WARN" not in r.stderr  # -S
 
 
+@pytest.mark.slow
 def test_f_script_with_comments_and_multiline_statements(sqlflow_cli):
     r = sqlflow_cli("-f", "examples/hello.sql", "-d", "greeting=hello")
     assert r.returncode == 0, r.stderr
@@ -56,6 +58,7 @@ def test_f_script_with_comments_and_multiline_statements(sqlflow_cli):
     assert r.stderr.count("Time taken:") == 4 and "Fetched 3 row(s)" in r.stderr
 
 
+@pytest.mark.slow
 def test_failing_script_stops_with_status_1_and_a_located_message(sqlflow_cli):
     r = sqlflow_cli("-S", "-f", "examples/failing.sql")
     assert r.returncode == 1
@@ -102,6 +105,7 @@ def test_windowed_script_replays_the_paper(sqlflow_cli):
     assert sum(signed) == 51
 
 
+@pytest.mark.slow
 def test_stdin_pipe_runs_each_statement_and_goes_on_after_errors(sqlflow_cli):
     r = sqlflow_cli("-S", input="SELECT 1 AS a,\n  2 AS b;\nSELECT *\n  FROM nope;\n-- a comment\nSELECT 3; SELECT\n4;\n")
     assert r.returncode == 1
@@ -157,6 +161,7 @@ class Terminal:
         raise AssertionError("the prompt did not exit")
 
 
+@pytest.mark.slow
 def test_interactive_prompt(tmp_path):
     exe = Path(os.sys.executable).parent / "sqlflow"
     if not exe.exists():
@@ -229,6 +234,7 @@ def test_missing_file_is_an_error(capsys):
 # ---------------------------------------------------------------- in process, on the shared session
 
 
+@pytest.mark.slow
 def test_in_process_windowed_statements_and_explain(spark, capsys, monkeypatch, repo_root):
     """main() in this process reuses the running session (and leaves it running)."""
     monkeypatch.chdir(repo_root)
