@@ -36,7 +36,7 @@ first used (the class is built then); never sqlglot or lark.
 from __future__ import annotations
 
 import pickle
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -100,7 +100,6 @@ class StreamSpec:
     integral_columns: tuple[str, ...] = ()  # Spark integral types: arrive as float64 when NULLs occur
     shift: int = 0  # engine time = watermark-column time - shift (us)
     keep_dropped: bool = False  # emit dropped rows (KIND == DROPPED) as a side output
-    extra: dict = field(default_factory=dict, compare=False)
 
     @property
     def retracting(self) -> bool:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import time
 import uuid
 from dataclasses import dataclass
@@ -626,12 +625,6 @@ def read_stream(spark: "SparkSession", path: str, *, format: str, schema: "Struc
         df = df.where(~bad)
     return df.select(*names)
 
-
-def default_finish_dir(checkpoint: str | None) -> str:
-    """Where a query's finish marker lives: next to its checkpoint (or in a temp dir)."""
-    if checkpoint is None:
-        return tempfile.mkdtemp(prefix="sqlflow-finish-")
-    return checkpoint.rstrip("/") + "-finish"
 
 
 # --------------------------------------------------------------------------- sqlflow.sql on streams
