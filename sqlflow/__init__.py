@@ -61,7 +61,7 @@ _LAZY = {
     "dropped": "sqlflow.spark.api",
     "metrics": "sqlflow.spark.api",
     "register_window_fn": "sqlflow.engine.windows",
-    "plot": "sqlflow.plot",
+    "plot": "sqlflow.diagram",
 }
 
 

@@ -177,7 +177,7 @@ class SqlflowMagic(Magics):
         import matplotlib.pyplot as plt
         from IPython.display import display
 
-        from .plot import plot
+        from .diagram import plot
 
         def lookup(name):
             if name is None:
@@ -419,7 +419,7 @@ class ResultTable:
         return self.dataframe.toPandas()
 
     def plot(self, **kwargs):
-        from .plot import plot
+        from .diagram import plot
 
         return plot(self.dataframe, **kwargs)
 

@@ -132,7 +132,7 @@ PANES_SQL = """SELECT 'k' AS k, 5 AS total,
 
 
 def test_plot_draws_the_pane_diagram(ipython, paper, capsys, monkeypatch):
-    import sqlflow.plot as plot_module
+    import sqlflow.diagram as plot_module
 
     drawn = []
     real = plot_module.plot

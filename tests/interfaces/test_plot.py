@@ -155,10 +155,10 @@ def test_spark_dataframe_is_collected_with_a_limit(spark):
     assert len(rects(ax, "pane")) == 5
 
 
-def test_sqlflow_plot_is_callable_after_the_module_was_imported():
+def test_sqlflow_plot_is_the_function_after_the_module_was_imported():
     import importlib
 
-    importlib.import_module("sqlflow.plot")  # sets the package attribute to the module
+    importlib.import_module("sqlflow.diagram")  # the module has its own name: sqlflow.plot stays the function
     panes = pd.DataFrame({"n": [1], "window_start": [0], "window_end": [60_000_000], "pane_index": [0],
                           "pane_timing": ["ON_TIME"], "is_last": [True], "emit_time": [None]})
     assert len(sqlflow.plot(panes).patches) == 1

@@ -427,18 +427,3 @@ def _watermark_line(steps, x_lo, x_hi, y_top):
     xs.append(wm[-1])
     ys.append(max(y_top, proc[-1]))
     return np.asarray(xs), np.asarray(ys)
-
-
-# `sqlflow.plot` is both this module and the function: importing the module (as `from sqlflow.plot
-# import plot` does) makes Python set the package attribute `sqlflow.plot` to the module, so the
-# module itself must be callable for `sqlflow.plot(result)` to keep working.
-import sys as _sys  # noqa: E402
-import types as _types  # noqa: E402
-
-
-class _CallableModule(_types.ModuleType):
-    def __call__(self, *args, **kwargs):
-        return plot(*args, **kwargs)
-
-
-_sys.modules[__name__].__class__ = _CallableModule
