@@ -9,7 +9,7 @@ Per bucket, two values of state:
 
 - `meta` (a struct): the engine watermark and processing time of the bucket's last step, the
   number of keys and live windows, and when something is next due (the earliest processing-time
-  timer and watermark value that matter, from `state.next_timers`);
+  timer and watermark value that matter, from `Engine.state_summary`);
 - `windows` (a binary blob): the engine state of every key of the bucket, pickled (it is read
   and written only when something is due).
 
@@ -44,7 +44,6 @@ import pandas as pd
 from sqlflow.engine.panes import RETRACTION_COLUMN
 from sqlflow.engine.plan import EnginePlan
 from sqlflow.engine.runner import Engine
-from sqlflow.engine.state import next_timers
 from sqlflow.time import NEG_INF, POS_INF
 
 #: columns added by the driver to the operator's input
@@ -141,7 +140,6 @@ class BucketStep:
     def __init__(self, spec: StreamSpec):
         self.spec = spec
         self.engine = Engine(spec.plan)
-        self.fast = WatermarkStep(spec.plan) if watermark_fast_path(spec.plan) else None
         self._empty = pd.DataFrame({c: pd.Series([], dtype=object) for c in spec.input_columns})
 
     def due(self, meta: Meta, p: int, wm_new: int, has_rows: bool, finish: bool) -> bool:
@@ -159,24 +157,13 @@ class BucketStep:
         wm_new = max(wm_new, wm_prev)
         rows = self._coerce(rows) if rows is not None and len(rows) else self._empty
         end = finish and not meta.finished
-        if self.fast is not None:
-            result, state = self.fast.run(state, rows, p=p, wm_prev=wm_prev, wm_new=wm_new, end_of_input=end)
-        else:
-            result, state = self.engine.advance(state or {}, rows, p=p, wm_prev=wm_prev, wm_new=wm_new,
-                                                end_of_input=end, ordered=False)
+        result, state = self.engine.advance(state, rows, p=p, wm_prev=wm_prev, wm_new=wm_new,
+                                            end_of_input=end, ordered=False)
         meta.p = p
         if end:
             meta.finished = True
         meta.wm = POS_INF if meta.finished else wm_new
-        if self.fast is not None:
-            meta.keys, meta.windows = self.fast.keys_count(state), WatermarkStep.windows(state)
-            meta.next_proc, meta.next_wm = None, self.fast.next_watermark(state, meta.wm)
-        else:
-            windows = [w for ws in state.values() for w in ws]
-            meta.keys, meta.windows = len(state), len(windows)
-            trigger = self.engine.trigger
-            nxt = next_timers(windows, trigger, self.engine.lateness, meta.wm) if windows else (None, None)
-            meta.next_proc, meta.next_wm = nxt
+        meta.keys, meta.windows, meta.next_proc, meta.next_wm = self.engine.state_summary(state, meta.wm)
         frames = [self._panes(result.panes)] if len(result.panes) else []
         if self.spec.keep_dropped and len(result.dropped):
             frames.append(self._dropped(result.dropped, rows, p))
@@ -366,231 +353,3 @@ def heartbeats(n_buckets: int, columns: list[str]):
         yield pd.DataFrame(out)
 
     return emit
-
-
-# --------------------------------------------------------------------------- the watermark fast path
-
-
-def watermark_fast_path(plan: EnginePlan) -> bool:
-    """The default trigger REPEAT(WATERMARK) over windows that never merge (FIXED, SLIDING,
-    CUMULATE, GLOBAL): `WatermarkStep` computes exactly Engine.advance's panes, vectorised over
-    every window of a bucket (tests/streaming/test_fast_path.py)."""
-    from sqlflow import ast
-
-    return (plan.trigger == ast.Repeat(ast.Watermark())
-            and isinstance(plan.window, (ast.Fixed, ast.Sliding, ast.Cumulate, ast.Global)))
-
-
-def _sat_add(x: np.ndarray, d: int) -> np.ndarray:
-    """x + d with the infinities kept (int64 microseconds)."""
-    x = np.asarray(x, np.int64)
-    out = x + np.int64(d) if d else x.copy()
-    inf = (x == NEG_INF) | (x == POS_INF)
-    out[inf] = x[inf]
-    if d > 0:
-        out[(x > 0) & (out < 0)] = POS_INF
-    return out
-
-
-def _take(acc: dict, idx) -> dict:
-    return {f: a[idx] for f, a in acc.items()}
-
-
-def _concat(parts: list[dict]) -> dict:
-    return {f: np.concatenate([p[f] for p in parts]) for f in parts[0]}
-
-
-class WatermarkStep:
-    """One micro-batch of REPEAT(WATERMARK) over non-merging windows, vectorised.
-
-    Per window: rows not yet emitted are pending; when the watermark passes the window's end it
-    emits its ON_TIME pane; a row arriving for a window already past the watermark (but within
-    allowed lateness) makes it emit a LATE pane at once; the window is dropped when the watermark
-    passes end + lateness. State: the live windows as columns (keys, bounds, pane bookkeeping, the
-    pending accumulator, and the last pane's total for accumulating modes).
-    """
-
-    def __init__(self, plan: EnginePlan):
-        self.plan = plan
-        self.engine = Engine(plan)
-        self.aggs = plan.aggregates
-        self.keys = list(plan.keys)
-        self.lateness = plan.lateness
-        self.accumulating = plan.mode.accumulating
-        self.retracting = plan.mode.retracting
-
-    def empty_state(self) -> dict:
-        return {"keys": pd.DataFrame({k: pd.Series([], dtype=object) for k in self.keys}),
-                "start": np.empty(0, np.int64), "end": np.empty(0, np.int64),
-                "next_index": np.empty(0, np.int64), "last_timing": np.empty(0, np.int64),
-                "last_is_last": np.empty(0, bool), "has_pending": np.empty(0, bool),
-                "pending": [None] * len(self.aggs), "total": [None] * len(self.aggs)}
-
-    def _identity(self, i: int, n: int, like: dict) -> dict:
-        return self.aggs[i].merge({f: a[:0] for f, a in like.items()}, np.empty(0, np.int64), n)
-
-    def run(self, state: dict | None, rows: pd.DataFrame, *, p: int, wm_prev: int, wm_new: int,
-            end_of_input: bool = False):
-        from sqlflow.engine.keyloop import TOO_LATE
-        from sqlflow.engine.panes import LATE, ON_TIME, TIMING_CODE, TIMINGS
-        from sqlflow.engine.plan import ARRIVAL_TIME
-
-        st = state if state else self.empty_state()
-        rows = rows.copy()
-        rows[ARRIVAL_TIME] = p
-        eng = self.engine
-        inp = eng._prepare(rows, replay=True)
-        inputs = eng._accumulators(inp, inp.at)
-        n_assign = len(inp.a_row)
-        too_late = _sat_add(inp.a_end, self.lateness) <= wm_prev
-        drop_reason = np.where(too_late, TOO_LATE, "").astype(object)
-        keep = np.flatnonzero(~too_late)
-
-        # one key numbering for stored windows and new rows
-        n_stored = len(st["start"])
-        if self.keys:
-            both = pd.concat([st["keys"].reset_index(drop=True), inp.key_frame[self.keys].reset_index(drop=True)],
-                             ignore_index=True)
-            ukey = both.groupby(self.keys, dropna=False, sort=False).ngroup().to_numpy()
-        else:
-            ukey = np.zeros(n_stored + len(inp.key_frame), np.int64)
-            both = pd.DataFrame(index=range(len(ukey)))
-        w_key = np.r_[ukey[:n_stored], ukey[n_stored:][inp.key_id[inp.a_row[keep]]]].astype(np.int64)
-        w_start = np.r_[st["start"], inp.a_start[keep]].astype(np.int64)
-        w_end = np.r_[st["end"], inp.a_end[keep]].astype(np.int64)
-        order = np.lexsort((w_end, w_start, w_key))
-        first = np.r_[True, (np.diff(w_key[order]) != 0) | (np.diff(w_start[order]) != 0)
-                      | (np.diff(w_end[order]) != 0)] if len(order) else np.empty(0, bool)
-        gid = np.empty(len(order), np.int64)
-        gid[order] = np.cumsum(first) - 1
-        n_w = int(first.sum())
-        rep = np.empty(n_w, np.int64)  # a representative entry per window (stored entries come first)
-        rep[gid[::-1]] = np.arange(len(gid))[::-1]
-        start, end = w_start[rep], w_end[rep]
-        key_row = w_key[rep]
-        key_frame_row = np.empty(int(ukey.max()) + 1 if len(ukey) else 0, np.int64)
-        key_frame_row[ukey[::-1]] = np.arange(len(ukey))[::-1]
-        stored = rep < n_stored
-        s_idx = np.where(stored, rep, 0)
-        next_index = np.where(stored, st["next_index"][s_idx] if n_stored else 0, 0)
-        had_pane = next_index > 0
-        last_timing = np.where(stored, st["last_timing"][s_idx] if n_stored else 0, 0)
-        last_is_last = np.where(stored, st["last_is_last"][s_idx] if n_stored else False, False)
-        g_new = gid[n_stored:]
-        has_new = np.bincount(g_new, minlength=n_w) > 0 if n_w else np.empty(0, bool)
-        s_pend = st["has_pending"] if n_stored else np.empty(0, bool)
-        has_pend = has_new.copy()
-        has_pend[gid[:n_stored][s_pend]] = True
-
-        # pending accumulators: new rows first, then what was stored (as the engine orders them)
-        pend = []
-        for i, agg in enumerate(self.aggs):
-            parts, groups = [_take(inputs[i], keep)], [g_new]
-            if n_stored and s_pend.any():
-                parts.append(_take(st["pending"][i], np.flatnonzero(s_pend)))
-                groups.append(gid[:n_stored][s_pend])
-            pend.append(agg.merge(_concat(parts), np.concatenate(groups), n_w))
-
-        # arrivals (LATE panes of windows already past the watermark), then the watermark step
-        late = has_new & (end <= wm_prev)
-        on_time = ~late & has_pend & (wm_prev < end) & (end <= wm_new)
-        fired = late | on_time
-        timing = np.where(on_time & ~had_pane, TIMING_CODE[ON_TIME], TIMING_CODE[LATE])
-        expiry = _sat_add(end, self.lateness)
-        is_last = fired & (wm_new >= expiry)
-        rest = has_pend & ~fired
-        if end_of_input:  # the watermark then reaches +inf: every window with pending input fires
-            timing = np.where(rest, np.where(had_pane, TIMING_CODE[LATE], TIMING_CODE[ON_TIME]), timing)
-            is_last = is_last | rest
-            fired = fired | rest
-        fw = np.flatnonzero(fired)
-
-        # pane values and the new totals
-        values, totals = [], []
-        for i, agg in enumerate(self.aggs):
-            chunk = _take(pend[i], fw)
-            if self.accumulating and had_pane[fw].any():
-                prev = np.flatnonzero(had_pane[fw])
-                total_prev = _take(st["total"][i], s_idx[fw[prev]])
-                chunk = agg.merge(_concat([chunk, total_prev]), np.r_[np.arange(len(fw)), prev], len(fw))
-            values.append(chunk)
-            totals.append(chunk)
-
-        frame = self._frame(fw, values, key_row, key_frame_row, both, start, end, next_index, timing, is_last, p)
-        if self.retracting:
-            rw = np.flatnonzero(had_pane[fw])
-            if len(rw):
-                old = [_take(st["total"][i], s_idx[fw[rw]]) for i in range(len(self.aggs))]
-                retr = self._frame(fw[rw], old, key_row, key_frame_row, both, start, end, next_index - 1,
-                                   last_timing, np.zeros(n_w, bool), p, retraction=True)
-                frame = pd.concat([retr, frame], ignore_index=True)
-        result = eng._result(inp, frame, drop_reason)
-
-        # the windows that live on
-        alive = ~(np.ones(n_w, bool) if end_of_input else (wm_new >= expiry))
-        new_state = self.empty_state()
-        live = np.flatnonzero(alive)
-        pos_in_fired = np.full(n_w, -1, np.int64)
-        pos_in_fired[fw] = np.arange(len(fw))
-        new_state["keys"] = both.iloc[key_frame_row[key_row[live]]][self.keys].reset_index(drop=True) \
-            if self.keys else pd.DataFrame(index=range(len(live)))
-        new_state["start"], new_state["end"] = start[live], end[live]
-        new_state["next_index"] = next_index[live] + fired[live]
-        new_state["last_timing"] = np.where(fired[live], timing[live], last_timing[live])
-        new_state["last_is_last"] = np.where(fired[live], is_last[live], last_is_last[live])
-        new_state["has_pending"] = has_pend[live] & ~fired[live]
-        for i in range(len(self.aggs)):
-            new_state["pending"][i] = _take(pend[i], live)
-            if self.accumulating:
-                kept_total = self._identity(i, len(live), pend[i])
-                prev = live[had_pane[live] & ~fired[live]]
-                where_prev = np.flatnonzero(had_pane[live] & ~fired[live])
-                for f in kept_total:
-                    if len(where_prev):
-                        kept_total[f][where_prev] = st["total"][i][f][s_idx[prev]]
-                    now = np.flatnonzero(fired[live])
-                    if len(now):
-                        kept_total[f][now] = totals[i][f][pos_in_fired[live[now]]]
-                new_state["total"][i] = kept_total
-        return result, (new_state if len(live) else {})
-
-    def _frame(self, w, values, key_row, key_frame_row, both, start, end, index, timing, is_last, p,
-               retraction=False) -> pd.DataFrame:
-        from sqlflow.engine.panes import TIMINGS
-
-        cols = {}
-        if self.keys:
-            kf = both.iloc[key_frame_row[key_row[w]]].reset_index(drop=True)
-            for k in self.keys:
-                cols[k] = kf[k]
-        for agg, acc in zip(self.aggs, values):
-            cols[agg.output] = agg.extract(acc).reset_index(drop=True)
-        frame = pd.DataFrame(cols, index=pd.RangeIndex(len(w)))
-        glob = start[w] == NEG_INF
-        frame["window_start"] = pd.Series(pd.array(start[w], dtype="Int64")).mask(glob)
-        frame["window_end"] = pd.Series(pd.array(end[w], dtype="Int64")).mask(glob)
-        frame["pane_index"] = index[w]
-        frame["pane_timing"] = TIMINGS[timing[w]]
-        frame["is_last"] = is_last[w].astype(bool)
-        frame["emit_time"] = pd.array(np.full(len(w), p, np.int64), dtype="Int64")
-        if self.retracting:
-            frame[RETRACTION_COLUMN] = retraction
-        return frame
-
-    @staticmethod
-    def windows(state: dict) -> int:
-        return len(state["start"]) if state else 0
-
-    def next_watermark(self, state: dict, watermark: int) -> int | None:
-        if not state or not len(state["start"]):
-            return None
-        end = state["end"]
-        marks = np.r_[end[end > watermark], _sat_add(end, self.lateness)]
-        return int(marks.min())
-
-    def keys_count(self, state: dict) -> int:
-        if not state or not len(state["start"]):
-            return 0
-        if not self.keys:
-            return 1
-        return int(state["keys"].drop_duplicates().shape[0])

@@ -22,12 +22,12 @@ import pandas as pd
 from .. import ast
 from ..errors import SqlflowExecutionError
 from ..time import NEG_INF, POS_INF
-from . import vectorised
+from . import vectorised, watermark_step
 from .keyloop import CLOSED, TOO_LATE, KeyLoop, Window
 from .panes import RETRACTION_COLUMN, PaneTable, pane_accumulators, pane_frame
 from .plan import ARRIVAL_TIME, EVENT_TIME, GAP, EnginePlan, when_column
 from .sessions import final_sessions
-from .state import EngineState, PaneRef, WindowState
+from .state import EngineState, PaneRef, WindowState, next_timers
 from .watermarks import EMPTY_TIMELINE, Timeline
 from .windows import window_fn
 
@@ -76,6 +76,7 @@ class Engine:
         self.trigger = plan.compiled_trigger()
         self.wfn = window_fn(plan.window, plan.custom_windows)
         self.lateness = plan.lateness
+        self._step = watermark_step.WatermarkStep(self) if watermark_step.applies(plan) else None
 
     # ------------------------------------------------------------------ bounded and replayed input
 
@@ -152,14 +153,23 @@ class Engine:
     # ------------------------------------------------------------------ streaming
 
     def advance(self, state: EngineState | None, rows: pd.DataFrame, *, p: int, wm_prev: int, wm_new: int,
-                end_of_input: bool = False, ordered: bool = True) -> tuple[EngineResult, EngineState]:
+                end_of_input: bool = False, ordered: bool = True,
+                reference: bool = False) -> tuple[EngineResult, EngineState]:
         """One micro-batch at processing time `p`: `rows` arrive (all at p), processing-time
         timers due by p fire (a timer fires at the first micro-batch at or after its time), then
         the watermark advances from `wm_prev` to `wm_new`. With end_of_input, the watermark then
         reaches +inf and every window is emitted and expired.
 
         Returns the panes and the new state; keys with nothing to do keep their state untouched.
+        Plans with the default trigger over windows that never merge run a vectorised step
+        (`watermark_step.py`, columnar state); reference=True forces the per-key loop.
         """
+        if self._step is not None and not reference:
+            result, new_state = self._step.run(state or None, rows, p=p, wm_prev=wm_prev, wm_new=wm_new,
+                                               end_of_input=end_of_input)
+            if ordered:
+                result.panes = _emission_order(result.panes, list(self.plan.keys))
+            return result, new_state
         state = dict(state or {})
         rows = rows.copy()
         rows[ARRIVAL_TIME] = p
@@ -245,12 +255,25 @@ class Engine:
         frame = pane_frame(self.plan, panes, accs, key_frame, hidden=hidden_mask, ordered=ordered)
         # the new state of every key that ran
         new_state = {k: v for k, v in state.items() if k not in key_pos}
-        for k in all_keys:
-            kept = [self._snapshot(w, panes, accs, inputs) for w in loops[key_pos[k]].windows()]
-            if kept:
-                new_state[k] = kept
+        live = {k: loops[key_pos[k]].windows() for k in all_keys}
+        pending = self._pending_accumulators([w for ws in live.values() for w in ws], inputs)
+        for k, ws in live.items():
+            if ws:
+                new_state[k] = [self._snapshot(w, panes, accs, pending) for w in ws]
         result = self._result(inp, frame, drop_reason[:n_new])
         return result, new_state
+
+    def state_summary(self, state, watermark: int):
+        """(keys, live windows, next processing-time timer, next watermark value that matters) of a
+        state `advance` returned: what a streaming operator needs to know when to call again."""
+        if not state:
+            return 0, 0, None, None
+        if self._step is not None and "start" in state:
+            return (self._step.keys_count(state), self._step.windows(state), None,
+                    self._step.next_watermark(state, watermark))
+        windows = [w for ws in state.values() for w in ws]
+        proc, mark = next_timers(windows, self.trigger, self.lateness, watermark) if windows else (None, None)
+        return len(state), len(windows), proc, mark
 
     def _due(self, windows: list[WindowState], p, wm_prev, wm_new) -> bool:
         """A stored key must run at this instant: a timer is due, or the watermark crosses one of
@@ -265,19 +288,26 @@ class Engine:
                 return True
         return False
 
-    def _snapshot(self, w: Window, panes: dict, accs: list[dict], inputs: list[dict]) -> WindowState:
+    def _pending_accumulators(self, windows: list[Window], inputs: list[dict]) -> dict:
+        """id(window) -> its unemitted input as one accumulator per aggregate: one merge for all."""
+        with_pending = [w for w in windows if w.pending]
+        if not with_pending:
+            return {}
+        ids = np.fromiter((a for w in with_pending for a in w.pending), np.int64)
+        group = np.repeat(np.arange(len(with_pending)), [len(w.pending) for w in with_pending])
+        merged = [agg.merge({f: a[f][ids] for f in a}, group, len(with_pending))
+                  for agg, a in zip(self.plan.aggregates, inputs)]
+        return {id(w): tuple({f: m[f][i:i + 1] for f in m} for m in merged) for i, w in enumerate(with_pending)}
+
+    def _snapshot(self, w: Window, panes: dict, accs: list[dict], pending: dict) -> WindowState:
         keep_lineage = self.plan.mode.accumulating  # discarding panes never build on earlier ones
-        lineage = [] if not keep_lineage else [PaneRef(int(panes["start"][q]), int(panes["end"][q]), int(panes["index"][q]),
-                           int(panes["timing"][q]), bool(panes["is_last"][q]),
-                           tuple({f: a[f][q:q + 1] for f in a} for a in accs))
-                   for q in w.lineage]
-        pending = None
-        if w.pending:
-            ids = np.asarray(w.pending, np.int64)
-            pending = tuple(agg.merge({f: a[f][ids] for f in a}, np.zeros(len(ids), np.int64), 1)
-                            for agg, a in zip(self.plan.aggregates, inputs))
+        lineage = [] if not keep_lineage else [
+            PaneRef(int(panes["start"][q]), int(panes["end"][q]), int(panes["index"][q]),
+                    int(panes["timing"][q]), bool(panes["is_last"][q]),
+                    tuple({f: a[f][q:q + 1] for f in a} for a in accs))
+            for q in w.lineage]
         return WindowState(w.start, w.end, w.st, w.next_index, w.had_nonearly, w.closed, w.count,
-                           lineage, pending)
+                           lineage, pending.get(id(w)))
 
     # ------------------------------------------------------------------ helpers
 
@@ -361,6 +391,19 @@ class Engine:
         else:
             sid = vectorised._factorize_windows(a_key, a_start, a_end)
         return np.bincount(sid)[sid] if len(sid) else np.empty(0, np.int64)
+
+
+def _emission_order(panes: pd.DataFrame, keys) -> pd.DataFrame:
+    """Panes of one instant in the documented order: retractions first, then by window and key."""
+    if len(panes) < 2:
+        return panes
+    new_value = ~panes[RETRACTION_COLUMN] if RETRACTION_COLUMN in panes else pd.Series(True, index=panes.index)
+    order = panes.assign(__new=new_value)
+    try:
+        order = order.sort_values(["__new", "window_start", "window_end", *keys], kind="stable", na_position="first")
+    except TypeError:  # unorderable key values: window order only
+        order = order.sort_values(["__new", "window_start", "window_end"], kind="stable", na_position="first")
+    return order.drop(columns="__new").reset_index(drop=True)
 
 
 def _drops(rows, reason, start=None, end=None) -> pd.DataFrame:

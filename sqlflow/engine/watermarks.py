@@ -16,7 +16,8 @@ increasing in processing time and non-decreasing in watermark.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import bisect
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -32,6 +33,14 @@ class Timeline:
 
     times: np.ndarray  # int64, strictly increasing processing times of the steps
     values: np.ndarray  # int64, non-decreasing watermark after each step
+    # the same as Python lists: the per-key loop asks one instant at a time, and bisect on a list
+    # costs a fraction of a numpy call
+    _t: list = field(default=None, init=False, repr=False, compare=False)
+    _v: list = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "_t", self.times.tolist())
+        object.__setattr__(self, "_v", self.values.tolist())
 
     @staticmethod
     def from_steps(times, values, *, what: str = "watermark timeline") -> "Timeline":
@@ -64,13 +73,13 @@ class Timeline:
 
     def at(self, p: int) -> int:
         """W after the step at p (if any)."""
-        i = int(np.searchsorted(self.times, p, side="right")) - 1
-        return int(self.values[i]) if i >= 0 else NEG_INF
+        i = bisect.bisect_right(self._t, p) - 1
+        return self._v[i] if i >= 0 else NEG_INF
 
     def before(self, p: int) -> int:
         """W just before instant p, i.e. not counting a step at p."""
-        i = int(np.searchsorted(self.times, p, side="left")) - 1
-        return int(self.values[i]) if i >= 0 else NEG_INF
+        i = bisect.bisect_left(self._t, p) - 1
+        return self._v[i] if i >= 0 else NEG_INF
 
     def at_many(self, p: np.ndarray) -> np.ndarray:
         i = np.searchsorted(self.times, p, side="right") - 1
@@ -90,8 +99,8 @@ class Timeline:
         """Processing time of the first step with W >= x (POS_INF if none; x = -inf is reached at once)."""
         if x == NEG_INF:
             return NEG_INF
-        i = int(np.searchsorted(self.values, x, side="left"))
-        return int(self.times[i]) if i < len(self.times) else POS_INF
+        i = bisect.bisect_left(self._v, x)
+        return self._t[i] if i < len(self._t) else POS_INF
 
     def first_reaching_many(self, x: np.ndarray) -> np.ndarray:
         i = np.searchsorted(self.values, x, side="left")

@@ -1,6 +1,6 @@
-"""The vectorised streaming step for the default trigger (REPEAT(WATERMARK) over windows that do
-not merge) gives exactly Engine.advance's panes, drops and state size, micro-batch by micro-batch,
-with its state pickled in between."""
+"""The vectorised micro-batch step for the default trigger (REPEAT(WATERMARK) over windows that do
+not merge) gives exactly the per-key loop's panes, drops and state size, micro-batch by
+micro-batch, with its state pickled in between."""
 import pickle
 
 import numpy as np
@@ -13,7 +13,7 @@ from sqlflow.engine.aggregates import Aggregate
 from sqlflow.engine.plan import EVENT_TIME, EnginePlan
 from sqlflow.engine.runner import Engine
 from sqlflow.time import NEG_INF
-from sqlflow.udfs.streaming import WatermarkStep, watermark_fast_path
+from sqlflow.engine import watermark_step
 
 D = ast.Duration
 AGGS = (Aggregate("sum", "v", "total"), Aggregate("count_star", None, "n"), Aggregate("max", "v", "top"),
@@ -43,8 +43,8 @@ batches_strategy = st.lists(
 def test_fast_path_equals_engine_advance(batches, window, mode, lateness, steps, finish):
     windowing = ast.Windowing(ast.WindowClause(window), None, ast.AllowedLateness(D(lateness)), ast.Emit(mode))
     plan = EnginePlan(windowing, AGGS, keys=("k",))
-    assert watermark_fast_path(plan)
-    engine, fast = Engine(plan), WatermarkStep(plan)
+    assert watermark_step.applies(plan)
+    engine = Engine(plan)
     e_state = f_state = None
     wm = NEG_INF
     e_out, f_out = [], []
@@ -55,14 +55,15 @@ def test_fast_path_equals_engine_advance(batches, window, mode, lateness, steps,
         new_wm = wm if (i == 0 and steps[i] == 0) else (steps[i] if wm == NEG_INF else wm + steps[i])
         last = finish and i == len(batches) - 1
         p = 1000 * (i + 1)
-        er, e_state = engine.advance(e_state, rows, p=p, wm_prev=wm, wm_new=new_wm, end_of_input=last)
-        fr, f_state = fast.run(f_state, rows, p=p, wm_prev=wm, wm_new=new_wm, end_of_input=last)
+        er, e_state = engine.advance(e_state, rows, p=p, wm_prev=wm, wm_new=new_wm, end_of_input=last,
+                                     reference=True)
+        fr, f_state = engine.advance(f_state, rows, p=p, wm_prev=wm, wm_new=new_wm, end_of_input=last)
         f_state = pickle.loads(pickle.dumps(f_state))
         e_out.append(er.panes)
         f_out.append(fr.panes)
         assert er.metrics == fr.metrics
         pd.testing.assert_frame_equal(er.dropped, fr.dropped, check_dtype=False)
-        assert sum(len(w) for w in e_state.values()) == WatermarkStep.windows(f_state)
+        assert engine.state_summary(e_state, new_wm)[:2] == engine.state_summary(f_state, new_wm)[:2]
         wm = new_wm
     pd.testing.assert_frame_equal(canonical(pd.concat(f_out, ignore_index=True)),
                                   canonical(pd.concat(e_out, ignore_index=True)), check_dtype=False)
