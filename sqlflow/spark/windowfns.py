@@ -37,8 +37,17 @@ def register_window_udfs(spark) -> list[str]:
 
     from ..engine.windows import _REGISTRY, CumulateWindows, CustomWindows, FixedWindows, SlidingWindows
 
+    from pyspark import cloudpickle
+
     tz = spark.conf.get("spark.sql.session.timeZone")
-    custom = dict(_REGISTRY)  # the executors have no registry of the driver's window functions
+    # the executors have no registry of the driver's window functions: ship each class pickled on
+    # its own, unpickled only when used (one class an executor cannot import spoils no other)
+    custom = {}
+    for name, cls in _REGISTRY.items():
+        try:
+            custom[name] = cloudpickle.dumps(cls)
+        except Exception:  # noqa: BLE001  (not picklable: usable only where it was defined)
+            continue
 
     def assigner(make):
         def assign(ts: pd.Series, *params: pd.Series) -> pd.Series:
@@ -66,7 +75,8 @@ def register_window_udfs(spark) -> list[str]:
         from sqlflow.udfs.assign import constant, windows_of
 
         fn_name = str(constant(name, "the window function's name"))
-        cls = custom.get(fn_name.lower())
+        pickled = custom.get(fn_name.lower())
+        cls = None if pickled is None else __import__("pickle").loads(pickled)
         if cls is None:
             raise ValueError(f"unknown window function {fn_name}: register it with sqlflow.register_window_fn "
                              "before sqlflow.register(spark)")

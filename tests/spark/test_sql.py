@@ -372,3 +372,13 @@ def test_timestamp_ntz_event_times_in_another_time_zone(spark, path):
     # (collect() shows UTC here); aligned on the local wall clock both would be in [18:30, 19:30) UTC
     assert got == srt([("a", 1, dt.datetime(2023, 12, 31, 18), dt.datetime(2023, 12, 31, 19)),
                        ("a", 1, dt.datetime(2023, 12, 31, 19), dt.datetime(2023, 12, 31, 20))])
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_window_functions_over_the_aggregates(spark, clicks, path):
+    query = """SELECT user, SUM(amount) AS total,
+                      RANK() OVER (PARTITION BY window_start ORDER BY SUM(amount) DESC) AS rank,
+                      SUM(SUM(amount)) OVER (PARTITION BY user) AS user_total
+               FROM clicks GROUP BY user WINDOW FIXED(SIZE 2m) ON ts"""
+    assert rows(sqlflow.sql(spark, query, path=path), "user", "window_start", "total", "rank", "user_total") == srt([
+        ("u1", T("00:00:00"), 30, 1, 60), ("u2", T("00:00:00"), 5, 2, 5), ("u1", T("00:02:00"), 30, 1, 60)])
