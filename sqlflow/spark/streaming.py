@@ -345,7 +345,10 @@ def _stateful(spark: "SparkSession", data: "DataFrame", plan: EnginePlan, *, del
     if heartbeat is None:
         heartbeat = plan.uses_processing_time
     if heartbeat and not by_key:
-        beats = plain.select(F.lit(1).alias("__sqlflow_one")).mapInPandas(op.heartbeats(n_buckets, columns), rows.schema)
+        # read a real column too: a file source read for its corrupt-record column alone (counted by
+        # read_stream's observe) is refused by Spark (UNSUPPORTED_FEATURE.QUERY_ONLY_CORRUPT_RECORD_COLUMN)
+        beats = (plain.select(F.lit(1).alias("__sqlflow_one"), F.col(EVENT_TIME))
+                 .mapInPandas(op.heartbeats(n_buckets, columns), rows.schema))
         parts.append(beats)
     if finish_dir is not None:
         os.makedirs(finish_dir, exist_ok=True)

@@ -18,18 +18,18 @@ LINES = [
 SCHEMA = "k string, ts timestamp, v long"
 
 
-def plan():
-    windowing = ast.Windowing(ast.WindowClause(ast.Fixed(ast.Duration(MINUTE))))
+def plan(trigger=None):
+    windowing = ast.Windowing(ast.WindowClause(ast.Fixed(ast.Duration(MINUTE))), trigger)
     return EnginePlan(windowing, (Aggregate("sum", "v", "total"),), keys=("k",))
 
 
-def run(spark, tmp_path, mode, name):
+def run(spark, tmp_path, mode, name, trigger=None):
     src_dir = tmp_path / "in"
     src_dir.mkdir()
     (src_dir / "part-0.json").write_text("\n".join(LINES) + "\n")
     events = S.read_stream(spark, str(src_dir), format="json", schema=SCHEMA, mode=mode)
     engine_input = events.withColumn(EVENT_TIME, F.unix_micros("ts"))
-    stream = S.build_stream(engine_input, plan(), delay=0, native=False, finish_dir=str(tmp_path / "finish"))
+    stream = S.build_stream(engine_input, plan(trigger), delay=0, native=False, finish_dir=str(tmp_path / "finish"))
     query = S.start(stream, format="memory", query_name=name, available_now=True, finish=True)
     panes = sorted((r.k, r.total) for r in spark.table(name).collect())
     return panes, S.query_metrics(query)
@@ -42,6 +42,15 @@ def test_permissive_keeps_malformed_records_with_null_fields(spark, tmp_path):
     # both malformed records reach the engine with a NULL event time: excluded and counted
     assert metrics["dropped_null_event_time"] == 2
     assert metrics["input_rows"] == 4
+
+
+def test_permissive_with_a_processing_time_trigger(spark, tmp_path):
+    # PERIOD adds a heartbeat branch reading the same source: it must not read only the
+    # corrupt-record column, which Spark refuses (UNSUPPORTED_FEATURE.QUERY_ONLY_CORRUPT_RECORD_COLUMN)
+    panes, metrics = run(spark, tmp_path, "PERMISSIVE", "permissive_period",
+                         trigger=ast.WatermarkEarlyLate(early=ast.Period(ast.Duration(MINUTE))))
+    assert panes == [("a", 1), ("b", 8)]
+    assert metrics["malformed_records"] == 2
 
 
 def test_dropmalformed_drops_and_counts(spark, tmp_path):
