@@ -382,3 +382,20 @@ def test_window_functions_over_the_aggregates(spark, clicks, path):
                FROM clicks GROUP BY user WINDOW FIXED(SIZE 2m) ON ts"""
     assert rows(sqlflow.sql(spark, query, path=path), "user", "window_start", "total", "rank", "user_total") == srt([
         ("u1", T("00:00:00"), 30, 1, 60), ("u2", T("00:00:00"), 5, 2, 5), ("u1", T("00:02:00"), 30, 1, 60)])
+
+
+def test_configuration_keys(spark, clicks):
+    query = "SELECT user, COUNT(*) AS n FROM clicks GROUP BY user WINDOW SESSIONS(GAP 1m) ON ts"
+    assert "  buckets: 4 (2 x spark.sql.shuffle.partitions)" in sqlflow.explain(query, spark).splitlines()
+    spark.conf.set("spark.sqlflow.buckets", "7")
+    spark.conf.set("spark.sqlflow.path", "native")
+    try:
+        assert "  path: native (forced (path='native'))" in sqlflow.explain(query, spark).splitlines()
+        df = sqlflow.sql(spark, query, path="engine")  # the argument wins over the conf
+        assert sqlflow.metrics(df)["stages"][0]["path"] == "engine"
+        spark.conf.set("spark.sqlflow.path", "auto")
+        assert "  buckets: 7 (spark.sqlflow.buckets)" in sqlflow.explain(query, spark).splitlines()
+        assert rows(df, "user", "n") == srt([("u1", 1), ("u1", 2), ("u2", 2)])
+    finally:
+        spark.conf.unset("spark.sqlflow.buckets")
+        spark.conf.unset("spark.sqlflow.path")
