@@ -5,6 +5,7 @@ import json
 import pytest
 
 import sqlflow
+from sqlflow.errors import SqlflowUnsupportedError
 from sqlflow.spark import streaming as S
 from sqlflow.spark.script import run_script
 
@@ -96,6 +97,9 @@ def test_sql_over_a_streaming_view(spark, tmp_path):
         # the watermark ends at 3:10 (u1@200 - 10 s): [0:00, 1:00) is emitted, [3:00, 4:00) is open
         got = sorted((r.user_id, r.window_start.strftime("%M:%S"), r.total) for r in spark.table(name).collect())
         assert got == [("u1", "00:00", 5), ("u2", "00:00", 2)]
+    # counts of a stream live in its query's progress, not in a report of the DataFrame
+    with pytest.raises(SqlflowUnsupportedError, match="query_metrics"):
+        sqlflow.metrics(df)
 
 
 def test_streaming_sql_errors(spark, tmp_path):
