@@ -105,6 +105,39 @@ def _norm(sql: str) -> str:
     return sql.strip().rstrip(";").strip()
 
 
+def watermarks_feeding(select: exp.Select) -> list[tuple[exp.Expr, ast.SourceWatermark, bool]]:
+    """(relation, its WATERMARK clause, whether it sits directly in this SELECT's FROM or JOINs)
+    for every watermarked relation feeding `select`, through subqueries and CTEs."""
+    ctes: dict = {}
+    for cte in select.root().find_all(exp.CTE):
+        ctes.setdefault(cte.alias_or_name.lower(), cte)
+    found: list = []
+    seen: set[int] = set()
+
+    def visit(node: exp.Expr, direct: bool) -> None:
+        for child in node.walk():
+            if id(child) in seen:
+                continue
+            seen.add(id(child))
+            watermark = child.meta.get(WATERMARK_KEY) if child._meta else None
+            if isinstance(watermark, ast.SourceWatermark):
+                parent = child.parent
+                here = isinstance(parent, (exp.From, exp.Join)) and parent.parent is select
+                found.append((child, watermark, direct and here))
+            if isinstance(child, exp.Table) and not child.db and child.name.lower() in ctes:
+                cte = ctes[child.name.lower()]
+                if id(cte) not in seen:
+                    seen.add(id(cte))
+                    visit(cte.this, False)
+
+    for arg in ("from_", "joins"):
+        value = select.args.get(arg)
+        for node in value if isinstance(value, list) else [value]:
+            if node is not None:
+                visit(node, True)
+    return found
+
+
 def _with_meta(tree, key, kind) -> list:
     """(node, clause) pairs in the order the clauses are written."""
     if tree is None:

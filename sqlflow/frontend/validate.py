@@ -20,8 +20,7 @@ from sqlglot import exp
 from .. import ast
 from ..errors import SqlflowSemanticError
 from . import printer, sqlexpr
-from .dialect import WATERMARK_KEY
-from .statement import Statement
+from .statement import Statement, watermarks_feeding
 
 #: columns a windowed SELECT may name without grouping them: they describe the pane (semantics 4)
 PANE_COLUMNS = frozenset({"window_start", "window_end", "pane_index", "pane_timing", "is_last",
@@ -168,7 +167,7 @@ class _Checker:
     def event_time(self, select: exp.Select, w: ast.Windowing) -> None:
         if w.window.on is not None:
             return
-        sources = _watermarks_feeding(select)
+        sources = [w for _, w, _ in watermarks_feeding(select)]
         if not sources:
             self.fail("no event-time column for this window", w.window.pos, "WINDOW",
                       hint="name it with ON <column>, or add WATERMARK <column> DELAY OF ... "
@@ -390,31 +389,3 @@ def _ungrouped(node: exp.Expr, keys: list[exp.Expr]):
         return
     for child in node.iter_expressions():
         yield from _ungrouped(child, keys)
-
-
-def _watermarks_feeding(select: exp.Select) -> list[ast.SourceWatermark]:
-    """Source watermarks of the relations in this SELECT's FROM (through subqueries and CTEs)."""
-    ctes = {cte.alias_or_name.lower(): cte for cte in select.root().find_all(exp.CTE)}
-    found: list[ast.SourceWatermark] = []
-    seen: set[int] = set()
-
-    def visit(node: exp.Expr) -> None:
-        for child in node.walk():
-            if id(child) in seen:
-                continue
-            seen.add(id(child))
-            watermark = child.meta.get(WATERMARK_KEY) if child._meta else None
-            if isinstance(watermark, ast.SourceWatermark):
-                found.append(watermark)
-            if isinstance(child, exp.Table) and not child.db and child.name.lower() in ctes:
-                cte = ctes[child.name.lower()]
-                if id(cte) not in seen:
-                    seen.add(id(cte))
-                    visit(cte.this)
-
-    for arg in ("from_", "joins"):
-        value = select.args.get(arg)
-        for node in value if isinstance(value, list) else [value]:
-            if node is not None:
-                visit(node)
-    return found

@@ -23,8 +23,8 @@ from sqlglot import exp
 
 from .. import ast
 from ..errors import SqlflowSemanticError, SqlflowUnsupportedError
-from ..frontend.dialect import WATERMARK_KEY, WINDOWING_KEY
-from ..frontend.statement import DIALECT, Statement
+from ..frontend.dialect import WINDOWING_KEY
+from ..frontend.statement import DIALECT, Statement, watermarks_feeding
 from ..frontend.validate import PANE_COLUMNS
 from .aggregates import AggregateCall, aggregate_call, aggregate_calls, is_aggregate_call
 
@@ -233,37 +233,7 @@ def matches_key(node: exp.Expr, key: exp.Expr) -> bool:
 
 def feeding_sources(select: exp.Select) -> list[Source]:
     """The relations with a WATERMARK clause in this SELECT's FROM, through subqueries and CTEs."""
-    ctes = {}
-    for cte in select.root().find_all(exp.CTE):
-        ctes.setdefault(cte.alias_or_name.lower(), cte)
-    found: list[Source] = []
-    seen: set[int] = set()
-
-    def visit(node: exp.Expr, direct: bool) -> None:
-        for child in node.walk():
-            if id(child) in seen:
-                continue
-            seen.add(id(child))
-            watermark = child.meta.get(WATERMARK_KEY) if child._meta else None
-            if isinstance(watermark, ast.SourceWatermark):
-                found.append(Source(child, watermark, direct and _directly_in(child, select)))
-            if isinstance(child, exp.Table) and not child.db and child.name.lower() in ctes:
-                cte = ctes[child.name.lower()]
-                if id(cte) not in seen:
-                    seen.add(id(cte))
-                    visit(cte.this, False)
-
-    for arg in ("from_", "joins"):
-        value = select.args.get(arg)
-        for node in value if isinstance(value, list) else [value]:
-            if node is not None:
-                visit(node, True)
-    return found
-
-
-def _directly_in(relation: exp.Expr, select: exp.Select) -> bool:
-    parent = relation.parent
-    return isinstance(parent, (exp.From, exp.Join)) and parent.parent is select
+    return [Source(node, watermark, direct) for node, watermark, direct in watermarks_feeding(select)]
 
 
 def windowing_of(select: exp.Select) -> ast.Windowing | None:
