@@ -110,3 +110,33 @@ def stream_files(tmp_path) -> StreamFiles:
 def checkpoint_dir(tmp_path) -> str:
     """A fresh checkpoint location for one streaming query."""
     return str(tmp_path / "checkpoint")
+
+
+# ----------------------------------------------------------------------------- trigger transcripts
+
+TRANSCRIPTS = sorted((Path(__file__).parent / "transcripts").glob("*.yaml"))
+
+
+def _transcript_query(t: dict, events: str = "events", timeline: str = "wm") -> str:
+    """A transcript (tests/transcripts/README.md) as the SQL a user would write; every path runs it."""
+    bounded = t.get("bounded")
+    source = events if bounded else f"{events} WATERMARK time TIMELINE {timeline} ARRIVAL at"
+    parts = [f"SELECT key, {t.get('aggregates', 'SUM(v) AS total')} FROM {source} GROUP BY key",
+             f"WINDOW {t['window']}{' ON time' if bounded else ''}"]
+    if t.get("trigger"):
+        parts.append(f"TRIGGER {t['trigger']}")
+    if t.get("lateness"):
+        parts.append(f"ALLOWED LATENESS {t['lateness']}")
+    if t.get("emit"):
+        parts.append(f"EMIT {t['emit']}")
+    return "\n".join(parts)
+
+
+@pytest.fixture(params=TRANSCRIPTS, ids=[f.stem for f in TRANSCRIPTS])
+def transcript(request) -> dict:
+    """Each trigger transcript, parsed (with `query(events, timeline)` building its SQL)."""
+    import yaml
+
+    t = yaml.safe_load(request.param.read_text())
+    t["query"] = lambda events="events", timeline="wm": _transcript_query(t, events, timeline)
+    return t

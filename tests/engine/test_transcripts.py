@@ -1,11 +1,10 @@
-"""Trigger transcripts (tests/transcripts/*.yaml) through the engine, dispatched and per-key loop."""
+"""Trigger transcripts (tests/transcripts/*.yaml) through the engine, dispatched and per-key loop.
+(The `transcript` fixture, in tests/conftest.py, gives every file and its SQL.)"""
 import re
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
 
 import sqlflow
 from sqlflow.engine.aggregates import KINDS, Aggregate
@@ -14,23 +13,7 @@ from sqlflow.engine.runner import Engine
 from sqlflow.engine.watermarks import Timeline
 from sqlflow.time import SECOND
 
-FILES = sorted((Path(__file__).parent.parent / "transcripts").glob("*.yaml"))
 AGG = re.compile(r"^\s*(\w+)\s*\(\s*(\*|DISTINCT\s+\w+|\w+)\s*\)\s+AS\s+(\w+)\s*$", re.I)
-
-
-def query(t: dict) -> str:
-    """The transcript as the SQL a user would write (all paths run this text)."""
-    source = "events WATERMARK time TIMELINE wm ARRIVAL at" if not t.get("bounded") else "events"
-    on = " ON time" if t.get("bounded") else ""
-    parts = [f"SELECT key, {t.get('aggregates', 'SUM(v) AS total')} FROM {source} GROUP BY key",
-             f"WINDOW {t['window']}{on}"]
-    if t.get("trigger"):
-        parts.append(f"TRIGGER {t['trigger']}")
-    if t.get("lateness"):
-        parts.append(f"ALLOWED LATENESS {t['lateness']}")
-    if t.get("emit"):
-        parts.append(f"EMIT {t['emit']}")
-    return "\n".join(parts)
 
 
 def aggregates(text: str):
@@ -86,17 +69,12 @@ def actual(panes: pd.DataFrame) -> list[tuple]:
             for r, x in zip(panes.itertuples(), retract)]
 
 
-@pytest.fixture(params=FILES, ids=[f.stem for f in FILES])
-def transcript(request):
-    return yaml.safe_load(request.param.read_text())
-
-
 @pytest.mark.parametrize("reference", [False, True], ids=["engine", "reference"])
 def test_transcript(transcript, reference):
     t = transcript
     if "engine" in t.get("skip", {}):
         pytest.skip(t["skip"]["engine"])
-    statement = sqlflow.parse(query(t))
+    statement = sqlflow.parse(t["query"]())
     (_, windowing), = statement.windowed_selects()
     plan = EnginePlan(windowing, aggregates(t.get("aggregates", "SUM(v) AS total")), keys=("key",))
     steps = t.get("watermark") or []
@@ -106,3 +84,36 @@ def test_transcript(transcript, reference):
     assert actual(result.panes) == expected(t)
     counted = {reason: n for reason, n in result.dropped["reason"].value_counts().items()}
     assert counted == t.get("dropped", {})
+
+
+def test_transcript_in_micro_batches(transcript):
+    """The same transcript as a stream: Engine.advance (what the streaming operator runs), one
+    micro-batch at every arrival, watermark step and expected emission, state pickled between."""
+    import pickle
+
+    from sqlflow.time import NEG_INF
+
+    t = transcript
+    if t.get("bounded") or "streaming" in t.get("skip", {}):
+        pytest.skip(t.get("skip", {}).get("streaming", "bounded data has no micro-batches"))
+    (_, windowing), = sqlflow.parse(t["query"]()).windowed_selects()
+    plan = EnginePlan(windowing, aggregates(t.get("aggregates", "SUM(v) AS total")), keys=("key",))
+    engine = Engine(plan)
+    rows = engine_input(t)
+    steps = t.get("watermark") or []
+    timeline = Timeline.from_steps([us(p) for p, _ in steps], [us(w) for _, w in steps])
+    times = sorted({*rows[ARRIVAL_TIME].tolist(), *(us(p) for p, _ in steps),
+                    *(us(r["at"]) for r in t["expect"]), *([us(t["end"])] if t.get("end") else [])})
+    state, out, dropped, wm = None, [], {}, NEG_INF
+    for i, p in enumerate(times):
+        batch = rows[rows[ARRIVAL_TIME] == p]
+        new_wm = max(wm, timeline.at(p))
+        result, state = engine.advance(state, batch, p=p, wm_prev=wm, wm_new=new_wm,
+                                       end_of_input=(i == len(times) - 1))
+        state = pickle.loads(pickle.dumps(state))
+        out.append(result.panes)
+        for reason, n in result.dropped["reason"].value_counts().items():
+            dropped[reason] = dropped.get(reason, 0) + int(n)
+        wm = new_wm
+    assert actual(pd.concat(out, ignore_index=True)) == expected(t)
+    assert dropped == t.get("dropped", {})
