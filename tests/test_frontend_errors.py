@@ -9,6 +9,7 @@ import textwrap
 
 import pytest
 
+from sqlflow import ast
 from sqlflow.errors import SqlflowError, SqlflowSemanticError, SqlflowSyntaxError
 from sqlflow.frontend import parse, parse_script, validate
 
@@ -622,3 +623,20 @@ def test_watermark_clause_after_the_alias():
                                          ^
         as in Spark, the alias comes after it: FROM t WATERMARK ... AS a
     """)
+
+
+def test_watermark_late_chain_nested_too_deeply():
+    # LATE nests without parentheses: 300 of them used to overflow Python's stack (RecursionError)
+    chain = G + "WINDOW FIXED(SIZE 1m) ON ts TRIGGER " + "WATERMARK LATE " * 300 + "WATERMARK"
+    e = error(chain)
+    assert type(e) is SqlflowSyntaxError
+    assert (e.message, e.clause, e.line, e.column) == ("triggers nested more than 64 deep", "TRIGGER", 1, 74 + 65 * 15)
+    assert str(e).startswith("sqlflow: TRIGGER: triggers nested more than 64 deep (line 1, column 1049)\n")
+    e = error(G + "WINDOW FIXED(SIZE 1m) ON ts TRIGGER " + "WATERMARK LATE " * 20000 + "WATERMARK")
+    assert (e.message, e.column) == ("triggers nested more than 64 deep", 1049)
+
+
+def test_triggers_nested_64_deep_still_parse():
+    statement = parse(G + "WINDOW FIXED(SIZE 1m) ON ts TRIGGER " + "WATERMARK LATE " * 64 + "COUNT 1")
+    (_, windowing), = statement.windowed_selects()
+    assert sum(1 for _ in ast.walk_triggers(windowing.trigger)) == 65

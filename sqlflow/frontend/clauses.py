@@ -17,7 +17,7 @@ import functools
 import re
 from dataclasses import dataclass
 
-from lark import Lark, Token, Transformer, v_args
+from lark import Lark, Token, Transformer_NonRecursive, v_args
 from lark.exceptions import UnexpectedInput, VisitError
 
 from .. import ast
@@ -59,7 +59,8 @@ def parse_source_watermark(source: Source, start: int, end: int) -> ast.SourceWa
     return _parse(source, start, end, "source_watermark")
 
 
-#: deepest parenthesis nesting inside our clauses (the AST is walked recursively downstream)
+#: deepest nesting of parentheses, and of triggers, inside our clauses (the AST is walked
+#: recursively downstream: desugaring, printing, validation, the engine's trigger algebra)
 MAX_NESTING = 64
 
 
@@ -113,7 +114,10 @@ _CLAUSES = {ast.WindowClause: ("WINDOW", 0), _TriggerClause: ("TRIGGER", 1),
 
 
 @v_args(meta=True)
-class _ToAst(Transformer):
+class _ToAst(Transformer_NonRecursive):
+    """Bottom-up, without recursion: `WATERMARK LATE WATERMARK LATE ...` nests without
+    parentheses, so only the AST's depth, checked in `trigger_clause`, bounds it."""
+
     def __init__(self, source: Source, base: int, rule: str) -> None:
         super().__init__()
         self.source = source
@@ -166,6 +170,10 @@ class _ToAst(Transformer):
         return ast.WindowClause(fn, on, pos=self._pos(meta))
 
     def trigger_clause(self, meta, children):
+        too_deep = _too_deep(children[0])
+        if too_deep is not None:
+            raise self.source.error_at(SqlflowSyntaxError, f"triggers nested more than {MAX_NESTING} deep",
+                                       too_deep.pos, clause="TRIGGER")
         return _TriggerClause(children[0], self._pos(meta))
 
     def allowed_lateness(self, meta, children):
@@ -350,6 +358,21 @@ class _ToAst(Transformer):
     def sql_expr(self, meta, _):
         start, end = self.base + meta.start_pos, self.base + meta.end_pos
         return _SqlText(self.source.code[start:end], start)
+
+
+def _too_deep(trigger: ast.Trigger) -> ast.Trigger | None:
+    """The first trigger nested more than MAX_NESTING combinators deep, if any (iteratively)."""
+    stack = [(trigger, 0)]
+    while stack:
+        t, depth = stack.pop()
+        if depth > MAX_NESTING:
+            return t
+        children = (t.triggers if isinstance(t, (ast.Sequence, ast.FirstOf, ast.AllOf))
+                    else (t.trigger,) if isinstance(t, ast.Repeat)
+                    else (t.trigger, t.until) if isinstance(t, ast.RepeatUntil)
+                    else (t.early, t.late) if isinstance(t, ast.WatermarkEarlyLate) else ())
+        stack.extend((c, depth + 1) for c in reversed(children) if c is not None)
+    return None
 
 
 # lark names the rule `global`; a Python method cannot be called that
