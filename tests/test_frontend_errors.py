@@ -223,6 +223,41 @@ def test_unterminated_string():
     """)
 
 
+def test_unterminated_comment():
+    # used to leak the marker standing for our clauses: "Error tokenizing '... __sqlflow_windowing_0 /* oop'"
+    expect(G + "WINDOW FIXED(SIZE 1m) ON ts /* oops", SqlflowSyntaxError, """
+        sqlflow: SQL: unterminated comment (line 1, column 66)
+          SELECT k, count(*) FROM t GROUP BY k WINDOW FIXED(SIZE 1m) ON ts /* oops
+                                                                           ^
+        close it with */ (comments nest, as in Spark: each /* needs its */)
+    """)
+    expect("SELECT k, count(*) FROM t WATERMARK ts DELAY OF 1m\n/* GROUP BY k WINDOW GLOBAL", SqlflowSyntaxError, """
+        sqlflow: SQL: unterminated comment (line 2, column 1)
+          /* GROUP BY k WINDOW GLOBAL
+          ^
+        close it with */ (comments nest, as in Spark: each /* needs its */)
+    """)
+
+
+def test_unterminated_nested_comment():
+    e = error(G + "WINDOW GLOBAL ON ts /* a /* b */ EMIT DISCARDING")
+    assert (type(e), e.message, e.line, e.column) == (SqlflowSyntaxError, "unterminated comment", 1, 58)
+
+
+def test_unterminated_comment_after_the_last_statement():
+    # it would vanish with the empty statement it is in; Spark, given the text, would refuse it
+    for parse_ in (parse, parse_script):
+        with pytest.raises(SqlflowSyntaxError) as info:
+            parse_(G + "WINDOW GLOBAL ON ts;\n  /* oops")
+        assert str(info.value) == message("""
+            sqlflow: SQL: unterminated comment (line 2, column 3)
+                /* oops
+                ^
+            close it with */ (comments nest, as in Spark: each /* needs its */)
+        """)
+    assert parse("SELECT 1 /* Spark judges the text of a plain statement").is_plain
+
+
 def test_parse_takes_one_statement():
     expect("SELECT 1; SELECT 2", SqlflowSyntaxError, """
         sqlflow: expected one statement, found 2 (line 1, column 11)

@@ -16,9 +16,9 @@ True
 from __future__ import annotations
 
 from ..errors import SqlflowSyntaxError
-from .scan import split_statements
+from .scan import split_statements, unterminated
 from .source import Source
-from .statement import DIALECT, Statement, parse_statement
+from .statement import DIALECT, UNTERMINATED_COMMENT_HINT, Statement, parse_statement
 from .validate import validate
 
 
@@ -30,6 +30,7 @@ def parse(sql: str) -> Statement:
     """
     source = Source(sql)
     spans = split_statements(sql)
+    _check_comment_after(source, spans)
     if not spans:
         raise SqlflowSyntaxError("there is no statement to parse", sql=sql, line=1, column=1)
     if len(spans) > 1:
@@ -43,12 +44,22 @@ def parse(sql: str) -> Statement:
 def parse_script(text: str) -> list[Statement]:
     """The `;`-separated statements of a script; error positions are in the whole script."""
     source = Source(text)
+    spans = split_statements(text)
+    _check_comment_after(source, spans)
     statements = []
-    for start, end in split_statements(text):
+    for start, end in spans:
         statement = parse_statement(text[start:end], source, start, end)
         validate(statement, streaming=False)
         statements.append(statement)
     return statements
+
+
+def _check_comment_after(source: Source, spans: list[tuple[int, int]]) -> None:
+    """A `/*` left open after the last statement would vanish with the empty statement it is in."""
+    tok = unterminated(source.text, spans[-1][1] if spans else 0)
+    if tok is not None:
+        raise source.error(SqlflowSyntaxError, "unterminated comment", tok.start, clause="SQL",
+                           hint=UNTERMINATED_COMMENT_HINT)
 
 
 def to_sql(statement: Statement, *, pretty: bool = False) -> str:

@@ -53,6 +53,16 @@ def comment_spans(text: str, start: int = 0, end: int | None = None) -> list[tup
     return [(t.start, t.end) for t in _lex(text, start, end) if t.kind == "comment"]
 
 
+def unterminated(text: str, start: int = 0, end: int | None = None) -> Token | None:
+    """The first string, quoted name or comment of text[start:end] left open, if any.
+
+    >>> unterminated("SELECT 1 /* a */ /* b")
+    Token(comment, '/* b', 17)
+    """
+    end = len(text) if end is None else min(end, len(text))
+    return next((t for t in _lex(text, start, end) if t.unterminated), None)
+
+
 def blank(text: str, spans: list[tuple[int, int]]) -> str:
     """text with each span replaced by spaces, keeping newlines (so positions do not move).
 

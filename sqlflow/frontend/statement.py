@@ -28,7 +28,7 @@ from . import clauses
 from .dialect import (MARKER_KEY, WATERMARK_KEY, WATERMARK_MARKER, WINDOWING_KEY,
                       WINDOWING_MARKER, SqlflowSpark)
 from .locate import SOURCE, TAIL, Span, locate
-from .scan import scan
+from .scan import scan, unterminated
 from .source import Source
 from .sqlexpr import sqlglot_words
 
@@ -160,17 +160,23 @@ def parse_statement(text: str, source: Source | None = None, start: int = 0,
     spans = locate(tokens)
     if all(span.kind == SOURCE and span.spark for span in spans):
         return Statement(text, source=source, start=start, end=end, plain=True)
-    _check_terminated(source, tokens)
+    _check_terminated(source, start, end)
     tree, offsets = _build_tree(source, start, end, spans)
     return Statement(text, source=source, start=start, end=end, tree=tree, plain=False,
                      offsets=offsets)
 
 
-def _check_terminated(source: Source, tokens) -> None:
-    for tok in tokens:
-        if tok.unterminated:
-            what = {"string": "string", "quoted": "quoted name"}.get(tok.kind, "comment")
-            raise source.error(SqlflowSyntaxError, f"unterminated {what}", tok.start, clause="SQL")
+UNTERMINATED_COMMENT_HINT = "close it with */ (comments nest, as in Spark: each /* needs its */)"
+
+
+def _check_terminated(source: Source, start: int, end: int) -> None:
+    """A string, quoted name or comment left open runs to the end of the text: say where it starts."""
+    tok = unterminated(source.text, start, end)
+    if tok is not None:
+        what = {"string": "string", "quoted": "quoted name"}.get(tok.kind, "comment")
+        hint = UNTERMINATED_COMMENT_HINT if what == "comment" else None
+        raise source.error(SqlflowSyntaxError, f"unterminated {what}", tok.start, clause="SQL",
+                           hint=hint)
 
 
 def _build_tree(source: Source, start: int, end: int, spans: list[Span]):
