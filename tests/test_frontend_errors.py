@@ -675,3 +675,46 @@ def test_triggers_nested_64_deep_still_parse():
     statement = parse(G + "WINDOW FIXED(SIZE 1m) ON ts TRIGGER " + "WATERMARK LATE " * 64 + "COUNT 1")
     (_, windowing), = statement.windowed_selects()
     assert sum(1 for _ in ast.walk_triggers(windowing.trigger)) == 65
+
+
+# --------------------------------------------------------------------------- syntax: where the clauses go
+
+
+def test_emit_after_limit():
+    # used to say "EMIT needs a WINDOW clause before it"
+    expect(G + "WINDOW FIXED(SIZE 1m) ON ts LIMIT 5 EMIT DISCARDING", SqlflowSyntaxError, """
+        sqlflow: EMIT: EMIT must come before LIMIT (line 1, column 74)
+          SELECT k, count(*) FROM t GROUP BY k WINDOW FIXED(SIZE 1m) ON ts LIMIT 5 EMIT DISCARDING
+                                                                                   ^
+        WINDOW, TRIGGER, ALLOWED LATENESS and EMIT go, in this order, after GROUP BY and HAVING and before ORDER BY and LIMIT
+    """)
+
+
+def test_window_after_order_by():
+    # used to be accepted, and printed back before ORDER BY
+    expect(G + "ORDER BY k\nWINDOW FIXED(SIZE 1m) ON ts", SqlflowSyntaxError, """
+        sqlflow: WINDOW: WINDOW must come before ORDER BY (line 2, column 1)
+          WINDOW FIXED(SIZE 1m) ON ts
+          ^
+        WINDOW, TRIGGER, ALLOWED LATENESS and EMIT go, in this order, after GROUP BY and HAVING and before ORDER BY and LIMIT
+    """)
+
+
+@pytest.mark.parametrize("sql, name, after", [
+    (G + "WINDOW GLOBAL ON ts ORDER BY k TRIGGER REPEAT(COUNT 1)", "TRIGGER", "ORDER BY"),
+    (G + "ORDER BY k LIMIT 3 ALLOWED LATENESS 1m", "ALLOWED LATENESS", "ORDER BY"),
+    (G + "LIMIT 3 WINDOW GLOBAL ON ts", "WINDOW", "LIMIT"),
+    (G + "SORT BY k WINDOW GLOBAL ON ts", "WINDOW", "SORT BY"),
+    (G + "CLUSTER BY k WINDOW GLOBAL ON ts", "WINDOW", "CLUSTER BY"),
+    (G + "DISTRIBUTE BY k WINDOW GLOBAL ON ts EMIT DISCARDING", "WINDOW", "DISTRIBUTE BY"),
+    ("SELECT * FROM (" + G + "WINDOW GLOBAL ON ts LIMIT 1 OFFSET 1 EMIT DISCARDING)", "EMIT", "LIMIT"),
+])
+def test_clauses_after_order_by_or_limit(sql, name, after):
+    e = error(sql)
+    assert (type(e), e.clause, e.message) == (SqlflowSyntaxError, name, f"{name} must come before {after}")
+
+
+def test_order_by_limit_of_an_inner_query_or_another_select_is_not_ours():
+    parse("SELECT k, count(*) FROM (SELECT * FROM u ORDER BY x LIMIT 1) GROUP BY k WINDOW GLOBAL ON ts")
+    parse("(SELECT k, count(*) FROM t GROUP BY k ORDER BY k LIMIT 1) UNION ALL " + G + "WINDOW GLOBAL ON ts")
+    parse(G + "WINDOW GLOBAL ON ts ORDER BY k LIMIT 1 OFFSET 1")

@@ -56,39 +56,54 @@ INTERVAL_WORDS = frozenset(
 WATERMARK_MODELS = frozenset({"DELAY", "PERFECT", "TIMELINE"})
 
 
+#: words that end a SELECT's clauses before ours could come: a clause tail after them is misplaced
+_AFTER_OURS = {"ORDER": "ORDER BY", "SORT": "SORT BY", "CLUSTER": "CLUSTER BY",
+               "DISTRIBUTE": "DISTRIBUTE BY", "LIMIT": "LIMIT", "OFFSET": "OFFSET"}
+
+
 @dataclass(frozen=True)
 class Span:
-    """One clause of ours: `kind` is TAIL or SOURCE; `spark` marks Spark's own WATERMARK form."""
+    """One clause of ours: `kind` is TAIL or SOURCE; `spark` marks Spark's own WATERMARK form;
+    `misplaced_after` names the clause (ORDER BY, LIMIT ...) a clause tail wrongly follows."""
 
     kind: str
     start: int
     end: int
     spark: bool = False
+    misplaced_after: str | None = None
 
 
 def locate(tokens: list[Token]) -> list[Span]:
     """The spans of our clauses among a statement's tokens, in text order."""
     spans: list[Span] = []
-    # one frame per parenthesis depth: [FROM seen in this query, still inside its FROM clause]
-    frames: list[list[bool]] = [[False, False]]
+    # one frame per parenthesis depth: [FROM seen in this query, still inside its FROM clause,
+    # the ORDER BY / LIMIT ... clause that ended the query's own clauses, if any]
+    frames: list[list] = [[False, False, None]]
     i, n = 0, len(tokens)
     while i < n:
         tok, frame = tokens[i], frames[-1]
         word = tok.upper if not _after_dot(tokens, i) else ""
         if tok.kind == PUNCT and tok.text == "(":
-            frames.append([False, False])
+            frames.append([False, False, None])
         elif tok.kind == PUNCT and tok.text == ")":
             if len(frames) > 1:
                 frames.pop()
+            else:  # unbalanced: sqlglot will say so
+                frame[2] = None
         elif word == "FROM":
-            frame[:] = [True, True]
+            frame[:2] = [True, True]
         elif word in FROM_END:
             frame[1] = False
             if word == "SELECT":
                 frame[0] = False
+            if word in ("SELECT", "UNION", "INTERSECT", "EXCEPT", "MINUS"):
+                frame[2] = None
+            elif word in _AFTER_OURS and frame[2] is None and not _is(tokens, i + 1, "(") \
+                    and (word in ("LIMIT", "OFFSET") or _word(tokens, i + 1) == "BY"):
+                frame[2] = _AFTER_OURS[word]
         if frame[0] and word and _starts_tail(tokens, i):
             end = _tail_end(tokens, i)
-            spans.append(Span(TAIL, tok.start, tokens[end - 1].end))
+            spans.append(Span(TAIL, tok.start, tokens[end - 1].end, misplaced_after=frame[2]))
             frame[1] = False
             i = end
             continue

@@ -161,6 +161,11 @@ def parse_statement(text: str, source: Source | None = None, start: int = 0,
     if all(span.kind == SOURCE and span.spark for span in spans):
         return Statement(text, source=source, start=start, end=end, plain=True)
     _check_terminated(source, start, end)
+    for span in spans:
+        if span.misplaced_after:
+            name = _tail_name(source, span)
+            raise source.error(SqlflowSyntaxError, f"{name} must come before {span.misplaced_after}",
+                               span.start, clause=name, hint=CLAUSE_ORDER)
     tree, offsets = _build_tree(source, start, end, spans)
     return Statement(text, source=source, start=start, end=end, tree=tree, plain=False,
                      offsets=offsets)
@@ -219,10 +224,19 @@ def _build_tree(source: Source, start: int, end: int, spans: list[Span]):
     return tree, offsets
 
 
+#: where our clauses go in a SELECT (grammar/README.md, "Where the clauses go")
+CLAUSE_ORDER = ("WINDOW, TRIGGER, ALLOWED LATENESS and EMIT go, in this order, after GROUP BY and "
+                "HAVING and before ORDER BY and LIMIT")
+
+
+def _tail_name(source: Source, span: Span) -> str:
+    word = source.text[span.start:span.end].split(None, 1)[0].upper()
+    return "ALLOWED LATENESS" if word == "ALLOWED" else word
+
+
 def _misplaced(source: Source, span: Span) -> SqlflowSyntaxError:
     if span.kind == TAIL:
-        word = source.text[span.start:span.end].split(None, 1)[0].upper()
-        name = "ALLOWED LATENESS" if word == "ALLOWED" else word
+        name = _tail_name(source, span)
         return source.error(SqlflowSyntaxError,
                             f"{name} can only end a SELECT (after FROM, WHERE, GROUP BY and HAVING)",
                             span.start, clause=name)
