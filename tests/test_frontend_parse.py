@@ -525,6 +525,17 @@ def test_sqlflows_watermark_forms_make_a_statement_sqlflow(clause):
     assert not parse(f"SELECT * FROM events WATERMARK ts {clause}").is_plain
 
 
+def test_sparks_watermark_with_a_short_duration_prints_as_sparks_own_and_round_trips():
+    statement = parse("SELECT * FROM events WATERMARK ts DELAY OF 1m e")
+    printed = to_sql(statement)
+    assert printed == "SELECT * FROM events WATERMARK ts DELAY OF INTERVAL 1 MINUTE AS e"
+    again = parse(printed)
+    assert (statement.is_plain, again.is_plain) == (False, True)  # Spark reads the printed text
+    assert again == statement
+    assert [w for _, w in again.source_watermarks()] == [ast.SourceWatermark("ts", ast.BoundedDelay(d("1m")))]
+    assert parse("SELECT * FROM events WATERMARK ts DELAY OF 2m e") != statement
+
+
 # --------------------------------------------------------------------------- scripts
 
 

@@ -116,6 +116,18 @@ def windowings(draw):
     )
 
 
+COLUMNS = st.sampled_from(["ts", "e.ts", "`event time`", "arrived_at"])
+
+
+@st.composite
+def source_watermarks(draw):
+    model = draw(st.one_of(st.builds(ast.BoundedDelay, durations(low=0)), st.just(ast.Perfect()),
+                           st.builds(ast.Timeline, st.sampled_from(["steps", "db.steps", "`wm steps`"]))))
+    needs_arrival = not isinstance(model, ast.BoundedDelay)
+    arrival = draw(COLUMNS if needs_arrival else st.none() | COLUMNS)
+    return ast.SourceWatermark(draw(COLUMNS), model, arrival)
+
+
 # --------------------------------------------------------------------------- writing them, with variations
 
 
@@ -204,6 +216,16 @@ class Writer:
             text += f" {self.kw('LATE')} {self.trigger(t.late)}"
         return text
 
+    def source_watermark(self, w: ast.SourceWatermark) -> str:
+        if isinstance(w.model, ast.BoundedDelay):
+            model = f"{self.kw('DELAY OF')} {self.duration(w.model.delay)}"
+        elif isinstance(w.model, ast.Perfect):
+            model = self.kw("PERFECT")
+        else:
+            model = f"{self.kw('TIMELINE')} {w.model.table}"
+        arrival = f" {self.kw('ARRIVAL')} {w.arrival}" if w.arrival is not None else ""
+        return f"{self.kw('WATERMARK')} {w.event_time} {model}{arrival}"
+
     def windowing(self, w: ast.Windowing) -> str:
         text = f"{self.kw('WINDOW')} {self.window_fn(w.window.fn)}"
         if w.window.on is not None:
@@ -218,10 +240,19 @@ class Writer:
 
 
 SHAPES = [
-    "SELECT k, count(*) AS n FROM t WATERMARK ts DELAY OF INTERVAL 1 MINUTE GROUP BY k {w}",
+    "SELECT k, count(*) AS n FROM t {wm} GROUP BY k {w}",
     "SELECT k, sum(x) FROM t e WHERE x > 0 GROUP BY k HAVING sum(x) > 1 {w} ORDER BY k LIMIT 5",
     "WITH c AS (SELECT k, max(x) AS m FROM t GROUP BY k {w}) SELECT * FROM c",
     "SELECT * FROM (SELECT k, count(*) AS n FROM STREAM s GROUP BY k {w}) AS x WHERE n > 1",
+]
+
+
+#: relations of FROM with a WATERMARK clause, and no windowed SELECT
+SOURCE_SHAPES = [
+    "SELECT * FROM t {wm}",
+    "SELECT * FROM t {wm} AS e WHERE x > 1",
+    "SELECT a.k FROM STREAM s {wm} a JOIN u ON a.k = u.k",
+    "SELECT * FROM (SELECT * FROM t) {wm} AS s",
 ]
 
 
@@ -229,11 +260,22 @@ SHAPES = [
 def queries(draw):
     """(query text, the Windowing it was written from)."""
     windowing = draw(windowings())
+    writer = Writer(draw)
     if windowing.window.on is None:
         shape = SHAPES[0]  # the event time comes from the WATERMARK clause
     else:
         shape = draw(st.sampled_from(SHAPES))
-    return shape.format(w=Writer(draw).windowing(windowing)), windowing
+    source = ast.SourceWatermark("ts", ast.BoundedDelay(ast.Duration(MINUTE)))
+    if shape == SHAPES[0] and draw(st.booleans()):
+        source = draw(source_watermarks())
+    return shape.format(w=writer.windowing(windowing), wm=writer.source_watermark(source)), windowing
+
+
+@st.composite
+def source_queries(draw):
+    """(query text without a windowed SELECT, the SourceWatermark it was written from)."""
+    source = draw(source_watermarks())
+    return draw(st.sampled_from(SOURCE_SHAPES)).format(wm=Writer(draw).source_watermark(source)), source
 
 
 # --------------------------------------------------------------------------- properties
@@ -249,6 +291,21 @@ def test_generated_queries_parse_to_their_ast_and_round_trip(query):
     printed = to_sql(statement)
     assert parse(printed) == statement
     assert to_sql(parse(printed)) == printed
+    assert parse(to_sql(statement, pretty=True)) == statement
+
+
+@SETTINGS
+@given(source_queries())
+def test_source_watermarks_parse_to_their_ast_and_round_trip(query):
+    # `WATERMARK ts DELAY OF 1m` prints as Spark's own clause, so the printed statement is plain
+    # Spark SQL: it still parses to the same tree and clauses
+    sql, watermark = query
+    statement = parse(sql)
+    (_, parsed), = statement.source_watermarks()
+    assert parsed == watermark
+    printed = to_sql(statement)
+    assert parse(printed) == statement
+    assert [w for _, w in parse(printed).source_watermarks()] == [watermark]
     assert parse(to_sql(statement, pretty=True)) == statement
 
 

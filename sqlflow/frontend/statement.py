@@ -44,7 +44,9 @@ class Statement:
       sqlglot cannot read the statement (Spark still can);
     - `is_plain`: no sqlflow clause at all: hand `sql` to Spark unchanged.
 
-    Equality compares the trees and every clause's AST, not the text or positions.
+    Equality compares the trees and every clause's AST, not the text, positions or `is_plain`:
+    `FROM t WATERMARK ts DELAY OF 1m` needs sqlflow (Spark cannot read `1m`), and prints as Spark's
+    own `DELAY OF INTERVAL 1 MINUTE`, a plain statement that means the same.
     """
 
     __hash__ = None  # type: ignore[assignment]  (the tree is mutable)
@@ -88,8 +90,6 @@ class Statement:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Statement):
             return NotImplemented
-        if self.is_plain != other.is_plain:
-            return False
         if self.tree is None or other.tree is None:
             return self.tree is None and other.tree is None and _norm(self.sql) == _norm(other.sql)
         return (self.tree == other.tree
