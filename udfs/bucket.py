@@ -51,6 +51,8 @@ FINAL = "__sqlflow_final"
 ROWS = "__sqlflow_rows"
 DROPPED_START = "__sqlflow_dropped_start"
 DROPPED_END = "__sqlflow_dropped_end"
+#: prefix of the NULL mask of a BIGINT input column (the column itself then holds 0 for NULL)
+NULL_MASK = "__sqlflow_null_"
 PANE, DROPPED, METRICS = "P", "D", "M"
 
 #: columns every job outputs besides keys, aggregates and argument values
@@ -67,6 +69,8 @@ class BucketJob:
     - `keys`, `args`: key and aggregate-argument input columns (args are echoed for dropped rows);
     - `integral`: input columns of an integer type (Spark hands them to pandas as float64 when
       they hold NULLs; the engine wants exact integers);
+    - `masked`: BIGINT input columns shipped as value + NULL mask (`restore_nulls`): float64
+      cannot hold every BIGINT;
     - `coerce`: (aggregate column, "int" | "float" | "decimal", scale) conversions to the Spark
       result type;
     - `timeline`, `p_end`, `replay`: the global watermark and end of input of a replay.
@@ -78,6 +82,7 @@ class BucketJob:
     args: tuple = ()
     integral: tuple = ()
     coerce: tuple = ()
+    masked: tuple = ()
     timeline: Timeline | None = None
     p_end: int | None = None
     replay: bool = False
@@ -100,7 +105,7 @@ class BucketJob:
     # ------------------------------------------------------------------ input
 
     def _prepare(self, rows: pd.DataFrame) -> pd.DataFrame:
-        rows = rows.copy()
+        rows = restore_nulls(rows.copy(), self.masked)
         for column in self.integral + (EVENT_TIME,) + ((ARRIVAL_TIME,) if self.replay else ()):
             if column in rows and rows[column].dtype.kind == "f":
                 rows[column] = rows[column].astype("Int64")
@@ -135,6 +140,17 @@ class BucketJob:
         out[DROPPED_END] = dropped["window_end"].to_numpy()
         out[KIND] = DROPPED
         return out
+
+
+def restore_nulls(rows: pd.DataFrame, columns) -> pd.DataFrame:
+    """Rebuild each BIGINT column of `columns` from its value (0 for NULL) and its NULL mask
+    column (dropped) as an exact nullable Int64 column."""
+    for column in columns:
+        mask = NULL_MASK + column
+        if column in rows and mask in rows:
+            values = rows[column].to_numpy(dtype=np.int64, na_value=0)
+            rows[column] = pd.arrays.IntegerArray(values, rows.pop(mask).to_numpy(dtype=bool, na_value=True))
+    return rows
 
 
 def _filled(values: pd.Series) -> np.ndarray:

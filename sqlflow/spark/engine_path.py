@@ -53,6 +53,31 @@ def _integral(dtype) -> bool:
     return isinstance(dtype, (T.ByteType, T.ShortType, T.IntegerType, T.LongType))
 
 
+def exact_bigints(columns, schema: dict) -> tuple:
+    """The BIGINT columns among `columns` (`schema`: name -> Spark type)."""
+    from pyspark.sql import types as T
+
+    return tuple(c for c in columns if isinstance(schema[c], T.LongType))
+
+
+def exact_bigint_columns(columns, masked) -> list:
+    """`columns` as Spark columns, each BIGINT of `masked` as its value with NULL as 0 plus a
+    boolean NULL mask (`udfs.bucket.NULL_MASK`): Arrow hands pandas an integer column with NULLs
+    as float64, where 2^53 and 2^53 + 1 are one number (two keys would become one group).
+    `udfs.bucket.restore_nulls` rebuilds the exact nullable column on the executor."""
+    from pyspark.sql import functions as F
+
+    from ..udfs.bucket import NULL_MASK
+
+    out = []
+    for c in columns:
+        if c in masked:
+            out += [F.coalesce(F.col(c), F.lit(0).cast("bigint")).alias(c), F.col(c).isNull().alias(NULL_MASK + c)]
+        else:
+            out.append(F.col(c))
+    return out
+
+
 def run_engine(ws, rel: InputRelation, raw, agg_types: list, *, buckets: int, timeline=None,
                p_end: int | None = None) -> EngineRun:
     """Build the engine path's DataFrames for one windowed SELECT (lazily: nothing runs yet).
@@ -66,8 +91,9 @@ def run_engine(ws, rel: InputRelation, raw, agg_types: list, *, buckets: int, ti
     from ..udfs.bucket import DROPPED, DROPPED_END, DROPPED_START, FINAL, KIND, OUTPUT_COLUMNS, PANE, REASON, BucketJob
 
     schema = {f.name: f.dataType for f in raw.schema.fields}
-    # engine input: times in microseconds
-    columns = [F.col(k) for k in rel.keys] + [F.col(a) for a in rel.args]
+    masked = exact_bigints(rel.keys + rel.args, schema)
+    # engine input: times in microseconds; BIGINTs with a NULL mask (see exact_bigint_columns)
+    columns = exact_bigint_columns(rel.keys + rel.args, masked)
     columns.append(F.unix_micros(F.col(EVENT_TIME).cast("timestamp")).alias(EVENT_TIME))
     if rel.replay:
         columns.append(F.unix_micros(F.col(ARRIVAL_TIME).cast("timestamp")).alias(ARRIVAL_TIME))
@@ -105,7 +131,7 @@ def run_engine(ws, rel: InputRelation, raw, agg_types: list, *, buckets: int, ti
     coerce = tuple((agg_column(j), *_coercion(t)) for j, t in enumerate(agg_types) if _coercion(t))
     integral = tuple(c for c in rel.keys + rel.args if _integral(schema[c]))
     job = BucketJob(plan, columns=tuple(out_schema.fieldNames()), keys=tuple(rel.keys), args=tuple(rel.args),
-                    integral=integral, coerce=coerce, timeline=timeline, p_end=p_end, replay=rel.replay)
+                    integral=integral, masked=masked, coerce=coerce, timeline=timeline, p_end=p_end, replay=rel.replay)
 
     def run_bucket(key, pdf):
         return job(key, pdf)
