@@ -371,7 +371,74 @@ def test_negative_watermark_delay():
     """)
 
 
+def test_duration_too_long():
+    # 9999999999999 days overflowed int64 microseconds in the engine (OverflowError)
+    expect(G + "WINDOW FIXED(SIZE INTERVAL 9999999999999 DAYS) ON ts", SqlflowSemanticError, """
+        sqlflow: WINDOW: SIZE 9999999999999d is too long: a duration is at most 100000d (about 273 years) (line 1, column 56)
+          SELECT k, count(*) FROM t GROUP BY k WINDOW FIXED(SIZE INTERVAL 9999999999999 DAYS) ON ts
+                                                                 ^
+    """)
+
+
+@pytest.mark.parametrize("sql, clause, what", [
+    (G + "WINDOW SESSIONS(GAP 300000000d) ON ts", "WINDOW", "GAP 300000000d"),
+    (G + "WINDOW SLIDING(SIZE 100001d, PERIOD 1d) ON ts", "WINDOW", "SIZE 100001d"),
+    (G + "WINDOW CUMULATE(STEP 1d, SIZE 2400024h) ON ts", "WINDOW", "SIZE 100001d"),
+    (G + "WINDOW FIXED(SIZE 1d) ON ts TRIGGER REPEAT(PERIOD 100001d)", "TRIGGER", "PERIOD 100001d"),
+    (G + "WINDOW FIXED(SIZE 1d) ON ts TRIGGER WATERMARK EARLY DELAY INTERVAL 100001 DAYS", "TRIGGER", "DELAY 100001d"),
+    (G + "WINDOW FIXED(SIZE 1d) ON ts ALLOWED LATENESS INTERVAL '100000 days 1 hour'", "ALLOWED LATENESS", "the lateness 2400001h"),
+    ("SELECT * FROM t WATERMARK ts DELAY OF 100001d", "WATERMARK", "the delay 100001d"),
+    (G + "WINDOW my_fn(1, 100001d) ON ts", "WINDOW", "argument 2 of my_fn, 100001d,"),
+])
+def test_every_duration_has_a_maximum(sql, clause, what):
+    e = error(sql)
+    assert type(e) is SqlflowSemanticError and e.line == 1 and e.column is not None
+    assert (e.clause, e.message) == (clause, f"{what} is too long: a duration is at most 100000d (about 273 years)")
+
+
+def test_the_longest_durations_are_accepted():
+    statement = parse(G + "WINDOW FIXED(SIZE 100000d, OFFSET 99999d) ON ts TRIGGER REPEAT(DELAY INTERVAL 100000 DAYS) "
+                          "ALLOWED LATENESS 2400000h")
+    (_, windowing), = statement.windowed_selects()
+    assert windowing.allowed_lateness.lateness.micros == 100_000 * 86_400 * 10**6
+
+
+def test_absurd_literals_are_refused_before_any_arithmetic():
+    # Python refuses int() of over 4300 digits, and Decimal would build 10**999999999 exactly
+    e = error(G + "WINDOW FIXED(SIZE INTERVAL 1e999999999 DAYS) ON ts")
+    assert (type(e), e.clause, e.column, e.message) == (
+        SqlflowSemanticError, "WINDOW", 56, "INTERVAL 1e999999999 is too long: a duration is at most 100000d (about 273 years)")
+    e = error(G + "WINDOW FIXED(SIZE " + "9" * 5000 + "d) ON ts")
+    assert e.message == "the duration 9999999999999999… (5001 digits) is too long: a duration is at most 100000d (about 273 years)"
+    e = error(G + "WINDOW GLOBAL ON ts TRIGGER COUNT " + "9" * 5000)
+    assert (e.clause, e.column, e.message) == ("TRIGGER", 72, "COUNT must be at most 9223372036854775807, got 9999999999999999… (5000 digits)")
+    e = error(G + "WINDOW GLOBAL ON ts TRIGGER WATERMARK PERCENTILE " + "9" * 5000)
+    assert e.message == "WATERMARK PERCENTILE must be in (0, 100], got inf"
+    e = error(G + "WINDOW my_fn(" + "9" * 5000 + ") ON ts")
+    assert e.message.endswith("is too large: a whole number is at most 9223372036854775807 in magnitude")
+
+
 # --------------------------------------------------------------------------- semantics: triggers
+
+
+def test_count_larger_than_int64():
+    expect(G + "WINDOW GLOBAL ON ts TRIGGER COUNT 9223372036854775808", SqlflowSemanticError, """
+        sqlflow: TRIGGER: COUNT must be at most 9223372036854775807, got 9223372036854775808 (line 1, column 66)
+          SELECT k, count(*) FROM t GROUP BY k WINDOW GLOBAL ON ts TRIGGER COUNT 9223372036854775808
+                                                                           ^
+    """)
+    parse(G + "WINDOW GLOBAL ON ts TRIGGER COUNT 9223372036854775807")
+
+
+def test_custom_window_arguments_out_of_range():
+    expect(G + "WINDOW my_fn(1, -9223372036854775809) ON ts", SqlflowSemanticError, """
+        sqlflow: WINDOW: argument 2 of my_fn is too large: a whole number is at most 9223372036854775807 in magnitude, got -9223372036854775809 (line 1, column 45)
+          SELECT k, count(*) FROM t GROUP BY k WINDOW my_fn(1, -9223372036854775809) ON ts
+                                                      ^
+    """)
+    e = error(G + "WINDOW my_fn(1e400) ON ts")  # inf would print back as `inf`, which is not a literal
+    assert e.message == "argument 1 of my_fn is too large: a number is at most 1.7976931348623157e+308"
+    parse(G + "WINDOW my_fn(-9223372036854775808, 1e308) ON ts")
 
 
 def test_count_below_one():

@@ -24,7 +24,7 @@ from .. import ast
 from ..errors import SqlflowError, SqlflowSemanticError, SqlflowSyntaxError
 from ..grammar import START_RULES, grammar_text
 from ..time import parse_duration
-from . import intervals, sqlexpr, suggest, syntax_errors
+from . import intervals, limits, sqlexpr, suggest, syntax_errors
 from .scan import PUNCT, scan
 from .source import Source
 
@@ -232,7 +232,11 @@ class _ToAst(Transformer_NonRecursive):
         return ast.CustomWindow(str(name), args, pos=self._pos(meta))
 
     def number(self, meta, children):
-        return _number(children[0])
+        token = children[0]
+        if _is_whole(token) and limits.too_many_digits(token):
+            raise self.source.error(SqlflowSemanticError, limits.whole_too_large(token), self._offset(token),
+                                    clause="WINDOW")
+        return _number(token)
 
     def string(self, meta, children):
         return _unescape(children[0][1:-1])
@@ -252,7 +256,7 @@ class _ToAst(Transformer_NonRecursive):
         return ast.Watermark(pos=self._pos(meta))
 
     def watermark_percentile(self, meta, children):
-        return ast.WatermarkPercentile(float(_number(children[0])), pos=self._pos(meta))
+        return ast.WatermarkPercentile(float(children[0]), pos=self._pos(meta))
 
     def period(self, meta, children):
         return ast.Period(children[0], pos=self._pos(meta))
@@ -261,6 +265,9 @@ class _ToAst(Transformer_NonRecursive):
         return ast.Delay(children[0], pos=self._pos(meta))
 
     def count(self, meta, children):
+        if _is_whole(children[0]) and limits.too_many_digits(children[0]):
+            raise self.source.error(SqlflowSemanticError, limits.count_too_large(children[0]),
+                                    self._offset(children[0]), clause="TRIGGER")
         n = _number(children[0])
         if not isinstance(n, int):
             raise self.source.error(SqlflowSyntaxError, f"COUNT needs a whole number, got {children[0]}",
@@ -324,6 +331,9 @@ class _ToAst(Transformer_NonRecursive):
         token = children[0]
         text = str(token)
         sign = -1 if text.startswith("-") else 1
+        if limits.too_many_digits(re.sub(r"[a-z]+$", "", text, flags=re.I)):
+            raise self.source.error(SqlflowSemanticError, limits.too_long(f"the duration {limits.literal_text(text)}"),
+                                    self._offset(token), clause=self._clause_at(meta))
         try:
             micros = sign * parse_duration(text.lstrip("+-"))
         except ValueError as error:
@@ -345,7 +355,7 @@ class _ToAst(Transformer_NonRecursive):
         try:
             micros = compute()
         except intervals.IntervalError as error:
-            kind = SqlflowSyntaxError if error.fixed_length else SqlflowSemanticError
+            kind = SqlflowSemanticError if error.semantic else SqlflowSyntaxError
             raise self.source.error(kind, str(error), self.base + meta.start_pos,
                                     clause=self._clause_at(meta)) from None
         return ast.Duration(micros, pos=self._pos(meta))
@@ -403,9 +413,13 @@ def qualified_name(parts) -> str:
     return ".".join(out)
 
 
+def _is_whole(token) -> bool:
+    return re.fullmatch(r"[+-]?\d+", str(token)) is not None
+
+
 def _number(token) -> int | float:
     text = str(token)
-    return int(text) if re.fullmatch(r"[+-]?\d+", text) else float(text)
+    return int(text) if _is_whole(text) else float(text)
 
 
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "0": "\0", "Z": "\x1a"}

@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from decimal import Decimal, InvalidOperation
 
+from . import limits
 from ..time import DAY, HOUR, MICROSECOND, MILLISECOND, MINUTE, SECOND, WEEK
 
 _UNIT = {"WEEK": WEEK, "DAY": DAY, "HOUR": HOUR, "MINUTE": MINUTE, "SECOND": SECOND,
@@ -30,12 +31,13 @@ _RANGE_FIELDS = ("DAY", "HOUR", "MINUTE", "SECOND")
 class IntervalError(ValueError):
     """An INTERVAL that is not a fixed length of time, or not a well-formed one.
 
-    `fixed_length` is False for months and years (a semantic problem), True for malformed text.
+    `semantic` is True for months and years, and for lengths too long to mean anything, False
+    for malformed text.
     """
 
-    def __init__(self, message: str, *, fixed_length: bool = True) -> None:
+    def __init__(self, message: str, *, semantic: bool = False) -> None:
         super().__init__(message)
-        self.fixed_length = fixed_length
+        self.semantic = semantic
 
 
 def unit_micros(word: str) -> int:
@@ -46,7 +48,7 @@ def unit_micros(word: str) -> int:
     if name in _NOT_FIXED:
         raise IntervalError(
             f"INTERVAL in {name.lower()}s is not a fixed length of time (use days, hours, minutes ...)",
-            fixed_length=False)
+            semantic=True)
     if name not in _UNIT:
         raise IntervalError(f"unknown INTERVAL unit {word}")
     return _UNIT[name]
@@ -60,6 +62,8 @@ def unquote(value: str) -> str:
 
 
 def _scaled(value: str, micros: int) -> int:
+    if limits.too_many_digits(value):  # before Decimal builds a number with a billion digits
+        raise IntervalError(limits.too_long(f"INTERVAL {limits.literal_text(value)}"), semantic=True)
     try:
         exact = Decimal(value) * micros
     except InvalidOperation:

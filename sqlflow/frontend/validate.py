@@ -15,11 +15,14 @@ add a trigger that fires on its own, e.g. TRIGGER REPEAT(PERIOD 1m)
 """
 from __future__ import annotations
 
+import math
+import sys
+
 from sqlglot import exp
 
 from .. import ast
 from ..errors import SqlflowSemanticError
-from . import printer, sqlexpr
+from . import limits, printer, sqlexpr
 from .statement import Statement, watermarks_feeding
 
 #: columns a windowed SELECT may name without grouping them: they describe the pane (semantics 4)
@@ -59,10 +62,17 @@ class _Checker:
     def positive(self, d: ast.Duration, what: str, clause: str) -> None:
         if d.micros <= 0:
             self.fail(f"{what} must be positive, got {printer.duration(d)}", d.pos, clause)
+        self.not_too_long(d, what, clause)
 
     def not_negative(self, d: ast.Duration, what: str, clause: str) -> None:
         if d.micros < 0:
             self.fail(f"{what} cannot be negative, got {printer.duration(d)}", d.pos, clause)
+        self.not_too_long(d, what, clause)
+
+    def not_too_long(self, d: ast.Duration, what: str, clause: str) -> None:
+        """Every duration: event times plus durations must stay within int64 microseconds."""
+        if abs(d.micros) > limits.MAX_DURATION:
+            self.fail(limits.too_long(f"{what} {printer.duration(d)}"), d.pos, clause)
 
     def offset(self, offset: ast.Duration, bound: ast.Duration, bound_name: str) -> None:
         self.not_negative(offset, "OFFSET", "WINDOW")
@@ -104,6 +114,22 @@ class _Checker:
                 self.positive(fn.gap, "GAP", "WINDOW")
             else:
                 self.gap_expression(fn.gap)
+        elif isinstance(fn, ast.CustomWindow):
+            self.custom_arguments(fn)
+
+    def custom_arguments(self, fn: ast.CustomWindow) -> None:
+        """Literal arguments the engine and Spark can hold: int64, finite floats, durations."""
+        for i, arg in enumerate(fn.args, 1):
+            what = f"argument {i} of {fn.name}"
+            if isinstance(arg, ast.Duration) and abs(arg.micros) > limits.MAX_DURATION:
+                self.fail(limits.too_long(f"{what}, {printer.duration(arg)},"), arg.pos, "WINDOW")
+            elif isinstance(arg, int) and not isinstance(arg, bool) \
+                    and not limits.MIN_INT64 <= arg <= limits.MAX_INT64:
+                self.fail(f"{what} is too large: a whole number is at most {limits.MAX_INT64} in "
+                          f"magnitude, got {arg}", fn.pos, "WINDOW")
+            elif isinstance(arg, float) and not math.isfinite(arg):
+                self.fail(f"{what} is too large: a number is at most {sys.float_info.max!r}", fn.pos,
+                          "WINDOW")
 
     def trigger(self, t: ast.Trigger) -> None:
         if isinstance(t, ast.Period):
@@ -112,6 +138,8 @@ class _Checker:
             self.positive(t.delay, "DELAY", "TRIGGER")
         elif isinstance(t, ast.Count) and t.n < 1:
             self.fail(f"COUNT must be at least 1, got {t.n}", t.pos, "TRIGGER")
+        elif isinstance(t, ast.Count) and t.n > limits.MAX_INT64:
+            self.fail(limits.count_too_large(str(t.n)), t.pos, "TRIGGER")
         elif isinstance(t, ast.WatermarkPercentile):
             if not 0 < t.percentile <= 100:
                 self.fail(f"WATERMARK PERCENTILE must be in (0, 100], got {printer.number(t.percentile)}",
