@@ -144,7 +144,14 @@ class Watermark:
 
 @dataclass(frozen=True)
 class Period:
-    """Fires at the first processing-time boundary (multiples of `period`) after the first element it sees."""
+    """Fires once, at the first processing-time boundary k * `period` (aligned to the epoch) at or
+    after the arrival of the first element it sees since it started (the paper's AtPeriod).
+
+    An element arriving exactly on a boundary fires at that boundary, in that pane; one arriving
+    just after waits for the next. In REPEAT(PERIOD d) the next firing is armed by the next
+    element after a firing, so an idle window emits nothing. Bounded data without ARRIVAL has no
+    processing time: there it never fires.
+    """
 
     period: Duration
     pos: Position | None = _pos()
@@ -168,7 +175,16 @@ class Count:
 
 @dataclass(frozen=True)
 class WatermarkPercentile:
-    """Fires when the `percentile` watermark reaches the window's end (100 is the plain watermark)."""
+    """Fires once when the window is `percentile`% complete: the paper's percentile watermark
+    trigger (section 3.3), which counts a window complete once a fraction p of its input has
+    arrived instead of all of it.
+
+    `percentile` is p in (0, 100]: the trigger fires at the first evaluation where at least
+    ceil(p/100 * N) of the window's N elements have arrived, N counting every row assigned to the
+    window (for sessions, to its final session) over the whole recorded input, late rows included
+    (docs/semantics.md 3.4). 100 is the watermark itself (runs as `Watermark`). Below 100 it needs
+    recorded data: on a live stream N is unknown.
+    """
 
     percentile: float
     pos: Position | None = _pos()
