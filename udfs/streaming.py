@@ -45,6 +45,7 @@ from sqlflow.engine.panes import RETRACTION_COLUMN
 from sqlflow.engine.plan import EnginePlan
 from sqlflow.engine.runner import Engine
 from sqlflow.time import NEG_INF, POS_INF
+from sqlflow.udfs.bucket import restore_nulls
 
 #: columns added by the driver to the operator's input
 BUCKET = "__sqlflow_bucket"
@@ -97,6 +98,7 @@ class StreamSpec:
     input_columns: tuple[str, ...]  # engine input columns, in order
     frame_columns: tuple[str, ...] = ()  # the operator's input columns, in order
     integral_columns: tuple[str, ...] = ()  # Spark integral types: arrive as float64 when NULLs occur
+    masked_columns: tuple[str, ...] = ()  # BIGINTs shipped as value + NULL mask (udfs.bucket.restore_nulls)
     shift: int = 0  # engine time = watermark-column time - shift (us)
     keep_dropped: bool = False  # emit dropped rows (KIND == DROPPED) as a side output
 
@@ -179,7 +181,7 @@ class BucketStep:
     # ------------------------------------------------------------------ frames
 
     def _coerce(self, rows: pd.DataFrame) -> pd.DataFrame:
-        rows = rows.reset_index(drop=True)
+        rows = restore_nulls(rows.reset_index(drop=True), self.spec.masked_columns)
         for c in self.spec.integral_columns:
             if c in rows and rows[c].dtype.kind == "f":
                 rows[c] = rows[c].astype("Int64")

@@ -326,6 +326,8 @@ def _stateful(spark: "SparkSession", data: "DataFrame", plan: EnginePlan, *, del
 
     from sqlflow.udfs import streaming as op
 
+    from .engine_path import exact_bigint_columns, exact_bigints
+
     plain, data = data, _observe_input(data, metrics_name, null_event_time=False)
     input_columns = tuple(data.columns)
     n_buckets = buckets or BUCKETS_PER_PARTITION * int(spark.conf.get("spark.sql.shuffle.partitions"))
@@ -340,6 +342,11 @@ def _stateful(spark: "SparkSession", data: "DataFrame", plan: EnginePlan, *, del
     rows = (data.withColumn(op.BUCKET, bucket.cast("int"))
             .withColumn(op.KIND, F.lit(op.DATA).cast("int"))
             .withColumn(op.WM_COLUMN, F.timestamp_micros(F.col(EVENT_TIME) + F.lit(time_shift + shift))))
+    # BIGINT keys and arguments as value + NULL mask: pandas would see them as float64 (engine_path)
+    masked = exact_bigints(list(dict.fromkeys([*plan.keys, *(a.column for a in plan.aggregates if a.column)])),
+                           {f.name: f.dataType for f in data.schema.fields})
+    if masked:
+        rows = rows.select(*exact_bigint_columns(rows.columns, masked))
     columns = rows.columns
     parts = [rows]
     if heartbeat is None:
@@ -365,6 +372,7 @@ def _stateful(spark: "SparkSession", data: "DataFrame", plan: EnginePlan, *, del
     spec = op.StreamSpec(
         plan=plan, input_columns=input_columns, frame_columns=tuple(columns),
         integral_columns=tuple(f.name for f in data.schema.fields if _integral(f.dataType)),
+        masked_columns=masked,
         shift=time_shift, keep_dropped=keep_dropped)
     out_schema = _operator_schema(spec, data.schema, schema)
     group_cols = list(plan.keys) if by_key else [op.BUCKET]

@@ -1,0 +1,46 @@
+"""Review regressions of the streaming path (sqlflow.sql over a stream, stateful operator)."""
+import json
+import os
+import time
+
+import pytest
+
+import sqlflow
+from sqlflow.spark import streaming as S
+
+BIG = 2**53  # the first integer float64 cannot tell from its successor
+
+
+@pytest.fixture
+def stateful_conf(spark, tmp_path):
+    keys = {S.CONF_OPERATOR: "stateful", S.CONF_BUCKETS: "1", S.CONF_FINISH_DIR: str(tmp_path / "finish")}
+    for k, v in keys.items():
+        spark.conf.set(k, v)
+    yield
+    for k in keys:
+        spark.conf.unset(k)
+
+
+def write_json_batches(directory, batches):
+    directory.mkdir(parents=True)
+    t = int(time.time()) - 1000
+    for i, rows in enumerate(batches):
+        path = directory / f"part-{i}.json"
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        os.utime(path, (t + i, t + i))
+
+
+def test_bigint_keys_beyond_2_53_stay_apart_next_to_a_null_key(spark, tmp_path, stateful_conf):
+    write_json_batches(tmp_path / "in", [[
+        {"k": BIG, "v": BIG + 1, "ts": "2024-01-01T00:00:10Z"},
+        {"k": BIG + 1, "v": BIG + 3, "ts": "2024-01-01T00:00:20Z"},
+        {"k": None, "v": None, "ts": "2024-01-01T00:00:30Z"}]])
+    spark.readStream.schema("k BIGINT, v BIGINT, ts TIMESTAMP").json(str(tmp_path / "in")) \
+        .createOrReplaceTempView("review_big_stream")
+    df = sqlflow.sql(spark, "SELECT k, MAX(v) AS m FROM review_big_stream WATERMARK ts DELAY OF INTERVAL 1 SECOND "
+                            "GROUP BY k WINDOW FIXED(SIZE 1m)")
+    assert [s.operator for s in S.pane_streams(df)] == ["stateful"]
+    S.start(df, format="memory", query_name="review_big_stream_out", available_now=True, finish=True)
+    got = sorted((tuple(r) for r in spark.table("review_big_stream_out").select("k", "m").collect()),
+                 key=lambda r: (r[0] is not None, r))
+    assert got == [(None, None), (BIG, BIG + 1), (BIG + 1, BIG + 3)]
