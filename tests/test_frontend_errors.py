@@ -11,7 +11,7 @@ import pytest
 
 from sqlflow import ast
 from sqlflow.errors import SqlflowError, SqlflowSemanticError, SqlflowSyntaxError
-from sqlflow.frontend import parse, parse_script, validate
+from sqlflow.frontend import parse, parse_script, to_sql, validate
 
 G = "SELECT k, count(*) FROM t GROUP BY k "
 
@@ -785,3 +785,50 @@ def test_order_by_limit_of_an_inner_query_or_another_select_is_not_ours():
     parse("SELECT k, count(*) FROM (SELECT * FROM u ORDER BY x LIMIT 1) GROUP BY k WINDOW GLOBAL ON ts")
     parse("(SELECT k, count(*) FROM t GROUP BY k ORDER BY k LIMIT 1) UNION ALL " + G + "WINDOW GLOBAL ON ts")
     parse(G + "WINDOW GLOBAL ON ts ORDER BY k LIMIT 1 OFFSET 1")
+
+
+# --------------------------------------------------------------------------- nesting and size: located errors, never a RecursionError
+
+
+def test_long_arithmetic_chains_are_not_nesting():
+    # sqlglot reads and prints `x + x + ...` without recursion; validation walked it recursively
+    statement = parse("SELECT k, count(*), " + " + ".join(["x"] * 3000) + " AS s FROM t GROUP BY k, x WINDOW GLOBAL ON ts")
+    assert len(to_sql(statement)) > 3000 * 4
+    e = error("SELECT k, count(*), " + " + ".join(["y"] * 3000) + " AS s FROM t GROUP BY k, x WINDOW GLOBAL ON ts")
+    assert (e.clause, e.message, e.column) == ("SELECT", "y is neither in GROUP BY nor inside an aggregate", 21)
+
+
+def test_sql_nested_too_deeply_to_print():
+    # 60 nested subqueries parse, but printing them (to_sql, transpile) overflowed Python's stack
+    sql = "SELECT * FROM " + "(SELECT * FROM " * 60 + "(" + G + "WINDOW GLOBAL ON ts" + ")" * 61
+    e = error(sql)
+    assert (type(e), e.clause, e.line, e.message) == (SqlflowSyntaxError, "SQL", 1, "the SQL is nested more than 128 levels deep")
+    assert e.column > 400 and sql[e.column - 1:].startswith("* FROM (SELECT")  # the first SELECT too deep
+    parse("SELECT * FROM " + "(SELECT * FROM " * 30 + "(" + G + "WINDOW GLOBAL ON ts" + ")" * 31)
+
+
+def test_sql_nested_too_deeply_to_read_points_at_the_deepest_parenthesis():
+    e = error("SELECT k, count(*) FROM t WHERE " + "(" * 300 + "x" + ")" * 300 + " GROUP BY k WINDOW GLOBAL ON ts")
+    assert (type(e), e.clause, e.message, e.column) == (SqlflowSyntaxError, "SQL", "the SQL is nested too deeply to read", 33 + 299)
+
+
+def test_chained_ctes_feeding_a_window():
+    # the event time is found through every CTE, without recursion
+    chain = ", ".join(f"c{i} AS (SELECT * FROM c{i - 1})" for i in range(1, 1500))
+    statement = parse(f"WITH c0 AS (SELECT * FROM t WATERMARK ts DELAY OF 1m), {chain} "
+                      "SELECT k, count(*) FROM c1499 GROUP BY k WINDOW GLOBAL")
+    assert len(statement.windowed_selects()) == 1
+
+
+def test_name_with_too_many_parts():
+    e = error(G + "WINDOW GLOBAL ON " + ".".join(["a"] * 65))
+    assert (type(e), e.clause, e.column, e.message) == (SqlflowSyntaxError, "WINDOW", 55, "a name has at most 64 parts, this one has 65")
+    e = error("SELECT k, count(*) FROM t WATERMARK " + ".".join(["a"] * 100) + " DELAY OF 1m GROUP BY k WINDOW GLOBAL")
+    assert (e.clause, e.column, e.message) == ("WATERMARK", 37, "a name has at most 64 parts, this one has 100")
+
+
+def test_sqlglot_does_not_log_our_markers(caplog):
+    # sqlglot warned "'... __sqlflow_windowing_0' contains unsupported syntax" on stderr
+    e = error("CREATE VIEW TEMPORARY v AS " + G + "WINDOW GLOBAL ON ts")
+    assert e.message == "WINDOW can only end a SELECT (after FROM, WHERE, GROUP BY and HAVING)"
+    assert not [r for r in caplog.records if "__sqlflow" in r.getMessage()]

@@ -320,9 +320,16 @@ class _ToAst(Transformer_NonRecursive):
         return ast.Timeline(children[0], pos=self._pos(meta))
 
     def column(self, meta, names):
-        return qualified_name(names)
+        return self._name(meta, names)
 
     def table(self, meta, names):
+        return self._name(meta, names)
+
+    def _name(self, meta, names) -> str:
+        if len(names) > MAX_NESTING:  # the Spark layer reads it into a recursive tree
+            raise self.source.error(SqlflowSyntaxError, f"a name has at most {MAX_NESTING} parts, "
+                                    f"this one has {len(names)}", self.base + meta.start_pos,
+                                    clause=self._clause_at(meta))
         return qualified_name(names)
 
     # ---------------------------------------------------------------- durations, SQL

@@ -60,6 +60,11 @@ class SqlflowSpark(Spark):
             _window_calls_are_functions(raw_tokens)
             return super().parse_into(expression_types, raw_tokens, sql)
 
+        def _warn_unsupported(self) -> None:
+            """sqlglot logs a warning quoting the statement, our markers included, when it falls
+            back to an opaque Command: a statement of ours then fails with a located error (its
+            clauses are in no SELECT), and a plain one goes to Spark, which judges it."""
+
         def raise_error(self, message, token=None):
             token = token or self._curr or self._prev
             try:

@@ -115,7 +115,14 @@ def watermarks_feeding(select: exp.Select) -> list[tuple[exp.Expr, ast.SourceWat
     seen: set[int] = set()
 
     def visit(node: exp.Expr, direct: bool) -> None:
-        for child in node.walk():
+        # depth first into each CTE where it is referenced, without recursion (CTEs may chain)
+        walks = [(node.walk(), direct)]
+        while walks:
+            walk, direct = walks[-1]
+            child = next(walk, None)
+            if child is None:
+                walks.pop()
+                continue
             if id(child) in seen:
                 continue
             seen.add(id(child))
@@ -128,7 +135,7 @@ def watermarks_feeding(select: exp.Select) -> list[tuple[exp.Expr, ast.SourceWat
                 cte = ctes[child.name.lower()]
                 if id(cte) not in seen:
                     seen.add(id(cte))
-                    visit(cte.this, False)
+                    walks.append((cte.this.walk(), False))
 
     for arg in ("from_", "joins"):
         value = select.args.get(arg)
@@ -195,14 +202,15 @@ def _build_tree(source: Source, start: int, end: int, spans: list[Span]):
     except ParseError as error:
         raise _sql_error(source, offsets, spans, error) from None
     except RecursionError:
-        raise source.error(SqlflowSyntaxError, "the SQL is nested too deeply to read", start,
-                           clause="SQL") from None
+        raise source.error(SqlflowSyntaxError, "the SQL is nested too deeply to read",
+                           _deepest_parenthesis(source, start, end), clause="SQL") from None
     except SqlglotError as error:
         raise source.error(SqlflowSyntaxError, f"cannot read this SQL: {str(error).splitlines()[0]}",
                            start, clause="SQL") from None
     if len(trees) != 1:
         raise source.error(SqlflowSyntaxError, "expected one SQL statement", start, clause="SQL")
     tree = trees[0]
+    _check_depth(source, offsets, tree)
     found = {TAIL: set(), SOURCE: set()}
     for node in list(tree.walk()):
         number = node.meta.pop(MARKER_KEY, None) if node._meta else None
@@ -232,6 +240,40 @@ CLAUSE_ORDER = ("WINDOW, TRIGGER, ALLOWED LATENESS and EMIT go, in this order, a
 def _tail_name(source: Source, span: Span) -> str:
     word = source.text[span.start:span.end].split(None, 1)[0].upper()
     return "ALLOWED LATENESS" if word == "ALLOWED" else word
+
+
+def _deepest_parenthesis(source: Source, start: int, end: int) -> int:
+    """Where the nesting is deepest, if parentheses tell (else the statement's start)."""
+    depth, deepest, at = 0, 0, start
+    for tok in scan(source.text, start, end):
+        if tok.kind == "punct" and tok.text in "()":
+            depth += 1 if tok.text == "(" else -1
+            if depth > deepest:
+                deepest, at = depth, tok.start
+    return at if deepest >= 8 else start
+
+
+#: deepest nesting of the SQL around our clauses: sqlglot prints (and the Spark layer rewrites) a
+#: tree recursively, a few frames per level, so deeper trees would exhaust Python's stack later
+MAX_SQL_DEPTH = 128
+
+
+def _check_depth(source: Source, offsets: "Offsets", tree: exp.Expr) -> None:
+    """A located error for a tree too deep to print. Chains sqlglot prints without recursion
+    (`a + b + ...`, `x AND y AND ...`, `q1 UNION q2 UNION ...`) count as one level."""
+    stack = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_SQL_DEPTH:
+            starts = [n.meta["start"] for n in node.walk() if n._meta and "start" in n.meta]
+            offset = offsets.original(min(starts)) if starts else offsets.start
+            raise source.error(SqlflowSyntaxError, f"the SQL is nested more than {MAX_SQL_DEPTH} levels deep",
+                               offset, clause="SQL")
+        for child in reversed(list(node.iter_expressions())):  # the first too deep in text order
+            flat = type(child) is type(node) and (
+                isinstance(node, exp.Binary) and not isinstance(node, exp.Dot)
+                or isinstance(node, exp.SetOperation) and child is node.this)
+            stack.append((child, depth if flat else depth + 1))
 
 
 def _misplaced(source: Source, span: Span) -> SqlflowSyntaxError:

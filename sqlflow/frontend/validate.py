@@ -401,19 +401,19 @@ def _same_column(a: exp.Column, b: exp.Expr) -> bool:
 
 
 def _ungrouped(node: exp.Expr, keys: list[exp.Expr]):
-    """Columns (and *) of a SELECT item that are neither grouped nor inside an aggregate."""
-    if any(node == key or (isinstance(node, exp.Column) and _same_column(node, key)) for key in keys):
-        return
-    if _is_aggregate(node) or isinstance(node, (exp.Window, exp.Subquery, exp.Query, exp.Lambda, exp.Exists)):
-        return
-    if isinstance(node, exp.Star):
-        yield node
-        return
-    if isinstance(node, exp.Column):
-        if isinstance(node.this, exp.Star):
+    """Columns (and *) of a SELECT item that are neither grouped nor inside an aggregate
+    (in text order; iterative, as `a + b + ...` can be thousands of levels deep)."""
+    stack = [node]
+    while stack:
+        node = stack.pop()
+        if any(node == key or (isinstance(node, exp.Column) and _same_column(node, key)) for key in keys):
+            continue
+        if _is_aggregate(node) or isinstance(node, (exp.Window, exp.Subquery, exp.Query, exp.Lambda, exp.Exists)):
+            continue
+        if isinstance(node, exp.Star):
             yield node
-        elif node.table or node.name.lower() not in PANE_COLUMNS:
-            yield node
-        return
-    for child in node.iter_expressions():
-        yield from _ungrouped(child, keys)
+        elif isinstance(node, exp.Column):
+            if isinstance(node.this, exp.Star) or node.table or node.name.lower() not in PANE_COLUMNS:
+                yield node
+        else:
+            stack.extend(reversed(list(node.iter_expressions())))
