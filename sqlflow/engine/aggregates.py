@@ -151,6 +151,21 @@ class Aggregate:
         cnt = (~null).astype(np.float64)
         return {"n": cnt, "mean": np.where(null, 0.0, v), "m2": np.zeros(n)}
 
+    # ------------------------------------------------------------------ concat
+
+    def concat(self, parts: list[dict]) -> dict:
+        """Accumulator tables of several batches as one (for `merge`).
+
+        The value field of sum, avg, min and max takes its type from the batch's column, and
+        pandas infers that per batch: a column with no value in a batch is of no particular type,
+        an integer column with NULLs may come as float. Rows that hold no value (cnt == 0) carry
+        no type, so they become the identity of the type the other rows agree on; rows with
+        values of different types meet in their common type (object when one is object)."""
+        field = _VALUE_FIELD.get(self.kind)
+        if field is not None and len({p[field].dtype for p in parts}) > 1:
+            parts = _unify(parts, field, self.kind)
+        return {f: np.concatenate([p[f] for p in parts]) for f in parts[0]}
+
     # ------------------------------------------------------------------ merge
 
     def merge(self, acc: dict, group, n_groups: int) -> dict:
@@ -282,6 +297,32 @@ class Aggregate:
 
 # ---------------------------------------------------------------------- helpers
 
+#: the field whose type follows the input column, per kind
+_VALUE_FIELD = {"sum": "s", "avg": "s", "min": "v", "max": "v"}
+
+
+def _unify(parts: list[dict], field: str, kind: str) -> list[dict]:
+    """`parts` with `field` of one type (see Aggregate.concat)."""
+    typed = {p[field].dtype for p in parts if p["cnt"].any()} or {p[field].dtype for p in parts}
+    if len(typed) == 1:
+        target = typed.pop()
+    elif any(d == object for d in typed) or len({d.kind == "M" for d in typed}) > 1:
+        target = np.dtype(object)
+    else:
+        target = np.result_type(*typed)
+    identity = 0 if kind in ("sum", "avg") else _minmax_identity(target, kind)
+    out = []
+    for p in parts:
+        v = p[field]
+        if v.dtype != target:
+            has = p["cnt"] > 0
+            w = np.full(len(v), identity, dtype=target)
+            w[has] = v[has].astype(target)
+            p = {**p, field: w}
+        out.append(p)
+    return out
+
+
 
 def _clip(a: np.ndarray) -> np.ndarray:
     # keep negation of I64_MIN from overflowing in lexsort keys
@@ -316,21 +357,36 @@ def _sorted_list(s) -> list:
 
 
 def _sum_values(x: pd.Series, null: np.ndarray, as_float: bool) -> np.ndarray:
+    """The per-row sum field: Decimal objects for decimals, int64 for integers (Spark's bigint, NULLs
+    or not, however pandas holds them), float64 otherwise. A column with no value holds no type:
+    its rows are int64 zeros, the identity that merges with any of the three."""
+    n = len(x)
+    if null.all():
+        return np.zeros(n, np.int64)
     dtype = x.dtype
-    if isinstance(dtype, pd.ArrowDtype):
-        x = x.astype(object)
-        dtype = x.dtype
-    if dtype == object:
+    kind = dtype.kind
+    if kind == "O":  # Python objects (or an Arrow type numpy has no kind for, such as decimal)
         vals = x.to_numpy(dtype=object)
-        if any(isinstance(v, decimal.Decimal) for v in vals if v is not None):
-            zero = decimal.Decimal(0)
-            return np.array([zero if n else v for v, n in zip(vals, null)], dtype=object)
-        x = pd.to_numeric(x, errors="raise")
-        dtype = x.dtype
-    if as_float or dtype.kind == "f" or str(dtype) in ("Float64", "Float32"):
-        return x.to_numpy(dtype=np.float64, na_value=0.0) if null.any() else x.to_numpy(dtype=np.float64)
-    if dtype.kind in "iub" or str(dtype) in ("Int64", "Int32", "Int16", "Int8", "boolean"):
+        present = vals[~null]
+        inferred = pd.api.types.infer_dtype(present, skipna=False)
+        if inferred == "decimal":
+            return np.where(null, decimal.Decimal(0), vals)
+        if inferred in ("integer", "boolean"):
+            out = np.zeros(n, np.int64)
+            out[~null] = present.astype(np.int64)
+            return out.astype(np.float64) if as_float else out
+        numbers = pd.to_numeric(pd.Series(present), errors="raise").to_numpy()
+        if numbers.dtype == object:
+            raise SqlflowUnsupportedError(f"cannot sum values of type {inferred}", clause="SELECT")
+        out = np.zeros(n, numbers.dtype)
+        out[~null] = numbers
+        return out.astype(np.float64) if (as_float or kind == "f") else out
+    if as_float or kind == "f":
+        return x.to_numpy(dtype=np.float64, na_value=0.0)
+    if kind in "iu":
         return x.to_numpy(dtype=np.int64, na_value=0)
+    if kind == "b":
+        return x.to_numpy(dtype=bool, na_value=False).astype(np.int64)
     raise SqlflowUnsupportedError(f"cannot sum values of type {dtype}", clause="SELECT")
 
 

@@ -122,10 +122,6 @@ def _take(acc: dict, idx: np.ndarray) -> dict:
     return {f: a[idx] for f, a in acc.items()}
 
 
-def _concat(parts: list[dict]) -> dict:
-    return {f: np.concatenate([p[f] for p in parts]) for f in parts[0]}
-
-
 def lineage_totals(agg, chunk: dict, gen: np.ndarray, indptr: np.ndarray, indices: np.ndarray) -> dict:
     """total(P) = chunk(P) merged with total(Q) for each Q in P's lineage, generation by generation."""
     total = {f: a.copy() for f, a in chunk.items()}
@@ -141,7 +137,7 @@ def lineage_totals(agg, chunk: dict, gen: np.ndarray, indptr: np.ndarray, indice
         starts = np.repeat(indptr[panes], cnt)
         within = np.arange(len(par_group)) - np.repeat(np.r_[0, np.cumsum(cnt)[:-1]], cnt)
         par_idx = indices[starts + within]
-        merged = agg.merge(_concat([_take(chunk, panes), _take(total, par_idx)]),
+        merged = agg.merge(agg.concat([_take(chunk, panes), _take(total, par_idx)]),
                            np.r_[np.arange(len(panes)), par_group], len(panes))
         for f in total:
             total[f][panes] = merged[f]
@@ -164,13 +160,13 @@ def pane_accumulators(plan, inputs: list[dict], first_pane: np.ndarray, panes: d
         acc = {f: a[emitted] for f, a in inputs[i].items()}
         chunk = agg.merge(acc, grouping, n_panes)
         if fixed:
+            # stored totals replace those panes' rows; they may come from batches whose value
+            # column had another type (or none: all NULL), so they are concatenated, not assigned
             ids = np.fromiter(fixed.keys(), np.int64, len(fixed))
-            for f in chunk:
-                vals = [fixed[pid][i][f][0] for pid in ids.tolist()]
-                if chunk[f].dtype == object:
-                    chunk[f][ids] = np.array(vals + [None], dtype=object)[:-1]
-                else:
-                    chunk[f][ids] = vals
+            both = agg.concat([chunk] + [fixed[pid][i] for pid in ids.tolist()])
+            take = np.arange(n_panes)
+            take[ids] = n_panes + np.arange(len(ids))
+            chunk = _take(both, take)
         if plan.mode.accumulating:
             chunk = lineage_totals(agg, chunk, panes["gen"], panes["indptr"], panes["indices"])
         out.append(chunk)

@@ -247,8 +247,7 @@ class Engine:
         inputs = self._accumulators(inp, inp.at)
         for i, agg in enumerate(self.plan.aggregates):
             if pseudo_acc[i]:
-                stored = {f: np.concatenate([np.asarray(a[f]) for a in pseudo_acc[i]]) for f in inputs[i]}
-                inputs[i] = {f: np.concatenate([inputs[i][f], stored[f]]) for f in inputs[i]}
+                inputs[i] = agg.concat([inputs[i], *pseudo_acc[i]])
         accs = pane_accumulators(self.plan, inputs, first_pane, panes, fixed)
         hidden_mask = np.zeros(len(panes["key"]), bool)
         hidden_mask[hidden] = True
@@ -345,10 +344,12 @@ class Engine:
                       np.asarray(a_start, np.int64), np.asarray(a_end, np.int64))
 
     def _when(self, inp: _Input, sub: np.ndarray) -> np.ndarray:
+        """WHEN predicate i of each assignment in `sub`: a NULL predicate is false (as in WHERE)."""
         when = np.zeros((len(inp.a_row), self.plan.n_when), dtype=bool)
         for i in range(self.plan.n_when):
-            col = inp.rows[when_column(i)].to_numpy(dtype=object)[inp.a_row[sub]]
-            when[sub, i] = [bool(v) if v is not None and v == v else False for v in col]
+            col = inp.rows[when_column(i)]
+            truth = col.where(col.notna(), False).astype(bool).to_numpy()
+            when[sub, i] = truth[inp.a_row[sub]]
         return when
 
     def _accumulators(self, inp: _Input, order_seq: np.ndarray) -> list[dict]:
@@ -394,16 +395,20 @@ class Engine:
 
 
 def _emission_order(panes: pd.DataFrame, keys) -> pd.DataFrame:
-    """Panes of one instant in the documented order: retractions first, then by window and key."""
+    """Panes of one instant in the documented order: retractions first, then by window and key,
+    NULL keys last (as key ids number them: `_factorize_keys`)."""
     if len(panes) < 2:
         return panes
     new_value = ~panes[RETRACTION_COLUMN] if RETRACTION_COLUMN in panes else pd.Series(True, index=panes.index)
-    order = panes.assign(__new=new_value)
+    # GLOBAL windows output NULL bounds: they are [-inf, +inf)
+    order = panes.assign(__new=new_value, __start=panes["window_start"].fillna(NEG_INF),
+                         __end=panes["window_end"].fillna(POS_INF))
+    by = ["__new", "__start", "__end"]
     try:
-        order = order.sort_values(["__new", "window_start", "window_end", *keys], kind="stable", na_position="first")
+        order = order.sort_values([*by, *keys], kind="stable", na_position="last")
     except TypeError:  # unorderable key values: window order only
-        order = order.sort_values(["__new", "window_start", "window_end"], kind="stable", na_position="first")
-    return order.drop(columns="__new").reset_index(drop=True)
+        order = order.sort_values(by, kind="stable")
+    return order.drop(columns=["__new", "__start", "__end"]).reset_index(drop=True)
 
 
 def _drops(rows, reason, start=None, end=None) -> pd.DataFrame:
@@ -433,10 +438,19 @@ def _factorize_keys(rows: pd.DataFrame, keys: list[str]):
 
 
 def _key_tuples(rows: pd.DataFrame, keys: list[str]) -> list[tuple]:
+    """The key of each row as a tuple, every NULL (None, NaN, pd.NA, NaT) as None, so that a key
+    hashes and compares the same whichever batch, and whichever pandas dtype, it came in."""
     if not keys:
         return [()] * len(rows)
-    cols = [rows[k].to_numpy(dtype=object) for k in keys]
-    return [tuple(None if (v is None or (isinstance(v, float) and v != v)) else v for v in t) for t in zip(*cols)]
+    cols = []
+    for k in keys:
+        col = rows[k].to_numpy(dtype=object)
+        null = pd.isna(rows[k]).to_numpy()
+        if null.any():
+            col = col.copy()
+            col[null] = None
+        cols.append(col)
+    return list(zip(*cols))
 
 
 def _sortable(key: tuple):

@@ -44,10 +44,6 @@ def _take(acc: dict, idx) -> dict:
     return {f: a[idx] for f, a in acc.items()}
 
 
-def _concat(parts: list[dict]) -> dict:
-    return {f: np.concatenate([p[f] for p in parts]) for f in parts[0]}
-
-
 class WatermarkStep:
     """One micro-batch of REPEAT(WATERMARK) over non-merging windows, vectorised.
 
@@ -94,8 +90,10 @@ class WatermarkStep:
         # one key numbering for stored windows and new rows
         n_stored = len(st["start"])
         if self.keys:
-            both = pd.concat([st["keys"].reset_index(drop=True), inp.key_frame[self.keys].reset_index(drop=True)],
-                             ignore_index=True)
+            stored_keys, new_keys = st["keys"].reset_index(drop=True), inp.key_frame[self.keys].reset_index(drop=True)
+            if not stored_keys.dtypes.equals(new_keys.dtypes):  # batches typed apart (NULLs only, ...)
+                stored_keys, new_keys = stored_keys.astype(object), new_keys.astype(object)
+            both = pd.concat([stored_keys, new_keys], ignore_index=True)
             ukey = both.groupby(self.keys, dropna=False, sort=False).ngroup().to_numpy()
         else:
             ukey = np.zeros(n_stored + len(inp.key_frame), np.int64)
@@ -134,7 +132,7 @@ class WatermarkStep:
             if n_stored and s_pend.any():
                 parts.append(_take(st["pending"][i], np.flatnonzero(s_pend)))
                 groups.append(gid[:n_stored][s_pend])
-            pend.append(agg.merge(_concat(parts), np.concatenate(groups), n_w))
+            pend.append(agg.merge(agg.concat(parts), np.concatenate(groups), n_w))
 
         # arrivals (LATE panes of windows already past the watermark), then the watermark step
         late = has_new & (end <= wm_prev)
@@ -157,7 +155,7 @@ class WatermarkStep:
             if self.accumulating and had_pane[fw].any():
                 prev = np.flatnonzero(had_pane[fw])
                 total_prev = _take(st["total"][i], s_idx[fw[prev]])
-                chunk = agg.merge(_concat([chunk, total_prev]), np.r_[np.arange(len(fw)), prev], len(fw))
+                chunk = agg.merge(agg.concat([chunk, total_prev]), np.r_[np.arange(len(fw)), prev], len(fw))
             values.append(chunk)
             totals.append(chunk)
 
@@ -187,16 +185,17 @@ class WatermarkStep:
         for i in range(len(self.aggs)):
             new_state["pending"][i] = _take(pend[i], live)
             if self.accumulating:
-                kept_total = self._identity(i, len(live), pend[i])
-                prev = live[had_pane[live] & ~fired[live]]
-                where_prev = np.flatnonzero(had_pane[live] & ~fired[live])
-                for f in kept_total:
-                    if len(where_prev):
-                        kept_total[f][where_prev] = st["total"][i][f][s_idx[prev]]
-                    now = np.flatnonzero(fired[live])
-                    if len(now):
-                        kept_total[f][now] = totals[i][f][pos_in_fired[live[now]]]
-                new_state["total"][i] = kept_total
+                # the total of each live window's last pane: this batch's if it fired, else the
+                # stored one (concatenated, not assigned: the batches' value types may differ)
+                stored_prev = had_pane[live] & ~fired[live]
+                now = fired[live]
+                parts = [self._identity(i, len(live), pend[i]),
+                         _take(st["total"][i], s_idx[live[stored_prev]]) if stored_prev.any() else None,
+                         _take(totals[i], pos_in_fired[live[now]]) if now.any() else None]
+                take = np.arange(len(live))
+                take[stored_prev] = len(live) + np.arange(int(stored_prev.sum()))
+                take[now] = len(live) + int(stored_prev.sum()) + np.arange(int(now.sum()))
+                new_state["total"][i] = _take(self.aggs[i].concat([q for q in parts if q is not None]), take)
         return result, (new_state if len(live) else {})
 
     def _frame(self, w, values, key_row, key_frame_row, both, start, end, index, timing, is_last, p,
