@@ -11,6 +11,12 @@ sqlflow: WINDOW: expected a duration (line 2, column 19)
 """
 from __future__ import annotations
 
+import re
+
+
+#: characters a terminal does not show as one column: tabs, and line breaks other than "\n"
+_ONE_COLUMN = re.compile("[\t\r\v\f\x1c-\x1e\x85\u2028\u2029]")
+
 
 class SqlflowError(Exception):
     """Base class of all sqlflow errors.
@@ -58,9 +64,11 @@ class SqlflowError(Exception):
             head += f" (line {self.line}, column {self.column})"
         parts = [head]
         if self.sql is not None and self.line is not None:
-            lines = self.sql.splitlines() or [""]
+            # lines end at "\n" only, as positions count them (and Spark does); the echoed line
+            # shows one column per character, so the caret lines up
+            lines = self.sql.split("\n")
             if 1 <= self.line <= len(lines):
-                text = lines[self.line - 1]
+                text = _ONE_COLUMN.sub(" ", lines[self.line - 1].rstrip("\r"))
                 parts.append("  " + text)
                 if self.column is not None:
                     parts.append("  " + " " * max(self.column - 1, 0) + "^")

@@ -832,3 +832,17 @@ def test_sqlglot_does_not_log_our_markers(caplog):
     e = error("CREATE VIEW TEMPORARY v AS " + G + "WINDOW GLOBAL ON ts")
     assert e.message == "WINDOW can only end a SELECT (after FROM, WHERE, GROUP BY and HAVING)"
     assert not [r for r in caplog.records if "__sqlflow" in r.getMessage()]
+
+
+def test_the_caret_lines_up_under_tabs_and_unusual_line_breaks():
+    # positions count lines at "\n" (as Spark does); the echoed line used other breaks too
+    for sep in ("\r", "\u2028", "\t"):
+        e = error("SELECT k,\tcount(*) FROM t GROUP BY k" + sep + "WINDOW FIXD(SIZE 1m) ON ts")
+        assert str(e) == message("""
+            sqlflow: WINDOW: unknown window function FIXD (line 1, column 45)
+              SELECT k, count(*) FROM t GROUP BY k WINDOW FIXD(SIZE 1m) ON ts
+                                                          ^
+            did you mean FIXED?
+        """)
+    e = error("SELECT k, count(*) FROM t GROUP BY k\r\nWINDOW FIXD(SIZE 1m) ON ts")
+    assert (e.line, e.column) == (2, 8) and str(e).splitlines()[1] == "  WINDOW FIXD(SIZE 1m) ON ts"
