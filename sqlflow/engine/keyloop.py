@@ -272,7 +272,7 @@ class KeyLoop:
                 if w.timer is not None and w.timer <= p:
                     w.timer = None
                 armed = trig.timer(w.st) if w.alive else None
-                if armed is not None and (armed <= p or self.clamp is not None):
+                if armed is not None and armed <= p:
                     self.last_timer = p
                     self._evaluate(w, p, TIMERS, wm_prev, wm_prev, wm_new)
                 elif w.alive:

@@ -28,6 +28,7 @@ from .panes import RETRACTION_COLUMN, PaneTable, pane_accumulators, pane_frame
 from .plan import ARRIVAL_TIME, EVENT_TIME, GAP, EnginePlan, when_column
 from .sessions import final_sessions
 from .state import EngineState, PaneRef, WindowState, next_timers
+from .triggers import copy_state
 from .watermarks import EMPTY_TIMELINE, Timeline
 from .windows import window_fn
 
@@ -201,7 +202,7 @@ class Engine:
             kid = key_pos[k]
             ws = []
             for s in state.get(k, ()):
-                w = Window(s.start, s.end, s.trigger)
+                w = Window(s.start, s.end, copy_state(s.trigger))  # the caller's state stays as it was
                 w.next_index, w.had_nonearly, w.closed, w.count = s.next_index, s.had_nonearly, s.closed, s.count
                 for ref in s.lineage:
                     pid = table.add(kid, ref.start, ref.end, ref.index, ref.timing, ref.is_last, p, p, ())

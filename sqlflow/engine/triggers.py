@@ -44,6 +44,18 @@ class Context:
         self.expected = expected  # elements it will eventually hold
 
 
+def copy_state(st: list) -> list:
+    """A copy of a trigger state that shares no list with it (states are nested lists of plain
+    values), so running a trigger on the copy leaves the original as it was.
+
+    >>> st = [[0, False], [None, True]]
+    >>> cp = copy_state(st); cp[0][0] = 5
+    >>> st
+    [[0, False], [None, True]]
+    """
+    return [copy_state(x) if isinstance(x, list) else x for x in st]
+
+
 def _min_timer(*timers):
     armed = [t for t in timers if t is not None]
     return min(armed) if armed else None
