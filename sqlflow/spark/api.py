@@ -70,7 +70,7 @@ def _run(spark, statement, args, path):
     from .execute import Runner
     from .params import named_parameters
 
-    args = named_parameters(statement.tree, args)
+    args = named_parameters(statement.tree, args, statement)
     runner = Runner(spark, statement, args, path=path)
     prepared = runner.prepare()
     try:
@@ -113,7 +113,7 @@ def explain(query: str, spark=None, args=None) -> str:
     statement = _statement(query)
     if statement is None or statement.is_plain:
         return "plain Spark SQL: no windowed SELECT, the statement goes to spark.sql unchanged"
-    args = named_parameters(statement.tree, args)
+    args = named_parameters(statement.tree, args, statement)
     runner = Runner(spark, statement, args, path=_path(spark, None), dry=True)
     try:
         prepared = runner.prepare()

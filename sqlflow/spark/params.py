@@ -25,12 +25,41 @@ from ..errors import SqlflowError
 PREFIX = "__sqlflow_p"
 
 
-def named_parameters(tree: exp.Expr, args):
-    """Rename the positional markers of `tree` in place and return args as a dict (or None)."""
+def clause_expressions(statement):
+    """(SQL expression, clause) of sqlflow's clauses that hold Spark SQL: WHEN predicates and
+    per-row session gaps (they are not part of the statement's SQL tree)."""
+    from .. import ast
+
+    for _, windowing in statement.windowed_selects():
+        fn = windowing.window.fn
+        if isinstance(fn, ast.Sessions) and isinstance(fn.gap, ast.SqlExpr):
+            yield fn.gap, "WINDOW"
+        for trigger in ast.walk_triggers(windowing.effective_trigger):
+            if isinstance(trigger, ast.When):
+                yield trigger.predicate, "TRIGGER"
+
+
+def check_clause_markers(statement) -> None:
+    """Positional markers (`?`) are numbered in the SQL tree, which does not hold sqlflow's
+    clauses: a `?` in a WHEN predicate or a session GAP is a located error (named ones work)."""
+    from .windowed_select import parse_column
+
+    for expr, clause in clause_expressions(statement):
+        if any(isinstance(n, exp.Placeholder) and not n.this for n in parse_column(expr.sql).walk()):
+            raise statement.source.error_at(
+                SqlflowError, f"a positional parameter (?) in {clause} is not supported", expr.pos,
+                clause=clause, hint="use named parameters there (:name, with args as a dict)")
+
+
+def named_parameters(tree: exp.Expr, args, statement=None):
+    """Rename the positional markers of `tree` in place and return args as a dict (or None).
+    With `statement`, a positional marker in one of its sqlflow clauses is refused first."""
     if args is None:
         return None
     if isinstance(args, dict):
         return dict(args)
+    if statement is not None:
+        check_clause_markers(statement)
     values = list(args)
     markers = [n for n in tree.walk() if isinstance(n, exp.Placeholder) and not n.this]
     # number the markers in tree order, then read the text order back from the printed SQL

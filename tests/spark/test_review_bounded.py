@@ -41,3 +41,25 @@ def test_dropped_rows_echo_bigint_arguments_exactly(spark, one_bucket):
                      path="engine")
     rows = sqlflow.dropped(df).select("k", "v", "reason").collect()
     assert [tuple(r) for r in rows] == [("a", BIG + 1, "null event time")]
+
+
+
+@pytest.mark.parametrize("clause, text, start", [
+    ("TRIGGER", "TRIGGER REPEAT(WHEN(v > ?))", "v > ?"),
+    ("WINDOW", "WINDOW SESSIONS(GAP make_interval(0, 0, 0, 0, 0, 0, ?)) ON ts", "make_interval"),
+])
+def test_positional_parameter_in_a_sqlflow_clause_is_a_located_error(spark, clause, text, start):
+    # a clause's expression is not in the SQL tree whose `?` markers are numbered: say so, and where
+    spark.sql("CREATE OR REPLACE TEMP VIEW review_params AS SELECT 'a' AS k, 1 AS v, "
+              "TIMESTAMP'2024-01-01 00:00:10' AS ts")
+    window = "" if text.startswith("WINDOW") else "WINDOW FIXED(SIZE 1m) ON ts "
+    query = f"SELECT k, COUNT(*) AS n FROM review_params WHERE v > ? GROUP BY k {window}{text}"
+    with pytest.raises(sqlflow.SqlflowError) as info:
+        sqlflow.sql(spark, query, args=[0, 1])
+    err = info.value
+    assert err.clause == clause
+    assert "named parameters" in str(err)
+    assert (err.line, err.column) == (1, query.rindex(start) + 1)
+    # named parameters work there
+    named = query.replace("v > ?", "v > :low", 1).replace("?", ":x")
+    assert sqlflow.sql(spark, named, args={"low": 0, "x": 1}).count() == 1
