@@ -33,6 +33,8 @@ class Timeline:
 
     times: np.ndarray  # int64, strictly increasing processing times of the steps
     values: np.ndarray  # int64, non-decreasing watermark after each step
+    #: the processing time of the last row it was made from, a step or not: where the input ends
+    end: int = NEG_INF
     # the same as Python lists: the per-key loop asks one instant at a time, and bisect on a list
     # costs a fraction of a numpy call
     _t: list = field(default=None, init=False, repr=False, compare=False)
@@ -44,17 +46,26 @@ class Timeline:
 
     @staticmethod
     def from_steps(times, values, *, what: str = "watermark timeline") -> "Timeline":
-        """Validate and normalise steps: sorted by time, equal times collapsed to the last value,
-        steps that do not raise the watermark dropped. A watermark that moves backwards is an error."""
+        """Validate and normalise rows (proc_time, watermark): sorted by time; rows with equal times
+        are one step with their largest watermark (whatever their order); rows that do not raise
+        the watermark are no step, but the last row's time is still where the timeline ends
+        (`last_time`). A watermark that moves backwards is an error.
+
+        >>> tl = Timeline.from_steps([30, 10, 10, 20], [12, 7, 5, 7])
+        >>> tl.steps(), tl.last_time
+        ([(10, 7), (30, 12)], 30)
+        >>> Timeline.from_steps([10, 20], [5, 5]).last_time
+        20
+        """
         t = np.asarray(times, dtype=_I64)
         v = np.asarray(values, dtype=_I64)
         if t.shape != v.shape:
             raise ValueError("times and values differ in length")
         if t.size == 0:
             return EMPTY_TIMELINE
-        order = np.argsort(t, kind="stable")
+        order = np.lexsort((v, t))
         t, v = t[order], v[order]
-        back = np.flatnonzero(v[1:] < v[:-1])
+        back = np.flatnonzero(v[1:] < v[:-1])  # only between different times: ties are sorted by value
         if back.size:
             i = int(back[0]) + 1
             raise SqlflowExecutionError(
@@ -62,11 +73,12 @@ class Timeline:
                 f"{_fmt(v[i - 1])} then {_fmt(v[i])}; a watermark never decreases",
                 clause="WATERMARK",
             )
-        # keep the last step of equal processing times, then only the steps that raise W
+        # keep the last (largest) step of equal processing times, then only the steps that raise W
         last_of_time = np.r_[t[1:] != t[:-1], True]
+        end = int(t[-1])
         t, v = t[last_of_time], v[last_of_time]
         rises = np.r_[v[0] > NEG_INF, v[1:] > v[:-1]]
-        return Timeline(t[rises], v[rises])
+        return Timeline(t[rises], v[rises], end)
 
     def steps(self) -> list[tuple[int, int]]:
         return list(zip(self.times.tolist(), self.values.tolist()))
@@ -112,16 +124,8 @@ class Timeline:
 
     @property
     def last_time(self) -> int:
-        return int(self.times[-1]) if len(self.times) else NEG_INF
-
-    def with_end_of_input(self, p_end: int) -> "Timeline":
-        """This timeline followed by the watermark reaching +inf at p_end."""
-        if len(self.times) and self.values[-1] == POS_INF:
-            return self
-        p_end = max(p_end, self.last_time)
-        if len(self.times) and self.times[-1] == p_end:
-            return Timeline(self.times.copy(), np.r_[self.values[:-1], POS_INF].astype(_I64))
-        return Timeline(np.r_[self.times, p_end].astype(_I64), np.r_[self.values, POS_INF].astype(_I64))
+        """The processing time of its last row (a step or not), -inf for no rows."""
+        return max(int(self.times[-1]) if len(self.times) else NEG_INF, self.end)
 
 
 EMPTY_TIMELINE = Timeline(np.empty(0, dtype=_I64), np.empty(0, dtype=_I64))
@@ -170,4 +174,5 @@ def minimum(*timelines: Timeline) -> Timeline:
         return timelines[0]
     times = np.unique(np.concatenate([t.times for t in timelines]))
     values = np.min(np.vstack([t.at_many(times) for t in timelines]), axis=0)
-    return Timeline.from_steps(times, values)
+    steps = Timeline.from_steps(times, values)
+    return Timeline(steps.times, steps.values, max(t.last_time for t in timelines))

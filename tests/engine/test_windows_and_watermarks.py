@@ -125,3 +125,31 @@ def test_watermark_reaching_infinity_expires_everything():
     plan = EnginePlan(ast.Windowing(ast.WindowClause(ast.Fixed(D(10)))), (Aggregate("sum", "v", "total"),), keys=("k",))
     panes = Engine(plan).run(rows, timeline=Timeline.from_steps([7], [POS_INF]), replay=True).panes
     assert panes[["total", "pane_timing", "is_last", "emit_time"]].values.tolist() == [[1, "ON_TIME", True, 7]]
+
+
+def test_timeline_rows_that_do_not_raise_the_watermark_still_end_the_input_there():
+    """Each timeline row is an instant: the input ends at the last row, even one that leaves W as it
+    was, so the end-of-input pane is emitted then."""
+    tl = Timeline.from_steps([10, 20], [5, 5])
+    assert tl.steps() == [(10, 5)] and tl.last_time == 20
+    assert Timeline.from_steps([10], [NEG_INF]).last_time == 10
+    rows = pd.DataFrame({"k": ["a"], "v": [1], EVENT_TIME: [7], ARRIVAL_TIME: [1]})
+    plan = EnginePlan(ast.Windowing(ast.WindowClause(ast.Fixed(D(10)))), (Aggregate("sum", "v", "total"),), keys=("k",))
+    panes = Engine(plan).run(rows, timeline=tl, replay=True).panes
+    assert panes[["total", "pane_timing", "emit_time"]].values.tolist() == [[1, "ON_TIME", 20]]
+
+
+def test_timeline_rows_at_the_same_processing_time_in_any_order():
+    """Rows with equal processing times are one step, the largest watermark, whatever their order;
+    whether the timeline moves backwards does not depend on that order either."""
+    for times, values in [([1, 1, 2], [40, 50, 50]), ([1, 1, 2], [50, 40, 50]), ([2, 1, 1], [50, 50, 40])]:
+        assert Timeline.from_steps(times, values).steps() == [(1, 50)]
+    for values in ([40, 50, 45], [50, 40, 45]):
+        with pytest.raises(SqlflowExecutionError, match="moves backwards at processing time 1970-01-01 00:00:00.000002"):
+            Timeline.from_steps([1, 1, 2], values)
+
+
+def test_minimum_ends_where_its_last_input_ends():
+    a = Timeline.from_steps([1, 9], [10, 10])
+    b = Timeline.from_steps([2], [20])
+    assert minimum(a, b).steps() == [(2, 10)] and minimum(a, b).last_time == 9
