@@ -91,6 +91,7 @@ def spark_message(error) -> str:
     text = text.split("\n", 1)[0]
     text = re.sub(r"\s*SQLSTATE: \w+.*$", "", text)
     text = re.sub(r";?\s*line \d+ pos \d+;?$", "", text)
+    text = re.sub(r"`__sqlflow_[a-z]+_[0-9a-f]+_\d+`\.", "", text)  # sqlflow's own views (panes, ...)
     return text.strip().rstrip(";").strip()
 
 

@@ -63,3 +63,15 @@ def test_positional_parameter_in_a_sqlflow_clause_is_a_located_error(spark, clau
     # named parameters work there
     named = query.replace("v > ?", "v > :low", 1).replace("?", ":x")
     assert sqlflow.sql(spark, named, args={"low": 0, "x": 1}).count() == 1
+
+
+def test_analysis_error_over_the_panes_names_no_internal_view(spark):
+    spark.sql("CREATE OR REPLACE TEMP VIEW review_names AS SELECT 'a' AS k, 1 AS v, "
+              "TIMESTAMP'2024-01-01 00:00:10' AS ts")
+    query = ("SELECT k, COUNT(*) AS n FROM review_names GROUP BY k WINDOW FIXED(SIZE 1m) ON ts "
+             "TRIGGER REPEAT(COUNT 1) ORDER BY nosuch")
+    with pytest.raises(sqlflow.SqlflowError) as info:
+        sqlflow.sql(spark, query)
+    err = info.value
+    assert "nosuch" in err.message and "__sqlflow" not in err.message
+    assert (err.line, err.column) == (1, query.index("nosuch") + 1)
