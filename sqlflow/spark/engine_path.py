@@ -53,11 +53,12 @@ def _integral(dtype) -> bool:
     return isinstance(dtype, (T.ByteType, T.ShortType, T.IntegerType, T.LongType))
 
 
-def exact_bigints(columns, schema: dict) -> tuple:
-    """The BIGINT columns among `columns` (`schema`: name -> Spark type)."""
+def exact_bigints(columns, schema) -> tuple:
+    """The nullable BIGINT columns among `columns` (`schema`: a Spark StructType)."""
     from pyspark.sql import types as T
 
-    return tuple(c for c in columns if isinstance(schema[c], T.LongType))
+    fields = {f.name: f for f in schema.fields}
+    return tuple(c for c in columns if isinstance(fields[c].dataType, T.LongType) and fields[c].nullable)
 
 
 def exact_bigint_columns(columns, masked) -> list:
@@ -91,7 +92,7 @@ def run_engine(ws, rel: InputRelation, raw, agg_types: list, *, buckets: int, ti
     from ..udfs.bucket import DROPPED, DROPPED_END, DROPPED_START, FINAL, KIND, OUTPUT_COLUMNS, PANE, REASON, BucketJob
 
     schema = {f.name: f.dataType for f in raw.schema.fields}
-    masked = exact_bigints(rel.keys + rel.args, schema)
+    masked = exact_bigints(rel.keys + rel.args, raw.schema)
     # engine input: times in microseconds; BIGINTs with a NULL mask (see exact_bigint_columns)
     columns = exact_bigint_columns(rel.keys + rel.args, masked)
     columns.append(F.unix_micros(F.col(EVENT_TIME).cast("timestamp")).alias(EVENT_TIME))

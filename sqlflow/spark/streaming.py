@@ -344,7 +344,7 @@ def _stateful(spark: "SparkSession", data: "DataFrame", plan: EnginePlan, *, del
             .withColumn(op.WM_COLUMN, F.timestamp_micros(F.col(EVENT_TIME) + F.lit(time_shift + shift))))
     # BIGINT keys and arguments as value + NULL mask: pandas would see them as float64 (engine_path)
     masked = exact_bigints(list(dict.fromkeys([*plan.keys, *(a.column for a in plan.aggregates if a.column)])),
-                           {f.name: f.dataType for f in data.schema.fields})
+                           data.schema)
     if masked:
         rows = rows.select(*exact_bigint_columns(rows.columns, masked))
     columns = rows.columns
