@@ -14,6 +14,7 @@ stream from the state the previous one left (`state.py`).
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -25,7 +26,7 @@ from ..time import NEG_INF, POS_INF
 from . import vectorised, watermark_step
 from .keyloop import CLOSED, TOO_LATE, KeyLoop, Window
 from .panes import RETRACTION_COLUMN, PaneTable, pane_accumulators, pane_frame
-from .plan import ARRIVAL_TIME, EVENT_TIME, GAP, EnginePlan, when_column
+from .plan import ARRIVAL_TIME, EVENT_TIME, GAP, EnginePlan, check_durations, when_column
 from .sessions import final_sessions
 from .state import EngineState, PaneRef, WindowState, next_timers
 from .triggers import copy_state
@@ -69,10 +70,25 @@ class _Input:
         return self.at[self.a_row]
 
 
+def _no_raw_overflow(method):
+    """An int64 overflow left anywhere (a value beyond int64 microseconds in the input, a sum of
+    integers beyond bigint) is reported as a sqlflow error, not as Python's OverflowError."""
+    @functools.wraps(method)
+    def wrapper(*args, **kwargs):
+        try:
+            return method(*args, **kwargs)
+        except OverflowError as e:
+            raise SqlflowExecutionError(
+                f"a value does not fit in 64 bits ({e}): times are int64 microseconds (about 292,000 "
+                "years either side of 1970) and integer sums are bigint") from e
+    return wrapper
+
+
 class Engine:
     """Runs one EnginePlan over batches of rows."""
 
     def __init__(self, plan: EnginePlan):
+        check_durations(plan.windowing)
         self.plan = plan
         self.trigger = plan.compiled_trigger()
         self.wfn = window_fn(plan.window, plan.custom_windows)
@@ -81,6 +97,7 @@ class Engine:
 
     # ------------------------------------------------------------------ bounded and replayed input
 
+    @_no_raw_overflow
     def run(self, rows: pd.DataFrame, *, timeline: Timeline | None = None, replay: bool = False,
             p_end: int | None = None, reference: bool = False, ordered: bool = True,
             timer_instants: np.ndarray | None = None) -> EngineResult:
@@ -153,6 +170,7 @@ class Engine:
 
     # ------------------------------------------------------------------ streaming
 
+    @_no_raw_overflow
     def advance(self, state: EngineState | None, rows: pd.DataFrame, *, p: int, wm_prev: int, wm_new: int,
                 end_of_input: bool = False, ordered: bool = True,
                 reference: bool = False) -> tuple[EngineResult, EngineState]:
@@ -327,9 +345,8 @@ class Engine:
         bad_gap = np.zeros(n, bool)
         gap = None
         if self.plan.per_row_gap:
-            g = pd.to_numeric(rows[GAP], errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
-            bad_gap = ~null_et & ~(g > 0)
-            gap = np.where(np.isfinite(g) & (g > 0), g, 1).astype(np.int64)
+            gap, usable = _gaps(rows[GAP])
+            bad_gap = ~null_et & ~usable
         valid = ~(null_et | bad_gap)
         if key_id is None:
             keys = list(self.plan.keys)
@@ -410,6 +427,22 @@ def _emission_order(panes: pd.DataFrame, keys) -> pd.DataFrame:
     except TypeError:  # unorderable key values: window order only
         order = order.sort_values(by, kind="stable")
     return order.drop(columns=["__new", "__start", "__end"]).reset_index(drop=True)
+
+
+def _gaps(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """Per-row session gaps as int64 microseconds, and which are usable (not NULL, at least 1).
+    Integer columns stay exact; a gap of +inf, or past the largest int64, is +inf (the session
+    then ends at +inf); unusable gaps are 1 (their rows are dropped anyway)."""
+    if column.dtype.kind in "iu":
+        g = column.to_numpy(dtype=np.int64, na_value=0)
+        usable = g >= 1
+        return np.where(usable, g, 1), usable
+    f = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    usable = f >= 1
+    huge = f >= 2.0 ** 63
+    g = np.where(usable & ~huge, f, 1).astype(np.int64)
+    g[huge] = POS_INF
+    return g, usable
 
 
 def _drops(rows, reason, start=None, end=None) -> pd.DataFrame:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 
 from .. import ast
+from ..time import POS_INF
 
 
 class Context:
@@ -117,7 +118,7 @@ class PeriodTrigger:
     def on_elements(self, st, ctx, n, when):
         if st[0] is None and not st[1] and ctx.now is not None:
             p = self.period
-            st[0] = -((-ctx.now) // p) * p  # ceil to the boundary; a boundary itself stays
+            st[0] = min(-((-ctx.now) // p) * p, POS_INF)  # ceil to the boundary; a boundary itself stays
 
     def step(self, st, ctx):
         if not st[1] and st[0] is not None and ctx.now is not None and ctx.now >= st[0]:
@@ -143,7 +144,7 @@ class DelayTrigger(PeriodTrigger):
 
     def on_elements(self, st, ctx, n, when):
         if st[0] is None and not st[1] and ctx.now is not None:
-            st[0] = ctx.now + self.delay
+            st[0] = min(ctx.now + self.delay, POS_INF)  # +inf: never, in int64 microseconds
 
 
 class CountTrigger:

@@ -29,6 +29,20 @@ def _floor_to(t: np.ndarray, size: int, offset: int) -> np.ndarray:
     return ((t - offset) // size) * size + offset
 
 
+def _end(start: np.ndarray, length) -> np.ndarray:
+    """start + length (length >= 1, a scalar or an array), saturating at +inf: a window that would
+    end past the largest int64 microsecond ends at +inf instead of wrapping around.
+
+    >>> _end(np.array([0, POS_INF - 3]), 10).tolist() == [10, POS_INF]
+    True
+    """
+    start = np.asarray(start, _I64)
+    room = POS_INF - np.asarray(length, _I64)  # no overflow: length >= 1
+    if np.ndim(room) == 0 and (len(start) == 0 or start.max() <= room):
+        return start + length  # the common case: one pass less
+    return np.where(start > room, POS_INF, start + length)
+
+
 class WindowFnImpl(Protocol):
     merging: bool
 
@@ -51,7 +65,7 @@ class FixedWindows:
 
     def assign(self, event_time, gap=None):
         start = _floor_to(np.asarray(event_time, _I64), self.size, self.offset)
-        return np.arange(len(start)), start, start + self.size
+        return np.arange(len(start)), start, _end(start, self.size)
 
 
 class SlidingWindows:
@@ -66,8 +80,9 @@ class SlidingWindows:
         k = -(-self.size // self.period)  # windows per element (at most)
         rows = np.repeat(np.arange(len(t)), k)
         starts = np.repeat(last, k) - np.tile(np.arange(k - 1, -1, -1, dtype=_I64) * self.period, len(t))
-        keep = starts + self.size > np.repeat(t, k)
-        return rows[keep], starts[keep], starts[keep] + self.size
+        ends = _end(starts, self.size)
+        keep = ends > np.repeat(t, k)
+        return rows[keep], starts[keep], ends[keep]
 
 
 class CumulateWindows:
@@ -81,7 +96,7 @@ class CumulateWindows:
         ws = _floor_to(t, self.size, self.offset)
         k = self.size // self.step
         rows = np.repeat(np.arange(len(t)), k)
-        ends = np.repeat(ws, k) + np.tile(np.arange(1, k + 1, dtype=_I64) * self.step, len(t))
+        ends = _end(np.repeat(ws, k), np.tile(np.arange(1, k + 1, dtype=_I64) * self.step, len(t)))
         keep = ends > np.repeat(t, k)
         return rows[keep], np.repeat(ws, k)[keep], ends[keep]
 
@@ -95,9 +110,10 @@ class SessionWindows:
         self.gap = gap  # None: per-row gaps are given to assign()
 
     def assign(self, event_time, gap=None):
+        """[t, t + gap), ending at +inf when t + gap is past it (a gap may be that long)."""
         t = np.asarray(event_time, _I64)
-        g = np.full(len(t), self.gap, _I64) if self.gap is not None else np.asarray(gap, _I64)
-        return np.arange(len(t)), t, t + g
+        g = self.gap if self.gap is not None else np.asarray(gap, _I64)
+        return np.arange(len(t)), t, _end(t, g)
 
     @staticmethod
     def merge(windows: list[tuple[int, int]]):

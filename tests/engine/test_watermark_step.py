@@ -25,12 +25,14 @@ WINDOWS = [ast.Fixed(D(10)), ast.Fixed(D(10), D(3)), ast.Sliding(D(10), D(5)), a
 
 def comparable(panes: pd.DataFrame) -> pd.DataFrame:
     """The panes as emitted (the order is part of the contract: docs/semantics.md, 4), with lists
-    as tuples and NULL keys as None (pandas may hold them as NaN after a concat)."""
+    as tuples and every NULL as None: how pandas holds a NULL (None, NaN, pd.NA) depends on the
+    other rows of the frame, which the two paths group differently (keys that are not due)."""
     panes = panes.copy().reset_index(drop=True)
     if "is_retraction" not in panes:
         panes["is_retraction"] = False
     panes["vs"] = panes["vs"].map(tuple)
-    panes["k"] = panes["k"].astype(object).where(panes["k"].notna(), None)
+    for c in ("k", "total", "top", "head", "mean"):
+        panes[c] = panes[c].astype(object).where(panes[c].notna(), None)
     return panes
 
 
