@@ -846,3 +846,16 @@ def test_the_caret_lines_up_under_tabs_and_unusual_line_breaks():
         """)
     e = error("SELECT k, count(*) FROM t GROUP BY k\r\nWINDOW FIXD(SIZE 1m) ON ts")
     assert (e.line, e.column) == (2, 8) and str(e).splitlines()[1] == "  WINDOW FIXD(SIZE 1m) ON ts"
+
+
+@pytest.mark.parametrize("sql, clause, what, column", [
+    # sqlglot read these leniently and printed text it could not read back: validation raised
+    # a bare SqlExprError
+    (G + "WINDOW SESSIONS(GAP INTERVAL 30 MIN 1e999 UTES) ON ts", "WINDOW", "the GAP expression", 58),
+    (G + "WINDOW SESSIONS(GAP m * " + "INTERVAL " * 30 + ") ON ts", "WINDOW", "the GAP expression", 58),
+    (G + "WINDOW GLOBAL ON ts TRIGGER WHEN(x = " + "INTERVAL " * 30 + ")", "TRIGGER", "the WHEN predicate", 71),
+])
+def test_embedded_sql_that_does_not_read_back(sql, clause, what, column):
+    e = error(sql)
+    assert (type(e), e.clause, e.message, e.column) == (
+        SqlflowSyntaxError, clause, f"cannot read {what}: it is not well-formed Spark SQL", column)

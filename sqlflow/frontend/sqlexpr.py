@@ -54,8 +54,27 @@ def parse_expression(text: str) -> exp.Expr:
 
 
 def canonical(text: str) -> str:
-    """Canonical Spark SQL text of one expression (raises SqlExprError)."""
-    return parse_expression(text).sql(dialect=_DIALECT, comments=False)
+    """Canonical Spark SQL text of one expression (raises SqlExprError).
+
+    The canonical text must read back to itself (what makes parse(to_sql(s)) == s): sqlglot
+    reads some malformed text leniently (`INTERVAL 30 MIN 1 UTES`) and prints what it cannot
+    read again.
+    """
+    out = _print(parse_expression(text))
+    try:
+        again = _print(parse_expression(out))
+    except SqlExprError:
+        again = None
+    if again != out:
+        raise SqlExprError("it is not well-formed Spark SQL", 0)
+    return out
+
+
+def _print(tree: exp.Expr) -> str:
+    try:
+        return tree.sql(dialect=_DIALECT, comments=False)
+    except RecursionError:
+        raise SqlExprError("it is nested too deeply", 0) from None
 
 
 def located(text: str, offset: int, source: Source, clause: str, what: str) -> str:

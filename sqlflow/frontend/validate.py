@@ -149,8 +149,15 @@ class _Checker:
 
     # ---------------------------------------------------------------- embedded SQL
 
+    def embedded(self, sql: ast.SqlExpr, clause: str, what: str) -> exp.Expr:
+        """The tree of an embedded expression (the parser checked it reads back)."""
+        try:
+            return _unparen(sqlexpr.parse_expression(sql.sql))
+        except sqlexpr.SqlExprError as error:
+            self.fail(f"cannot read {what}: {error}", sql.pos, clause)
+
     def predicate(self, predicate: ast.SqlExpr) -> None:
-        tree = _unparen(sqlexpr.parse_expression(predicate.sql))
+        tree = self.embedded(predicate, "TRIGGER", "the WHEN predicate")
         self.per_row(tree, predicate, "WHEN")
         kind = _not_boolean(tree)
         if kind:
@@ -158,7 +165,7 @@ class _Checker:
                       "TRIGGER", hint="compare it, e.g. WHEN(x > 0)")
 
     def gap_expression(self, gap: ast.SqlExpr) -> None:
-        tree = _unparen(sqlexpr.parse_expression(gap.sql))
+        tree = self.embedded(gap, "WINDOW", "the GAP expression")
         self.per_row(tree, gap, "GAP")
         kind = _not_duration(tree)
         if kind:
