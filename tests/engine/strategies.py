@@ -1,6 +1,8 @@
 """Hypothesis strategies: random inputs, watermarks, windows and triggers for the engine."""
 from __future__ import annotations
 
+import decimal
+
 import numpy as np
 import pandas as pd
 from hypothesis import strategies as st
@@ -56,20 +58,35 @@ schedule_triggers = st.one_of(
 
 
 @st.composite
-def inputs(draw, max_rows=40):
+def inputs(draw, max_rows=40, nulls=False, decimals=False):
+    """(rows, watermark timeline): keys k, values v, WHEN flag, event and arrival times.
+
+    nulls=True also draws NULLs where SQL has them: NULL keys (a group of their own), NULL values
+    (Int64 NA) and NULL WHEN predicates (nullable boolean NA, which is false). decimals=True makes
+    v a column of decimal.Decimal objects (quarters, with None for NULL), as Spark hands decimals
+    to pandas."""
     n = draw(st.integers(0, max_rows))
     seed = draw(st.integers(0, 2**32 - 1))
     rng = np.random.default_rng(seed)
     keys = int(rng.integers(1, 4))
     et = rng.integers(0, 60, n) * 5
     delay = np.where(rng.random(n) < 0.8, rng.integers(0, 12, n), rng.integers(0, 80, n)) * 5
+    k = rng.integers(0, keys, n)
+    v = rng.integers(-3, 10, n)
+    flag = rng.random(n) < 0.2
     rows = pd.DataFrame({
-        "k": rng.integers(0, keys, n),
-        "v": rng.integers(-3, 10, n),
+        "k": k,
+        "v": v,
         EVENT_TIME: et.astype(np.int64),
         ARRIVAL_TIME: (et + delay).astype(np.int64),
-        "flag": rng.random(n) < 0.2,
+        "flag": flag,
     })
+    if nulls:
+        rows["k"] = pd.Series(np.where(rng.random(n) < 0.15, None, k.astype(object)), dtype=object)
+        rows["v"] = pd.array(np.where(rng.random(n) < 0.15, None, v.astype(object)), dtype="Int64")
+        rows["flag"] = pd.array(np.where(rng.random(n) < 0.15, None, flag.astype(object)), dtype="boolean")
+    if decimals:
+        rows["v"] = pd.Series([None if pd.isna(x) else decimal.Decimal(int(x)) / 4 for x in rows["v"]], dtype=object)
     rows[when_column(0)] = rows["flag"]
     for i in range(1, 6):
         rows[when_column(i)] = rows["flag"]

@@ -13,6 +13,7 @@ from sqlflow import ast
 from sqlflow.engine.aggregates import Aggregate
 from sqlflow.engine.plan import ARRIVAL_TIME, EVENT_TIME, EnginePlan
 from sqlflow.engine.runner import Engine
+from sqlflow.engine.triggers import uses_processing_time
 from sqlflow.engine.watermarks import Timeline
 from sqlflow.time import NEG_INF
 
@@ -29,15 +30,17 @@ def micro_batches(rows, tl, batch_times):
     return batch_of, marks
 
 
-def stream(engine, rows, batch_times, marks, batch_of):
+def stream(engine, rows, batch_times, marks, batch_of, *, prepare=None, as_values=False):
+    """Micro-batch i (rows with batch_of == i, through `prepare`) at batch_times[i], watermark
+    marks[i]; panes of all batches (as plain values with `as_values`) and the rows dropped."""
     state, out, dropped = None, [], 0
     prev = NEG_INF
     for i, p in enumerate(batch_times.tolist()):
         batch = rows[batch_of == i]
-        result, state = engine.advance(state, batch, p=p, wm_prev=prev, wm_new=int(marks[i]),
-                                       end_of_input=(i == len(batch_times) - 1))
+        result, state = engine.advance(state, prepare(batch) if prepare else batch, p=p, wm_prev=prev,
+                                       wm_new=int(marks[i]), end_of_input=(i == len(batch_times) - 1))
         state = pickle.loads(pickle.dumps(state))
-        out.append(result.panes)
+        out.append(_as_values(result.panes) if as_values else result.panes)
         dropped += result.metrics["dropped_too_late"] + result.metrics["dropped_closed_window"]
         prev = int(marks[i])
     assert state == {}, "the end of input empties the state"
@@ -109,3 +112,73 @@ def test_a_stale_timer_is_not_an_evaluation():
     panes = e.run(rows, timeline=Timeline.from_steps([50], [10]), replay=True, timer_instants=[100, 300]).panes
     assert panes[["emit_time", "n", "pane_index", "pane_timing", "is_last"]].values.tolist() == [
         [50, 1, 0, "ON_TIME", False], [120, 1, 1, "LATE", False]]
+
+
+def _typed_by_itself(batch: pd.DataFrame) -> pd.DataFrame:
+    """A micro-batch as Spark hands it to pandas, typed on its own: values, keys and predicates
+    as Python objects with None for NULL (so a batch of NULLs only has no type)."""
+    batch = batch.copy()
+    for c in ["k", "v", *[c for c in batch if c.startswith("__sqlflow_when")]]:
+        batch[c] = pd.Series([None if pd.isna(x) else x for x in batch[c].tolist()], dtype=object, index=batch.index)
+    return batch
+
+
+def _as_values(panes: pd.DataFrame) -> pd.DataFrame:
+    """Panes as plain values: NULL as None, lists as tuples (pandas types each frame its own way)."""
+    panes = panes.reset_index(drop=True).copy()
+    panes["vs"] = panes["vs"].map(tuple)
+    for c in panes:
+        if c != "vs":
+            panes[c] = panes[c].astype(object).where(panes[c].notna(), None)
+    return panes
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.booleans().flatmap(lambda d: inputs(nulls=True, decimals=d)), windows, triggers,
+       st.sampled_from(list(ast.AccumulationMode)), st.sampled_from([0, 25, 1000]), st.integers(1, 6))
+def test_micro_batches_typed_apart_equal_the_replay(data, window, trigger, mode, lateness, n_batches):
+    """Batch-split independence: however the input is split into micro-batches, each typed by
+    pandas on its own (a batch of NULL decimals is a column of None), the panes are those of the
+    replay of the whole input with the same instants: no value changes type, no batch breaks."""
+    rows, tl = data
+    if len(rows) == 0:
+        return
+    w = ast.Windowing(ast.WindowClause(window), trigger, ast.AllowedLateness(D(lateness)), ast.Emit(mode))
+    engine = Engine(EnginePlan(w, AGGS, keys=("k",)))
+    last = int(rows[ARRIVAL_TIME].max())
+    cuts = np.unique(np.r_[np.linspace(rows[ARRIVAL_TIME].min(), last, n_batches).astype(np.int64), last])
+    batch_of, marks = micro_batches(rows, tl, cuts)
+    streamed, _ = stream(engine, rows, cuts, marks, batch_of, prepare=_typed_by_itself, as_values=True)
+    replay_rows = rows.copy()
+    replay_rows[ARRIVAL_TIME] = cuts[batch_of]
+    steps = Timeline.from_steps(cuts, np.maximum.accumulate(marks))
+    replayed = engine.run(replay_rows, timeline=steps, replay=True, p_end=int(cuts[-1]), timer_instants=cuts)
+    pd.testing.assert_frame_equal(streamed, _as_values(replayed.panes), check_dtype=False)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.booleans().flatmap(lambda d: inputs(nulls=True, decimals=d)), windows, triggers,
+       st.sampled_from(list(ast.AccumulationMode)), st.sampled_from([0, 25, 1000]), st.integers(1, 6))
+def test_empty_micro_batches_change_nothing(data, window, trigger, mode, lateness, n_batches):
+    """Splitting the same stream into more micro-batches, the extra ones empty and with the
+    watermark where it was, gives exactly the same panes (for triggers without processing-time
+    timers, which extra batches would let fire earlier)."""
+    rows, tl = data
+    if len(rows) == 0 or (trigger is not None and uses_processing_time(trigger)):
+        return
+    w = ast.Windowing(ast.WindowClause(window), trigger, ast.AllowedLateness(D(lateness)), ast.Emit(mode))
+    engine = Engine(EnginePlan(w, AGGS, keys=("k",)))
+    last = int(rows[ARRIVAL_TIME].max())
+    cuts = np.unique(np.r_[np.linspace(rows[ARRIVAL_TIME].min(), last, n_batches).astype(np.int64), last])
+    batch_of, marks = micro_batches(rows, tl, cuts)
+    plain, _ = stream(engine, rows, cuts, marks, batch_of, as_values=True)
+    # an empty batch just after every batch (and before the first), the watermark unchanged
+    extra = np.r_[cuts[0] - 1, cuts[:-1] + 1]
+    extra = extra[~np.isin(extra, cuts)]
+    times = np.sort(np.r_[cuts, extra])
+    is_real = np.isin(times, cuts)
+    real_index = np.cumsum(is_real) - 1
+    marks2 = np.where(real_index >= 0, marks[np.maximum(real_index, 0)], NEG_INF)
+    batch_of2 = np.flatnonzero(is_real)[batch_of]
+    split, _ = stream(engine, rows, times, marks2, batch_of2, as_values=True)
+    pd.testing.assert_frame_equal(split, plain)

@@ -46,10 +46,27 @@ def test_null_keys_are_emitted_last_within_an_instant(reference):
         ["a", 0, 1], ["b", 0, 1], [None, 0, 1], [None, 10, 1]]
 
 
-def test_null_keys_are_emitted_last_in_a_bounded_run():
+@pytest.mark.parametrize("column", [
+    pd.Series([None, "b", "a"], dtype=object),
+    pd.Series([None, 1, 0], dtype=object),  # pandas sorts this NULL first
+    pd.array([None, 1, 0], dtype="Int64"),
+    pd.Series([np.nan, 1.0, 0.0]),
+], ids=["strings", "objects", "Int64", "float"])
+@pytest.mark.parametrize("reference", [False, True], ids=["engine", "per-key loop"])
+def test_null_keys_are_emitted_last_in_a_bounded_run(column, reference):
     e = engine([Aggregate("count_star", None, "n")])
-    rows = pd.DataFrame({"k": pd.Series([None, "b", "a"], dtype=object), EVENT_TIME: [1, 2, 3]})
-    assert e.run(rows).panes["k"].tolist() == ["a", "b", None]
+    rows = pd.DataFrame({"k": column, EVENT_TIME: [1, 2, 3]})
+    keys = e.run(rows, reference=reference).panes["k"].tolist()
+    assert [None if pd.isna(k) else k for k in keys] == list(column[1:][::-1]) + [None]
+
+
+def test_null_keys_are_emitted_last_with_several_key_columns():
+    e = engine([Aggregate("count_star", None, "n")], keys=("k", "j"))
+    rows = pd.DataFrame({"k": pd.Series([None, 0, 1, 0, None], dtype=object),
+                         "j": pd.Series(["x", None, "y", "a", "x"], dtype=object), EVENT_TIME: [1, 2, 3, 4, 5]})
+    panes = e.run(rows).panes
+    assert [tuple(None if pd.isna(v) else v for v in r) for r in panes[["k", "j", "n"]].values.tolist()] == [
+        (0, "a", 1), (0, None, 1), (1, "y", 1), (None, "x", 2)]
 
 
 @pytest.mark.parametrize("reference", [False, True], ids=["vectorised step", "per-key loop"])

@@ -161,3 +161,17 @@ def test_order_of_simultaneous_arrivals_does_not_matter(data, window, trigger, m
     a = e.run(rows, timeline=tl, replay=True).panes
     b = e.run(shuffled, timeline=tl, replay=True).panes
     pd.testing.assert_frame_equal(a, b)
+
+
+@SETTINGS
+@given(st.booleans().flatmap(lambda d: inputs(nulls=True, decimals=d)), windows, triggers,
+       st.sampled_from(list(ast.AccumulationMode)), st.sampled_from([0, 25, 1000]), st.booleans())
+def test_vectorised_paths_equal_the_reference_with_nulls(data, window, trigger, mode, lateness, replay):
+    """NULL keys, NULL values, NULL WHEN predicates and decimal values: the same panes, in the
+    same order, on every path."""
+    rows, tl = data
+    e = engine(window, trigger, mode, lateness)
+    ref = e.run(rows, timeline=tl, replay=replay, reference=True)
+    got = e.run(rows, timeline=tl, replay=replay)
+    pd.testing.assert_frame_equal(got.panes, ref.panes)
+    assert got.metrics == ref.metrics
