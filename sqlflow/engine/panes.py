@@ -217,11 +217,11 @@ def pane_frame(plan, panes: dict, accumulators: list[dict], key_frame: pd.DataFr
             seq = np.r_[seq, who]
             first = np.r_[first, np.zeros(len(old), np.int64)]
             keep = np.r_[visible, visible[who]]
+    if not ordered and keep.all():
+        return frame
     if ordered:
         order = np.lexsort((seq, sort_key, sort_end, sort_start, first, sort_time))
         order = order[keep[order]]
     else:
         order = np.flatnonzero(keep)
-    if len(order) == len(frame):
-        return frame if not ordered else frame.iloc[order].reset_index(drop=True)
     return frame.iloc[order].reset_index(drop=True)

@@ -1,7 +1,7 @@
 """Vectorised paths of the engine for the common shapes, over many keys at once.
 
-They compute exactly what the per-key loop in `runner.py` computes (the property tests in
-tests/engine/test_fastpaths.py compare them on random inputs), but in closed form:
+They compute exactly what the per-key loop in `keyloop.py` computes (the property tests in
+tests/engine/test_properties.py compare them with it on random inputs), but in closed form:
 
 - `collapse`: bounded data whose trigger cannot fire before the end of input (it has no COUNT,
   WHEN or percentile part). Every window emits one ON_TIME pane at the end: a group-by.
