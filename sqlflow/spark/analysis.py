@@ -92,7 +92,14 @@ def spark_message(error) -> str:
     text = re.sub(r"\s*SQLSTATE: \w+.*$", "", text)
     text = re.sub(r";?\s*line \d+ pos \d+;?$", "", text)
     text = re.sub(r"`__sqlflow_[a-z]+_[0-9a-f]+_\d+`\.", "", text)  # sqlflow's own views (panes, ...)
-    return text.strip().rstrip(";").strip()
+    text = text.strip().rstrip(";").strip()
+    clash = re.search(r"`__sqlflow_pane`\.`(\w+)`", text)
+    if clash:  # an input column named like a pane column
+        name = clash.group(1)
+        text = text.replace(f"`__sqlflow_pane`.`{name}`", f"the pane column `{name}`")
+        text = text.rstrip(".") + (f". An input column is also named `{name}`: qualify it with its table"
+                                   " or rename it before the windowed SELECT")
+    return text
 
 
 def _condition(error) -> str | None:

@@ -187,3 +187,18 @@ def test_several_replayed_sources_are_refused(spark, tables):
         GROUP BY a.user WINDOW GLOBAL ON a.ts""")
     assert type(error) is sqlflow.SqlflowUnsupportedError
     assert error.message == "2 sources with ARRIVAL feed this window; a replay reads one recorded stream"
+
+
+def test_an_input_column_named_like_a_pane_column_is_explained(spark):
+    spark.sql("SELECT 'a' AS k, 1 AS v, TIMESTAMP'2024-01-01 00:00:10' AS ts, 7 AS pane_index"
+              ).createOrReplaceTempView("clashing_input")
+    with pytest.raises(sqlflow.SqlflowAnalysisError) as info:
+        sqlflow.sql(spark, "SELECT k, SUM(pane_index) AS s FROM clashing_input GROUP BY k\n"
+                           "WINDOW FIXED(SIZE 1m) ON ts").collect()
+    message = str(info.value)
+    assert "could be: [the pane column `pane_index`, `clashing_input`.`pane_index`]. An input column is also" \
+           " named `pane_index`: qualify it with its table or rename it before the windowed SELECT" in message
+    assert "__sqlflow" not in message and "(line 1, column 15)" in message
+    qualified = sqlflow.sql(spark, "SELECT k, SUM(c.pane_index) AS s FROM clashing_input AS c GROUP BY k\n"
+                                   "WINDOW FIXED(SIZE 1m) ON ts")
+    assert [(r.k, r.s, r.pane_index) for r in qualified.collect()] == [("a", 7, 0)]

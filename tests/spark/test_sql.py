@@ -80,7 +80,7 @@ def test_plain_sql_reaches_spark_byte_for_byte(spark, clicks, query):
     recorder = Recorder(spark)
     df = sqlflow.sql(recorder, query)
     assert recorder.calls == [(query, None, {})]
-    assert df.collect() == spark.sql(query).collect()
+    assert sorted(map(tuple, df.collect()), key=repr) == sorted(map(tuple, spark.sql(query).collect()), key=repr)
 
 
 def test_plain_sql_with_parameters_and_dataframes(spark, clicks):
