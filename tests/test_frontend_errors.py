@@ -859,3 +859,12 @@ def test_embedded_sql_that_does_not_read_back(sql, clause, what, column):
     e = error(sql)
     assert (type(e), e.clause, e.message, e.column) == (
         SqlflowSyntaxError, clause, f"cannot read {what}: it is not well-formed Spark SQL", column)
+
+
+def test_sql_sqlglot_cannot_tokenize():
+    # the message quoted sqlglot's 100 characters of context (our clause markers included) at column 1
+    expect(G.replace("FROM t", "FROM t WHERE x = X'zz'") + "WINDOW GLOBAL ON ts", SqlflowSyntaxError, """
+        sqlflow: SQL: cannot read this token (line 1, column 37)
+          SELECT k, count(*) FROM t WHERE x = X'zz' GROUP BY k WINDOW GLOBAL ON ts
+                                              ^
+    """)

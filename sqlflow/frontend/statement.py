@@ -18,9 +18,10 @@ True
 from __future__ import annotations
 
 import bisect
+import re
 
 from sqlglot import exp
-from sqlglot.errors import ParseError, SqlglotError
+from sqlglot.errors import ParseError, SqlglotError, TokenError
 
 from .. import ast
 from ..errors import SqlflowSyntaxError
@@ -28,7 +29,7 @@ from . import clauses
 from .dialect import (MARKER_KEY, WATERMARK_KEY, WATERMARK_MARKER, WINDOWING_KEY,
                       WINDOWING_MARKER, SqlflowSpark)
 from .locate import SOURCE, TAIL, Span, locate
-from .scan import scan, unterminated
+from .scan import PUNCT, WORD, scan, unterminated
 from .source import Source
 from .sqlexpr import sqlglot_words
 
@@ -204,8 +205,11 @@ def _build_tree(source: Source, start: int, end: int, spans: list[Span]):
     except RecursionError:
         raise source.error(SqlflowSyntaxError, "the SQL is nested too deeply to read",
                            _deepest_parenthesis(source, start, end), clause="SQL") from None
+    except TokenError as error:
+        raise source.error(SqlflowSyntaxError, "cannot read this token", _token_at(source, offsets, error),
+                           clause="SQL") from None
     except SqlglotError as error:
-        raise source.error(SqlflowSyntaxError, f"cannot read this SQL: {str(error).splitlines()[0]}",
+        raise source.error(SqlflowSyntaxError, f"cannot read this SQL: {_unmarked(str(error).splitlines()[0])}",
                            start, clause="SQL") from None
     if len(trees) != 1:
         raise source.error(SqlflowSyntaxError, "expected one SQL statement", start, clause="SQL")
@@ -242,11 +246,34 @@ def _tail_name(source: Source, span: Span) -> str:
     return "ALLOWED LATENESS" if word == "ALLOWED" else word
 
 
+def _token_at(source: Source, offsets: "Offsets", error: TokenError) -> int:
+    """The start of the token sqlglot's tokenizer failed in: where a fresh tokenizer stops (a
+    private attribute of the pinned sqlglot), else the middle of the 100 characters it quotes."""
+    tokenizer = DIALECT.tokenizer_class()
+    try:
+        tokenizer.tokenize(offsets.text)
+    except TokenError:
+        pass
+    current = getattr(getattr(tokenizer, "_core", None), "_current", None)
+    if not isinstance(current, int):
+        current = error.start + 50 if error.start else 0
+    at = offsets.original(max(current - 1, 0))
+    before = [t for t in scan(source.text, offsets.start, at + 1) if t.start <= at]
+    if len(before) > 1 and before[-2].end == before[-1].start and before[-2].kind == WORD:
+        return before[-2].start  # a prefixed literal: X'..', B'..'
+    return before[-1].start if before else offsets.start
+
+
+def _unmarked(text: str) -> str:
+    """sqlglot's message without the markers standing for our clauses."""
+    return re.sub(rf"\s*({WINDOWING_MARKER}|{WATERMARK_MARKER})\d+\s*", " ... ", text)
+
+
 def _deepest_parenthesis(source: Source, start: int, end: int) -> int:
     """Where the nesting is deepest, if parentheses tell (else the statement's start)."""
     depth, deepest, at = 0, 0, start
     for tok in scan(source.text, start, end):
-        if tok.kind == "punct" and tok.text in "()":
+        if tok.kind == PUNCT and tok.text in "()":
             depth += 1 if tok.text == "(" else -1
             if depth > deepest:
                 deepest, at = depth, tok.start
