@@ -202,7 +202,7 @@ class Engine:
         except TypeError:
             pass
         key_pos = {k: i for i, k in enumerate(all_keys)}
-        key_frame = pd.DataFrame.from_records(all_keys, columns=keys) if keys else pd.DataFrame(index=range(len(all_keys)))
+        key_frame = _key_frame(all_keys, keys, rows) if keys else pd.DataFrame(index=range(len(all_keys)))
         inp = self._prepare(rows, replay=True, key_id=np.fromiter((key_pos[k] for k in row_keys), np.int64,
                                                                     len(row_keys)), key_frame=key_frame)
         # W is wm_prev before this instant and wm_new after its watermark step
@@ -503,6 +503,24 @@ def _key_tuples(rows: pd.DataFrame, keys: list[str]) -> list[tuple]:
             col[null] = None
         cols.append(col)
     return list(zip(*cols))
+
+
+def _key_frame(key_tuples: list[tuple], keys: list[str], rows: pd.DataFrame) -> pd.DataFrame:
+    """Key columns from key tuples, typed as the batch's key columns where the values allow it
+    (an integer key with a NULL stays integer, not float as pandas would infer)."""
+    cols = {}
+    for i, k in enumerate(keys):
+        col = pd.Series([t[i] for t in key_tuples], dtype=object)
+        typed, dtype = None, rows[k].dtype
+        if dtype != object:
+            try:
+                typed = col.astype(dtype)
+                if not typed.astype(object).where(typed.notna(), None).equals(col):
+                    typed = None  # the values do not fit the batch's type (keys of earlier batches)
+            except (TypeError, ValueError, OverflowError):
+                typed = None
+        cols[k] = typed if typed is not None else (col if col.isna().any() else col.infer_objects())
+    return pd.DataFrame(cols, index=pd.RangeIndex(len(key_tuples)))
 
 
 def _sortable(key: tuple):

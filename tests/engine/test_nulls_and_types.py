@@ -194,3 +194,15 @@ def test_stored_totals_with_nulls_are_not_cast_into_integers(mode, trigger, refe
         assert got == {100: [None, None, None], 200: [5, 5, 5], 300: [5, 5, 5]}
     else:
         assert got == {100: [None, None, None], 200: [5, 5, 5], 300: [None, None, None]}
+
+
+@pytest.mark.parametrize("column", [pd.array([1, None, 2], dtype="Int64"), pd.Series([1, None, 2], dtype=object)],
+                         ids=["Int64", "object"])
+@pytest.mark.parametrize("reference", [False, True], ids=["vectorised step", "per-key loop"])
+def test_integer_keys_with_a_null_key_stay_integers(column, reference):
+    e = engine([Aggregate("count_star", None, "n")])
+    rows = pd.DataFrame({"k": column, EVENT_TIME: [1, 2, 3]})
+    panes = stream(e, [(rows, 50)], reference=reference)
+    keys = panes["k"].tolist()
+    assert keys[:2] == [1, 2] and pd.isna(keys[2])
+    assert all(isinstance(k, (int, np.integer)) for k in keys[:2]), keys
