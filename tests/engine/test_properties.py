@@ -153,7 +153,8 @@ def test_retractions_net_out_to_the_final_values(data, window, trigger, lateness
 
 
 @SETTINGS
-@given(inputs(), windows, triggers, st.sampled_from(list(ast.AccumulationMode)), st.integers(0, 2**32 - 1))
+@given(st.booleans().flatmap(lambda n: inputs(nulls=n)), windows, triggers, st.sampled_from(list(ast.AccumulationMode)),
+       st.integers(0, 2**32 - 1))
 def test_order_of_simultaneous_arrivals_does_not_matter(data, window, trigger, mode, seed):
     rows, tl = data
     e = engine(window, trigger, mode, 25)
