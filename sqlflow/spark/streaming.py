@@ -354,8 +354,11 @@ def _stateful(spark: "SparkSession", data: "DataFrame", plan: EnginePlan, *, del
     if heartbeat and not by_key:
         # read a real column too: a file source read for its corrupt-record column alone (counted by
         # read_stream's observe) is refused by Spark (UNSUPPORTED_FEATURE.QUERY_ONLY_CORRUPT_RECORD_COLUMN)
+        # heartbeat rows hold NULL in every data column, also in the masked BIGINTs' value and
+        # mask columns, which are non-nullable in `rows` (Arrow refuses NULLs there)
+        beat_schema = T.StructType([T.StructField(f.name, f.dataType, True) for f in rows.schema.fields])
         beats = (plain.select(F.lit(1).alias("__sqlflow_one"), F.col(EVENT_TIME))
-                 .mapInPandas(op.heartbeats(n_buckets, columns), rows.schema))
+                 .mapInPandas(op.heartbeats(n_buckets, columns), beat_schema))
         parts.append(beats)
     if finish_dir is not None:
         os.makedirs(finish_dir, exist_ok=True)
