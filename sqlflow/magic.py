@@ -36,7 +36,7 @@ import uuid
 from html import escape
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, line_cell_magic, magics_class, needs_local_scope
+from IPython.core.magic import Magics, line_cell_magic, magics_class, needs_local_scope, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from traitlets import Bool, Float, Int, Unicode
 
@@ -72,6 +72,7 @@ class SqlflowMagic(Magics):
         super().__init__(shell=shell, **kwargs)
         self._streams = itertools.count(1)
 
+    @no_var_expand  # {name} and $name are parameters (see parameters), never pasted into the SQL
     @needs_local_scope
     @magic_arguments()
     @argument("-s", "--session", metavar="NAME", help="the SparkSession variable to use")

@@ -84,6 +84,16 @@ def test_python_variables_become_spark_parameters(ipython):
     assert {row.s for row in rows} == {":threshold"}                  # strings are left alone
 
 
+def test_line_magic_braces_and_dollars_are_parameters_not_text(ipython):
+    ipython.user_ns["word"] = "it's'; DROP VIEW x; --"
+    ipython.user_ns["n"] = 2
+    r = run(ipython, "%sqlflow SELECT id, {word} AS w, '$n' AS d FROM range(5) WHERE id < {n}")
+    assert r.success
+    rows = r.result.dataframe.collect()
+    assert [(row.id, row.w, row.d) for row in rows] == [(0, "it's'; DROP VIEW x; --", "$n"),
+                                                        (1, "it's'; DROP VIEW x; --", "$n")]
+
+
 def test_parameters_inside_a_function_see_its_locals(ipython):
     r = run(ipython, "def f(limit_here):\n    shown = %sqlflow SELECT id FROM range(10) WHERE id < :limit_here\n    return shown\n"
                      "res = f(2)")
