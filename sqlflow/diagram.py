@@ -22,7 +22,7 @@ Times may be int64 microseconds (the engine's output) or timestamps (the Spark p
 ['5', '12']
 >>> import matplotlib.pyplot as plt; plt.close(ax.figure)
 
-matplotlib is an optional dependency (`pip install "sqlflow-dataflow[plot]"`).
+matplotlib is an optional dependency (`pip install ".[plot]"` in a checkout, or `pip install matplotlib`).
 """
 from __future__ import annotations
 
@@ -92,7 +92,7 @@ def _pyplot():
         import matplotlib.pyplot as plt
     except ImportError:  # pragma: no cover - depends on the environment
         raise ImportError(
-            "sqlflow.plot needs matplotlib: pip install 'sqlflow-dataflow[plot]' (or pip install matplotlib)"
+            "sqlflow.plot needs matplotlib: pip install matplotlib (the project's [plot] extra)"
         ) from None
     return plt
 
