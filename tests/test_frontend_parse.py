@@ -400,6 +400,14 @@ def test_grouping_by_alias_ordinal_and_expression():
           [W(ast.Global())])
 
 
+def test_group_by_all_right_before_the_clauses():
+    check("SELECT k, SUM(v) s FROM t GROUP BY ALL WINDOW FIXED(SIZE 1m) ON ts",
+          "SELECT k, SUM(v) AS s FROM t GROUP BY ALL WINDOW FIXED(SIZE 1m) ON ts",
+          [W(ast.Fixed(d("1m")))])
+    select, _ = parse("SELECT k, SUM(v) s FROM t GROUP BY ALL\nWINDOW FIXED(SIZE 1m) ON ts").windowed_selects()[0]
+    assert select.args["group"].args == {"all": True}
+
+
 def test_keywords_in_comments_and_strings_are_not_clauses():
     check("SELECT k, 'WINDOW GLOBAL' AS w, count(*) FROM t -- WINDOW FIXED(SIZE 1m)\n"
           "WHERE note <> 'EMIT DISCARDING' /* TRIGGER COUNT 1 */ GROUP BY k WINDOW GLOBAL ON ts EMIT ACCUMULATING",

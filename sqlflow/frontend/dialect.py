@@ -98,6 +98,19 @@ class SqlflowSpark(Spark):
                 stream.set("this", table)
             return stream
 
+        def _parse_group(self, skip_group_by_token: bool = False):
+            """`GROUP BY ALL` right before our clauses: sqlglot would read the clause marker as a
+            grouping expression (nothing follows ALL to stop it)."""
+            at = self._index + (0 if skip_group_by_token else 1)
+            ahead = self._tokens[at:at + 2]
+            if (len(ahead) == 2 and ahead[0].token_type == TokenType.ALL
+                    and _marker(ahead[1], WINDOWING_MARKER) is not None
+                    and (skip_group_by_token or self._curr.token_type == TokenType.GROUP_BY)):
+                comments = self._curr.comments if not skip_group_by_token else None
+                self._advance(at - self._index + 1)
+                return self.expression(exp.Group(all=True), comments=comments)
+            return super()._parse_group(skip_group_by_token)
+
         def _parse_query_modifiers(self, this):
             this = super()._parse_query_modifiers(this)
             number = _marker(self._curr, WINDOWING_MARKER)
