@@ -560,6 +560,15 @@ def test_windowed_select_without_group_by_or_aggregate():
     """)
 
 
+def test_column_inside_an_unknown_function_names_the_function():
+    expect("SELECT k, nosuchfn(v) AS x\nFROM t GROUP BY k WINDOW GLOBAL ON ts", SqlflowSemanticError, """
+        sqlflow: SELECT: v is neither in GROUP BY nor inside an aggregate: nosuchfn(...) is not a Spark aggregate function sqlflow knows (line 1, column 20)
+          SELECT k, nosuchfn(v) AS x
+                             ^
+        check the function's name; user-defined aggregate functions are not supported in a windowed SELECT (group by v, or aggregate it with a built-in aggregate)
+    """)
+
+
 def test_selected_column_neither_grouped_nor_aggregated():
     expect("SELECT k,\n       v,\n       count(*)\nFROM t GROUP BY k WINDOW GLOBAL", SqlflowSemanticError, """
         sqlflow: SELECT: v is neither in GROUP BY nor inside an aggregate (line 2, column 8)

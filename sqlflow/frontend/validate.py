@@ -195,6 +195,15 @@ class _Checker:
                     self.fail("SELECT * in a windowed SELECT", self.statement.position(select) or w.pos,
                               "SELECT", hint="select the GROUP BY keys and aggregates")
                 name = node.sql(dialect="spark")
+                calls = [a for a in _ancestors(node, select) if isinstance(a, exp.Anonymous)]
+                if calls:  # maybe meant as an aggregate: say which function is not known as one
+                    call = calls[0].name
+                    self.fail(f"{name} is neither in GROUP BY nor inside an aggregate: {call}(...) is "
+                              "not a Spark aggregate function sqlflow knows",
+                              self.statement.position(node) or w.pos, "SELECT",
+                              hint=f"check the function's name; user-defined aggregate functions are not "
+                                   f"supported in a windowed SELECT (group by {name}, or aggregate it "
+                                   f"with a built-in aggregate)")
                 self.fail(f"{name} is neither in GROUP BY nor inside an aggregate",
                           self.statement.position(node) or w.pos, "SELECT",
                           hint=f"add it to GROUP BY or aggregate it, e.g. first({name})")
