@@ -560,6 +560,16 @@ def test_windowed_select_without_group_by_or_aggregate():
     """)
 
 
+def test_is_retraction_needs_the_retracting_mode():
+    expect("SELECT k, is_retraction, count(*)\nFROM t GROUP BY k WINDOW GLOBAL ON ts EMIT ACCUMULATING",
+           SqlflowSemanticError, """
+        sqlflow: SELECT: is_retraction is a pane column only with EMIT ACCUMULATING AND RETRACTING (line 1, column 11)
+          SELECT k, is_retraction, count(*)
+                    ^
+        add EMIT ACCUMULATING AND RETRACTING, or drop is_retraction (without it no row is a retraction)
+    """)
+
+
 def test_column_inside_an_unknown_function_names_the_function():
     expect("SELECT k, nosuchfn(v) AS x\nFROM t GROUP BY k WINDOW GLOBAL ON ts", SqlflowSemanticError, """
         sqlflow: SELECT: v is neither in GROUP BY nor inside an aggregate: nosuchfn(...) is not a Spark aggregate function sqlflow knows (line 1, column 20)

@@ -28,13 +28,8 @@ TRANSPILED = 500       # of which also transpiled, about 2 s
 TAIL_PREFIX = "SELECT k, count(*) AS n FROM t GROUP BY k "
 SOURCE_SHAPE = "SELECT k, COUNT(*) AS n FROM {} GROUP BY k WINDOW FIXED(SIZE 5m)"
 
-#: (error text, where the gap is): failures of transpile that are not the front end's
-KNOWN_GAPS = {
-    "expected one statement, found": "sqlflow/spark/api.py: transpile's one-statement check has no position",
-    "'Anonymous' object has no attribute 'quoted'":
-        "sqlflow/spark/windowed_select.py: a table function with a WATERMARK clause and no alias",
-    "KeyError: 'is_retraction'": "sqlflow/spark/native.py: a pane column selected under another's name",
-}
+#: (error text, where the gap is): failures of transpile that are not the front end's (none known)
+KNOWN_GAPS: dict[str, str] = {}
 
 
 def _seeds(repo_root) -> list[str]:
@@ -186,18 +181,17 @@ def test_deep_or_big_queries_raise_a_located_sqlflow_error(sql):
         parse(sql)
 
 
-@pytest.mark.xfail(strict=True, reason="known gaps of sqlflow/spark (KNOWN_GAPS): remove the entry when this passes")
-@pytest.mark.parametrize("sql, gap", [
-    ("SELECT k, count(*) FROM t GROUP BY k WINDOW GLOBAL ON ts; SELECT 1", "expected one statement, found"),
-    ("SELECT k, COUNT(*) FROM range(10) WATERMARK id DELAY OF 1m GROUP BY k WINDOW FIXED(SIZE 5m)",
-     "'Anonymous' object has no attribute 'quoted'"),
-    ("SELECT k, pane_index pane_timing, is_retraction, count(*) FROM t GROUP BY k WINDOW FIXED(SIZE 5m) ON ts",
-     "KeyError: 'is_retraction'"),
+@pytest.mark.parametrize("sql", [
+    "SELECT k, count(*) FROM t GROUP BY k WINDOW GLOBAL ON ts; SELECT 1",
+    "SELECT k, pane_index pane_timing, is_retraction, count(*) FROM t GROUP BY k WINDOW FIXED(SIZE 5m) ON ts",
 ])
-def test_known_gaps_of_transpile(sql, gap):
-    try:
+def test_gaps_found_by_fuzzing_transpile_are_located_errors(sql):
+    assert problem(sql, sqlflow.transpile) is None
+    with pytest.raises(SqlflowError):
         sqlflow.transpile(sql)
-    except SqlflowError as error:
-        assert gap not in str(error) and error.line is not None
-    except Exception as error:  # noqa: BLE001
-        assert gap not in f"{type(error).__name__}: {error}"
+
+
+def test_a_table_function_with_a_watermark_and_no_alias_transpiles():
+    assert sqlflow.transpile(
+        "SELECT k, COUNT(*) FROM range(10) WATERMARK id DELAY OF 1m GROUP BY k WINDOW FIXED(SIZE 5m)"
+    ).startswith("SELECT k, COUNT(*), WINDOW(id, '5 minutes').start AS window_start")

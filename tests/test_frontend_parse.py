@@ -388,9 +388,12 @@ def test_window_without_group_by_over_one_global_key():
 
 def test_pane_columns_may_be_selected():
     check("SELECT k, window_start, window_end, pane_index, pane_timing, is_last, emit_time, is_retraction, "
-          "count(*) FROM t GROUP BY k WINDOW FIXED(SIZE 5m) ON ts",
+          "count(*) FROM t GROUP BY k WINDOW FIXED(SIZE 5m) ON ts EMIT ACCUMULATING AND RETRACTING",
           "SELECT k, window_start, window_end, pane_index, pane_timing, is_last, emit_time, is_retraction, "
-          "COUNT(*) FROM t GROUP BY k WINDOW FIXED(SIZE 5m) ON ts",
+          "COUNT(*) FROM t GROUP BY k WINDOW FIXED(SIZE 5m) ON ts EMIT ACCUMULATING AND RETRACTING",
+          [W(ast.Fixed(d("5m")), emit="ACCUMULATING_AND_RETRACTING")])
+    check("SELECT k, window_start, is_last, count(*) FROM t GROUP BY k WINDOW FIXED(SIZE 5m) ON ts",
+          "SELECT k, window_start, is_last, COUNT(*) FROM t GROUP BY k WINDOW FIXED(SIZE 5m) ON ts",
           [W(ast.Fixed(d("5m")))])
 
 

@@ -189,12 +189,19 @@ class _Checker:
         if group is not None and group.args.get("all"):
             return
         keys = _group_keys(select)
+        retracting = w.emit is not None and w.emit.mode.retracting
+        panes = PANE_COLUMNS if retracting else PANE_COLUMNS - {"is_retraction"}
         for item in select.expressions:
-            for node in _ungrouped(item.this if isinstance(item, exp.Alias) else item, keys):
+            for node in _ungrouped(item.this if isinstance(item, exp.Alias) else item, keys, panes):
                 if isinstance(node, exp.Star):
                     self.fail("SELECT * in a windowed SELECT", self.statement.position(select) or w.pos,
                               "SELECT", hint="select the GROUP BY keys and aggregates")
                 name = node.sql(dialect="spark")
+                if isinstance(node, exp.Column) and not node.table and node.name.lower() == "is_retraction":
+                    self.fail("is_retraction is a pane column only with EMIT ACCUMULATING AND RETRACTING",
+                              self.statement.position(node) or w.pos, "SELECT",
+                              hint="add EMIT ACCUMULATING AND RETRACTING, or drop is_retraction "
+                                   "(without it no row is a retraction)")
                 calls = [a for a in _ancestors(node, select) if isinstance(a, exp.Anonymous)]
                 if calls:  # maybe meant as an aggregate: say which function is not known as one
                     call = calls[0].name
@@ -416,7 +423,7 @@ def _same_column(a: exp.Column, b: exp.Expr) -> bool:
             and (not a.table or not b.table or a.table.lower() == b.table.lower()))
 
 
-def _ungrouped(node: exp.Expr, keys: list[exp.Expr]):
+def _ungrouped(node: exp.Expr, keys: list[exp.Expr], panes: frozenset = PANE_COLUMNS):
     """Columns (and *) of a SELECT item that are neither grouped nor inside an aggregate
     (in text order; iterative, as `a + b + ...` can be thousands of levels deep)."""
     stack = [node]
@@ -429,7 +436,7 @@ def _ungrouped(node: exp.Expr, keys: list[exp.Expr]):
         if isinstance(node, exp.Star):
             yield node
         elif isinstance(node, exp.Column):
-            if isinstance(node.this, exp.Star) or node.table or node.name.lower() not in PANE_COLUMNS:
+            if isinstance(node.this, exp.Star) or node.table or node.name.lower() not in panes:
                 yield node
         else:
             stack.extend(reversed(list(node.iter_expressions())))

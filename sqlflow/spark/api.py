@@ -14,13 +14,21 @@ from .report import ATTRIBUTE, dropped, metrics  # noqa: F401  (public)
 __all__ = ["sql", "transpile", "explain", "register", "dropped", "metrics"]
 
 
+def _first_non_blank(text: str, at: int) -> int:
+    while at < len(text) - 1 and text[at].isspace():
+        at += 1
+    return at
+
+
 def _statement(text: str):
     from ..frontend import parse_script
 
     statements = parse_script(text)
     if len(statements) > 1 and not all(s.is_plain for s in statements):
-        raise SqlflowError(f"expected one statement, found {len(statements)}", clause="SQL",
-                           hint="run the statements one by one")
+        second = statements[1]
+        raise second.source.error(SqlflowError, f"expected one statement, found {len(statements)}",
+                                  _first_non_blank(second.source.text, second.start), clause="SQL",
+                                  hint="run the statements one by one (sqlflow.parse_script splits a script)")
     return statements[0] if len(statements) == 1 else None
 
 

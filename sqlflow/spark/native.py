@@ -150,7 +150,7 @@ def rewrite_native(ws: WindowedSelect, *, names: dict[int, str] | None = None, n
         if isinstance(item, exp.Alias):
             item.set("this", item.this.transform(replace_panes))
             items.append(item)
-        elif is_pane_ref(item):
+        elif is_pane_ref(item) and item.name.lower() in panes:
             items.append(exp.alias_(panes[item.name.lower()].copy(), item.name.lower()))
         elif any(is_pane_ref(n) for n in item.walk()):
             name = (names or {}).get(i) or item.sql(dialect="spark")

@@ -56,8 +56,8 @@ class Source:
         alias = self.node.args.get("alias")
         if alias is not None and alias.this:
             return alias.this
-        if isinstance(self.node, exp.Table):
-            return self.node.this
+        if isinstance(self.node, exp.Table) and isinstance(self.node.this, exp.Identifier):
+            return self.node.this  # (a table function without an alias has no name to qualify by)
         return None
 
 
