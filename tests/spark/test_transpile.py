@@ -114,9 +114,9 @@ is_last, emit_time, is_retraction FROM <panes>"""
 
 @pytest.mark.parametrize("query,path", [
     ("SELECT k, COUNT(*) AS n FROM t GROUP BY k WINDOW SESSIONS(GAP 5m) ON ts",
-     "  path: engine (SESSIONS windows run faster on the engine (measured: native 0.27M rows/s, engine 0.46M rows/s))"),
+     "  path: engine (SESSIONS windows run faster on the engine (measured: native 0.65M rows/s, engine 1.16M rows/s))"),
     ("SELECT k, COUNT(*) AS n FROM t GROUP BY k WINDOW FIXED(SIZE 5m) ON ts",
-     "  path: native (FIXED windows run faster natively (measured: native 0.98M rows/s, engine 0.32M rows/s))"),
+     "  path: native (FIXED windows run faster natively (measured: native 1.40M rows/s, engine 0.58M rows/s))"),
     ("SELECT k, percentile_approx(x, 0.5) AS p FROM t GROUP BY k WINDOW SESSIONS(GAP 5m) ON ts",
      "  path: native (the engine cannot run it: PERCENTILE_APPROX(x, 0.5): the sqlflow engine has no "
      "PERCENTILE_APPROX)"),
