@@ -21,7 +21,10 @@ window function returns its unmerged windows: merging needs an aggregation, whic
     FROM clicks LATERAL VIEW explode(sqlflow_sliding(ts, '10m', '5m')) AS w
     GROUP BY w.start, w.end
 
-Custom window functions are captured when `register` runs: register them first.
+Custom window functions are captured when `register` runs: register them first. Their arguments
+reach the class as `WINDOW name(...)` passes them: an INTERVAL as integer microseconds (like a
+duration such as `15m` in the clause), numbers and strings as they are; so
+`sqlflow_window('tumbling', ts, INTERVAL 15 MINUTES)` means `WINDOW tumbling(15m)`.
 """
 from __future__ import annotations
 
@@ -80,7 +83,7 @@ def register_window_udfs(spark) -> list[str]:
         if cls is None:
             raise ValueError(f"unknown window function {fn_name}: register it with sqlflow.register_window_fn "
                              "before sqlflow.register(spark)")
-        args = [constant(p, f"argument {i + 3}") for i, p in enumerate(params)]
+        args = [_as_window_fn_arg(constant(p, f"argument {i + 3}")) for i, p in enumerate(params)]
         return windows_of(CustomWindows(fn_name, cls(*args)), ts, tz)
 
     functions = {
@@ -93,3 +96,20 @@ def register_window_udfs(spark) -> list[str]:
         fn.__name__ = name
         spark.udf.register(name, pandas_udf(fn, RETURN_TYPE))
     return list(functions)
+
+
+def _as_window_fn_arg(value):
+    """An argument of `sqlflow_window` as `WINDOW name(...)` passes it: intervals (Spark's day-time
+    INTERVAL arrives as a timedelta) become integer microseconds, anything else is unchanged.
+
+    >>> import datetime
+    >>> _as_window_fn_arg(datetime.timedelta(minutes=15)), _as_window_fn_arg("15m"), _as_window_fn_arg(3)
+    (900000000, '15m', 3)
+    """
+    import datetime
+
+    import numpy as np
+
+    if isinstance(value, (pd.Timedelta, np.timedelta64, datetime.timedelta)):
+        return int(pd.Timedelta(value) // pd.Timedelta(microseconds=1))
+    return value

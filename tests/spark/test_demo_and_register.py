@@ -83,3 +83,24 @@ def test_unknown_custom_window_function(spark):
     sqlflow.register(spark)
     with pytest.raises(Exception, match="unknown window function nope"):
         spark.sql("SELECT sqlflow_window('nope', TIMESTAMP'2024-01-01 00:00:00')").collect()
+
+
+class Span:
+    """A custom window function taking a duration: tumbling windows of `size` microseconds."""
+
+    def __init__(self, size):
+        self.size = size
+
+    def assign(self, t):
+        start = (t // self.size) * self.size
+        return np.arange(len(t)), start, start + self.size
+
+
+def test_an_interval_argument_reaches_a_custom_window_function_as_in_the_clause(spark):
+    sqlflow.register_window_fn("span", Span)
+    sqlflow.register(spark)
+    row = spark.sql("SELECT sqlflow_window('span', TIMESTAMP'2024-01-01 00:07:00', INTERVAL 4 MINUTES) AS w").first()
+    assert [(w["start"], w["end"]) for w in row["w"]] == [(T("00:04:00"), T("00:08:00"))]
+    windowed = sqlflow.sql(spark, "SELECT COUNT(*) AS n FROM VALUES (TIMESTAMP'2024-01-01 00:07:00') AS t(ts) "
+                                  "WINDOW span(4m) ON ts")
+    assert [(r.window_start, r.window_end, r.n) for r in windowed.collect()] == [(T("00:04:00"), T("00:08:00"), 1)]
