@@ -34,6 +34,7 @@ from .watermarks import EMPTY_TIMELINE, Timeline
 from .windows import window_fn
 
 NULL_EVENT_TIME = "null event time"
+NULL_ARRIVAL_TIME = "null arrival time"
 BAD_GAP = "null or non-positive session gap"
 
 
@@ -55,6 +56,7 @@ class _Input:
     at: np.ndarray
     null_et: np.ndarray
     bad_gap: np.ndarray
+    null_at: np.ndarray  # replay: an event time but no arrival time
     key_id: np.ndarray
     key_frame: pd.DataFrame
     a_row: np.ndarray
@@ -114,7 +116,7 @@ class Engine:
         # bounded data without arrival times has no watermark until the end of input
         timeline = timeline if (timeline is not None and replay) else EMPTY_TIMELINE
         inp = self._prepare(rows, replay=replay)
-        valid = ~(inp.null_et | inp.bad_gap)
+        valid = ~(inp.null_et | inp.null_at | inp.bad_gap)
         if p_end is None:
             p_end = max(int(inp.at[valid].max()) if valid.any() else NEG_INF, timeline.last_time)
         a_key, a_at = inp.a_key, inp.a_at
@@ -339,15 +341,16 @@ class Engine:
                 raise SqlflowExecutionError("replay needs an arrival-time column", clause="WATERMARK")
             null_at = pd.isna(rows[ARRIVAL_TIME]).to_numpy()
             at = np.where(null_at, 0, rows[ARRIVAL_TIME].to_numpy()).astype(np.int64) if n else et
-            null_et = null_et | null_at
+            null_at = null_at & ~null_et
         else:
             at = et
+            null_at = np.zeros(n, bool)
         bad_gap = np.zeros(n, bool)
         gap = None
         if self.plan.per_row_gap:
             gap, usable = _gaps(rows[GAP])
-            bad_gap = ~null_et & ~usable
-        valid = ~(null_et | bad_gap)
+            bad_gap = ~null_et & ~null_at & ~usable
+        valid = ~(null_et | null_at | bad_gap)
         if key_id is None:
             keys = list(self.plan.keys)
             if keys:
@@ -358,7 +361,7 @@ class Engine:
                 key_frame = pd.DataFrame(index=range(1 if n else 0))
         vrows = np.flatnonzero(valid) if not valid.all() else np.arange(n)
         a_row, a_start, a_end = self.wfn.assign(et[vrows], None if gap is None else gap[vrows])
-        return _Input(rows, et, at, null_et, bad_gap, key_id, key_frame, vrows[a_row],
+        return _Input(rows, et, at, null_et, bad_gap, null_at, key_id, key_frame, vrows[a_row],
                       np.asarray(a_start, np.int64), np.asarray(a_end, np.int64))
 
     def _when(self, inp: _Input, sub: np.ndarray) -> np.ndarray:
@@ -381,6 +384,8 @@ class Engine:
         parts = []
         if inp.null_et.any():
             parts.append(_drops(np.flatnonzero(inp.null_et), NULL_EVENT_TIME))
+        if inp.null_at.any():
+            parts.append(_drops(np.flatnonzero(inp.null_at), NULL_ARRIVAL_TIME))
         if inp.bad_gap.any():
             parts.append(_drops(np.flatnonzero(inp.bad_gap), BAD_GAP))
         for reason in (TOO_LATE, CLOSED):
@@ -397,6 +402,7 @@ class Engine:
             "panes": int((~retraction).sum()),
             "retractions": int(retraction.sum()),
             "dropped_null_event_time": int(inp.null_et.sum()),
+            "dropped_null_arrival_time": int(inp.null_at.sum()),
             "dropped_bad_gap": int(inp.bad_gap.sum()),
             "dropped_too_late": int((drop_reason == TOO_LATE).sum()),
             "dropped_closed_window": int((drop_reason == CLOSED).sum()),

@@ -13,11 +13,12 @@ from dataclasses import dataclass, field
 #: the attribute of a result DataFrame holding its Report
 ATTRIBUTE = "_sqlflow_report"
 
-METRIC_NAMES = ("input_rows", "panes", "retractions", "dropped_null_event_time", "dropped_bad_gap",
-                "dropped_too_late", "dropped_closed_window")
+METRIC_NAMES = ("input_rows", "panes", "retractions", "dropped_null_event_time", "dropped_null_arrival_time",
+                "dropped_bad_gap", "dropped_too_late", "dropped_closed_window")
 
 _REASON_METRIC = {
     "null event time": "dropped_null_event_time",
+    "null arrival time": "dropped_null_arrival_time",
     "null or non-positive session gap": "dropped_bad_gap",
     "too late": "dropped_too_late",
     "closed window": "dropped_closed_window",
@@ -25,7 +26,7 @@ _REASON_METRIC = {
 
 
 class SqlflowDataWarning(UserWarning):
-    """Input rows were excluded from the result (NULL event times)."""
+    """Input rows were excluded from the result (NULL event times, NULL arrival times of a replay)."""
 
 
 @dataclass
@@ -74,7 +75,7 @@ class Stage:
                 elif row["kind"] == "P":
                     counts["retractions" if row["r"] else "panes"] += int(row["n"])
                 elif row["kind"] == "D":
-                    counts[_REASON_METRIC.get(row["reason"], "dropped_too_late")] += int(row["n"])
+                    counts[_REASON_METRIC[row["reason"]]] += int(row["n"])
         else:
             agg = self.input_rows.agg(
                 F.count(F.lit(1)).alias("n"),
@@ -87,6 +88,10 @@ class Stage:
         if counts["dropped_null_event_time"]:
             warnings.warn(f"sqlflow: {self.label}: {counts['dropped_null_event_time']} input rows have a NULL "
                           "event time; they are in no window (sqlflow.dropped(df) lists them)",
+                          SqlflowDataWarning, stacklevel=3)
+        if counts["dropped_null_arrival_time"]:
+            warnings.warn(f"sqlflow: {self.label}: {counts['dropped_null_arrival_time']} input rows of the replay "
+                          "have a NULL arrival time; they never arrive (sqlflow.dropped(df) lists them)",
                           SqlflowDataWarning, stacklevel=3)
         return counts
 
@@ -125,8 +130,8 @@ def dropped(df):
 
     Columns: `stage` (1 for the first windowed SELECT in the text, ...), the GROUP BY keys and
     aggregate arguments of the row (named as in the query), `event_time`, `arrival_time` (NULL
-    without ARRIVAL), `reason` ('null event time', 'null or non-positive session gap',
-    'too late', 'closed window') and the window it missed (`window_start`, `window_end`, NULL
+    without ARRIVAL), `reason` ('null event time', 'null arrival time' (a replay's row that never
+    arrives), 'null or non-positive session gap', 'too late', 'closed window') and the window it missed (`window_start`, `window_end`, NULL
     when the row is in no window at all).
     """
     from pyspark.sql import functions as F

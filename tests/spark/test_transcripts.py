@@ -7,7 +7,8 @@ import sqlflow
 
 BASE = pd.Timestamp("2024-01-01", tz="UTC")  # transcript times are seconds from here
 REASONS = {"too late": "dropped_too_late", "closed window": "dropped_closed_window",
-           "null event time": "dropped_null_event_time", "null or non-positive session gap": "dropped_bad_gap"}
+           "null event time": "dropped_null_event_time", "null arrival time": "dropped_null_arrival_time",
+           "null or non-positive session gap": "dropped_bad_gap"}
 
 
 def ts(seconds):
@@ -64,3 +65,5 @@ def test_transcript_on_spark(spark, transcript):
     assert got == want
     metrics = sqlflow.metrics(df)
     assert {reason: metrics[key] for reason, key in REASONS.items() if metrics[key]} == t.get("dropped", {})
+    listed = sqlflow.dropped(df).groupBy("reason").count().collect()
+    assert {r["reason"]: r["count"] for r in listed} == t.get("dropped", {})
