@@ -560,6 +560,22 @@ def test_windowed_select_without_group_by_or_aggregate():
     """)
 
 
+def test_too_many_windows_per_element():
+    expect("SELECT k, count(*) FROM t GROUP BY k\nWINDOW SLIDING(SIZE 100000d, PERIOD 1us) ON ts", SqlflowSemanticError, """
+        sqlflow: WINDOW: each element would be in 8,640,000,000,000,000 windows (SIZE / PERIOD); at most 100,000 are allowed (line 2, column 37)
+          WINDOW SLIDING(SIZE 100000d, PERIOD 1us) ON ts
+                                              ^
+        use a longer period (or step), or aggregate in two stages
+    """)
+    expect("SELECT k, count(*) FROM t GROUP BY k WINDOW CUMULATE(STEP 1s, SIZE 30d) ON ts", SqlflowSemanticError, """
+        sqlflow: WINDOW: each element would be in 2,592,000 windows (SIZE / STEP); at most 100,000 are allowed (line 1, column 59)
+          SELECT k, count(*) FROM t GROUP BY k WINDOW CUMULATE(STEP 1s, SIZE 30d) ON ts
+                                                                    ^
+        use a longer period (or step), or aggregate in two stages
+    """)
+    parse("SELECT k, count(*) FROM t GROUP BY k WINDOW SLIDING(SIZE 100000s, PERIOD 1s) ON ts")  # the limit
+
+
 def test_is_retraction_needs_the_retracting_mode():
     expect("SELECT k, is_retraction, count(*)\nFROM t GROUP BY k WINDOW GLOBAL ON ts EMIT ACCUMULATING",
            SqlflowSemanticError, """

@@ -26,6 +26,10 @@ from . import limits, printer, sqlexpr
 from .statement import Statement, watermarks_feeding
 
 #: columns a windowed SELECT may name without grouping them: they describe the pane (semantics 4)
+#: SLIDING and CUMULATE copy each element into SIZE / PERIOD (or STEP) windows: beyond this the
+#: copies alone exhaust memory on any realistic input
+MAX_WINDOWS_PER_ELEMENT = 100_000
+
 PANE_COLUMNS = frozenset({"window_start", "window_end", "pane_index", "pane_timing", "is_last",
                           "emit_time", "is_retraction"})
 
@@ -90,6 +94,12 @@ class _Checker:
         if w.allowed_lateness is not None:
             self.not_negative(w.allowed_lateness.lateness, "the lateness", "ALLOWED LATENESS")
 
+    def windows_per_element(self, n: int, pos, ratio: str) -> None:
+        if n > MAX_WINDOWS_PER_ELEMENT:
+            self.fail(f"each element would be in {n:,} windows ({ratio}); at most "
+                      f"{MAX_WINDOWS_PER_ELEMENT:,} are allowed", pos, "WINDOW",
+                      hint="use a longer period (or step), or aggregate in two stages")
+
     def window_fn(self, fn: ast.WindowFn) -> None:
         if isinstance(fn, ast.Fixed):
             self.positive(fn.size, "SIZE", "WINDOW")
@@ -102,6 +112,7 @@ class _Checker:
                           f"{printer.duration(fn.size)}, so some elements would be in no window",
                           fn.period.pos, "WINDOW", hint="use FIXED for windows that do not overlap")
             self.offset(fn.offset, fn.period, "PERIOD")
+            self.windows_per_element(-(-fn.size.micros // fn.period.micros), fn.period.pos, "SIZE / PERIOD")
         elif isinstance(fn, ast.Cumulate):
             self.positive(fn.step, "STEP", "WINDOW")
             self.positive(fn.size, "SIZE", "WINDOW")
@@ -109,6 +120,7 @@ class _Checker:
                 self.fail(f"SIZE {printer.duration(fn.size)} is not a multiple of STEP "
                           f"{printer.duration(fn.step)}", fn.size.pos, "WINDOW")
             self.offset(fn.offset, fn.size, "SIZE")
+            self.windows_per_element(fn.size.micros // fn.step.micros, fn.step.pos, "SIZE / STEP")
         elif isinstance(fn, ast.Sessions):
             if isinstance(fn.gap, ast.Duration):
                 self.positive(fn.gap, "GAP", "WINDOW")
