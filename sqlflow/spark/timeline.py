@@ -120,7 +120,6 @@ def explicit_timeline(spark, ws: WindowedSelect, source: Source, run_sql) -> wat
     if frame["p"].isna().any():
         raise ws.error(SqlflowExecutionError, f"TIMELINE {name} has a row without proc_time", "WATERMARK",
                        pos=model.pos or source.watermark.pos)
-    values = frame["w"].astype("Float64").fillna(float(POS_INF))
-    return watermarks.Timeline.from_steps(frame["p"].to_numpy(np.int64),
-                                          np.array([POS_INF if v >= POS_INF else int(v) for v in values], np.int64),
+    marks = frame["w"].astype("Int64").fillna(POS_INF).to_numpy(np.int64)  # NULL: +inf (exact, no float)
+    return watermarks.Timeline.from_steps(frame["p"].astype("Int64").to_numpy(np.int64), marks,
                                           what=f"TIMELINE {name}")
