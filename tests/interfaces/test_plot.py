@@ -177,5 +177,5 @@ def test_without_matplotlib_the_error_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib.pyplot", None)  # import fails as if not installed
     panes = pd.DataFrame({"n": [1], "window_start": [0], "window_end": [60_000_000], "pane_index": [0],
                           "pane_timing": ["ON_TIME"], "is_last": [True], "emit_time": [None]})
-    with pytest.raises(ImportError, match=r"sqlflow-dataflow\[plot\]"):
+    with pytest.raises(ImportError, match=r"sqlflow.plot needs matplotlib: pip install matplotlib \(the project's \[plot\] extra\)"):
         sqlflow.plot(panes)

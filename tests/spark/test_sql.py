@@ -329,8 +329,8 @@ def test_null_event_times_are_excluded_counted_and_warned_about(spark, clicks, p
     with pytest.warns(sqlflow.spark.report.SqlflowDataWarning, match="1 input rows have a NULL event time"):
         m = sqlflow.metrics(df)
     assert {k: v for k, v in m.items() if k != "stages"} == {
-        "input_rows": 6, "panes": 3, "retractions": 0, "dropped_null_event_time": 1, "dropped_bad_gap": 0,
-        "dropped_too_late": 0, "dropped_closed_window": 0}
+        "input_rows": 6, "panes": 3, "retractions": 0, "dropped_null_event_time": 1, "dropped_null_arrival_time": 0,
+        "dropped_bad_gap": 0, "dropped_too_late": 0, "dropped_closed_window": 0}
     assert m["stages"][0]["path"] == path
     assert rows(sqlflow.dropped(df), "stage", "user", "amount", "event_time", "reason") == srt([
         (1, "u3", 7, None, "null event time")])
