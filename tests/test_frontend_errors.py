@@ -482,7 +482,8 @@ def test_when_predicate_not_boolean_full_message():
 
 
 def test_when_predicate_on_a_bare_column_is_allowed():
-    parse(G + "WINDOW GLOBAL ON ts TRIGGER WHEN(is_flush)")
+    (_, windowing), = parse(G + "WINDOW GLOBAL ON ts TRIGGER WHEN(is_flush)").windowed_selects()
+    assert windowing.trigger == ast.When(ast.SqlExpr("is_flush"))
 
 
 def test_when_predicate_with_an_aggregate():
@@ -607,8 +608,12 @@ def test_selected_column_neither_grouped_nor_aggregated():
 @pytest.mark.parametrize("aggregate", ["mean(v)", "std(v)", "every(v > 0)", "SUM(v) FILTER (WHERE v > 0)",
                                        "kurtosis(v)", "max_by(v, w)"])
 def test_spark_aggregates_sqlglot_does_not_model_are_aggregates(aggregate):
-    validate(parse(f"SELECT k, {aggregate} FROM t GROUP BY k WINDOW FIXED(SIZE 1m) ON ts"), streaming=False)
-    validate(parse(f"SELECT {aggregate} FROM t WINDOW FIXED(SIZE 1m) ON ts"), streaming=False)
+    assert validate(parse(f"SELECT k, {aggregate} FROM t GROUP BY k WINDOW FIXED(SIZE 1m) ON ts"),
+                    streaming=False) is None
+    assert validate(parse(f"SELECT {aggregate} FROM t WINDOW FIXED(SIZE 1m) ON ts"), streaming=False) is None
+    # the same column outside the aggregate is refused: the call above counted as one
+    assert error("SELECT k, v FROM t GROUP BY k WINDOW FIXED(SIZE 1m) ON ts").message == \
+        "v is neither in GROUP BY nor inside an aggregate"
 
 
 def test_select_star_in_a_windowed_select():
@@ -636,10 +641,15 @@ def test_window_without_event_time():
 
 
 def test_event_time_from_a_watermark_in_a_cte_or_subquery():
-    parse("WITH w AS (SELECT * FROM t WATERMARK ts DELAY OF 1m) SELECT k, count(*) FROM w GROUP BY k "
-          "WINDOW FIXED(SIZE 5m)")
-    parse("SELECT k, count(*) FROM (SELECT * FROM t WATERMARK ts DELAY OF 1m) AS s GROUP BY k "
-          "WINDOW FIXED(SIZE 5m)")
+    import sqlflow
+
+    for sql in ["WITH w AS (SELECT * FROM t WATERMARK ts DELAY OF 1m) SELECT k, count(*) FROM w GROUP BY k "
+                "WINDOW FIXED(SIZE 5m)",
+                "SELECT k, count(*) FROM (SELECT * FROM t WATERMARK ts DELAY OF 1m) AS s GROUP BY k "
+                "WINDOW FIXED(SIZE 5m)"]:
+        (_, windowing), = parse(sql).windowed_selects()
+        assert windowing.window.on is None                  # no ON: the event time comes from the WATERMARK
+        assert "GROUP BY k, WINDOW(ts, '5 minutes')" in sqlflow.transpile(sql)
 
 
 def test_ambiguous_event_time_with_two_watermarked_sources():
@@ -711,7 +721,9 @@ def test_global_window_triggers_that_never_fire_on_a_stream(trigger):
     "SEQUENCE(COUNT 1, WATERMARK)", "REPEAT_UNTIL(WATERMARK, WHEN(done))", "REPEAT(ALL_OF(COUNT 2, DELAY 1s))",
 ])
 def test_global_window_triggers_that_fire_on_a_stream(trigger):
-    validate(parse(G + f"WINDOW GLOBAL ON ts TRIGGER {trigger}"), streaming=True)
+    statement = parse(G + f"WINDOW GLOBAL ON ts TRIGGER {trigger}")
+    assert validate(statement, streaming=True) is None
+    assert to_sql(statement).endswith(f"WINDOW GLOBAL ON ts TRIGGER {trigger}")
 
 
 def test_percentile_trigger_on_a_stream():
@@ -742,7 +754,9 @@ def test_arrival_on_a_stream():
 
 
 def test_validate_leaves_plain_statements_to_spark():
-    validate(parse("SELECT * FROM t WHERE"), streaming=True)
+    statement = parse("SELECT * FROM t WHERE")   # not even valid SQL: Spark judges it
+    assert statement.is_plain and statement.sql == "SELECT * FROM t WHERE"
+    assert validate(statement, streaming=True) is None
 
 
 def test_parentheses_nested_too_deeply():
@@ -816,10 +830,16 @@ def test_clauses_after_order_by_or_limit(sql, name, after):
     assert (type(e), e.clause, e.message) == (SqlflowSyntaxError, name, f"{name} must come before {after}")
 
 
-def test_order_by_limit_of_an_inner_query_or_another_select_is_not_ours():
-    parse("SELECT k, count(*) FROM (SELECT * FROM u ORDER BY x LIMIT 1) GROUP BY k WINDOW GLOBAL ON ts")
-    parse("(SELECT k, count(*) FROM t GROUP BY k ORDER BY k LIMIT 1) UNION ALL " + G + "WINDOW GLOBAL ON ts")
-    parse(G + "WINDOW GLOBAL ON ts ORDER BY k LIMIT 1 OFFSET 1")
+@pytest.mark.parametrize("sql", [
+    "SELECT k, COUNT(*) FROM (SELECT * FROM u ORDER BY x LIMIT 1) GROUP BY k WINDOW GLOBAL ON ts",
+    "(SELECT k, COUNT(*) FROM t GROUP BY k ORDER BY k LIMIT 1) UNION ALL "
+    "SELECT k, COUNT(*) FROM t GROUP BY k WINDOW GLOBAL ON ts",
+    "SELECT k, COUNT(*) FROM t GROUP BY k WINDOW GLOBAL ON ts ORDER BY k LIMIT 1 OFFSET 1",
+])
+def test_order_by_limit_of_an_inner_query_or_another_select_is_not_ours(sql):
+    statement = parse(sql)
+    assert len(statement.windowed_selects()) == 1
+    assert to_sql(statement) == sql                     # every ORDER BY / LIMIT stays where it was
 
 
 # --------------------------------------------------------------------------- nesting and size: located errors, never a RecursionError
