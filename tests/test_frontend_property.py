@@ -281,6 +281,15 @@ def source_queries(draw):
 # --------------------------------------------------------------------------- properties
 
 
+def assert_round_trips(statement) -> str:
+    """print -> parse gives the statement back, in both layouts; returns the printed text."""
+    printed = to_sql(statement)
+    assert parse(printed) == statement
+    assert to_sql(parse(printed)) == printed
+    assert parse(to_sql(statement, pretty=True)) == statement
+    return printed
+
+
 @SETTINGS
 @given(queries())
 def test_generated_queries_parse_to_their_ast_and_round_trip(query):
@@ -288,10 +297,7 @@ def test_generated_queries_parse_to_their_ast_and_round_trip(query):
     statement = parse(sql)
     (_, parsed), = statement.windowed_selects()
     assert parsed == windowing
-    printed = to_sql(statement)
-    assert parse(printed) == statement
-    assert to_sql(parse(printed)) == printed
-    assert parse(to_sql(statement, pretty=True)) == statement
+    assert_round_trips(statement)
 
 
 @SETTINGS
@@ -303,10 +309,8 @@ def test_source_watermarks_parse_to_their_ast_and_round_trip(query):
     statement = parse(sql)
     (_, parsed), = statement.source_watermarks()
     assert parsed == watermark
-    printed = to_sql(statement)
-    assert parse(printed) == statement
+    printed = assert_round_trips(statement)
     assert [w for _, w in parse(printed).source_watermarks()] == [watermark]
-    assert parse(to_sql(statement, pretty=True)) == statement
 
 
 @SETTINGS

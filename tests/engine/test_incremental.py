@@ -47,6 +47,24 @@ def stream(engine, rows, batch_times, marks, batch_of, *, prepare=None, as_value
     return pd.concat(out, ignore_index=True), dropped
 
 
+def _batched(rows, tl, window, trigger, mode, lateness, n_batches):
+    """The engine of the drawn query, and `n_batches` micro-batch cuts over the drawn rows."""
+    w = ast.Windowing(ast.WindowClause(window), trigger, ast.AllowedLateness(D(lateness)), ast.Emit(mode))
+    engine = Engine(EnginePlan(w, AGGS, keys=("k",)))
+    last = int(rows[ARRIVAL_TIME].max())
+    cuts = np.unique(np.r_[np.linspace(rows[ARRIVAL_TIME].min(), last, n_batches).astype(np.int64), last])
+    batch_of, marks = micro_batches(rows, tl, cuts)
+    return engine, cuts, batch_of, marks
+
+
+def _replay(engine, rows, cuts, batch_of, marks):
+    """The replay with the micro-batches' instants: every row arrives at its batch's cut."""
+    replay_rows = rows.copy()
+    replay_rows[ARRIVAL_TIME] = cuts[batch_of]
+    steps = Timeline.from_steps(cuts, np.maximum.accumulate(marks))
+    return engine.run(replay_rows, timeline=steps, replay=True, p_end=int(cuts[-1]), timer_instants=cuts)
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(inputs(), windows, triggers, st.sampled_from(list(ast.AccumulationMode)), st.sampled_from([0, 25, 1000]),
        st.integers(1, 6))
@@ -54,17 +72,10 @@ def test_micro_batches_equal_the_replay(data, window, trigger, mode, lateness, n
     rows, tl = data
     if len(rows) == 0:
         return
-    w = ast.Windowing(ast.WindowClause(window), trigger, ast.AllowedLateness(D(lateness)), ast.Emit(mode))
-    engine = Engine(EnginePlan(w, AGGS, keys=("k",)))
-    last = int(rows[ARRIVAL_TIME].max())
-    cuts = np.unique(np.r_[np.linspace(rows[ARRIVAL_TIME].min(), last, n_batches).astype(np.int64), last])
-    batch_of, marks = micro_batches(rows, tl, cuts)
+    engine, cuts, batch_of, marks = _batched(rows, tl, window, trigger, mode, lateness, n_batches)
     streamed, dropped = stream(engine, rows, cuts, marks, batch_of)
 
-    replay_rows = rows.copy()
-    replay_rows[ARRIVAL_TIME] = cuts[batch_of]
-    steps = Timeline.from_steps(cuts, np.maximum.accumulate(marks))
-    replayed = engine.run(replay_rows, timeline=steps, replay=True, p_end=int(cuts[-1]), timer_instants=cuts)
+    replayed = _replay(engine, rows, cuts, batch_of, marks)
     pd.testing.assert_frame_equal(streamed, replayed.panes, check_dtype=False)
     assert dropped == replayed.metrics["dropped_too_late"] + replayed.metrics["dropped_closed_window"]
 
@@ -143,16 +154,9 @@ def test_micro_batches_typed_apart_equal_the_replay(data, window, trigger, mode,
     rows, tl = data
     if len(rows) == 0:
         return
-    w = ast.Windowing(ast.WindowClause(window), trigger, ast.AllowedLateness(D(lateness)), ast.Emit(mode))
-    engine = Engine(EnginePlan(w, AGGS, keys=("k",)))
-    last = int(rows[ARRIVAL_TIME].max())
-    cuts = np.unique(np.r_[np.linspace(rows[ARRIVAL_TIME].min(), last, n_batches).astype(np.int64), last])
-    batch_of, marks = micro_batches(rows, tl, cuts)
+    engine, cuts, batch_of, marks = _batched(rows, tl, window, trigger, mode, lateness, n_batches)
     streamed, _ = stream(engine, rows, cuts, marks, batch_of, prepare=_typed_by_itself, as_values=True)
-    replay_rows = rows.copy()
-    replay_rows[ARRIVAL_TIME] = cuts[batch_of]
-    steps = Timeline.from_steps(cuts, np.maximum.accumulate(marks))
-    replayed = engine.run(replay_rows, timeline=steps, replay=True, p_end=int(cuts[-1]), timer_instants=cuts)
+    replayed = _replay(engine, rows, cuts, batch_of, marks)
     pd.testing.assert_frame_equal(streamed, _as_values(replayed.panes), check_dtype=False)
 
 
@@ -166,11 +170,7 @@ def test_empty_micro_batches_change_nothing(data, window, trigger, mode, latenes
     rows, tl = data
     if len(rows) == 0 or (trigger is not None and uses_processing_time(trigger)):
         return
-    w = ast.Windowing(ast.WindowClause(window), trigger, ast.AllowedLateness(D(lateness)), ast.Emit(mode))
-    engine = Engine(EnginePlan(w, AGGS, keys=("k",)))
-    last = int(rows[ARRIVAL_TIME].max())
-    cuts = np.unique(np.r_[np.linspace(rows[ARRIVAL_TIME].min(), last, n_batches).astype(np.int64), last])
-    batch_of, marks = micro_batches(rows, tl, cuts)
+    engine, cuts, batch_of, marks = _batched(rows, tl, window, trigger, mode, lateness, n_batches)
     plain, _ = stream(engine, rows, cuts, marks, batch_of, as_values=True)
     # an empty batch just after every batch (and before the first), the watermark unchanged
     extra = np.r_[cuts[0] - 1, cuts[:-1] + 1]
