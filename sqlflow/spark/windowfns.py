@@ -110,6 +110,6 @@ def _as_window_fn_arg(value):
 
     import numpy as np
 
-    if isinstance(value, (pd.Timedelta, np.timedelta64, datetime.timedelta)):
-        return int(pd.Timedelta(value) // pd.Timedelta(microseconds=1))
-    return value
+    from sqlflow.udfs.assign import duration_micros
+
+    return duration_micros(value) if isinstance(value, (np.timedelta64, datetime.timedelta)) else value
