@@ -53,3 +53,8 @@ def test_runs_top_to_bottom(path, tmp_path):
                 os.environ[k] = v
     # keep the executed notebook next to the test's other artefacts, for a look when debugging
     nbformat.write(nb, tmp_path / path.name)
+    code = [cell for cell in nb.cells if cell.cell_type == "code" and cell.source.strip()]
+    assert code and all(cell.execution_count for cell in code), f"{path.name}: a cell did not run"
+    errors = [o for cell in code for o in cell.outputs if o.output_type == "error"]
+    assert not errors, f"{path.name}: {errors[0].ename}: {errors[0].evalue}" if errors else ""
+    assert any(cell.outputs for cell in code), f"{path.name}: no cell showed anything"
