@@ -1,0 +1,477 @@
+"""sqlflow against hand-written PySpark and Apache Beam, same machine, same data, one run.
+
+    pip install ".[bench]" && python benchmarks/compare.py
+
+Data (benchmarks/events.py): deterministic synthetic clicks, Zipf-skewed users, out-of-order
+arrivals with ~2% late rows, at 1, 2 and 10 million rows, written to parquet under
+benchmarks/data/ once and reused. Scenarios (sqlflow and its reference interleaved, each run
+once to warm up, then --repeat times; the median is reported):
+
+  1   fixed 1-minute windows, default trigger, bounded: sqlflow vs groupBy(window(...)) by hand.
+      Target: sqlflow's time <= 1.10x the hand-written one.
+  2   sessions (gap 5m), SEQUENCE(REPEAT_UNTIL(PERIOD 1m, WATERMARK), REPEAT(WATERMARK)),
+      accumulating and retracting, replayed from arrival_time (watermark 1 minute behind,
+      1 hour of allowed lateness, so no row is dropped): sqlflow vs Spark's native session_window
+      aggregation, which computes only the final values. Target: throughput >= 1.0x.
+  2b  sessions, default trigger, bounded: sqlflow vs native session_window. Target >= 1.5x.
+  3   streaming, fixed 1-minute windows with early firings every micro-batch and late firings
+      (sqlflow: DELAY 10 s, ALLOWED LATENESS 1m; Spark: withWatermark 70 s, update mode, so
+      both keep a window's state equally long), the dataset split into files, one per
+      micro-batch, availableNow, noop sink. Target: sqlflow >= 0.5x.
+  4   scenario 2 in Apache Beam's Python SDK (DirectRunner, benchmarks/beam_sessions.py) on the
+      first --beam-rows arrivals, and sqlflow on the same rows. Target: sqlflow >= 20x;
+      the final value of every session must be the same in both.
+  5   scenario 2 at 1, 2 and 10 million rows: the time per row must stay flat (linear cost).
+
+Scenarios 1, 2 and 2b also check that both sides computed the same final values.
+Each measurement records wall time, rows/s and the peak resident memory of the process tree
+(driver, JVM and Python workers, sampled every 50 ms; the JVM keeps the heap it once grew, so
+the larger of two interleaved sides sets the bar for both) and of the Python workers alone.
+Results: benchmarks/results/compare.json and compare.md (the table the README holds).
+
+    python benchmarks/compare.py --quick        # 200k rows, scaling at 100k/200k/1M, 5k rows for Beam
+    python benchmarks/compare.py --only 1,2b    # some scenarios, merged into the existing results
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import events  # noqa: E402
+
+SCENARIOS = ("1", "2", "2b", "3", "4", "5")
+SCHEMA = "user_id BIGINT, amount BIGINT, event_time TIMESTAMP, arrival_time TIMESTAMP"
+
+Q_FIXED = """SELECT user_id, COUNT(*) AS clicks, SUM(amount) AS total FROM events
+GROUP BY user_id WINDOW FIXED(SIZE 1m) ON event_time"""
+Q_SESSIONS_REPLAY = """SELECT user_id, COUNT(*) AS clicks, SUM(amount) AS total
+FROM events WATERMARK event_time DELAY OF INTERVAL 1 MINUTE ARRIVAL arrival_time
+GROUP BY user_id WINDOW SESSIONS(GAP 5m)
+TRIGGER SEQUENCE(REPEAT_UNTIL(PERIOD 1m, WATERMARK), REPEAT(WATERMARK))
+ALLOWED LATENESS 1h EMIT ACCUMULATING AND RETRACTING"""
+Q_SESSIONS = """SELECT user_id, COUNT(*) AS clicks, SUM(amount) AS total FROM events
+GROUP BY user_id WINDOW SESSIONS(GAP 5m) ON event_time"""
+Q_STREAM = """SELECT user_id, COUNT(*) AS clicks, SUM(amount) AS total
+FROM stream_events WATERMARK event_time DELAY OF INTERVAL 10 SECONDS
+GROUP BY user_id WINDOW FIXED(SIZE 1m)
+TRIGGER WATERMARK EARLY PERIOD 1s LATE WATERMARK
+ALLOWED LATENESS 1m EMIT ACCUMULATING"""
+
+
+# --------------------------------------------------------------------------------------------
+# measuring
+
+
+class PeakMemory:
+    """Samples the resident memory of this process and its descendants in a background thread."""
+
+    def __init__(self, interval: float = 0.05):
+        import psutil
+
+        self.psutil = psutil
+        self.interval = interval
+        self.peak_total = self.peak_workers = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _sample(self) -> None:
+        me = self.psutil.Process()
+        total = workers = 0
+        for p in [me, *me.children(recursive=True)]:
+            try:
+                rss = p.memory_info().rss
+                name = p.name()
+            except self.psutil.Error:
+                continue
+            total += rss
+            if p.pid != me.pid and name.startswith("python"):
+                workers += rss
+        self.peak_total = max(self.peak_total, total)
+        self.peak_workers = max(self.peak_workers, workers)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._sample()
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> "PeakMemory":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+
+
+def measure(sides: dict, rows: int, repeat: int) -> dict:
+    """Run each side's callable once to warm up and then `repeat` times, interleaved."""
+    runs = {name: [] for name in sides}
+    for i in range(repeat + 1):
+        for name, fn in sides.items():
+            with PeakMemory() as memory:
+                start = time.perf_counter()
+                extra = fn()
+                seconds = time.perf_counter() - start
+            run = {"seconds": round(seconds, 3), "peak_rss_mb": round(memory.peak_total / 2**20),
+                   "peak_python_workers_mb": round(memory.peak_workers / 2**20)}
+            if isinstance(extra, dict):
+                run.update(extra)
+                if "timed_s" in run:  # the side timed its own work (Beam: the pipeline, not the process)
+                    run["wall_s"], run["seconds"] = run["seconds"], run.pop("timed_s")
+            if i:
+                runs[name].append(run)
+            print(f"    {name}{' (warm-up)' if not i else ''}: {run['seconds']} s, "
+                  f"{run['peak_rss_mb']} MB", flush=True)
+    out = {}
+    for name, rs in runs.items():
+        median = statistics.median(r["seconds"] for r in rs)
+        out[name] = {"median_s": round(median, 3), "rows_per_s": round(rows / median),
+                     "seconds": [r["seconds"] for r in rs],
+                     "peak_rss_mb": max(r["peak_rss_mb"] for r in rs),
+                     "peak_python_workers_mb": max(r["peak_python_workers_mb"] for r in rs)}
+        for key in rs[0]:
+            if key not in ("seconds", "peak_rss_mb", "peak_python_workers_mb"):
+                out[name][key] = rs[-1][key]
+    return out
+
+
+def noop(df) -> None:
+    df.write.format("noop").mode("overwrite").save()
+
+
+# --------------------------------------------------------------------------------------------
+# the two sides of each scenario
+
+
+def load(spark, path: Path, view: str = "events"):
+    spark.read.schema(SCHEMA).parquet(str(path)).createOrReplaceTempView(view)
+    return spark.table(view)
+
+
+def hand_fixed(spark):
+    from pyspark.sql import functions as F
+
+    return (spark.table("events").groupBy(F.window("event_time", "1 minute"), "user_id")
+            .agg(F.count("*").alias("clicks"), F.sum("amount").alias("total"))
+            .select("user_id", F.col("window.start").alias("window_start"), F.col("window.end").alias("window_end"),
+                    "clicks", "total"))
+
+
+def hand_sessions(spark):
+    from pyspark.sql import functions as F
+
+    return (spark.table("events").groupBy(F.session_window("event_time", "5 minutes"), "user_id")
+            .agg(F.count("*").alias("clicks"), F.sum("amount").alias("total"))
+            .select("user_id", F.col("session_window.start").alias("window_start"),
+                    F.col("session_window.end").alias("window_end"), "clicks", "total"))
+
+
+def finals(df):
+    """The final value of every window: the last pane, not a retraction."""
+    if "is_retraction" in df.columns:
+        df = df.where("NOT is_retraction")
+    return df.where("is_last").select("user_id", "window_start", "window_end", "clicks", "total")
+
+
+def same_rows(a, b) -> dict:
+    cols = ["user_id", "window_start", "window_end", "clicks", "total"]
+    a, b = a.select(*cols).cache(), b.select(*cols).cache()
+    out = {"rows": a.count(), "reference_rows": b.count(),
+           "only_sqlflow": a.exceptAll(b).count(), "only_reference": b.exceptAll(a).count()}
+    a.unpersist()
+    b.unpersist()
+    out["equal"] = out["only_sqlflow"] == 0 and out["only_reference"] == 0
+    return out
+
+
+def bounded_pair(spark, query: str, hand):
+    import sqlflow
+
+    return {"sqlflow": lambda: noop(sqlflow.sql(spark, query)), "reference": lambda: noop(hand(spark))}
+
+
+def check(spark, query: str, hand, *, final_only: bool) -> dict:
+    import sqlflow
+
+    ours = sqlflow.sql(spark, query)
+    return same_rows(finals(ours) if final_only else ours, hand(spark))
+
+
+def streaming_pair(spark, files: Path, work: Path):
+    import sqlflow
+    from pyspark.sql import functions as F
+
+    from sqlflow.spark import streaming
+
+    def source():
+        return spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(files))
+
+    def ours():
+        source().createOrReplaceTempView("stream_events")
+        cp = tempfile.mkdtemp(dir=work)
+        query = streaming.start(sqlflow.sql(spark, Q_STREAM), format="noop", checkpoint=cp, available_now=True)
+        return {"micro_batches": len(query.recentProgress), "panes": streaming.query_metrics(query).get("panes")}
+
+    def native():
+        cp = tempfile.mkdtemp(dir=work)
+        df = (source().withWatermark("event_time", "70 seconds")
+              .groupBy(F.window("event_time", "1 minute"), "user_id")
+              .agg(F.count("*").alias("clicks"), F.sum("amount").alias("total")))
+        query = (df.writeStream.outputMode("update").format("noop").option("checkpointLocation", cp)
+                 .trigger(availableNow=True).start())
+        query.awaitTermination()
+        return {"micro_batches": len(query.recentProgress),
+                "panes": sum(p["sink"].get("numOutputRows", 0) or 0 for p in query.recentProgress)}
+
+    return {"sqlflow": ours, "reference": native}
+
+
+def beam_pair(spark, prefix: Path, work: Path):
+    import sqlflow
+
+    state = {}
+
+    def ours():
+        load(spark, prefix)
+        noop(sqlflow.sql(spark, Q_SESSIONS_REPLAY))
+
+    def beam():
+        panes = work / f"beam-panes-{len(state)}.parquet"
+        proc = subprocess.run([sys.executable, str(HERE / "beam_sessions.py"), str(prefix), str(panes)],
+                              capture_output=True, text=True)
+        if proc.returncode:
+            raise RuntimeError(f"the Beam pipeline failed:\n{proc.stderr[-4000:]}")
+        result = json.loads(proc.stdout.strip().splitlines()[-1])
+        state[len(state)] = (panes, result)
+        return {"timed_s": result["seconds"], "beam_peak_rss_mb": result["peak_rss_mb"],
+                "stalled_at_end": result["stalled_at_end"], "panes": result["panes"], "instants": result["instants"],
+                "beam_version": result["beam"]}
+
+    return {"sqlflow": ours, "reference": beam}, state
+
+
+def beam_check(spark, prefix: Path, panes_path: Path) -> dict:
+    import pandas as pd
+    import sqlflow
+
+    load(spark, prefix)
+    ours = finals(sqlflow.sql(spark, Q_SESSIONS_REPLAY)).selectExpr(
+        "user_id", "unix_micros(window_start) AS window_start", "unix_micros(window_end) AS window_end",
+        "clicks", "total")
+    beam = pd.read_parquet(panes_path)
+    last = beam.sort_values("pane_index").groupby(["user_id", "window_start", "window_end"], as_index=False).last()
+    theirs = spark.createDataFrame(last[["user_id", "window_start", "window_end", "clicks", "total"]].astype("int64"))
+    out = same_rows(ours, theirs)
+    out["beam_panes"] = len(beam)
+    out["beam_panes_marked_last"] = int(beam["is_last"].sum())
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# the run
+
+
+def scenario_2(spark, rows: int, repeat: int) -> dict:
+    path = events.dataset(rows)
+    load(spark, path)
+    result = measure(bounded_pair(spark, Q_SESSIONS_REPLAY, hand_sessions), rows, repeat)
+    result["check"] = check(spark, Q_SESSIONS_REPLAY, hand_sessions, final_only=True)
+    return result
+
+
+def summarise(name: str, result: dict) -> dict:
+    ours, ref = result["sqlflow"], result["reference"]
+    speed = ref["median_s"] / ours["median_s"]  # > 1: sqlflow is faster
+    if name == "1":
+        result.update(ratio=round(ours["median_s"] / ref["median_s"], 3), ratio_kind="time sqlflow / hand-written",
+                      target="<= 1.10", met=ours["median_s"] <= 1.10 * ref["median_s"])
+    else:
+        target = {"2": 1.0, "2b": 1.5, "3": 0.5, "4": 20.0}[name]
+        result.update(ratio=round(speed, 3), ratio_kind="throughput sqlflow / reference", target=f">= {target}",
+                      met=speed >= target)
+    if "check" in result and not result["check"].get("equal", True):
+        result["met"] = False
+    return result
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rows", type=int, default=2_000_000, help="rows for scenarios 1, 2, 2b and 3")
+    ap.add_argument("--scaling", default="1000000,2000000,10000000", help="sizes for scenario 5")
+    ap.add_argument("--beam-rows", type=int, default=50_000, help="rows for scenario 4 (Beam is slow)")
+    ap.add_argument("--files", type=int, default=20, help="files (micro-batches) for scenario 3")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--only", default="", help="comma-separated scenarios; merged into the existing results")
+    ap.add_argument("--quick", action="store_true", help="small sizes: checks that everything runs")
+    ap.add_argument("--out", default=str(HERE / "results" / "compare.json"))
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.rows, args.scaling, args.beam_rows, args.files = 200_000, "100000,200000,1000000", 5_000, 5
+    only = [s for s in args.only.split(",") if s] or list(SCENARIOS)
+    unknown = set(only) - set(SCENARIOS)
+    if unknown:
+        ap.error(f"unknown scenario(s) {sorted(unknown)}; choose from {', '.join(SCENARIOS)}")
+    out_path = Path(args.out)
+    previous = json.loads(out_path.read_text()) if args.only and out_path.exists() else {}
+    results = dict(previous.get("results", {}))
+
+    from sqlflow.spark.session import local_session
+
+    spark = local_session(app_name="sqlflow-compare", conf={"spark.driver.memory": "8g"})
+    work = Path(tempfile.mkdtemp(prefix="sqlflow-compare-"))
+    started = time.time()
+    try:
+        rows = args.rows
+        if "1" in only:
+            print(f"scenario 1: fixed windows, bounded, {rows:,} rows", flush=True)
+            load(spark, events.dataset(rows))
+            r = measure(bounded_pair(spark, Q_FIXED, hand_fixed), rows, args.repeat)
+            r["check"] = check(spark, Q_FIXED, hand_fixed, final_only=False)
+            results["1"] = summarise("1", dict(r, rows=rows))
+        scaling = {}
+        if "2" in only or "5" in only:
+            sizes = sorted({rows} | ({int(s) for s in args.scaling.split(",")} if "5" in only else set()))
+            for n in sizes:
+                print(f"scenario 2: sessions, early/late firings, retracting, replayed, {n:,} rows", flush=True)
+                scaling[n] = scenario_2(spark, n, args.repeat)
+            if "2" in only:
+                results["2"] = summarise("2", dict(scaling[rows], rows=rows))
+        if "2b" in only:
+            print(f"scenario 2b: sessions, default trigger, bounded, {rows:,} rows", flush=True)
+            load(spark, events.dataset(rows))
+            r = measure(bounded_pair(spark, Q_SESSIONS, hand_sessions), rows, args.repeat)
+            r["check"] = check(spark, Q_SESSIONS, hand_sessions, final_only=False)
+            results["2b"] = summarise("2b", dict(r, rows=rows))
+        if "3" in only:
+            print(f"scenario 3: streaming fixed windows, early and late firings, {rows:,} rows in {args.files} files",
+                  flush=True)
+            files = events.stream_files(rows, args.files)
+            r = measure(streaming_pair(spark, files, work), rows, args.repeat)
+            results["3"] = summarise("3", dict(r, rows=rows, files=args.files))
+        if "4" in only:
+            print(f"scenario 4: scenario 2 in Apache Beam (DirectRunner), first {args.beam_rows:,} arrivals of "
+                  f"{rows:,}", flush=True)
+            prefix = events.prefix(args.beam_rows, rows)
+            sides, state = beam_pair(spark, prefix, work)
+            r = measure(sides, args.beam_rows, args.repeat)
+            r["check"] = beam_check(spark, prefix, state[max(state)][0])
+            results["4"] = summarise("4", dict(r, rows=args.beam_rows, of=rows))
+        if "5" in only:
+            per_row = {str(n): {"rows": n, "sqlflow_us_per_row": round(1e6 * s["sqlflow"]["median_s"] / n, 3),
+                                "reference_us_per_row": round(1e6 * s["reference"]["median_s"] / n, 3),
+                                "sqlflow_rows_per_s": s["sqlflow"]["rows_per_s"],
+                                "reference_rows_per_s": s["reference"]["rows_per_s"],
+                                "ratio": round(s["reference"]["median_s"] / s["sqlflow"]["median_s"], 3),
+                                "sqlflow_peak_rss_mb": s["sqlflow"]["peak_rss_mb"],
+                                "check_equal": s["check"]["equal"]}
+                       for n, s in sorted(scaling.items())}
+            costs = [v["sqlflow_us_per_row"] for v in per_row.values()]
+            growth = costs[-1] / costs[0]
+            results["5"] = {"sizes": per_row, "per_row_growth": round(growth, 3), "target": "per-row time flat "
+                            "(largest/smallest <= 1.25)", "met": growth <= 1.25 and all(v["check_equal"]
+                                                                                        for v in per_row.values())}
+    finally:
+        spark.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+    import pyspark
+
+    out = {
+        "command": "python benchmarks/compare.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "machine": machine(),
+        "versions": {"python": platform.python_version(), "pyspark": pyspark.__version__, "beam": beam_version()},
+        "finished": time.strftime("%Y-%m-%d %H:%M:%S"), "minutes": round((time.time() - started) / 60, 1),
+        "results": {k: results[k] for k in SCENARIOS if k in results},
+    }
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    out_path.write_text(json.dumps(out, indent=2) + "\n")
+    table = markdown(out)
+    out_path.with_suffix(".md").write_text(table)
+    print(table)
+    return 0
+
+
+def machine() -> dict:
+    info = {"cpus": os.cpu_count(), "platform": platform.platform()}
+    try:
+        import psutil
+
+        info["memory_gib"] = round(psutil.virtual_memory().total / 2**30)
+    except ImportError:
+        pass
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                info["cpu"] = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return info
+
+
+def beam_version() -> str | None:
+    try:
+        from importlib.metadata import version
+
+        return version("apache-beam")
+    except Exception:  # noqa: BLE001 - not installed
+        return None
+
+
+NAMES = {
+    "1": "1. fixed windows, default trigger, bounded: vs hand-written `groupBy(window(...))`",
+    "2": "2. sessions, early/late firings, accumulating and retracting, replayed: vs native `session_window`",
+    "2b": "2b. sessions, default trigger, bounded: vs native `session_window`",
+    "3": "3. streaming fixed windows, early and late firings: vs native streaming window aggregation, update mode",
+    "4": "4. scenario 2: vs Apache Beam Python SDK, DirectRunner",
+}
+
+
+def markdown(out: dict) -> str:
+    m = out["machine"]
+    lines = [f"Machine: {m.get('cpus')} cores ({m.get('cpu', '?')}), {m.get('memory_gib', '?')} GiB, "
+             f"{m['platform']}; Python {out['versions']['python']}, PySpark {out['versions']['pyspark']}, "
+             f"Beam {out['versions']['beam']}. Command: `{out['command'].strip()}` ({out['minutes']} minutes, "
+             f"{out['finished']}).", "",
+             "| scenario | rows | sqlflow | reference | ratio | target | met | same final values | peak memory sqlflow / reference |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for key, name in NAMES.items():
+        r = out["results"].get(key)
+        if not r:
+            continue
+        ours, ref = r["sqlflow"], r["reference"]
+        memory = f"{ours['peak_rss_mb']:,} / {ref.get('beam_peak_rss_mb', ref['peak_rss_mb']):,} MB"
+        check = r.get("check")
+        same = "n/a" if check is None else ("yes" if check["equal"] else
+                                            f"NO ({check['only_sqlflow']} / {check['only_reference']} differ)")
+        lines.append(f"| {name} | {r['rows']:,} | {ours['rows_per_s']:,} rows/s ({ours['median_s']} s) | "
+                     f"{ref['rows_per_s']:,} rows/s ({ref['median_s']} s) | {r['ratio']} ({r['ratio_kind']}) | "
+                     f"{r['target']} | {'yes' if r['met'] else '**no**'} | {same} | {memory} |")
+    if "5" in out["results"]:
+        r = out["results"]["5"]
+        lines += ["", "| scenario 5: scenario 2 at | sqlflow µs/row | sqlflow rows/s | native `session_window` µs/row "
+                  "| sqlflow / native throughput | same final values |", "|---|---|---|---|---|---|"]
+        for v in r["sizes"].values():
+            lines.append(f"| {v['rows']:,} rows | {v['sqlflow_us_per_row']} | {v['sqlflow_rows_per_s']:,} | "
+                         f"{v['reference_us_per_row']} | {v['ratio']} | {'yes' if v['check_equal'] else 'NO'} |")
+        lines.append(f"\nPer-row time, largest size over smallest: {r['per_row_growth']} "
+                     f"(target: {r['target']}; met: {'yes' if r['met'] else '**no**'}).")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
