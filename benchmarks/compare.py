@@ -7,6 +7,8 @@ arrivals with ~2% late rows, at 1, 2 and 10 million rows, written to parquet und
 benchmarks/data/ once and reused. Scenarios (sqlflow and its reference interleaved, each run
 once to warm up, then --repeat times; the median is reported):
 
+Scenarios 1, 2 and 2b run on --rows (2M), 3 on --stream-rows (1M), 4 on --beam-rows (30k).
+
   1   fixed 1-minute windows, default trigger, bounded: sqlflow vs groupBy(window(...)) by hand.
       Target: sqlflow's time <= 1.10x the hand-written one.
   2   sessions (gap 5m), SEQUENCE(REPEAT_UNTIL(PERIOD 1m, WATERMARK), REPEAT(WATERMARK)),
@@ -338,8 +340,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=2_000_000, help="rows for scenarios 1, 2, 2b and 3")
     ap.add_argument("--scaling", default="1000000,2000000,10000000", help="sizes for scenario 5")
-    ap.add_argument("--beam-rows", type=int, default=50_000, help="rows for scenario 4 (Beam is slow)")
-    ap.add_argument("--files", type=int, default=20, help="files (micro-batches) for scenario 3")
+    ap.add_argument("--beam-rows", type=int, default=30_000, help="rows for scenario 4 (Beam is slow)")
+    ap.add_argument("--stream-rows", type=int, default=1_000_000, help="rows for scenario 3 (streaming)")
+    ap.add_argument("--files", type=int, default=10, help="files (micro-batches) for scenario 3")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--only", default="", help="comma-separated scenarios; merged into the existing results")
     ap.add_argument("--quick", action="store_true", help="small sizes: checks that everything runs")
@@ -347,6 +350,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.quick:
         args.rows, args.scaling, args.beam_rows, args.files = 200_000, "100000,200000,1000000", 5_000, 5
+        args.stream_rows = 200_000
     only = [s for s in args.only.split(",") if s] or list(SCENARIOS)
     unknown = set(only) - set(SCENARIOS)
     if unknown:
@@ -383,11 +387,12 @@ def main(argv=None) -> int:
             r["check"] = check(spark, Q_SESSIONS, hand_sessions, final_only=False)
             results["2b"] = summarise("2b", dict(r, rows=rows))
         if "3" in only:
-            print(f"scenario 3: streaming fixed windows, early and late firings, {rows:,} rows in {args.files} files",
+            n = args.stream_rows
+            print(f"scenario 3: streaming fixed windows, early and late firings, {n:,} rows in {args.files} files",
                   flush=True)
-            files = events.stream_files(rows, args.files)
-            r = measure(streaming_pair(spark, files, work), rows, args.repeat)
-            results["3"] = summarise("3", dict(r, rows=rows, files=args.files))
+            files = events.stream_files(n, args.files)
+            r = measure(streaming_pair(spark, files, work), n, args.repeat)
+            results["3"] = summarise("3", dict(r, rows=n, files=args.files))
         if "4" in only:
             print(f"scenario 4: scenario 2 in Apache Beam (DirectRunner), first {args.beam_rows:,} arrivals of "
                   f"{rows:,}", flush=True)

@@ -73,7 +73,9 @@ class BucketJob:
       cannot hold every BIGINT;
     - `coerce`: (aggregate column, "int" | "float" | "decimal", scale) conversions to the Spark
       result type;
-    - `timeline`, `p_end`, `replay`: the global watermark and end of input of a replay.
+    - `timeline`, `p_end`, `replay`: the global watermark and end of input of a replay;
+    - `weight`: the column of how many input rows each element stands for when Spark combined
+      rows before the shuffle (sqlflow/spark/engine_path.py), for the input-rows metric.
     """
 
     plan: EnginePlan
@@ -86,13 +88,14 @@ class BucketJob:
     timeline: Timeline | None = None
     p_end: int | None = None
     replay: bool = False
+    weight: str | None = None  # a column of how many input rows each element stands for
 
     def __call__(self, key, rows: pd.DataFrame) -> pd.DataFrame:
         rows = self._prepare(rows)
         result = Engine(self.plan).run(rows, timeline=self.timeline, replay=self.replay, p_end=self.p_end,
                                        ordered=False)
         parts = [self._panes(result.panes), self._dropped(rows, result.dropped),
-                 pd.DataFrame({KIND: [METRICS], ROWS: [len(rows)]})]
+                 pd.DataFrame({KIND: [METRICS], ROWS: [int(rows[self.weight].sum()) if self.weight else len(rows)]})]
         out = pd.concat([p for p in parts if len(p)], ignore_index=True)
         for column in self.columns:
             if column not in out:

@@ -212,6 +212,9 @@ class Runner:
         run = run_engine(ws, rel, raw, agg_types, buckets=n,
                          timeline=replay.timeline if replay else None, p_end=replay.p_end if replay else None)
         stage.output = run.output
+        if run.combined:
+            stage.engine_mode += ("; rows combined per key and gap-aligned slice of event time before the "
+                                  "shuffle (COUNT/SUM/MIN/MAX combine)")
         renamed = dict(_user_columns(ws, rel))
         stage.dropped_rows = run.dropped.select(*[run.dropped[c].alias(renamed.get(c, c)) for c in run.dropped.columns])
         panes_view = self.view(run.panes, "panes")
