@@ -119,10 +119,13 @@ class PeakMemory:
         self._sample()
 
 
+WARMUP = 1  # runs of each side before the measured ones (--warmup)
+
+
 def measure(sides: dict, rows: int, repeat: int) -> dict:
-    """Run each side's callable once to warm up and then `repeat` times, interleaved."""
+    """Run each side's callable WARMUP times to warm up and then `repeat` times, interleaved."""
     runs = {name: [] for name in sides}
-    for i in range(repeat + 1):
+    for i in range(repeat + WARMUP):
         for name, fn in sides.items():
             with PeakMemory() as memory:
                 start = time.perf_counter()
@@ -134,9 +137,9 @@ def measure(sides: dict, rows: int, repeat: int) -> dict:
                 run.update(extra)
                 if "timed_s" in run:  # the side timed its own work (Beam: the pipeline, not the process)
                     run["wall_s"], run["seconds"] = run["seconds"], run.pop("timed_s")
-            if i:
+            if i >= WARMUP:
                 runs[name].append(run)
-            print(f"    {name}{' (warm-up)' if not i else ''}: {run['seconds']} s, "
+            print(f"    {name}{' (warm-up)' if i < WARMUP else ''}: {run['seconds']} s, "
                   f"{run['peak_rss_mb']} MB", flush=True)
     out = {}
     for name, rs in runs.items():
@@ -344,10 +347,13 @@ def main(argv=None) -> int:
     ap.add_argument("--stream-rows", type=int, default=1_000_000, help="rows for scenario 3 (streaming)")
     ap.add_argument("--files", type=int, default=10, help="files (micro-batches) for scenario 3")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=1, help="warm-up runs of each side before measuring")
     ap.add_argument("--only", default="", help="comma-separated scenarios; merged into the existing results")
     ap.add_argument("--quick", action="store_true", help="small sizes: checks that everything runs")
     ap.add_argument("--out", default=str(HERE / "results" / "compare.json"))
     args = ap.parse_args(argv)
+    global WARMUP
+    WARMUP = args.warmup
     if args.quick:
         args.rows, args.scaling, args.beam_rows, args.files = 200_000, "100000,200000,1000000", 5_000, 5
         args.stream_rows = 200_000
