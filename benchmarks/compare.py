@@ -316,12 +316,12 @@ def beam_check(spark, prefix: Path, panes_path: Path) -> dict:
 # the run
 
 
-def scenario_2(spark, rows: int, repeat: int) -> dict:
-    path = events.dataset(rows)
-    load(spark, path)
-    result = measure(bounded_pair(spark, Q_SESSIONS_REPLAY, hand_sessions), rows, repeat)
-    result["check"] = check(spark, Q_SESSIONS_REPLAY, hand_sessions, final_only=True)
-    return result
+def bounded_scenario(spark, query: str, hand, rows: int, repeat: int, *, final_only: bool) -> dict:
+    """sqlflow's `query` against `hand` on dataset(rows), timed, then checked for equal values."""
+    load(spark, events.dataset(rows))
+    result = measure(bounded_pair(spark, query, hand), rows, repeat)
+    result["check"] = check(spark, query, hand, final_only=final_only)
+    return dict(result, rows=rows)
 
 
 def summarise(name: str, result: dict) -> dict:
@@ -374,24 +374,21 @@ def main(argv=None) -> int:
         rows = args.rows
         if "1" in only:
             print(f"scenario 1: fixed windows, bounded, {rows:,} rows", flush=True)
-            load(spark, events.dataset(rows))
-            r = measure(bounded_pair(spark, Q_FIXED, hand_fixed), rows, args.repeat)
-            r["check"] = check(spark, Q_FIXED, hand_fixed, final_only=False)
-            results["1"] = summarise("1", dict(r, rows=rows))
+            results["1"] = summarise("1", bounded_scenario(spark, Q_FIXED, hand_fixed, rows, args.repeat,
+                                                           final_only=False))
         scaling = {}
         if "2" in only or "5" in only:
             sizes = sorted({rows} | ({int(s) for s in args.scaling.split(",")} if "5" in only else set()))
             for n in sizes:
                 print(f"scenario 2: sessions, early/late firings, retracting, replayed, {n:,} rows", flush=True)
-                scaling[n] = scenario_2(spark, n, args.repeat)
+                scaling[n] = bounded_scenario(spark, Q_SESSIONS_REPLAY, hand_sessions, n, args.repeat,
+                                              final_only=True)
             if "2" in only:
-                results["2"] = summarise("2", dict(scaling[rows], rows=rows))
+                results["2"] = summarise("2", scaling[rows])
         if "2b" in only:
             print(f"scenario 2b: sessions, default trigger, bounded, {rows:,} rows", flush=True)
-            load(spark, events.dataset(rows))
-            r = measure(bounded_pair(spark, Q_SESSIONS, hand_sessions), rows, args.repeat)
-            r["check"] = check(spark, Q_SESSIONS, hand_sessions, final_only=False)
-            results["2b"] = summarise("2b", dict(r, rows=rows))
+            results["2b"] = summarise("2b", bounded_scenario(spark, Q_SESSIONS, hand_sessions, rows, args.repeat,
+                                                             final_only=False))
         if "3" in only:
             n = args.stream_rows
             print(f"scenario 3: streaming fixed windows, early and late firings, {n:,} rows in {args.files} files",
