@@ -44,6 +44,14 @@ class Timeline:
         object.__setattr__(self, "_t", self.times.tolist())
         object.__setattr__(self, "_v", self.values.tolist())
 
+    def __getstate__(self):  # the arrays travel (to the executors), the lists are rebuilt there
+        return {"times": self.times, "values": self.values, "end": self.end}
+
+    def __setstate__(self, state):
+        for name, value in state.items():
+            object.__setattr__(self, name, value)
+        self.__post_init__()
+
     @staticmethod
     def from_steps(times, values, *, what: str = "watermark timeline") -> "Timeline":
         """Validate and normalise rows (proc_time, watermark): sorted by time; rows with equal times

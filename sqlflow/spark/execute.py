@@ -206,7 +206,7 @@ class Runner:
                 where = src.model.pos or src.pos
                 replay = timeline.replay(self.spark, ws, self.args,
                                          lambda q, node: self.sql(q, node, where, clause="WATERMARK"))
-                stage.replay += f": {replay.instants} arrival instants, {len(replay.timeline.times)} watermark steps"
+                stage.replay += f": {replay.rows} rows, {len(replay.timeline.times)} watermark steps"
         n, why = conf.buckets(self.spark, raw, keyed=bool(rel.keys))
         stage.buckets = why
         run = run_engine(ws, rel, raw, agg_types, buckets=n,

@@ -1,16 +1,14 @@
 """The watermark of a replay, computed by Spark and given to every bucket of the engine path.
 
 A replayed source (`FROM t WATERMARK ts <model> ARRIVAL at`) has one watermark for all keys: it
-is a function of the whole stream, so each bucket cannot compute it from its own rows. Spark
-aggregates the source per arrival instant (max and min event time), the driver turns those
-per-instant figures into the timeline of the source's model (`sqlflow.engine.watermarks`):
+is a function of the whole stream, so each bucket cannot compute it from its own rows. Every
+input partition keeps the rows that can set the watermark (`_records`), the driver turns them
+into the timeline of the source's model (`sqlflow.engine.watermarks`):
 
 - `DELAY OF d`: max event time arrived so far - d;
 - `PERFECT`: min event time of the rows not yet arrived;
 - `TIMELINE steps`: the (proc_time, watermark) rows of table `steps`, NULL watermark = +inf.
-
-The per-instant figures are the timeline, not the data: one row per distinct arrival time. The
-end of the input (`p_end`) is the last arrival (or timeline step), the same for every bucket.
+The end of the input (`p_end`) is the last arrival (or timeline step), the same for every bucket.
 The watermark is the source's, before any WHERE or JOIN: Spark's own WATERMARK clause works so.
 """
 from __future__ import annotations
@@ -23,7 +21,7 @@ from sqlglot import exp
 from .. import ast
 from ..errors import SqlflowAnalysisError, SqlflowError, SqlflowExecutionError
 from ..engine import watermarks
-from ..time import POS_INF
+from ..time import NEG_INF, POS_INF
 from .relations import strip_clauses, to_spark_sql, visible_ctes, with_ctes
 from .windowed_select import Source, WindowedSelect, parse_column
 
@@ -35,7 +33,6 @@ class Replay:
     timeline: watermarks.Timeline
     p_end: int
     rows: int            # rows of the source with an event and an arrival time
-    instants: int        # distinct arrival times
     model: str           # the model, for explain()
 
 
@@ -72,19 +69,19 @@ def replay(spark, ws: WindowedSelect, args, run_sql) -> Replay:
     _timestamp_check(ws, source, types["at"], "arrival", w.arrival)
     micros = raw.select(F.unix_micros(F.col("et").cast("timestamp")).alias("et"),
                         F.unix_micros(F.col("at").cast("timestamp")).alias("at"))
-    per_instant = (micros.where(F.col("et").isNotNull() & F.col("at").isNotNull())
-                   .groupBy("at").agg(F.max("et").alias("max_et"), F.min("et").alias("min_et"),
-                                      F.count(F.lit(1)).alias("n"))
-                   .toPandas())
-    per_instant = per_instant.sort_values("at")
-    at = per_instant["at"].to_numpy(np.int64)
     model = w.model
+    kind = "delay" if isinstance(model, ast.BoundedDelay) else "perfect" if isinstance(model, ast.Perfect) else None
+    records, rows, first_at, last_at = _records(micros.where(F.col("et").isNotNull() & F.col("at").isNotNull()), kind)
+    at = records["at"].to_numpy(np.int64)
     try:
         if isinstance(model, ast.BoundedDelay):
-            timeline = watermarks.bounded_delay(at, per_instant["max_et"].to_numpy(np.int64), model.delay.micros)
+            timeline = _ending(watermarks.bounded_delay(at, records["et"].to_numpy(np.int64), model.delay.micros),
+                               last_at)
             described = f"DELAY OF {model.delay}"
         elif isinstance(model, ast.Perfect):
-            timeline = watermarks.perfect(at, per_instant["min_et"].to_numpy(np.int64))
+            # the first arrival sets the first watermark, whether its rows are records or not
+            timeline = _ending(watermarks.perfect(np.r_[at, first_at], np.r_[records["et"].to_numpy(np.int64), POS_INF]),
+                               last_at)
             described = "PERFECT"
         else:
             timeline = explicit_timeline(spark, ws, source, run_sql)
@@ -94,8 +91,38 @@ def replay(spark, ws: WindowedSelect, args, run_sql) -> Replay:
             raise ws.error(type(error), error.message, error.clause or "WATERMARK", pos=model.pos or w.pos,
                            hint=error.hint) from None
         raise
-    p_end = max(int(at.max()) if len(at) else timeline.last_time, timeline.last_time)
-    return Replay(timeline, p_end, int(per_instant["n"].sum()), len(at), described)
+    p_end = max(last_at, timeline.last_time)
+    return Replay(timeline, p_end, rows, described)
+
+
+def _records(micros, kind: str | None):
+    """The rows (at, et) the watermark model needs, the number of rows, the first and last arrival.
+
+    The timeline is a running extreme in arrival order: DELAY's running maximum of event time,
+    PERFECT's minimum over the rows still to arrive. A row that another row dominates (arrived no
+    later with an event time no smaller, for DELAY; arrives no earlier with an event
+    time no larger, for PERFECT) never sets the watermark alone; a row dominated within its own
+    partition is dominated in the whole input. So every input partition keeps only the rows
+    nothing in it dominates (one pass, no shuffle), and the driver computes the timeline from
+    their union: the same steps as from every row, from a fraction of them.
+    """
+    import pandas as pd
+
+    from ..udfs.records import SCHEMA, PartitionRecords
+
+    out = micros.mapInPandas(PartitionRecords(kind), SCHEMA).toPandas()
+    summary = out[out["summary"]]
+    records = out[~out["summary"]]
+    rows = int(summary["n"].sum())
+    last_at = int(summary["at"].max()) if rows else NEG_INF
+    first_at = int(summary["et"].min()) if rows else POS_INF
+    records = pd.DataFrame({"at": records["at"].to_numpy(np.int64), "et": records["et"].to_numpy(np.int64)})
+    return records, rows, first_at, last_at
+
+
+def _ending(timeline: watermarks.Timeline, last_at: int) -> watermarks.Timeline:
+    """The timeline of the records, ending where the input ends (its last arrival)."""
+    return watermarks.Timeline(timeline.times, timeline.values, max(timeline.end, last_at))
 
 
 def explicit_timeline(spark, ws: WindowedSelect, source: Source, run_sql) -> watermarks.Timeline:

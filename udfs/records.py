@@ -1,0 +1,56 @@
+"""The rows of one input partition that can set a replay's watermark (`sqlflow/spark/timeline.py`).
+
+Runs on Spark's Python workers (`mapInPandas` over the columns `et`, `at`, int64 microseconds):
+it yields the partition's records and one summary row (`n`: how many rows; `at`: the last
+arrival; `et`: the first arrival, where PERFECT's watermark takes its first value).
+
+- `delay` (DELAY OF d: the running maximum of event time in arrival order): the rows whose event
+  time exceeds that of every row arrived before them (or with them, taken first);
+- `perfect` (the minimum event time of the rows still to arrive): the rows whose event time is
+  below that of every row arriving after them (or with them, taken later);
+- None (an explicit TIMELINE): no records, only the summary.
+
+>>> import pandas as pd
+>>> batch = pd.DataFrame({"et": [5, 3, 9, 7, 9], "at": [10, 11, 12, 13, 12]})
+>>> out = pd.concat(PartitionRecords("delay")(iter([batch])))
+>>> out.values.tolist()
+[[False, 10, 5, 0], [False, 12, 9, 0], [True, 13, 10, 5]]
+>>> out = pd.concat(PartitionRecords("perfect")(iter([batch])))
+>>> sorted(out[~out.summary][["at", "et"]].values.tolist())
+[[11, 3], [13, 7]]
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from sqlflow.time import NEG_INF, POS_INF
+
+SCHEMA = "summary boolean, at long, et long, n long"
+
+
+@dataclass(frozen=True)
+class PartitionRecords:
+    kind: str | None  # "delay", "perfect" or None
+
+    def __call__(self, batches):
+        parts = [b for b in batches if len(b)]
+        frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame({"et": [], "at": []})
+        at = frame["at"].to_numpy(np.int64)
+        et = frame["et"].to_numpy(np.int64)
+        keep = np.empty(0, np.int64)
+        if len(at) and self.kind == "delay":  # arrival order, the largest event time first among equals
+            order = np.lexsort((-et, at))
+            e = et[order]
+            keep = order[e > np.r_[NEG_INF, np.maximum.accumulate(e)[:-1]]]
+        elif len(at) and self.kind == "perfect":  # reversed arrival order, the smallest event time last
+            order = np.lexsort((et, at))[::-1]
+            e = et[order]
+            keep = order[e < np.r_[POS_INF, np.minimum.accumulate(e)[:-1]]]
+        keep = np.sort(keep)
+        yield pd.DataFrame({"summary": np.zeros(len(keep), bool), "at": at[keep], "et": et[keep],
+                            "n": np.zeros(len(keep), np.int64)})
+        yield pd.DataFrame({"summary": [True], "at": [int(at.max()) if len(at) else NEG_INF], "et": [int(at.min()) if len(at) else POS_INF],
+                            "n": [len(at)]})
