@@ -289,7 +289,7 @@ class Engine:
         if not state:
             return 0, 0, None, None
         if self._step is not None and "start" in state:
-            return (self._step.keys_count(state), self._step.windows(state), None,
+            return (self._step.keys_count(state), self._step.windows(state), self._step.next_timer(state),
                     self._step.next_watermark(state, watermark))
         windows = [w for ws in state.values() for w in ws]
         proc, mark = next_timers(windows, self.trigger, self.lateness, watermark) if windows else (None, None)
@@ -419,8 +419,8 @@ class Engine:
 
 
 def _emission_order(panes: pd.DataFrame, keys) -> pd.DataFrame:
-    """Panes of one instant in the documented order: retractions first, then by window and key,
-    NULL keys last (as key ids number them: `_factorize_keys`)."""
+    """Panes of one instant in the documented order: by emission time, retractions first, then by
+    window and key, NULL keys last (as key ids number them: `_factorize_keys`)."""
     if len(panes) < 2:
         return panes
     new_value = ~panes[RETRACTION_COLUMN] if RETRACTION_COLUMN in panes else pd.Series(True, index=panes.index)
@@ -428,6 +428,8 @@ def _emission_order(panes: pd.DataFrame, keys) -> pd.DataFrame:
     order = panes.assign(__new=new_value, __start=panes["window_start"].fillna(NEG_INF),
                          __end=panes["window_end"].fillna(POS_INF))
     by = ["__new", "__start", "__end"]
+    if panes["emit_time"].nunique() > 1:  # end of input: PERIOD timers fire after the last batch
+        by = ["emit_time", *by]
     try:
         order = order.sort_values([*by, *keys], kind="stable", na_position="last")
     except TypeError:  # unorderable key values: window order only

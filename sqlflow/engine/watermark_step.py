@@ -1,14 +1,25 @@
-"""One micro-batch of the default trigger over windows that never merge, vectorised.
+"""One micro-batch of the default trigger, or of early PERIOD firings, over windows that never merge.
 
 For REPEAT(WATERMARK) over FIXED, SLIDING, CUMULATE or GLOBAL windows, a micro-batch is simple:
 rows not yet emitted are pending; a window emits its ON_TIME pane when the watermark passes its
 end; a row for a window already past the watermark (within allowed lateness) makes it emit a LATE
-pane at once; a window is dropped when the watermark passes end + lateness. `Engine.advance`
-runs this step for such plans instead of the per-key loop (about 40x faster per micro-batch);
-tests/engine/test_watermark_step.py checks it against the per-key loop, batch by batch.
+pane at once; a window is dropped when the watermark passes end + lateness.
+
+WATERMARK EARLY PERIOD d (SEQUENCE(REPEAT_UNTIL(PERIOD d, WATERMARK), REPEAT(WATERMARK))) adds an
+early stage, while the watermark is before the window's end: the first row after a firing arms a
+timer at the next multiple of d at or after its arrival, and the first micro-batch at or after
+that time emits the pending rows as an EARLY pane (at the end of input, the armed timers fire at
+their own times). The stage ends when the watermark passes the end, with the ON_TIME pane of what
+is still pending; then the window behaves as under REPEAT(WATERMARK). The stage is not stored: a
+window is in it exactly when its end is after the watermark of the batch before (`wm_prev` is
+the `wm_new` of the call before, as the streaming operator passes it).
+
+`Engine.advance` runs this step for such plans instead of the per-key loop (about 40x faster per
+micro-batch); tests/engine/test_watermark_step.py checks it against the per-key loop, batch by
+batch, with irregular batch times and periods shorter and longer than them.
 
 Its state is columnar: the live windows of all keys as arrays (keys, bounds, pane bookkeeping,
-the pending accumulator, and the last pane's total for accumulating modes).
+the armed timer, the pending accumulator, and the last pane's total for accumulating modes).
 """
 from __future__ import annotations
 
@@ -18,14 +29,16 @@ import pandas as pd
 from .. import ast
 from ..time import NEG_INF, POS_INF
 from .keyloop import TOO_LATE
-from .panes import LATE, ON_TIME, RETRACTION_COLUMN, TIMING_CODE, TIMINGS
+from .panes import EARLY, LATE, ON_TIME, RETRACTION_COLUMN, TIMING_CODE, TIMINGS
 from .plan import ARRIVAL_TIME, EnginePlan
+from .vectorised import schedule_shape
 
 def applies(plan: EnginePlan) -> bool:
-    """The default trigger REPEAT(WATERMARK) over windows that never merge (FIXED, SLIDING,
+    """The default trigger REPEAT(WATERMARK), or WATERMARK EARLY PERIOD d (= SEQUENCE(REPEAT_UNTIL(
+    PERIOD d, WATERMARK), REPEAT(WATERMARK))), over windows that never merge (FIXED, SLIDING,
     CUMULATE, GLOBAL): `WatermarkStep` computes exactly the per-key loop's panes, vectorised over
     every window (tests/engine/test_watermark_step.py)."""
-    return (plan.trigger == ast.Repeat(ast.Watermark())
+    return (schedule_shape(plan.trigger) is not None
             and isinstance(plan.window, (ast.Fixed, ast.Sliding, ast.Cumulate, ast.Global)))
 
 
@@ -45,14 +58,8 @@ def _take(acc: dict, idx) -> dict:
 
 
 class WatermarkStep:
-    """One micro-batch of REPEAT(WATERMARK) over non-merging windows, vectorised.
-
-    Per window: rows not yet emitted are pending; when the watermark passes the window's end it
-    emits its ON_TIME pane; a row arriving for a window already past the watermark (but within
-    allowed lateness) makes it emit a LATE pane at once; the window is dropped when the watermark
-    passes end + lateness. State: the live windows as columns (keys, bounds, pane bookkeeping, the
-    pending accumulator, and the last pane's total for accumulating modes).
-    """
+    """One micro-batch of REPEAT(WATERMARK), or WATERMARK EARLY PERIOD d, over non-merging
+    windows, vectorised (the module doc has the rules)."""
 
     def __init__(self, engine):
         plan = engine.plan
@@ -63,12 +70,15 @@ class WatermarkStep:
         self.lateness = plan.lateness
         self.accumulating = plan.mode.accumulating
         self.retracting = plan.mode.retracting
+        shape = schedule_shape(plan.trigger)
+        self.period = shape[1] if shape and shape[0] == "early_period" else None
 
     def empty_state(self) -> dict:
         return {"keys": pd.DataFrame({k: pd.Series([], dtype=object) for k in self.keys}),
                 "start": np.empty(0, np.int64), "end": np.empty(0, np.int64),
                 "next_index": np.empty(0, np.int64), "last_timing": np.empty(0, np.int64),
                 "last_is_last": np.empty(0, bool), "has_pending": np.empty(0, bool),
+                "timer": np.empty(0, np.int64),
                 "pending": [None] * len(self.aggs), "total": [None] * len(self.aggs)}
 
     def _identity(self, i: int, n: int, like: dict) -> dict:
@@ -134,18 +144,43 @@ class WatermarkStep:
                 groups.append(gid[:n_stored][s_pend])
             pend.append(agg.merge(agg.concat(parts), np.concatenate(groups), n_w))
 
-        # arrivals (LATE panes of windows already past the watermark), then the watermark step
-        late = has_new & (end <= wm_prev)
-        on_time = ~late & has_pend & (wm_prev < end) & (end <= wm_new)
-        fired = late | on_time
-        timing = np.where(on_time & ~had_pane, TIMING_CODE[ON_TIME], TIMING_CODE[LATE])
+        # the PERIOD timer of the early stage (windows not yet past the watermark: the stage ends
+        # when the watermark passes the end); rows arriving at a window without one arm it
+        early_stage = end > wm_prev
+        timer = np.full(n_w, POS_INF, np.int64)
+        if self.period is not None:
+            if n_stored and "timer" in st:
+                timer = np.where(stored, st["timer"][s_idx], POS_INF)
+            boundary = min(-((-p) // self.period) * self.period, POS_INF)
+            timer[has_new & early_stage & (timer == POS_INF)] = boundary
+        had_nonearly = had_pane & (last_timing != TIMING_CODE[EARLY])
+
+        # arrivals (LATE panes of windows already past the watermark), due PERIOD timers (EARLY
+        # panes), then the watermark step (ON_TIME panes)
+        late = has_new & ~early_stage
+        early = early_stage & has_pend & (timer <= p)
+        on_time = ~late & ~early & has_pend & early_stage & (end <= wm_new)
+        fired = late | early | on_time
+        timing = np.where(early, TIMING_CODE[EARLY],
+                          np.where(on_time & ~had_nonearly, TIMING_CODE[ON_TIME], TIMING_CODE[LATE]))
         expiry = _sat_add(end, self.lateness)
         is_last = fired & (wm_new >= expiry)
+        emit = np.full(n_w, p, np.int64)
         rest = has_pend & ~fired
-        if end_of_input:  # the watermark then reaches +inf: every window with pending input fires
-            timing = np.where(rest, np.where(had_pane, TIMING_CODE[LATE], TIMING_CODE[ON_TIME]), timing)
+        if end_of_input:
+            # timers after p fire at their own times (EARLY panes), then the watermark reaches
+            # +inf: every window with pending input fires, at the key's last timer (or p)
+            later = rest & (timer < POS_INF)
+            timing[later] = TIMING_CODE[EARLY]
+            emit[later] = timer[later]
+            rest = rest & ~later
+            if rest.any():
+                key_end = np.full(int(key_row.max()) + 1, p, np.int64)
+                np.maximum.at(key_end, key_row[later], timer[later])
+                emit[rest] = key_end[key_row[rest]]
+            timing = np.where(rest, np.where(had_nonearly, TIMING_CODE[LATE], TIMING_CODE[ON_TIME]), timing)
             is_last = is_last | rest
-            fired = fired | rest
+            fired = fired | rest | later
         fw = np.flatnonzero(fired)
 
         # pane values and the new totals
@@ -159,13 +194,13 @@ class WatermarkStep:
             values.append(chunk)
             totals.append(chunk)
 
-        frame = self._frame(fw, values, key_row, key_frame_row, both, start, end, next_index, timing, is_last, p)
+        frame = self._frame(fw, values, key_row, key_frame_row, both, start, end, next_index, timing, is_last, emit)
         if self.retracting:
             rw = np.flatnonzero(had_pane[fw])
             if len(rw):
                 old = [_take(st["total"][i], s_idx[fw[rw]]) for i in range(len(self.aggs))]
                 retr = self._frame(fw[rw], old, key_row, key_frame_row, both, start, end, next_index - 1,
-                                   last_timing, np.zeros(n_w, bool), p, retraction=True)
+                                   last_timing, np.zeros(n_w, bool), emit, retraction=True)
                 frame = pd.concat([retr, frame], ignore_index=True)
         result = eng._result(inp, frame, drop_reason)
 
@@ -182,6 +217,8 @@ class WatermarkStep:
         new_state["last_timing"] = np.where(fired[live], timing[live], last_timing[live])
         new_state["last_is_last"] = np.where(fired[live], is_last[live], last_is_last[live])
         new_state["has_pending"] = has_pend[live] & ~fired[live]
+        # a firing, the end of the early stage or a due timer disarms the timer
+        new_state["timer"] = np.where(fired | (end <= wm_new) | (timer <= p), POS_INF, timer)[live]
         for i in range(len(self.aggs)):
             new_state["pending"][i] = _take(pend[i], live)
             if self.accumulating:
@@ -198,7 +235,7 @@ class WatermarkStep:
                 new_state["total"][i] = _take(self.aggs[i].concat([q for q in parts if q is not None]), take)
         return result, (new_state if len(live) else {})
 
-    def _frame(self, w, values, key_row, key_frame_row, both, start, end, index, timing, is_last, p,
+    def _frame(self, w, values, key_row, key_frame_row, both, start, end, index, timing, is_last, emit,
                retraction=False) -> pd.DataFrame:
         cols = {}
         if self.keys:
@@ -214,7 +251,7 @@ class WatermarkStep:
         frame["pane_index"] = index[w]
         frame["pane_timing"] = TIMINGS[timing[w]]
         frame["is_last"] = is_last[w].astype(bool)
-        frame["emit_time"] = pd.array(np.full(len(w), p, np.int64), dtype="Int64")
+        frame["emit_time"] = pd.array(emit[w], dtype="Int64")
         if self.retracting:
             frame[RETRACTION_COLUMN] = retraction
         return frame
@@ -229,6 +266,14 @@ class WatermarkStep:
         end = state["end"]
         marks = np.r_[end[end > watermark], _sat_add(end, self.lateness)]
         return int(marks.min())
+
+    @staticmethod
+    def next_timer(state: dict) -> int | None:
+        """The earliest armed PERIOD timer of the live windows, or None."""
+        timer = state.get("timer") if state else None
+        if timer is None or not len(timer) or int(timer.min()) >= POS_INF:
+            return None
+        return int(timer.min())
 
     def keys_count(self, state: dict) -> int:
         if not state or not len(state["start"]):

@@ -52,12 +52,22 @@ batches_strategy = st.lists(
     min_size=1, max_size=6)
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+W = ast.Watermark()
+TRIGGERS = [None, ast.Sequence((W, ast.Repeat(W))),
+            ast.Sequence((ast.RepeatUntil(ast.Period(D(700)), W), ast.Repeat(W))),
+            ast.Sequence((ast.RepeatUntil(ast.Period(D(2000)), W), ast.Repeat(W))),
+            ast.Sequence((ast.RepeatUntil(ast.Period(D(1000)), W), ast.Repeat(W)))]
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(batches_strategy, st.sampled_from(WINDOWS), st.sampled_from(list(ast.AccumulationMode)),
        st.sampled_from([0, 7, 30]), st.lists(st.integers(0, 25), min_size=6, max_size=6), st.booleans(),
-       st.sampled_from(["Int64", "object", "decimal"]))
-def test_fast_path_equals_engine_advance(batches, window, mode, lateness, steps, finish, values):
-    windowing = ast.Windowing(ast.WindowClause(window), None, ast.AllowedLateness(D(lateness)), ast.Emit(mode))
+       st.sampled_from(["Int64", "object", "decimal"]), st.sampled_from(TRIGGERS),
+       st.lists(st.sampled_from([1000, 500, 1300, 2000]), min_size=6, max_size=6))
+def test_fast_path_equals_engine_advance(batches, window, mode, lateness, steps, finish, values, trigger, gaps):
+    """Batch by batch, with the default trigger and with early PERIOD firings (periods that are
+    shorter, longer than and equal to the time between batches, which is irregular)."""
+    windowing = ast.Windowing(ast.WindowClause(window), trigger, ast.AllowedLateness(D(lateness)), ast.Emit(mode))
     plan = EnginePlan(windowing, AGGS, keys=("k",))
     assert watermark_step.applies(plan)
     engine = Engine(plan)
@@ -70,7 +80,7 @@ def test_fast_path_equals_engine_advance(batches, window, mode, lateness, steps,
                              "v": _values([r[2] for r in batch], values)})
         new_wm = wm if (i == 0 and steps[i] == 0) else (steps[i] if wm == NEG_INF else wm + steps[i])
         last = finish and i == len(batches) - 1
-        p = 1000 * (i + 1)
+        p = sum(gaps[:i + 1])
         er, e_state = engine.advance(e_state, rows, p=p, wm_prev=wm, wm_new=new_wm, end_of_input=last,
                                      reference=True)
         fr, f_state = engine.advance(f_state, rows, p=p, wm_prev=wm, wm_new=new_wm, end_of_input=last)

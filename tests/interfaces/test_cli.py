@@ -169,7 +169,7 @@ def test_interactive_prompt(tmp_path):
     history = tmp_path / "history"
     term = Terminal([str(exe), "--conf", "spark.ui.enabled=false"],
                     {"SQLFLOW_HISTORY": str(history), "SPARK_LOCAL_IP": "127.0.0.1"})
-    term.expect("sqlflow> ")
+    term.expect("sqlflow> ", timeout=300)  # the JVM starts first: slow on a loaded 2-core machine
     term.send("SELECT 1 AS a,\n")                      # a statement spanning lines
     term.expect("       > ")
     term.send("  'two' AS b;\n")
