@@ -51,6 +51,8 @@ from sqlflow.udfs.bucket import restore_nulls
 BUCKET = "__sqlflow_bucket"
 KIND = "__sqlflow_kind"
 WM_COLUMN = "__sqlflow_wm"
+#: how many input rows a combined element stands for (sqlflow/spark/streaming.py, `_combined`)
+WEIGHT = "__sqlflow_weight"
 
 #: input row kinds
 DATA, HEARTBEAT, FINISH = 0, 1, 2
@@ -101,6 +103,7 @@ class StreamSpec:
     masked_columns: tuple[str, ...] = ()  # BIGINTs shipped as value + NULL mask (udfs.bucket.restore_nulls)
     shift: int = 0  # engine time = watermark-column time - shift (us)
     keep_dropped: bool = False  # emit dropped rows (KIND == DROPPED) as a side output
+    weight: str | None = None  # rows were combined: this column says how many each element stands for
 
     @property
     def retracting(self) -> bool:
@@ -161,6 +164,9 @@ class BucketStep:
         end = finish and not meta.finished
         result, state = self.engine.advance(state, rows, p=p, wm_prev=wm_prev, wm_new=wm_new,
                                             end_of_input=end, ordered=False)
+        if self.spec.weight and len(rows):
+            result.metrics = weighted_metrics(result.metrics, result.dropped,
+                                              rows[self.spec.weight].to_numpy(dtype=np.int64, na_value=1))
         meta.p = p
         if end:
             meta.finished = True
@@ -230,6 +236,30 @@ class BucketStep:
         out[METRIC_PREFIX + "watermark"] = [wm]
         out[METRIC_PREFIX + "finished"] = [int(meta.finished)]
         return pd.DataFrame(out)
+
+
+#: drop reasons (engine) -> the metric that counts them
+_DROP_METRICS = {"too late": "dropped_too_late", "closed window": "dropped_closed_window",
+                 "null event time": "dropped_null_event_time", "null or non-positive session gap": "dropped_bad_gap"}
+
+
+def weighted_metrics(metrics: dict, dropped: pd.DataFrame, weight: np.ndarray) -> dict:
+    """The engine's counters when each input element stands for `weight` rows: input rows and
+    dropped (row, window) assignments count the rows.
+
+    >>> dropped = pd.DataFrame({"row": [0, 2, 2], "reason": ["too late", "too late", "null event time"]})
+    >>> m = weighted_metrics({"input_rows": 3, "panes": 4, "dropped_too_late": 2}, dropped, np.array([5, 1, 7]))
+    >>> m["input_rows"], m["panes"], m["dropped_too_late"], m["dropped_null_event_time"]
+    (13, 4, 12, 7)
+    """
+    out = dict(metrics)
+    out["input_rows"] = int(weight.sum())
+    rows = dropped["row"].to_numpy(dtype=np.int64)
+    reasons = dropped["reason"].to_numpy(dtype=object)
+    for reason, metric in _DROP_METRICS.items():
+        if metric in out or (reasons == reason).any():
+            out[metric] = int(weight[rows[reasons == reason]].sum())
+    return out
 
 
 def complete(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:

@@ -329,6 +329,10 @@ def _stateful(spark: "SparkSession", data: "DataFrame", plan: EnginePlan, *, del
     from .engine_path import exact_bigint_columns, exact_bigints
 
     plain, data = data, _observe_input(data, metrics_name, null_event_time=False)
+    weight = None
+    if not keep_dropped and shift == UNBOUNDED_SHIFT and grouping != "key" and combinable(plan, data.schema):
+        data, plan = _combined(data, plan)
+        weight = op.WEIGHT
     input_columns = tuple(data.columns)
     n_buckets = buckets or BUCKETS_PER_PARTITION * int(spark.conf.get("spark.sql.shuffle.partitions"))
     if not plan.keys:
@@ -372,11 +376,18 @@ def _stateful(spark: "SparkSession", data: "DataFrame", plan: EnginePlan, *, del
     for part in parts[1:]:
         union = union.unionByName(part)
     union = union.withWatermark(op.WM_COLUMN, _interval_ms(delay + shift))
+    if shift == UNBOUNDED_SHIFT:
+        # Spark drops no row as late (the column is shifted 10 years ahead): the column has
+        # defined the watermark and goes. The operator reads its input row by row (PySpark's
+        # transformWithStateInPandas), and a TIMESTAMP column costs a Python datetime per row
+        # (a third of the operator's time, measured)
+        union = union.drop(op.WM_COLUMN)
+        columns = [c for c in columns if c != op.WM_COLUMN]
     spec = op.StreamSpec(
         plan=plan, input_columns=input_columns, frame_columns=tuple(columns),
         integral_columns=tuple(f.name for f in data.schema.fields if _integral(f.dataType)),
         masked_columns=masked,
-        shift=time_shift, keep_dropped=keep_dropped)
+        shift=time_shift, keep_dropped=keep_dropped, weight=weight)
     out_schema = _operator_schema(spec, data.schema, schema)
     group_cols = list(plan.keys) if by_key else [op.BUCKET]
     initial = None
@@ -403,6 +414,73 @@ def _stateful(spark: "SparkSession", data: "DataFrame", plan: EnginePlan, *, del
         dropped = observed.where(F.col(op.KIND) == op.DROPPED).select(*dropped_projection)
     return PaneStream(panes, observed, dropped, finish_dir, "stateful", n_buckets, metrics_name,
                       pane_projection, dropped_projection)
+
+
+#: aggregates whose partials combine exactly: the kind of the partial's aggregate and of the final one
+_COMBINING = {"count_star": ("count_all", "sum"), "count": ("count", "sum"), "sum": ("sum", "sum"),
+              "min": ("min", "min"), "max": ("max", "max")}
+
+
+def combinable(plan: EnginePlan, schema: "StructType") -> bool:
+    """Whether the rows of a micro-batch can be combined per key and window before the operator
+    (`_combined`): FIXED windows (a row is in one window), the vectorised step's triggers (none
+    counts elements), COUNT, SUM of integers, MIN and MAX of atomic types, and keys pyarrow groups
+    as Spark does (no floating point, no nested types)."""
+    from pyspark.sql import types as T
+
+    from ..engine import watermark_step
+
+    if not isinstance(plan.window, ast.Fixed) or plan.custom_windows or not watermark_step.applies(plan):
+        return False
+    if plan.n_when or plan.per_row_gap:
+        return False
+    fields = {f.name: f.dataType for f in schema.fields}
+    atomic = (T.StringType, T.BooleanType, T.DateType, T.TimestampType, T.TimestampNTZType, T.DecimalType,
+              T.ByteType, T.ShortType, T.IntegerType, T.LongType)
+    integral = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
+    if any(not isinstance(fields[k], atomic) for k in plan.keys):
+        return False
+    for agg in plan.aggregates:
+        if agg.kind not in _COMBINING:
+            return False
+        kind = fields[agg.column] if agg.column else None
+        if agg.kind == "sum" and not isinstance(kind, integral):
+            return False
+        if agg.kind in ("min", "max") and not isinstance(kind, atomic + (T.FloatType, T.DoubleType)):
+            return False
+    return True
+
+
+def _combined(data: "DataFrame", plan: EnginePlan):
+    """The micro-batch's rows combined per key and window (udfs/combine.py), and the plan over the
+    partial aggregates: fewer rows for the operator, whose input PySpark reads row by row."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    from sqlflow.engine.aggregates import Aggregate
+    from sqlflow.udfs import streaming as op
+    from sqlflow.udfs.combine import Combine
+
+    window = plan.window
+    et = F.col(EVENT_TIME)
+    start = "__sqlflow_start"
+    sliced = data.withColumn(start, et - F.pmod(et - F.lit(window.offset.micros), F.lit(window.size.micros)))
+    fields = {f.name: f for f in data.schema.fields}
+    out = [T.StructField(k, fields[k].dataType, True) for k in plan.keys]
+    out += [T.StructField(start, T.LongType(), True), T.StructField(EVENT_TIME, T.LongType(), True)]
+    parts, aggregates = [], []
+    for j, agg in enumerate(plan.aggregates):
+        name = f"__sqlflow_part{j}"
+        partial, final = _COMBINING[agg.kind]
+        parts.append((name, partial, agg.column))
+        aggregates.append(Aggregate(final, name, agg.output, agg.ignore_nulls))
+        kind = fields[agg.column].dataType if agg.kind in ("min", "max") else T.LongType()
+        # counts are never NULL: declared so, they travel without a NULL mask (engine_path.exact_bigints)
+        out.append(T.StructField(name, kind, partial not in ("count", "count_all")))
+    out.append(T.StructField(op.WEIGHT, T.LongType(), False))
+    job = Combine(group=(*plan.keys, start), time=EVENT_TIME, parts=tuple(parts), weight=op.WEIGHT)
+    combined = sliced.mapInArrow(job, T.StructType(out)).drop(start)
+    return combined, EnginePlan(plan.windowing, tuple(aggregates), keys=plan.keys, custom_windows=plan.custom_windows)
 
 
 def _operator_schema(spec, data_schema: "StructType", schema: "StructType") -> "StructType":
