@@ -73,7 +73,8 @@ class BucketJob:
       cannot hold every BIGINT;
     - `coerce`: (aggregate column, "int" | "float" | "decimal", scale) conversions to the Spark
       result type;
-    - `timeline`, `p_end`, `replay`: the global watermark and end of input of a replay;
+    - `timeline`, `p_end`, `replay`: the global watermark and end of input of a replay (or
+      `shared`: the timeline as a broadcast variable, loaded once per Python worker);
     - `weight`: the column of how many input rows each element stands for when Spark combined
       rows before the shuffle (sqlflow/spark/engine_path.py), for the input-rows metric.
     """
@@ -89,10 +90,12 @@ class BucketJob:
     p_end: int | None = None
     replay: bool = False
     weight: str | None = None  # a column of how many input rows each element stands for
+    shared: object = None  # the timeline as a Spark broadcast variable (instead of `timeline`)
 
     def __call__(self, key, rows: pd.DataFrame) -> pd.DataFrame:
         rows = self._prepare(rows)
-        result = Engine(self.plan).run(rows, timeline=self.timeline, replay=self.replay, p_end=self.p_end,
+        timeline = self.timeline if self.shared is None else shared_timeline(self.shared)
+        result = Engine(self.plan).run(rows, timeline=timeline, replay=self.replay, p_end=self.p_end,
                                        ordered=False)
         parts = [self._panes(result.panes), self._dropped(rows, result.dropped),
                  pd.DataFrame({KIND: [METRICS], ROWS: [int(rows[self.weight].sum()) if self.weight else len(rows)]})]
@@ -143,6 +146,19 @@ class BucketJob:
         out[DROPPED_END] = dropped["window_end"].to_numpy()
         out[KIND] = DROPPED
         return out
+
+
+_SHARED: dict = {}
+
+
+def shared_timeline(broadcast) -> Timeline:
+    """The timeline of a broadcast variable, once per Python worker process: Spark loads the value
+    once per process and every bucket job of the process then shares it (with its lookup lists)."""
+    timeline = _SHARED.get(id(broadcast))
+    if timeline is None:
+        _SHARED.clear()  # one query's timeline at a time
+        timeline = _SHARED[id(broadcast)] = broadcast.value
+    return timeline
 
 
 def restore_nulls(rows: pd.DataFrame, columns) -> pd.DataFrame:

@@ -35,22 +35,22 @@ class Timeline:
     values: np.ndarray  # int64, non-decreasing watermark after each step
     #: the processing time of the last row it was made from, a step or not: where the input ends
     end: int = NEG_INF
-    # the same as Python lists: the per-key loop asks one instant at a time, and bisect on a list
-    # costs a fraction of a numpy call
-    _t: list = field(default=None, init=False, repr=False, compare=False)
-    _v: list = field(default=None, init=False, repr=False, compare=False)
+    # the same as Python lists, built when first asked for: the per-key loop asks one instant at a
+    # time, and bisect on a list costs a fraction of a numpy call
+    _lists: tuple = field(default=None, init=False, repr=False, compare=False)
 
-    def __post_init__(self):
-        object.__setattr__(self, "_t", self.times.tolist())
-        object.__setattr__(self, "_v", self.values.tolist())
+    def _both(self) -> tuple:
+        if self._lists is None:
+            object.__setattr__(self, "_lists", (self.times.tolist(), self.values.tolist()))
+        return self._lists
 
-    def __getstate__(self):  # the arrays travel (to the executors), the lists are rebuilt there
+    def __getstate__(self):  # the arrays travel (to the executors), not the lists
         return {"times": self.times, "values": self.values, "end": self.end}
 
     def __setstate__(self, state):
         for name, value in state.items():
             object.__setattr__(self, name, value)
-        self.__post_init__()
+        object.__setattr__(self, "_lists", None)
 
     @staticmethod
     def from_steps(times, values, *, what: str = "watermark timeline") -> "Timeline":
@@ -93,13 +93,15 @@ class Timeline:
 
     def at(self, p: int) -> int:
         """W after the step at p (if any)."""
-        i = bisect.bisect_right(self._t, p) - 1
-        return self._v[i] if i >= 0 else NEG_INF
+        t, v = self._lists or self._both()
+        i = bisect.bisect_right(t, p) - 1
+        return v[i] if i >= 0 else NEG_INF
 
     def before(self, p: int) -> int:
         """W just before instant p, i.e. not counting a step at p."""
-        i = bisect.bisect_left(self._t, p) - 1
-        return self._v[i] if i >= 0 else NEG_INF
+        t, v = self._lists or self._both()
+        i = bisect.bisect_left(t, p) - 1
+        return v[i] if i >= 0 else NEG_INF
 
     def at_many(self, p: np.ndarray) -> np.ndarray:
         i = np.searchsorted(self.times, p, side="right") - 1
@@ -119,8 +121,9 @@ class Timeline:
         """Processing time of the first step with W >= x (POS_INF if none; x = -inf is reached at once)."""
         if x == NEG_INF:
             return NEG_INF
-        i = bisect.bisect_left(self._v, x)
-        return self._t[i] if i < len(self._t) else POS_INF
+        t, v = self._lists or self._both()
+        i = bisect.bisect_left(v, x)
+        return t[i] if i < len(t) else POS_INF
 
     def first_reaching_many(self, x: np.ndarray) -> np.ndarray:
         i = np.searchsorted(self.values, x, side="left")

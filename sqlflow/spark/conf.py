@@ -12,7 +12,7 @@ BUCKETS = "spark.sqlflow.buckets"
 #: target input size of one bucket, in bytes, when sizing from Spark's statistics (default 128 MiB)
 BUCKET_BYTES = "spark.sqlflow.bucketBytes"
 
-DEFAULT_BUCKET_BYTES = 128 * 1024 * 1024
+DEFAULT_BUCKET_BYTES = 8 * 1024 * 1024
 MAX_BUCKETS = 1 << 16
 PATHS = ("auto", "native", "engine")
 
@@ -60,7 +60,8 @@ def estimated_bytes(df) -> int | None:
     if df is None:
         return None
     try:
-        size = int(df._jdf.queryExecution().optimizedPlan().stats().sizeInBytes().toString())
+        size = df._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()
+        size = int(size if isinstance(size, int) else size.toString())  # py4j gives an int or a BigInt
     except Exception:  # noqa: BLE001  (Spark Connect, or no statistics)
         return None
     return None if size >= (1 << 63) - 1 or size <= 0 else size

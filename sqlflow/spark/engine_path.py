@@ -36,6 +36,9 @@ BUCKET = "__sqlflow_bucket"
 #: how many input rows an engine element stands for (combined rows: see lifted_rows)
 WEIGHT = "__sqlflow_weight"
 #: aggregate kinds whose partial results combine (the engine then sums COUNTs)
+#: replay timelines with more steps than this travel as a broadcast variable
+_BROADCAST_STEPS = 10_000
+
 _LIFTABLE = {"count_star": "sum", "count": "sum", "sum": "sum", "min": "min", "max": "max"}
 
 PANE_TYPES = (("window_start", "timestamp"), ("window_end", "timestamp"), ("pane_index", "bigint"),
@@ -154,9 +157,16 @@ def run_engine(ws, rel: InputRelation, raw, agg_types: list, *, buckets: int, ti
     out_schema = T.StructType(fields)
     coerce = tuple((agg_column(j), *_coercion(t)) for j, t in enumerate(agg_types) if _coercion(t))
     integral = tuple(c for c in rel.keys + rel.args if _integral(schema[c])) + extra_integral
+    shared = None
+    if timeline is not None and len(timeline.times) > _BROADCAST_STEPS:
+        try:  # once per executor process rather than inside every task's closure
+            shared = raw.sparkSession.sparkContext.broadcast(timeline)
+            timeline = None
+        except Exception:  # noqa: BLE001  (Spark Connect has no broadcast variables)
+            shared = None
     job = BucketJob(plan, columns=tuple(out_schema.fieldNames()), keys=tuple(rel.keys), args=tuple(rel.args),
                     integral=integral, masked=masked, coerce=coerce, timeline=timeline, p_end=p_end, replay=rel.replay,
-                    weight=WEIGHT if lifted is not None else None)
+                    weight=WEIGHT if lifted is not None else None, shared=shared)
 
     def run_bucket(key, pdf):
         return job(key, pdf)

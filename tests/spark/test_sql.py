@@ -399,3 +399,22 @@ def test_configuration_keys(spark, clicks):
     finally:
         spark.conf.unset("spark.sqlflow.buckets")
         spark.conf.unset("spark.sqlflow.path")
+
+
+def test_buckets_follow_the_size_estimate_of_a_file_source(spark, tmp_path):
+    """Without spark.sqlflow.buckets, a parquet source estimated at more than bucketBytes per
+    bucket gets more buckets (Spark's estimate is the files' size)."""
+    from sqlflow.spark import conf
+
+    path = str(tmp_path / "events.parquet")
+    spark.range(20_000).selectExpr("id % 97 AS user", "timestamp_seconds(id) AS ts").write.parquet(path)
+    df = spark.read.parquet(path)
+    size = conf.estimated_bytes(df)
+    assert size is not None and size > 10_000
+    assert conf.buckets(spark, df) == (4, "4 (2 x spark.sql.shuffle.partitions)")
+    target = -(-size // 10)
+    spark.conf.set("spark.sqlflow.bucketBytes", str(target))
+    try:
+        assert conf.buckets(spark, df) == (10, f"10 (input estimated at {size} bytes, {target} per bucket)")
+    finally:
+        spark.conf.unset("spark.sqlflow.bucketBytes")
