@@ -53,9 +53,12 @@ def schedule_shape(trigger: "ast.Trigger"):
     if t == ast.Repeat(W) or t == ast.Sequence((W, ast.Repeat(W))):
         return ("default", None)
     if (isinstance(t, ast.Sequence) and len(t.triggers) == 2 and t.triggers[1] == ast.Repeat(W)
-            and isinstance(t.triggers[0], ast.RepeatUntil) and t.triggers[0].until == W
-            and isinstance(t.triggers[0].trigger, ast.Period)):
-        return ("early_period", t.triggers[0].trigger.period.micros)
+            and isinstance(t.triggers[0], ast.RepeatUntil) and t.triggers[0].until == W):
+        early = t.triggers[0].trigger
+        if isinstance(early, ast.Repeat):  # REPEAT_UNTIL restarts its child itself: the same trigger
+            early = early.trigger
+        if isinstance(early, ast.Period):
+            return ("early_period", early.period.micros)
     return None
 
 

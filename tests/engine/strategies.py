@@ -54,6 +54,7 @@ schedule_triggers = st.one_of(
     st.none(),
     st.just(ast.Sequence((ast.Watermark(), ast.Repeat(ast.Watermark())))),
     st.builds(lambda p: ast.WatermarkEarlyLate(early=p), st.builds(ast.Period, durations(1, 6))),
+    st.builds(lambda p: ast.WatermarkEarlyLate(early=ast.Repeat(p)), st.builds(ast.Period, durations(1, 6))),
 )
 
 

@@ -56,7 +56,8 @@ W = ast.Watermark()
 TRIGGERS = [None, ast.Sequence((W, ast.Repeat(W))),
             ast.Sequence((ast.RepeatUntil(ast.Period(D(700)), W), ast.Repeat(W))),
             ast.Sequence((ast.RepeatUntil(ast.Period(D(2000)), W), ast.Repeat(W))),
-            ast.Sequence((ast.RepeatUntil(ast.Period(D(1000)), W), ast.Repeat(W)))]
+            ast.Sequence((ast.RepeatUntil(ast.Period(D(1000)), W), ast.Repeat(W))),
+            ast.WatermarkEarlyLate(early=ast.Repeat(ast.Period(D(700))))]
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
