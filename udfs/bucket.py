@@ -94,7 +94,9 @@ class BucketJob:
 
     def __call__(self, key, rows: pd.DataFrame) -> pd.DataFrame:
         rows = self._prepare(rows)
-        timeline = self.timeline if self.shared is None else shared_timeline(self.shared)
+        # a broadcast value is loaded once per worker process and kept: every bucket job of the
+        # process shares that Timeline (and the lookup lists it builds when first asked)
+        timeline = self.timeline if self.shared is None else self.shared.value
         result = Engine(self.plan).run(rows, timeline=timeline, replay=self.replay, p_end=self.p_end,
                                        ordered=False)
         parts = [self._panes(result.panes), self._dropped(rows, result.dropped),
@@ -146,19 +148,6 @@ class BucketJob:
         out[DROPPED_END] = dropped["window_end"].to_numpy()
         out[KIND] = DROPPED
         return out
-
-
-_SHARED: dict = {}
-
-
-def shared_timeline(broadcast) -> Timeline:
-    """The timeline of a broadcast variable, once per Python worker process: Spark loads the value
-    once per process and every bucket job of the process then shares it (with its lookup lists)."""
-    timeline = _SHARED.get(id(broadcast))
-    if timeline is None:
-        _SHARED.clear()  # one query's timeline at a time
-        timeline = _SHARED[id(broadcast)] = broadcast.value
-    return timeline
 
 
 def restore_nulls(rows: pd.DataFrame, columns) -> pd.DataFrame:

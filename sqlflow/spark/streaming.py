@@ -446,7 +446,7 @@ def combinable(plan: EnginePlan, schema: "StructType") -> bool:
         kind = fields[agg.column] if agg.column else None
         if agg.kind == "sum" and not isinstance(kind, integral):
             return False
-        if agg.kind in ("min", "max") and not isinstance(kind, atomic + (T.FloatType, T.DoubleType)):
+        if agg.kind in ("min", "max") and not isinstance(kind, atomic):  # not floats: NaN is ordered apart
             return False
     return True
 

@@ -91,3 +91,23 @@ def test_figure_13_sugar_is_the_same_trigger(spark, paper_views, paper_expected,
     query = f"SELECT k, SUM(v) AS total {REPLAY} GROUP BY k WINDOW FIXED(SIZE 2m) TRIGGER WATERMARK EARLY PERIOD 1m " \
             "ALLOWED LATENESS 1h"
     assert panes_of(sqlflow.sql(spark, query))[0] == paper_expected(13)
+
+
+@pytest.mark.parametrize("n", [13, 14])
+def test_figures_with_the_timeline_as_a_broadcast_variable(figure, monkeypatch, n):
+    """Long replay timelines reach the bucket jobs as a broadcast variable (engine_path); the
+    paper's timeline is short, so the threshold is lowered to send it that way."""
+    from sqlflow.spark import engine_path
+    from sqlflow.udfs import bucket
+
+    sent = []
+    job_init = bucket.BucketJob.__init__
+
+    def spy(self, *args, **kwargs):
+        job_init(self, *args, **kwargs)
+        sent.append(self.shared is not None and self.timeline is None)
+
+    monkeypatch.setattr(engine_path, "_BROADCAST_STEPS", 0)
+    monkeypatch.setattr(bucket.BucketJob, "__init__", spy)
+    figure(n)
+    assert sent and all(sent)
