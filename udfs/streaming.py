@@ -43,7 +43,8 @@ import pandas as pd
 
 from sqlflow.engine.panes import RETRACTION_COLUMN
 from sqlflow.engine.plan import EnginePlan
-from sqlflow.engine.runner import Engine
+from sqlflow.engine.keyloop import CLOSED, TOO_LATE
+from sqlflow.engine.runner import BAD_GAP, NULL_EVENT_TIME, Engine
 from sqlflow.time import NEG_INF, POS_INF
 from sqlflow.udfs.bucket import restore_nulls
 
@@ -239,8 +240,8 @@ class BucketStep:
 
 
 #: drop reasons (engine) -> the metric that counts them
-_DROP_METRICS = {"too late": "dropped_too_late", "closed window": "dropped_closed_window",
-                 "null event time": "dropped_null_event_time", "null or non-positive session gap": "dropped_bad_gap"}
+_DROP_METRICS = {TOO_LATE: "dropped_too_late", CLOSED: "dropped_closed_window",
+                 NULL_EVENT_TIME: "dropped_null_event_time", BAD_GAP: "dropped_bad_gap"}
 
 
 def weighted_metrics(metrics: dict, dropped: pd.DataFrame, weight: np.ndarray) -> dict:

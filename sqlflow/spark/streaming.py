@@ -416,9 +416,9 @@ def _stateful(spark: "SparkSession", data: "DataFrame", plan: EnginePlan, *, del
                       pane_projection, dropped_projection)
 
 
-#: aggregates whose partials combine exactly: the kind of the partial's aggregate and of the final one
-_COMBINING = {"count_star": ("count_all", "sum"), "count": ("count", "sum"), "sum": ("sum", "sum"),
-              "min": ("min", "min"), "max": ("max", "max")}
+#: aggregates whose partials combine exactly, and pyarrow's aggregate for the partial (the engine's
+#: aggregate over the partials is the bounded path's, engine_path._LIFTABLE)
+_ARROW_PARTIAL = {"count_star": "count_all", "count": "count", "sum": "sum", "min": "min", "max": "max"}
 
 
 def combinable(plan: EnginePlan, schema: "StructType") -> bool:
@@ -441,7 +441,7 @@ def combinable(plan: EnginePlan, schema: "StructType") -> bool:
     if any(not isinstance(fields[k], atomic) for k in plan.keys):
         return False
     for agg in plan.aggregates:
-        if agg.kind not in _COMBINING:
+        if agg.kind not in _ARROW_PARTIAL:
             return False
         kind = fields[agg.column] if agg.column else None
         if agg.kind == "sum" and not isinstance(kind, integral):
@@ -461,6 +461,8 @@ def _combined(data: "DataFrame", plan: EnginePlan):
     from sqlflow.udfs import streaming as op
     from sqlflow.udfs.combine import Combine
 
+    from .engine_path import _LIFTABLE
+
     window = plan.window
     et = F.col(EVENT_TIME)
     start = "__sqlflow_start"
@@ -471,7 +473,7 @@ def _combined(data: "DataFrame", plan: EnginePlan):
     parts, aggregates = [], []
     for j, agg in enumerate(plan.aggregates):
         name = f"__sqlflow_part{j}"
-        partial, final = _COMBINING[agg.kind]
+        partial, final = _ARROW_PARTIAL[agg.kind], _LIFTABLE[agg.kind]
         parts.append((name, partial, agg.column))
         aggregates.append(Aggregate(final, name, agg.output, agg.ignore_nulls))
         kind = fields[agg.column].dataType if agg.kind in ("min", "max") else T.LongType()
