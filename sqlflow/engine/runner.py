@@ -125,8 +125,9 @@ class Engine:
         first_pane = np.full(n_assign, -1, np.int64)
         drop_reason = np.full(n_assign, "", dtype=object)
         todo = np.ones(n_assign, bool)
+        ends = vectorised.NO_ENDS
         if not reference and timer_instants is None:
-            todo = self._vectorised(inp, timeline, replay, p_end, table, first_pane, drop_reason)
+            todo, ends = self._vectorised(inp, timeline, replay, p_end, table, first_pane, drop_reason)
         if todo.any():
             sub = np.flatnonzero(todo)
             sub = sub[np.lexsort((inp.a_start[sub], inp.et[inp.a_row[sub]], a_at[sub], a_key[sub]))]
@@ -136,12 +137,21 @@ class Engine:
             clamp = None if timer_instants is None else np.unique(np.asarray(timer_instants, np.int64))
             keys_sub = a_key[sub]
             bounds = np.flatnonzero(np.r_[True, keys_sub[1:] != keys_sub[:-1], True])
+            later: dict = {}
             for b in range(len(bounds) - 1):
                 ids = sub[bounds[b]:bounds[b + 1]]
-                loop = KeyLoop(self, table, int(a_key[ids[0]]), a_start=inp.a_start, a_end=inp.a_end,
+                key = int(a_key[ids[0]])
+                loop = KeyLoop(self, table, key, a_start=inp.a_start, a_end=inp.a_end,
                                when=when, expected=expected, first_pane=first_pane,
                                drop_reason=drop_reason, timeline=timeline, replay=replay, clamp=clamp)
-                loop.run(ids, a_at[ids], p_end=p_end)
+                # the key's input ends after its last timer, wherever its windows ran
+                own_end = max(p_end, ends.time(key))
+                loop.run(ids, a_at[ids], p_end=own_end)
+                if loop.last_timer > own_end:
+                    later[key] = loop.last_timer
+            if later:
+                moved = np.isin(ends.pane_key, list(later))
+                table.retime(ends.panes[moved], np.array([later[k] for k in ends.pane_key[moved].tolist()], np.int64))
         panes = table.finish()
         order_seq = inp.at if replay else np.zeros(len(inp.at), np.int64)
         inputs = self._accumulators(inp, order_seq)
@@ -149,26 +159,27 @@ class Engine:
         frame = pane_frame(self.plan, panes, accs, inp.key_frame, ordered=ordered)
         return self._result(inp, frame, drop_reason)
 
-    def _vectorised(self, inp: _Input, timeline, replay, p_end, table, first_pane, drop_reason) -> np.ndarray:
-        """Run the vectorised path that fits this plan; return the assignments it left over."""
+    def _vectorised(self, inp: _Input, timeline, replay, p_end, table, first_pane, drop_reason):
+        """Run the vectorised path that fits this plan; return the assignments it left over and
+        where it ended each key's input (`vectorised.KeyEnds`)."""
         n = len(inp.a_row)
         trigger, fn = self.plan.trigger, self.plan.window
         merging = self.wfn.merging
         if isinstance(fn, ast.CustomWindow):
-            return np.ones(n, bool)
+            return np.ones(n, bool), vectorised.NO_ENDS
         if not replay and vectorised.collapsible(trigger):
             first_pane[:] = vectorised.collapse(inp.a_key, inp.a_start, inp.a_end, merging, table, p_end)
-            return np.zeros(n, bool)
+            return np.zeros(n, bool), vectorised.NO_ENDS
         shape = vectorised.schedule_shape(trigger)
         if replay and shape is not None and not self.plan.per_row_gap:
             too_late = np.zeros(n, bool)
-            left = vectorised.watermark_schedule(
+            left, ends = vectorised.watermark_schedule(
                 a_key=inp.a_key, a_at=inp.a_at, a_start=inp.a_start, a_end=inp.a_end, merging=merging,
                 timeline=timeline, lateness=self.lateness, shape=shape, p_end=p_end, table=table,
                 first_pane=first_pane, too_late=too_late)
-            drop_reason[too_late & ~left] = TOO_LATE
-            return left
-        return np.ones(n, bool)
+            drop_reason[too_late] = TOO_LATE
+            return left, ends
+        return np.ones(n, bool), vectorised.NO_ENDS
 
     # ------------------------------------------------------------------ streaming
 

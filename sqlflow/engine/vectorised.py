@@ -18,7 +18,11 @@ tests/engine/test_properties.py compare them with it on random inputs), but in c
             is already past the watermark then (a late pane), else the watermark crossing of the
             window's end before the next arrival, else the end of input.
 
-  Keys with a session that does not fit are returned to the caller for the per-key loop.
+  Sessions that do not fit are returned to the caller for the per-key loop. A final session's
+  elements interact with no other element of its key, so that is exact, but for one thing: the
+  end of input of a key comes after its last processing-time timer, in either part. The schedule
+  returns each key's end of input as its part sees it (`KeyEnds`); the caller runs the per-key
+  loop to the later of the two and moves the schedule's end-of-input panes to the loop's, if later.
 """
 from __future__ import annotations
 
@@ -105,17 +109,32 @@ def _segment_cum(values: np.ndarray, seg_start: np.ndarray, ufunc) -> np.ndarray
     return pd.Series(values).groupby(seg).cummin().to_numpy()
 
 
+class KeyEnds:
+    """Where the schedule ends each key's input: `time[key]` (NEG_INF when no processing-time
+    timer fired; the input then ends at p_end), and its end-of-input panes (`panes`, of `pane_key`)."""
+
+    def __init__(self, keys: np.ndarray, time: np.ndarray, panes: np.ndarray, pane_key: np.ndarray):
+        self._time = dict(zip(keys.tolist(), time.tolist()))
+        self.panes, self.pane_key = panes, pane_key
+
+    def time(self, key: int) -> int:
+        return self._time.get(key, NEG_INF)
+
+
+NO_ENDS = KeyEnds(np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int64))
+
+
 def watermark_schedule(*, a_key, a_at, a_start, a_end, merging: bool, timeline, lateness: int,
                        shape, p_end: int, table: PaneTable, first_pane: np.ndarray,
-                       too_late: np.ndarray) -> np.ndarray:
+                       too_late: np.ndarray) -> tuple[np.ndarray, KeyEnds]:
     """Fill panes for the assignments this path can handle (see module doc).
 
     Writes `first_pane` and `too_late` for them; returns a mask of the assignments left for the
-    per-key loop (all assignments of the keys that do not fit)."""
+    per-key loop (every assignment of the sessions that do not fit), and the keys' ends of input."""
     n = len(a_key)
     left = np.zeros(n, bool)
     if n == 0:
-        return left
+        return left, NO_ENDS
     late = timeline.before_many(a_at) >= sat_add(a_end, lateness)
     keep = np.flatnonzero(~late)
     group = np.full(n, -1, np.int64)
@@ -125,15 +144,17 @@ def watermark_schedule(*, a_key, a_at, a_start, a_end, merging: bool, timeline, 
         group[keep] = _factorize_windows(a_key[keep], a_start[keep], a_end[keep])
     inst = _instants(a_key, a_at, a_start, a_end, keep, group, merging)
     if merging:
-        bad = _unfit_session_keys(inst, a_start, a_end, timeline, lateness)
-        if bad.size:
-            left = np.isin(a_key, bad)
+        bad = _unfit_sessions(inst, a_start, a_end, timeline, lateness)
+        if bad.any():
+            left[keep] = bad[group[keep]]
             keep = keep[~left[keep]]
             inst = _instants(a_key, a_at, a_start, a_end, keep, group, merging)
-    too_late[:] = late & ~left
-    if inst.n:
-        first_pane[inst.idx] = _schedule(inst, timeline, lateness, shape, p_end, table)
-    return left
+    too_late[:] = late  # a too-late element joins no session: the same drop in either part
+    if not inst.n:
+        return left, NO_ENDS
+    panes, ends = _schedule(inst, timeline, lateness, shape, p_end, table)
+    first_pane[inst.idx] = panes
+    return left, ends
 
 
 class _Instants:
@@ -168,13 +189,13 @@ def _instants(a_key, a_at, a_start, a_end, keep, group, merging) -> _Instants:
     )
 
 
-def _unfit_session_keys(inst: _Instants, a_start, a_end, timeline, lateness) -> np.ndarray:
-    """Keys with a session that the closed form cannot follow: one whose arrived part is not always
-    a single window (a later element bridges two windows), or that is garbage-collected before
-    its next element arrives (the element would open a new session)."""
+def _unfit_sessions(inst: _Instants, a_start, a_end, timeline, lateness) -> np.ndarray:
+    """Mask over groups: the sessions that the closed form cannot follow, those whose arrived part
+    is not always a single window (a later element bridges two windows), or that are
+    garbage-collected before their next element arrives (the element opens a new session)."""
+    bad = np.zeros(int(inst.group.max()) + 1 if inst.n else 0, bool)
     if inst.n == 0:
-        return np.empty(0, np.int64)
-    bad = np.zeros(int(inst.group.max()) + 1, bool)
+        return bad
     rank = (np.arange(inst.n) - inst.first_of_group)[inst.of]  # arrival instant within the session
     g, t = inst.group[inst.of], a_start[inst.idx]
     # only sessions with an element arriving after a later one (in event time) can be bridged
@@ -186,7 +207,7 @@ def _unfit_session_keys(inst: _Instants, a_start, a_end, timeline, lateness) -> 
         bad[_bridged_sessions(g[sel], t[sel], rank[sel], int(gap.max()))] = True
     gc = timeline.first_reaching_many(sat_add(inst.end, lateness))
     bad[inst.group[(gc < inst.next_at) & (inst.next_at < POS_INF)]] = True
-    return np.unique(inst.key[bad[inst.group]])
+    return bad
 
 
 def _bridged_sessions(group, t, rank, gap) -> np.ndarray:
@@ -247,8 +268,8 @@ def _range_min(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray
     return out
 
 
-def _schedule(inst: _Instants, timeline, lateness, shape, p_end, table: PaneTable) -> np.ndarray:
-    """Pane of each assignment (in inst.idx order)."""
+def _schedule(inst: _Instants, timeline, lateness, shape, p_end, table: PaneTable) -> tuple[np.ndarray, KeyEnds]:
+    """Pane of each assignment (in inst.idx order), and the keys' ends of input."""
     n = inst.n
     pos = np.arange(n)
     # watermark events per instant: a late arrival, or the crossing of the end before the next arrival
@@ -291,7 +312,8 @@ def _schedule(inst: _Instants, timeline, lateness, shape, p_end, table: PaneTabl
     p_kind, p_f, p_key = kind[pf], f[pf], inst.key[pf]
     p_start, p_stop = inst.start[plast], inst.end[plast]
     # the end of input of a key comes after its last fired processing-time boundary
-    key_end = pd.Series(np.where(p_kind == _BOUNDARY, p_f, NEG_INF)).groupby(p_key).transform("max").to_numpy()
+    by_key = pd.Series(np.where(p_kind == _BOUNDARY, p_f, NEG_INF)).groupby(p_key)
+    key_end = by_key.transform("max").to_numpy()
     at_end = p_kind == _END
     p_time = np.where(at_end, np.maximum(key_end, p_end), p_f)
     # ON_TIME: the first pane of a window that is not an early boundary pane, if the watermark caused it
@@ -305,4 +327,7 @@ def _schedule(inst: _Instants, timeline, lateness, shape, p_end, table: PaneTabl
     parent = np.where(p_new_group, -1, np.arange(n_p) - 1)
     first = table.add_block(key=p_key, start=p_start, end=p_stop, index=p_index, timing=timing,
                             is_last=is_last, emit=p_time, time=p_time, parent=parent, gen=p_index)
-    return first + pane_of[inst.of]
+    maxima = by_key.max()
+    ends = KeyEnds(maxima.index.to_numpy(np.int64), maxima.to_numpy(np.int64),
+                   first + np.flatnonzero(at_end), p_key[at_end])
+    return first + pane_of[inst.of], ends
