@@ -175,17 +175,21 @@ class Runner:
             bad_gap = F.col(EVENT_TIME).isNotNull() & (micros.isNull() | (micros <= 0))
         stage.bad_gap = bad_gap
         renamed = _user_columns(ws, rel)
-        base = [F.col(c).alias(n) for c, n in renamed]
-        null_time = F.lit(None).cast("timestamp")
 
-        def rows(condition, reason):
-            return raw.where(condition).select(
-                *base, F.col(EVENT_TIME).cast("timestamp").alias("event_time"), null_time.alias("arrival_time"),
-                F.lit(reason).alias("reason"), null_time.alias("window_start"), null_time.alias("window_end"))
+        def dropped():  # built when asked for: a dozen Spark calls that most queries never need
+            base = [F.col(c).alias(n) for c, n in renamed]
+            null_time = F.lit(None).cast("timestamp")
 
-        dropped = rows(stage.null_event_time, "null event time")
-        if bad_gap is not None:
-            dropped = dropped.unionByName(rows(bad_gap, "null or non-positive session gap"))
+            def rows(condition, reason):
+                return raw.where(condition).select(
+                    *base, F.col(EVENT_TIME).cast("timestamp").alias("event_time"), null_time.alias("arrival_time"),
+                    F.lit(reason).alias("reason"), null_time.alias("window_start"), null_time.alias("window_end"))
+
+            out = rows(stage.null_event_time, "null event time")
+            if bad_gap is not None:
+                out = out.unionByName(rows(bad_gap, "null or non-positive session gap"))
+            return out
+
         stage.dropped_rows = dropped
 
     def engine(self, ws: WindowedSelect, rel: InputRelation, raw, names, agg_types, choice: Choice,

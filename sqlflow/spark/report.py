@@ -43,12 +43,18 @@ class Stage:
     buckets: str | None = None
     # lazily evaluated DataFrames
     output: object = None         # engine path: the bucket jobs' raw output
-    dropped_rows: object = None   # dropped input rows (user-facing columns)
+    dropped_rows: object = None   # dropped input rows (user-facing columns), or a function building them
     input_rows: object = None     # native path: the input relation, for counting
     panes: object = None          # native path: the panes, for counting
     null_event_time: object = None  # native path: Column condition of a NULL event time
     bad_gap: object = None          # native path: Column condition of a bad per-row gap
     extra: dict = field(default_factory=dict)
+
+    def dropped(self):
+        """The dropped input rows as a DataFrame (built on first use: most queries never ask)."""
+        if callable(self.dropped_rows):
+            self.dropped_rows = self.dropped_rows()
+        return self.dropped_rows
 
     def describe(self) -> str:
         lines = [f"{self.label}:", f"  path: {self.path} ({self.why})", f"  emit: {self.mode}"]
@@ -137,7 +143,7 @@ def dropped(df):
     from pyspark.sql import functions as F
 
     report = report_of(df)
-    frames = [stage.dropped_rows.select(F.lit(stage.number).alias("stage"), "*") for stage in report.stages]
+    frames = [stage.dropped().select(F.lit(stage.number).alias("stage"), "*") for stage in report.stages]
     if not frames:
         spark = df.sparkSession
         return spark.createDataFrame([], "stage int, reason string")
