@@ -317,6 +317,8 @@ class Cli:
     def _await(self, query) -> None:
         """Wait for a streaming query to end (availableNow: its source is exhausted); Ctrl-C
         stops it (`cancel_all`, from the main thread). A failure of the query is raised."""
+        with self._progress_lock:  # its progress is printed even if it ends between two ticks
+            self._watched.setdefault(str(query.id), [query, -1])
         while query.isActive:
             query.awaitTermination(1)
         failure = query.exception()

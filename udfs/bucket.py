@@ -1,8 +1,8 @@
 """The engine over one hash bucket of keys: the grouped function of the engine path.
 
-Spark groups the input rows by `pmod(hash(keys), N)` and calls a `BucketJob` once per bucket with
-all of its rows (`groupBy(bucket).applyInPandas`): many keys per Python call, one `Engine.run`
-per call. One Python call per key is about 20x slower (docs/spark-internals.md). The watermark
+Spark hash-partitions the input rows by `pmod(hash(keys), N)` and calls a `BucketJob` once per
+partition (bucket) with all of its rows (`mapInPandas`): many keys per Python call, one
+`Engine.run` per call. One Python call per key is about 20x slower (docs/spark-internals.md). The watermark
 timeline and the end of input are global: the driver computed them with Spark and they travel
 inside the job, so every bucket sees the same watermark.
 
@@ -25,7 +25,7 @@ Runs on Spark's Python workers: imports only the engine, numpy and pandas.
 >>> job = BucketJob(plan, columns=OUTPUT_COLUMNS + ("k0", "agg0", "a0"), keys=("k0",), args=("a0",),
 ...                 integral=("a0",), coerce=(("agg0", "int", 0),))
 >>> rows = pd.DataFrame({"k0": ["x", "x", "y", "x"], "a0": [1.0, 2.0, np.nan, 4.0],
-...                      EVENT_TIME: [3.0, 12.0, 5.0, np.nan], "__sqlflow_bucket": 0})
+...                      EVENT_TIME: [3.0, 12.0, 5.0, np.nan]})
 >>> out = job((0,), rows)
 >>> panes = out[out[KIND] == "P"].sort_values(["k0", "window_start"])
 >>> panes[["k0", "agg0", "window_start", "pane_timing", FINAL]].values.tolist()

@@ -101,6 +101,20 @@ def collapse(a_key, a_start, a_end, merging: bool, table: PaneTable, p_end: int)
     return group + first
 
 
+def _order(*columns) -> np.ndarray:
+    """Indices sorting by `columns` (major first) with ties in any order: one quicksort of a packed
+    key when the value ranges fit in 62 bits (several times faster than np.lexsort), else lexsort."""
+    packed, room = np.zeros(len(columns[0]), np.int64), 1
+    for c in columns:
+        lo, hi = (int(c.min()), int(c.max())) if len(c) else (0, 0)
+        width = hi - lo + 1
+        room *= width
+        if room >= 1 << 62:
+            return np.lexsort(columns[::-1])
+        packed = packed * width + (c - lo)
+    return np.argsort(packed)
+
+
 def _segment_cum(values: np.ndarray, seg_start: np.ndarray, ufunc) -> np.ndarray:
     """Cumulative ufunc within segments (seg_start marks each segment's first element)."""
     seg = np.cumsum(seg_start)
@@ -135,20 +149,20 @@ def watermark_schedule(*, a_key, a_at, a_start, a_end, merging: bool, timeline, 
     left = np.zeros(n, bool)
     if n == 0:
         return left, NO_ENDS
-    late = timeline.before_many(a_at) >= sat_add(a_end, lateness)
+    w_before = timeline.before_many(a_at)
+    late = w_before >= sat_add(a_end, lateness)
     keep = np.flatnonzero(~late)
     group = np.full(n, -1, np.int64)
     if merging:
         group[keep] = final_sessions(a_key[keep], a_start[keep], a_end[keep])[0]
     else:
         group[keep] = _factorize_windows(a_key[keep], a_start[keep], a_end[keep])
-    inst = _instants(a_key, a_at, a_start, a_end, keep, group, merging)
+    inst = _instants(a_key, a_at, a_start, a_end, keep, group, merging, w_before)
     if merging:
         bad = _unfit_sessions(inst, a_start, a_end, timeline, lateness)
         if bad.any():
             left[keep] = bad[group[keep]]
-            keep = keep[~left[keep]]
-            inst = _instants(a_key, a_at, a_start, a_end, keep, group, merging)
+            inst = _without(inst, bad)
     too_late[:] = late  # a too-late element joins no session: the same drop in either part
     if not inst.n:
         return left, NO_ENDS
@@ -164,8 +178,8 @@ class _Instants:
         self.__dict__.update(kw)
 
 
-def _instants(a_key, a_at, a_start, a_end, keep, group, merging) -> _Instants:
-    idx = keep[np.lexsort((a_at[keep], group[keep]))]
+def _instants(a_key, a_at, a_start, a_end, keep, group, merging, w_before) -> _Instants:
+    idx = keep[_order(group[keep], a_at[keep])]  # ties (one instant of a group) in any order
     g, a = group[idx], a_at[idx]
     new_inst = np.r_[True, (g[1:] != g[:-1]) | (a[1:] != a[:-1])] if len(idx) else np.empty(0, bool)
     inst_of = np.cumsum(new_inst) - 1
@@ -182,10 +196,27 @@ def _instants(a_key, a_at, a_start, a_end, keep, group, merging) -> _Instants:
         end = _segment_cum(end, new_group, np.maximum)
     return _Instants(
         n=n_inst, idx=idx, of=inst_of, group=ig, at=ia, start=start, end=end,
+        w_before=w_before[idx[firsts]] if n_inst else ia,  # the watermark just before each instant
         key=a_key[idx[firsts]] if n_inst else np.empty(0, np.int64),
         new_group=new_group, next_at=np.where(last_in_group, POS_INF, np.r_[ia[1:], POS_INF]) if n_inst else ia,
         last_of_group=np.flatnonzero(last_in_group)[np.cumsum(new_group) - 1] if n_inst else ia,
         first_of_group=np.flatnonzero(new_group)[np.cumsum(new_group) - 1] if n_inst else ia,
+    )
+
+
+def _without(inst: _Instants, groups: np.ndarray) -> _Instants:
+    """`inst` without the groups marked in `groups` (a mask over group ids)."""
+    keep_inst = ~groups[inst.group]
+    keep_a = keep_inst[inst.of]
+    renumber = np.cumsum(keep_inst) - 1
+    sub = {f: getattr(inst, f)[keep_inst] for f in ("group", "at", "start", "end", "w_before", "key",
+                                                    "new_group", "next_at")}
+    n = len(sub["group"])
+    last_in_group = np.r_[sub["new_group"][1:], True] if n else sub["new_group"]
+    return _Instants(
+        n=n, idx=inst.idx[keep_a], of=renumber[inst.of[keep_a]], **sub,
+        last_of_group=np.flatnonzero(last_in_group)[np.cumsum(sub["new_group"]) - 1] if n else sub["at"],
+        first_of_group=np.flatnonzero(sub["new_group"])[np.cumsum(sub["new_group"]) - 1] if n else sub["at"],
     )
 
 
@@ -219,7 +250,10 @@ def _bridged_sessions(group, t, rank, gap) -> np.ndarray:
     that arrived no later than k. So a session is bridged when, for some k, such an element
     exists on a side but none lies within `gap` on that side.
     """
-    order = np.lexsort((rank, t, group))
+    # `group` comes in runs (instant order): pack (run, time within the run's first, rank)
+    runs = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
+    run = np.repeat(np.arange(len(runs)), np.diff(np.r_[runs, len(group)]))
+    order = _order(run, t - np.minimum.reduceat(t, runs)[run], rank)
     g, tt, r = group[order], t[order], rank[order].astype(np.int64)
     n = len(g)
     new_g = np.r_[True, g[1:] != g[:-1]]
@@ -228,7 +262,7 @@ def _bridged_sessions(group, t, rank, gap) -> np.ndarray:
     span = int(rel.max()) + gap + 1
     big = 1 << span.bit_length()
     if (int(gi.max()) + 1) >= (1 << 62) // big:
-        return np.unique(g)  # times too far apart to pack: let the per-key loop do everything
+        return np.unique(g)  # times too far apart to pack: the per-key loop takes these sessions
     comp = gi * big + rel
     lo = np.searchsorted(comp, comp - gap, side="right")  # first element within gap on the left
     hi = np.searchsorted(comp, comp + gap, side="left")  # one past the last within gap on the right
@@ -273,7 +307,7 @@ def _schedule(inst: _Instants, timeline, lateness, shape, p_end, table: PaneTabl
     n = inst.n
     pos = np.arange(n)
     # watermark events per instant: a late arrival, or the crossing of the end before the next arrival
-    is_late = timeline.before_many(inst.at) >= inst.end
+    is_late = inst.w_before >= inst.end
     crossing = timeline.first_reaching_many(inst.end)
     is_cross = ~is_late & (crossing < inst.next_at)
     has_event = is_late | is_cross

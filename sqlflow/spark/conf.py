@@ -9,10 +9,12 @@ from __future__ import annotations
 PATH = "spark.sqlflow.path"
 #: number of hash buckets of keys on the engine path (default: see `buckets`)
 BUCKETS = "spark.sqlflow.buckets"
-#: target input size of one bucket, in bytes, when sizing from Spark's statistics (default 128 MiB)
+#: target input size of one bucket, in bytes, when sizing from Spark's statistics (default 8 MiB)
 BUCKET_BYTES = "spark.sqlflow.bucketBytes"
 
 DEFAULT_BUCKET_BYTES = 8 * 1024 * 1024
+#: size estimates from here on are Spark's "unknown" (Long.MaxValue, scaled by projections)
+UNKNOWN_SIZE = 1 << 50
 MAX_BUCKETS = 1 << 16
 PATHS = ("auto", "native", "engine")
 
@@ -64,4 +66,6 @@ def estimated_bytes(df) -> int | None:
         size = int(size if isinstance(size, int) else size.toString())  # py4j gives an int or a BigInt
     except Exception:  # noqa: BLE001  (Spark Connect, or no statistics)
         return None
-    return None if size >= (1 << 63) - 1 or size <= 0 else size
+    # Spark says Long.MaxValue for "unknown", and a projection over that scales it down a little
+    # (Long.MaxValue x its row width / the child's): anything beyond a pebibyte is that, not data
+    return None if size >= UNKNOWN_SIZE or size <= 0 else size

@@ -1,8 +1,10 @@
 """The engine path on the driver: from the input relation to DataFrames of panes and dropped rows.
 
-The input rows get the engine's column types (times as microseconds), a bucket column
-`pmod(hash(keys), N)`, and go through `groupBy(bucket).applyInPandas(BucketJob)`
-(sqlflow/udfs/bucket.py): the engine runs once per bucket on the executors. Nothing is collected
+The input rows get the engine's column types (times as microseconds) and are hash-partitioned
+by their keys into N buckets, `pmod(hash(keys), N)` (`by_bucket`); `mapInPandas(BucketJob)`
+(sqlflow/udfs/bucket.py) runs the engine once per partition, i.e. per bucket, on the executors.
+(`groupBy(bucket).applyInPandas` did the same after sorting every partition by bucket: 10% slower
+on benchmarks/compare.py scenario 2.) Nothing is collected
 on the driver except the watermark timeline of a replay (`timeline.py`).
 
 **Combining before the shuffle** (`lifted_rows`): bounded sessions with a static gap, a trigger
@@ -32,7 +34,6 @@ from .. import ast
 from ..engine import vectorised
 from .inputs import InputRelation, agg_column
 
-BUCKET = "__sqlflow_bucket"
 #: how many input rows an engine element stands for (combined rows: see lifted_rows)
 WEIGHT = "__sqlflow_weight"
 #: aggregate kinds whose partial results combine (the engine then sums COUNTs)
@@ -83,6 +84,25 @@ def exact_bigints(columns, schema) -> tuple:
     return tuple(c for c in columns if isinstance(fields[c].dataType, T.LongType) and fields[c].nullable)
 
 
+def _q(name: str) -> str:
+    """A column name quoted for Spark SQL."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def exact_bigint_exprs(columns, masked) -> list[str]:
+    """`exact_bigint_columns` as SQL expressions, for `selectExpr`: one Spark call for them all
+    (each `pyspark.sql.functions` call is a dozen py4j round trips on the driver)."""
+    from ..udfs.bucket import NULL_MASK
+
+    out = []
+    for c in columns:
+        if c in masked:
+            out += [f"coalesce({_q(c)}, 0L) AS {_q(c)}", f"{_q(c)} IS NULL AS {_q(NULL_MASK + c)}"]
+        else:
+            out.append(_q(c))
+    return out
+
+
 def exact_bigint_columns(columns, masked) -> list:
     """`columns` as Spark columns, each BIGINT of `masked` as its value with NULL as 0 plus a
     boolean NULL mask (`udfs.bucket.NULL_MASK`): Arrow hands pandas an integer column with NULLs
@@ -124,23 +144,21 @@ def run_engine(ws, rel: InputRelation, raw, agg_types: list, *, buckets: int, ti
             custom[fn.name.lower()] = cls
     plan = EnginePlan(ws.windowing, aggregates, keys=tuple(rel.keys), custom_windows=custom)
 
-    keyed = bool(rel.keys)
-    bucket = F.pmod(F.hash(*[F.col(k) for k in rel.keys]), F.lit(buckets)) if keyed else F.lit(0)
-    lifted = lifted_rows(plan, rel, raw, schema, bucket) if liftable(plan, rel, schema) else None
+    lifted = lifted_rows(plan, rel, raw, schema, buckets) if liftable(plan, rel, schema) else None
     if lifted is not None:
         rows, plan, masked, extra_integral = lifted
     else:
         masked = exact_bigints(rel.keys + rel.args, raw.schema)
         extra_integral = ()
         # engine input: times in microseconds; BIGINTs with a NULL mask (see exact_bigint_columns)
-        columns = exact_bigint_columns(rel.keys + rel.args, masked)
-        columns.append(F.unix_micros(F.col(EVENT_TIME).cast("timestamp")).alias(EVENT_TIME))
+        columns = exact_bigint_exprs(rel.keys + rel.args, masked)
+        columns.append(f"unix_micros(CAST({_q(EVENT_TIME)} AS TIMESTAMP)) AS {_q(EVENT_TIME)}")
         if rel.replay:
-            columns.append(F.unix_micros(F.col(ARRIVAL_TIME).cast("timestamp")).alias(ARRIVAL_TIME))
+            columns.append(f"unix_micros(CAST({_q(ARRIVAL_TIME)} AS TIMESTAMP)) AS {_q(ARRIVAL_TIME)}")
         if rel.gap:
-            columns.append(F.unix_micros(F.timestamp_micros(F.lit(0)) + F.col(GAP)).alias(GAP))
-        columns += [F.col(when_column(i)) for i in range(rel.n_when)]
-        rows = raw.select(*columns).withColumn(BUCKET, bucket)
+            columns.append(f"unix_micros(timestamp_micros(0) + {_q(GAP)}) AS {_q(GAP)}")
+        columns += [_q(when_column(i)) for i in range(rel.n_when)]
+        rows = by_bucket(raw.selectExpr(*columns), rel.keys, buckets)
 
     # output schema: bookkeeping columns, keys, aggregates (Spark's types), argument echoes
     bookkeeping = {
@@ -168,28 +186,39 @@ def run_engine(ws, rel: InputRelation, raw, agg_types: list, *, buckets: int, ti
                     integral=integral, masked=masked, coerce=coerce, timeline=timeline, p_end=p_end, replay=rel.replay,
                     weight=WEIGHT if lifted is not None else None, shared=shared)
 
-    def run_bucket(key, pdf):
-        return job(key, pdf)
+    def run_partition(batches):
+        import pandas as pd
 
-    output = rows.groupBy(BUCKET).applyInPandas(run_bucket, schema=out_schema)
+        frames = list(batches)
+        if frames:
+            yield job(None, frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True))
 
-    pane_columns = [F.col(k) for k in rel.keys] + [F.col(agg_column(j)) for j in range(len(agg_types))]
+    output = rows.mapInPandas(run_partition, schema=out_schema)
+
+    pane_columns = [_q(k) for k in rel.keys] + [_q(agg_column(j)) for j in range(len(agg_types))]
     for name, kind in PANE_TYPES:
-        col = F.col(name)
-        pane_columns.append((F.timestamp_micros(col) if kind == "timestamp" else col).alias(name))
+        pane_columns.append(f"timestamp_micros({_q(name)}) AS {_q(name)}" if kind == "timestamp" else _q(name))
     if ws.windowing.mode.retracting:
-        pane_columns.append(F.col("is_retraction"))
-    pane_rows = output.where(F.col(KIND) == F.lit(PANE))
-    panes = pane_rows.select(*pane_columns)
-    final = pane_rows.where(F.col(FINAL)).select(*pane_columns)
-    dropped = output.where(F.col(KIND) == F.lit(DROPPED)).select(
-        *[F.col(k) for k in rel.keys], *[F.col(a) for a in rel.args],
-        F.timestamp_micros(F.col(EVENT_TIME)).alias("event_time"),
-        F.timestamp_micros(F.col(ARRIVAL_TIME)).alias("arrival_time"),
-        F.col(REASON).alias("reason"),
-        F.timestamp_micros(F.col(DROPPED_START)).alias("window_start"),
-        F.timestamp_micros(F.col(DROPPED_END)).alias("window_end"))
+        pane_columns.append("is_retraction")
+    pane_rows = output.where(f"{_q(KIND)} = '{PANE}'")
+    panes = pane_rows.selectExpr(*pane_columns)
+    final = pane_rows.where(_q(FINAL)).selectExpr(*pane_columns)
+    dropped = output.where(f"{_q(KIND)} = '{DROPPED}'").selectExpr(
+        *[_q(k) for k in rel.keys], *[_q(a) for a in rel.args],
+        f"timestamp_micros({_q(EVENT_TIME)}) AS event_time",
+        f"timestamp_micros({_q(ARRIVAL_TIME)}) AS arrival_time",
+        f"{_q(REASON)} AS reason",
+        f"timestamp_micros({_q(DROPPED_START)}) AS window_start",
+        f"timestamp_micros({_q(DROPPED_END)}) AS window_end")
     return EngineRun(output, panes, final, dropped, buckets, combined=lifted is not None)
+
+
+def by_bucket(rows, keys, buckets: int):
+    """`rows` hash-partitioned by the keys into `buckets` partitions, pmod(murmur3(keys), N):
+    every row of a key in one partition, which is one bucket job."""
+    from pyspark.sql import functions as F
+
+    return rows.repartition(buckets, *[F.col(k) for k in keys]) if keys else rows.repartition(1)
 
 
 def liftable(plan: EnginePlan, rel: InputRelation, schema: dict) -> bool:
@@ -208,48 +237,49 @@ def liftable(plan: EnginePlan, rel: InputRelation, schema: dict) -> bool:
     return True
 
 
-def lifted_rows(plan: EnginePlan, rel: InputRelation, raw, schema: dict, bucket):
+def lifted_rows(plan: EnginePlan, rel: InputRelation, raw, schema: dict, buckets: int):
     """The engine input with rows combined per key and gap-aligned slice of event time (module doc).
 
-    The rows are hash-partitioned by `bucket` first, so the combining aggregate and the bucket jobs
+    The rows are hash-partitioned by bucket first, so the combining aggregate and the bucket jobs
     share that one shuffle. Rows without an event time stay single (a unique id joins their
     grouping key) and keep their argument values, so they are dropped and reported as before.
-    Returns (rows with the BUCKET column, plan over the partial columns, masked BIGINT columns,
+    Returns (rows partitioned by bucket, plan over the partial columns, masked BIGINT columns,
     integral partial columns)."""
     from pyspark.sql import functions as F
 
     gap = plan.window.gap.micros
-    et = F.col(EVENT_TIME)
+    et = _q(EVENT_TIME)
+    keys = [_q(k) for k in rel.keys]
     partial_names = [f"__sqlflow_part{j}" for j in range(len(plan.aggregates))]
-    partials, neutral, aggregates = [], [], []
+    partials, aggregates = [], []
     for name, agg in zip(partial_names, plan.aggregates):
-        if agg.kind == "count_star":
-            partials.append(F.count(F.lit(1)).alias(name))
-        elif agg.kind == "count":
-            partials.append(F.count(F.col(agg.column)).alias(name))
-        else:
-            partials.append(getattr(F, agg.kind)(F.col(agg.column)).alias(name))
+        arg = "1" if agg.kind == "count_star" else _q(agg.column)
+        partials.append(f"{'count' if agg.kind == 'count_star' else agg.kind}({arg}) AS {_q(name)}")
         aggregates.append(Aggregate(_LIFTABLE[agg.kind], name, agg.output, agg.ignore_nulls))
-    timed = (raw.withColumn(EVENT_TIME, F.unix_micros(F.col(EVENT_TIME).cast("timestamp")))
-             .withColumn(BUCKET, bucket).repartition(F.col(BUCKET)))
-    single = F.when(et.isNull(), F.monotonically_increasing_id())
-    echoes = [F.first(F.when(et.isNull(), F.col(a)), ignorenulls=True).alias(a) for a in rel.args]
-    combined = (timed.groupBy(BUCKET, *rel.keys, (et - F.pmod(et, F.lit(gap))).alias("__slice"), single.alias("__single"))
-                .agg(F.min(et).alias("__lo"), F.max(et).alias("__hi"), F.count(F.lit(1)).alias(WEIGHT),
-                     *partials, *echoes))
-    types = {f.name: f.dataType for f in combined.schema.fields}
-    for name, agg in zip(partial_names, plan.aggregates):
-        zero = F.lit(0).cast("bigint") if agg.kind in ("count_star", "count") else F.lit(None).cast(types[name])
-        neutral.append(zero.alias(name))
-    args = [F.col(a) for a in rel.args]
-    first = F.struct(F.col("__lo").alias(EVENT_TIME), F.col(WEIGHT), *[F.col(n) for n in partial_names], *args)
-    last = F.struct(F.col("__hi").alias(EVENT_TIME), F.lit(0).cast("bigint").alias(WEIGHT), *neutral, *args)
-    rows = (combined.select(BUCKET, *rel.keys, F.explode(F.when(F.col("__hi") > F.col("__lo"), F.array(first, last))
-                                                         .otherwise(F.array(first))).alias("__e"))
-            .select(BUCKET, *rel.keys, "__e.*"))
+    echoes = [f"first(IF({et} IS NULL, {_q(a)}, NULL), true) AS {_q(a)}" for a in rel.args]
+    timed = by_bucket(raw.selectExpr(
+        *keys, *[_q(a) for a in rel.args], f"unix_micros(CAST({et} AS TIMESTAMP)) AS {et}"), rel.keys, buckets)
+    sliced = timed.selectExpr("*", f"{et} - pmod({et}, {gap}L) AS __slice",
+                              f"IF({et} IS NULL, monotonically_increasing_id(), NULL) AS __single")
+
+    def element(time, weight, parts):
+        fields = [f"'{EVENT_TIME}', {time}", f"'{WEIGHT}', {weight}"]
+        fields += [f"'{n}', {v}" for n, v in zip(partial_names, parts)]
+        fields += [f"'{a}', {_q(a)}" for a in rel.args]
+        return f"named_struct({', '.join(fields)})"
+
+    first = element("__lo", _q(WEIGHT), [_q(n) for n in partial_names])
+    # the neutral partial: COUNT 0, otherwise a NULL of the partial's type
+    last = element("__hi", "0L", ["0L" if agg.kind in ("count_star", "count") else f"IF(false, {_q(n)}, NULL)"
+                                  for n, agg in zip(partial_names, plan.aggregates)])
+    combined = sliced.groupBy(*rel.keys, "__slice", "__single").agg(
+        F.expr(f"min({et}) AS __lo"), F.expr(f"max({et}) AS __hi"), F.expr(f"count(1) AS {_q(WEIGHT)}"),
+        *[F.expr(p) for p in partials + echoes])
+    rows = combined.selectExpr(
+        *keys, f"explode(IF(__hi > __lo, array({first}, {last}), array({first}))) AS __e").selectExpr(*keys, "__e.*")
+    types = {f.name: f.dataType for f in rows.schema.fields}
     masked = exact_bigints(rel.keys + rel.args + partial_names, rows.schema)
-    rows = rows.select(F.col(BUCKET), *exact_bigint_columns(rel.keys + rel.args + partial_names, masked),
-                       F.col(EVENT_TIME), F.col(WEIGHT))
+    rows = rows.selectExpr(*exact_bigint_exprs(rel.keys + rel.args + partial_names, masked), et, _q(WEIGHT))
     integral = tuple(n for n in partial_names if _integral(types[n]))
     lifted_plan = EnginePlan(plan.windowing, tuple(aggregates), keys=plan.keys, custom_windows=plan.custom_windows)
     return rows, lifted_plan, masked, integral

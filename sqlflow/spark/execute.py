@@ -220,7 +220,7 @@ class Runner:
             stage.engine_mode += ("; rows combined per key and gap-aligned slice of event time before the "
                                   "shuffle (COUNT/SUM/MIN/MAX combine)")
         renamed = dict(_user_columns(ws, rel))
-        stage.dropped_rows = run.dropped.select(*[run.dropped[c].alias(renamed.get(c, c)) for c in run.dropped.columns])
+        stage.dropped_rows = lambda: run.dropped.toDF(*[renamed.get(c, c) for c in run.dropped.columns])
         panes_view = self.view(run.panes, "panes")
         final_view = self.view(run.final, "final")
         new = panes_select(ws, panes_view, names)

@@ -418,3 +418,15 @@ def test_buckets_follow_the_size_estimate_of_a_file_source(spark, tmp_path):
         assert conf.buckets(spark, df) == (10, f"10 (input estimated at {size} bytes, {target} per bucket)")
     finally:
         spark.conf.unset("spark.sqlflow.bucketBytes")
+
+
+def test_an_unknown_size_estimate_keeps_the_default_bucket_count(spark):
+    """Spark estimates a DataFrame built from Python data at Long.MaxValue ("unknown"), and a
+    projection over it at a little less: neither sizes the buckets (one partition per bucket:
+    65,536 of them would be 65,536 tasks)."""
+    from sqlflow.spark import conf
+
+    df = spark.createDataFrame([(1, 2)], "a long, b long")
+    assert conf.estimated_bytes(df) is None
+    assert conf.estimated_bytes(df.select((df.a + 1).alias("x"))) is None
+    assert conf.buckets(spark, df.select("a")) == (4, "4 (2 x spark.sql.shuffle.partitions)")
