@@ -227,15 +227,23 @@ def _unfit_sessions(inst: _Instants, a_start, a_end, timeline, lateness) -> np.n
     bad = np.zeros(int(inst.group.max()) + 1 if inst.n else 0, bool)
     if inst.n == 0:
         return bad
-    rank = (np.arange(inst.n) - inst.first_of_group)[inst.of]  # arrival instant within the session
-    g, t = inst.group[inst.of], a_start[inst.idx]
-    # only sessions with an element arriving after a later one (in event time) can be bridged
-    t_max = _segment_cum(t, np.r_[True, g[1:] != g[:-1]], np.maximum)
-    disordered = np.unique(g[t < t_max])
-    if disordered.size:
-        sel = np.isin(g, disordered)
-        gap = a_end[inst.idx[sel]] - a_start[inst.idx[sel]]
-        bad[_bridged_sessions(g[sel], t[sel], rank[sel], int(gap.max()))] = True
+    # only a session whose elements span a gap or more can ever be split in two (any two elements
+    # less than a gap apart overlap): most sessions are shorter
+    gap = int(a_end[inst.idx[0]] - a_start[inst.idx[0]])  # static: per-row gaps do not come here
+    last = inst.last_of_group[inst.new_group]
+    wide = np.zeros(len(bad), bool)
+    wide[inst.group[last][inst.end[last] - inst.start[last] >= 2 * gap]] = True
+    sel = np.flatnonzero(wide[inst.group[inst.of]])
+    if sel.size:
+        rank = (np.arange(inst.n) - inst.first_of_group)[inst.of[sel]]  # arrival instant within the session
+        g, t = inst.group[inst.of[sel]], a_start[inst.idx[sel]]
+        # and only one with an element arriving after a later one (in event time)
+        t_max = _segment_cum(t, np.r_[True, g[1:] != g[:-1]], np.maximum)
+        disordered = np.zeros(len(bad), bool)
+        disordered[g[t < t_max]] = True
+        keep = disordered[g]
+        if keep.any():
+            bad[_bridged_sessions(g[keep], t[keep], rank[keep], gap)] = True
     gc = timeline.first_reaching_many(sat_add(inst.end, lateness))
     bad[inst.group[(gc < inst.next_at) & (inst.next_at < POS_INF)]] = True
     return bad
