@@ -76,7 +76,9 @@ class BucketJob:
     - `timeline`, `p_end`, `replay`: the global watermark and end of input of a replay (or
       `shared`: the timeline as a broadcast variable, loaded once per Python worker);
     - `weight`: the column of how many input rows each element stands for when Spark combined
-      rows before the shuffle (sqlflow/spark/engine_path.py), for the input-rows metric.
+      rows before the shuffle (sqlflow/spark/engine_path.py), for the input-rows metric;
+    - `kinds`: per output column, "long" or "bool" when its Spark type is BIGINT or BOOLEAN (the
+      output then holds it as a nullable Int64 or boolean column), else "".
     """
 
     plan: EnginePlan
@@ -91,6 +93,7 @@ class BucketJob:
     replay: bool = False
     weight: str | None = None  # a column of how many input rows each element stands for
     shared: object = None  # the timeline as a Spark broadcast variable (instead of `timeline`)
+    kinds: tuple = ()  # per output column: "long" (BIGINT), "bool" (BOOLEAN) or "" (other)
 
     def __call__(self, key, rows: pd.DataFrame) -> pd.DataFrame:
         rows = self._prepare(rows)
@@ -101,14 +104,7 @@ class BucketJob:
                                        ordered=False)
         parts = [self._panes(result.panes), self._dropped(rows, result.dropped),
                  pd.DataFrame({KIND: [METRICS], ROWS: [int(rows[self.weight].sum()) if self.weight else len(rows)]})]
-        out = pd.concat([p for p in parts if len(p)], ignore_index=True)
-        for column in self.columns:
-            if column not in out:
-                out[column] = None
-            elif out[column].dtype == object:
-                # rows of another kind hold NaN here after concat: Spark wants None (arrays, structs)
-                out[column] = out[column].where(out[column].notna(), None)
-        return out[list(self.columns)]
+        return _stack([p for p in parts if len(p)], self.columns, self.kinds)
 
     # ------------------------------------------------------------------ input
 
@@ -148,6 +144,41 @@ class BucketJob:
         out[DROPPED_END] = dropped["window_end"].to_numpy()
         out[KIND] = DROPPED
         return out
+
+
+#: pandas dtypes of the output columns whose Spark type is BIGINT or BOOLEAN (`BucketJob.kinds`)
+_TYPED = {"long": "Int64", "bool": "boolean"}
+
+
+def _stack(parts: list, columns, kinds) -> pd.DataFrame:
+    """The parts (panes, dropped rows, metrics; each with some of `columns`) one under the other.
+
+    A column is stacked on its own, each part's piece (or NULLs where the part lacks it) cast to
+    the column's nullable dtype first: a pandas concat would turn an integer column next to a part
+    without it into float64 (2^53 + 1 becomes 2^53), and Arrow converts nullable integer and
+    boolean arrays without a Python object per value. Object columns get None for missing values
+    (Spark wants None for arrays and structs)."""
+    sizes = [len(p) for p in parts]
+    index = pd.RangeIndex(sum(sizes))
+    out = {}
+    for i, column in enumerate(columns):
+        dtype = _TYPED.get(kinds[i]) if i < len(kinds) else None
+        if dtype is None:  # a nullable extension column (Int64 aggregates) keeps its dtype
+            present = [p[column].dtype for p in parts if column in p]
+            if present and all(d == present[0] for d in present) and pd.api.types.is_extension_array_dtype(present[0]):
+                dtype = present[0]
+        pieces = []
+        for part, size in zip(parts, sizes):
+            if column in part:
+                piece = part[column].reset_index(drop=True)
+                pieces.append(piece.astype(dtype) if dtype is not None else piece)
+            else:
+                pieces.append(pd.Series(pd.array([None] * size, dtype=dtype or object)))
+        series = pieces[0] if len(pieces) == 1 else pd.concat(pieces, ignore_index=True)
+        if series.dtype == object and series.hasnans:
+            series = series.where(series.notna(), None)
+        out[column] = series.set_axis(index)
+    return pd.DataFrame(out, index=index)
 
 
 def restore_nulls(rows: pd.DataFrame, columns) -> pd.DataFrame:

@@ -34,6 +34,8 @@ from .. import ast
 from ..engine import vectorised
 from .inputs import InputRelation, agg_column
 
+#: Spark types the bucket job outputs as nullable pandas columns (udfs.bucket.BucketJob.kinds)
+_KINDS = {"LongType": "long", "BooleanType": "bool"}
 #: how many input rows an engine element stands for (combined rows: see lifted_rows)
 WEIGHT = "__sqlflow_weight"
 #: aggregate kinds whose partial results combine (the engine then sums COUNTs)
@@ -184,7 +186,8 @@ def run_engine(ws, rel: InputRelation, raw, agg_types: list, *, buckets: int, ti
             shared = None
     job = BucketJob(plan, columns=tuple(out_schema.fieldNames()), keys=tuple(rel.keys), args=tuple(rel.args),
                     integral=integral, masked=masked, coerce=coerce, timeline=timeline, p_end=p_end, replay=rel.replay,
-                    weight=WEIGHT if lifted is not None else None, shared=shared)
+                    weight=WEIGHT if lifted is not None else None, shared=shared,
+                    kinds=tuple(_KINDS.get(type(f.dataType).__name__, "") for f in out_schema.fields))
 
     def run_partition(batches):
         import pandas as pd

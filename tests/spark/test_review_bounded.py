@@ -43,6 +43,19 @@ def test_dropped_rows_echo_bigint_arguments_exactly(spark, one_bucket):
     assert [tuple(r) for r in rows] == [("a", BIG + 1, "null event time")]
 
 
+def test_bigint_keys_and_sums_beyond_2_53_stay_exact_without_nulls(spark, one_bucket):
+    """No NULL anywhere: the pane columns are plain int64 in pandas, and the bucket's output puts
+    them next to its metrics row, which has no key (stacked as float64 they would round)."""
+    spark.sql(f"""CREATE OR REPLACE TEMP VIEW review_big_plain AS SELECT * FROM VALUES
+        ({BIG + 1}L, {BIG + 1}L, TIMESTAMP'2024-01-01 00:00:10'),
+        ({BIG + 3}L, {BIG + 3}L, TIMESTAMP'2024-01-01 00:00:20')
+        AS t(k, v, ts)""")
+    df = sqlflow.sql(spark, "SELECT k, SUM(v) AS s, MAX(v) AS m FROM review_big_plain GROUP BY k "
+                            "WINDOW SESSIONS(GAP 1m) ON ts", path="engine")
+    got = sorted(tuple(r) for r in df.select("k", "s", "m").collect())
+    assert got == [(BIG + 1, BIG + 1, BIG + 1), (BIG + 3, BIG + 3, BIG + 3)]
+
+
 
 @pytest.mark.parametrize("clause, text, start", [
     ("TRIGGER", "TRIGGER REPEAT(WHEN(v > ?))", "v > ?"),
