@@ -173,12 +173,22 @@ def _stack(parts: list, columns, kinds) -> pd.DataFrame:
                 piece = part[column].reset_index(drop=True)
                 pieces.append(piece.astype(dtype) if dtype is not None else piece)
             else:
-                pieces.append(pd.Series(pd.array([None] * size, dtype=dtype or object)))
+                pieces.append(_nulls(size, dtype))
         series = pieces[0] if len(pieces) == 1 else pd.concat(pieces, ignore_index=True)
         if series.dtype == object and series.hasnans:
             series = series.where(series.notna(), None)
         out[column] = series.set_axis(index)
     return pd.DataFrame(out, index=index)
+
+
+def _nulls(size: int, dtype) -> pd.Series:
+    """`size` NULLs of `dtype` (None: object), without a Python object per value."""
+    if dtype is None:
+        return pd.Series(np.empty(size, dtype=object))  # an empty object array holds None
+    dtype = pd.api.types.pandas_dtype(dtype)
+    if isinstance(dtype, pd.core.dtypes.dtypes.BaseMaskedDtype):  # Int64, boolean, Float64
+        return pd.Series(dtype.construct_array_type()(np.zeros(size, dtype.numpy_dtype), np.ones(size, bool)))
+    return pd.Series(np.full(size, np.nan)).astype(dtype)
 
 
 def restore_nulls(rows: pd.DataFrame, columns) -> pd.DataFrame:
