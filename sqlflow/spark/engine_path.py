@@ -92,8 +92,11 @@ def _q(name: str) -> str:
 
 
 def exact_bigint_exprs(columns, masked) -> list[str]:
-    """`exact_bigint_columns` as SQL expressions, for `selectExpr`: one Spark call for them all
-    (each `pyspark.sql.functions` call is a dozen py4j round trips on the driver)."""
+    """`columns` as SQL expressions for `selectExpr`, each BIGINT of `masked` as its value with
+    NULL as 0 plus a boolean NULL mask (`udfs.bucket.NULL_MASK`): Arrow hands pandas an integer
+    column with NULLs as float64, where 2^53 and 2^53 + 1 are one number (two keys would become
+    one group). `udfs.bucket.restore_nulls` rebuilds the exact nullable column on the executor.
+    SQL text rather than `pyspark.sql.functions` calls: those are a dozen py4j round trips each."""
     from ..udfs.bucket import NULL_MASK
 
     out = []
@@ -102,24 +105,6 @@ def exact_bigint_exprs(columns, masked) -> list[str]:
             out += [f"coalesce({_q(c)}, 0L) AS {_q(c)}", f"{_q(c)} IS NULL AS {_q(NULL_MASK + c)}"]
         else:
             out.append(_q(c))
-    return out
-
-
-def exact_bigint_columns(columns, masked) -> list:
-    """`columns` as Spark columns, each BIGINT of `masked` as its value with NULL as 0 plus a
-    boolean NULL mask (`udfs.bucket.NULL_MASK`): Arrow hands pandas an integer column with NULLs
-    as float64, where 2^53 and 2^53 + 1 are one number (two keys would become one group).
-    `udfs.bucket.restore_nulls` rebuilds the exact nullable column on the executor."""
-    from pyspark.sql import functions as F
-
-    from ..udfs.bucket import NULL_MASK
-
-    out = []
-    for c in columns:
-        if c in masked:
-            out += [F.coalesce(F.col(c), F.lit(0).cast("bigint")).alias(c), F.col(c).isNull().alias(NULL_MASK + c)]
-        else:
-            out.append(F.col(c))
     return out
 
 
@@ -152,7 +137,7 @@ def run_engine(ws, rel: InputRelation, raw, agg_types: list, *, buckets: int, ti
     else:
         masked = exact_bigints(rel.keys + rel.args, raw.schema)
         extra_integral = ()
-        # engine input: times in microseconds; BIGINTs with a NULL mask (see exact_bigint_columns)
+        # engine input: times in microseconds; BIGINTs with a NULL mask (see exact_bigint_exprs)
         columns = exact_bigint_exprs(rel.keys + rel.args, masked)
         columns.append(f"unix_micros(CAST({_q(EVENT_TIME)} AS TIMESTAMP)) AS {_q(EVENT_TIME)}")
         if rel.replay:

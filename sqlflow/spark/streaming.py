@@ -326,7 +326,7 @@ def _stateful(spark: "SparkSession", data: "DataFrame", plan: EnginePlan, *, del
 
     from sqlflow.udfs import streaming as op
 
-    from .engine_path import exact_bigint_columns, exact_bigints
+    from .engine_path import exact_bigint_exprs, exact_bigints
 
     plain, data = data, _observe_input(data, metrics_name, null_event_time=False)
     weight = None
@@ -350,7 +350,7 @@ def _stateful(spark: "SparkSession", data: "DataFrame", plan: EnginePlan, *, del
     masked = exact_bigints(list(dict.fromkeys([*plan.keys, *(a.column for a in plan.aggregates if a.column)])),
                            data.schema)
     if masked:
-        rows = rows.select(*exact_bigint_columns(rows.columns, masked))
+        rows = rows.selectExpr(*exact_bigint_exprs(rows.columns, masked))
     columns = rows.columns
     parts = [rows]
     if heartbeat is None:
