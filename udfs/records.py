@@ -40,17 +40,28 @@ class PartitionRecords:
         frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame({"et": [], "at": []})
         at = frame["at"].to_numpy(np.int64)
         et = frame["et"].to_numpy(np.int64)
-        keep = np.empty(0, np.int64)
-        if len(at) and self.kind == "delay":  # arrival order, the largest event time first among equals
-            order = np.lexsort((-et, at))
-            e = et[order]
-            keep = order[e > np.r_[NEG_INF, np.maximum.accumulate(e)[:-1]]]
-        elif len(at) and self.kind == "perfect":  # reversed arrival order, the smallest event time last
-            order = np.lexsort((et, at))[::-1]
-            e = et[order]
-            keep = order[e < np.r_[POS_INF, np.minimum.accumulate(e)[:-1]]]
-        keep = np.sort(keep)
+        keep = frontier(at, et, self.kind)
         yield pd.DataFrame({"summary": np.zeros(len(keep), bool), "at": at[keep], "et": et[keep],
                             "n": np.zeros(len(keep), np.int64)})
         yield pd.DataFrame({"summary": [True], "at": [int(at.max()) if len(at) else NEG_INF], "et": [int(at.min()) if len(at) else POS_INF],
                             "n": [len(at)]})
+
+
+def frontier(at: np.ndarray, et: np.ndarray, kind: str | None) -> np.ndarray:
+    """Ascending indices of the rows that can set the watermark of `kind` (see the module doc).
+
+    Rows of equal arrival are taken in input order, so a few more rows than needed may be kept
+    (a tie's smaller event time before its larger one): a superset gives the same timeline, and a
+    stable sort of int64 arrival times, mostly in order already, is much cheaper than ordering
+    the ties by event time too (np.lexsort)."""
+    if not len(at) or kind not in ("delay", "perfect"):
+        return np.empty(0, np.int64)
+    order = np.argsort(at, kind="stable")
+    if kind == "delay":  # arrival order
+        e = et[order]
+        keep = order[e > np.r_[NEG_INF, np.maximum.accumulate(e)[:-1]]]
+    else:  # reversed arrival order: rows arriving later come first
+        order = order[::-1]
+        e = et[order]
+        keep = order[e < np.r_[POS_INF, np.minimum.accumulate(e)[:-1]]]
+    return np.sort(keep)
