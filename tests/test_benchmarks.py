@@ -66,6 +66,11 @@ def test_a_small_run_writes_results_with_equal_final_values(tmp_path):
         assert result["check"]["rows"] > 0
         assert result["rows"] == 20_000
         assert len(result["sqlflow"]["seconds"]) == 1
+    floor = report["results"]["2"]["floor"]
+    assert set(floor) == {"floor_watermark_pass", "floor_bucket_transfer", "total_s", "share_of_reference"}
+    assert floor["total_s"] == round(floor["floor_watermark_pass"] + floor["floor_bucket_transfer"], 3)
+    assert "floor" not in report["results"]["1"]
     table = out.with_suffix(".md").read_text()
     assert "| 2b. sessions, default trigger, bounded" in table
+    assert f"= {floor['total_s']} s" in table
     assert (tmp_path / "data").is_dir()

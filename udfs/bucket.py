@@ -1,7 +1,7 @@
 """The engine over one hash bucket of keys: the grouped function of the engine path.
 
 Spark hash-partitions the input rows by `pmod(hash(keys), N)` and calls a `BucketJob` once per
-partition (bucket) with all of its rows (`mapInPandas`): many keys per Python call, one
+partition (bucket) with all of its rows (`mapInArrow` via `ArrowBuckets`, or `mapInPandas`): many keys per Python call, one
 `Engine.run` per call. One Python call per key is about 20x slower (docs/spark-internals.md). The watermark
 timeline and the end of input are global: the driver computed them with Spark and they travel
 inside the job, so every bucket sees the same watermark.
@@ -144,6 +144,43 @@ class BucketJob:
         out[DROPPED_END] = dropped["window_end"].to_numpy()
         out[KIND] = DROPPED
         return out
+
+
+@dataclass
+class ArrowBuckets:
+    """The `mapInArrow` function of the engine path: one `BucketJob` over all batches of a partition.
+
+    The Arrow batches become one pandas frame (`arrow_frame`) and the job's output one Arrow table
+    of `schema`. Cheaper than PySpark's pandas conversion, which converts each batch of
+    `spark.sql.execution.arrow.maxRecordsPerBatch` rows on its own, and exact for BIGINTs without
+    NULL-mask columns (measured: 2M rows handed over in 0.8 s instead of 1.0-1.3 s)."""
+
+    job: BucketJob
+    schema: object  # pyarrow.Schema of the output (sqlflow.spark.engine_path.arrow_schema)
+
+    def __call__(self, batches):
+        import pyarrow as pa
+
+        batches = list(batches)
+        if batches:
+            out = self.job(None, arrow_frame(pa.Table.from_batches(batches)))
+            yield from pa.Table.from_pandas(out, schema=self.schema, preserve_index=False).to_batches(
+                max_chunksize=1 << 17)
+
+
+def arrow_frame(table) -> pd.DataFrame:
+    """An Arrow table as the pandas frame `BucketJob` takes: a BIGINT column with NULLs becomes an
+    exact nullable Int64 column (PySpark would make it float64: 2^53 + 1 would become 2^53), every
+    other column what PySpark's mapInPandas gives for these plain types (`arrow_ready`)."""
+    import pyarrow as pa
+
+    columns = {}
+    for name, column in zip(table.column_names, table.columns):
+        if pa.types.is_int64(column.type) and column.null_count:
+            columns[name] = pd.arrays.IntegerArray(np.asarray(column.fill_null(0)), np.asarray(column.is_null()))
+        else:
+            columns[name] = column.to_pandas()
+    return pd.DataFrame(columns, index=pd.RangeIndex(table.num_rows))
 
 
 #: pandas dtypes of the output columns whose Spark type is BIGINT or BOOLEAN (`BucketJob.kinds`)

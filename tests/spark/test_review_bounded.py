@@ -57,6 +57,41 @@ def test_bigint_keys_and_sums_beyond_2_53_stay_exact_without_nulls(spark, one_bu
 
 
 
+def test_bigint_keys_beyond_2_53_stay_apart_on_the_pandas_path_too(spark, one_bucket):
+    """A DECIMAL aggregate has no plain Arrow form: the bucket jobs take PySpark's pandas
+    conversion, where BIGINTs travel with NULL masks (sqlflow/spark/engine_path.py)."""
+    spark.sql(f"""CREATE OR REPLACE TEMP VIEW review_big_decimal AS SELECT * FROM VALUES
+        ({BIG}L, {BIG + 1}L, 1.5BD, TIMESTAMP'2024-01-01 00:00:10'),
+        ({BIG + 1}L, {BIG + 3}L, 2.25BD, TIMESTAMP'2024-01-01 00:00:20'),
+        (NULL, NULL, NULL, TIMESTAMP'2024-01-01 00:00:30')
+        AS t(k, v, d, ts)""")
+    df = sqlflow.sql(spark, "SELECT k, MAX(v) AS m, SUM(d) AS s FROM review_big_decimal GROUP BY k "
+                            "WINDOW GLOBAL ON ts", path="engine")
+    assert "MapInPandas" in df._jdf.queryExecution().executedPlan().toString()
+    got = sorted((tuple(r) for r in df.select("k", "m", "s").collect()), key=lambda r: (r[0] is not None, r))
+    assert [(k, m, None if s is None else str(s)) for k, m, s in got] == [
+        (None, None, None), (BIG, BIG + 1, "1.50"), (BIG + 1, BIG + 3, "2.25")]
+
+
+def test_arrow_path_with_large_var_types_and_null_keys(spark, one_bucket):
+    """The Arrow path builds its output schema itself (string keys as large_string when Spark's
+    large var types are on, as Spark declares them); NULL keys and NULL sums stay NULL."""
+    spark.sql("""CREATE OR REPLACE TEMP VIEW review_large_strings AS SELECT * FROM VALUES
+        ('a', 1L, TIMESTAMP'2024-01-01 00:00:10'), ('a', 2L, TIMESTAMP'2024-01-01 00:00:20'),
+        (NULL, 5L, TIMESTAMP'2024-01-01 00:00:30'), ('b', NULL, TIMESTAMP'2024-01-01 00:00:40')
+        AS t(k, v, ts)""")
+    spark.conf.set("spark.sql.execution.arrow.useLargeVarTypes", "true")
+    try:
+        df = sqlflow.sql(spark, "SELECT k, SUM(v) AS s, COUNT(*) AS n FROM review_large_strings GROUP BY k "
+                                "WINDOW FIXED(SIZE 1m) ON ts TRIGGER REPEAT(COUNT 1)", path="engine")
+        assert "MapInArrow" in df._jdf.queryExecution().executedPlan().toString()
+        got = sorted((tuple(r) for r in df.select("k", "s", "n", "pane_index").collect()),
+                     key=lambda r: (r[0] is not None, r))
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.useLargeVarTypes")
+    assert got == [(None, 5, 1, 0), ("a", 1, 1, 0), ("a", 3, 2, 1), ("b", None, 1, 0)]
+
+
 @pytest.mark.parametrize("clause, text, start", [
     ("TRIGGER", "TRIGGER REPEAT(WHEN(v > ?))", "v > ?"),
     ("WINDOW", "WINDOW SESSIONS(GAP make_interval(0, 0, 0, 0, 0, 0, ?)) ON ts", "make_interval"),
