@@ -57,11 +57,14 @@ def frontier(at: np.ndarray, et: np.ndarray, kind: str | None) -> np.ndarray:
     if not len(at) or kind not in ("delay", "perfect"):
         return np.empty(0, np.int64)
     order = np.argsort(at, kind="stable")
-    if kind == "delay":  # arrival order
-        e = et[order]
-        keep = order[e > np.r_[NEG_INF, np.maximum.accumulate(e)[:-1]]]
-    else:  # reversed arrival order: rows arriving later come first
+    if kind == "perfect":  # reversed arrival order: rows arriving later come first
         order = order[::-1]
-        e = et[order]
-        keep = order[e < np.r_[POS_INF, np.minimum.accumulate(e)[:-1]]]
-    return np.sort(keep)
+    e = et[order]
+    better = np.empty(len(e), bool)  # beyond every row before it in that order
+    if kind == "delay":
+        better[0] = e[0] > NEG_INF
+        np.greater(e[1:], np.maximum.accumulate(e)[:-1], out=better[1:])
+    else:
+        better[0] = e[0] < POS_INF
+        np.less(e[1:], np.minimum.accumulate(e)[:-1], out=better[1:])
+    return np.sort(order[better])
