@@ -252,62 +252,46 @@ def _unfit_sessions(inst: _Instants, a_start, a_end, timeline, lateness) -> np.n
 def _bridged_sessions(group, t, rank, gap) -> np.ndarray:
     """Sessions (static gap) whose arrived elements are not always connected.
 
-    At any instant the arrived elements are connected when every two of them that are neighbours
-    in event time (nothing arrived between them yet) are less than `gap` apart. The pairs that are
-    neighbours at some instant are, for each element k, k with the nearest element on each side
-    that arrived no later than k. So a session is bridged when, for some k, such an element
-    exists on a side but none lies within `gap` on that side.
+    The elements come in arrival order within each session (`group` in runs, `rank`: the arrival
+    instant within the session). Two elements are connected when their times are less than `gap`
+    apart. By induction, the arrived part is one span [lo, hi] of connected elements after every
+    instant unless some instant breaks it: an instant's new elements left of lo must chain to lo
+    (each less than `gap` from the next one, in time order, the last from lo), those right of hi
+    chain to hi likewise, and those inside the span join it. A session's first instant chains
+    from its earliest element. O(n) after ordering each instant's elements by time.
     """
-    # `group` comes in runs (instant order): pack (run, time within the run's first, rank)
-    runs = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
-    run = np.repeat(np.arange(len(runs)), np.diff(np.r_[runs, len(group)]))
-    order = _order(run, t - np.minimum.reduceat(t, runs)[run], rank)
-    g, tt, r = group[order], t[order], rank[order].astype(np.int64)
-    n = len(g)
+    n = len(group)
+    if n == 0:
+        return np.empty(0, np.int64)
+    g, r, tt = group, rank, t
     new_g = np.r_[True, g[1:] != g[:-1]]
-    gi = np.cumsum(new_g) - 1
-    rel = tt - tt[new_g][gi]
-    span = int(rel.max()) + gap + 1
-    big = 1 << span.bit_length()
-    if (int(gi.max()) + 1) >= (1 << 62) // big:
-        return np.unique(g)  # times too far apart to pack: the per-key loop takes these sessions
-    comp = gi * big + rel
-    lo = np.searchsorted(comp, comp - gap, side="right")  # first element within gap on the left
-    hi = np.searchsorted(comp, comp + gap, side="left")  # one past the last within gap on the right
-    pos = np.arange(n)
-    inf = np.iinfo(np.int64).max
-    shifted = np.r_[inf, r[:-1]]
-    shifted[new_g] = inf
-    before = _segment_cum(shifted, new_g, np.minimum)  # min rank strictly to the left
-    last_g = np.r_[g[1:] != g[:-1], True]
-    shifted = np.r_[r[1:], inf]
-    shifted[last_g] = inf
-    after = _segment_cum(shifted[::-1], last_g[::-1], np.minimum)[::-1]  # strictly to the right
-    near_left = _range_min(r, lo, pos)
-    near_right = _range_min(r, pos + 1, hi)
-    broken = ((before <= r) & (near_left > r)) | ((after <= r) & (near_right > r))
+    new_i = new_g | np.r_[True, r[1:] != r[:-1]]
+    # an instant's elements in time order (ties in arrival are rare: sort only theirs)
+    disordered = ~new_i[1:] & (tt[1:] < tt[:-1])
+    if disordered.any():
+        inst = np.cumsum(new_i) - 1
+        shared = np.zeros(n, bool)  # elements of instants with more than one element
+        shared[:-1] |= ~new_i[1:]
+        shared[1:] |= ~new_i[1:]
+        pos = np.flatnonzero(shared)
+        order = np.arange(n)
+        order[pos] = pos[np.lexsort((tt[pos], inst[pos]))]
+        tt = tt[order]
+    last_i = np.r_[new_i[1:], True]
+    first_of = np.flatnonzero(new_i)
+    last_of = np.flatnonzero(last_i)
+    inst = np.cumsum(new_i) - 1
+    # the span before each instant: min and max time over the session's earlier instants
+    run_min = _segment_cum(tt, new_g, np.minimum)
+    run_max = _segment_cum(tt, new_g, np.maximum)
+    before = np.r_[0, last_of[:-1]]
+    opens = new_g[first_of]
+    lo = np.where(opens, tt[first_of], run_min[before])[inst]
+    hi = np.where(opens, tt[first_of], run_max[before])[inst]
+    nxt = np.where(last_i, lo, np.minimum(np.r_[tt[1:], 0], lo))  # next link of a left element
+    prv = np.where(new_i, hi, np.maximum(np.r_[0, tt[:-1]], hi))  # previous link of a right element
+    broken = ((tt < lo) & (nxt - tt >= gap)) | ((tt > hi) & (tt - prv >= gap))
     return np.unique(g[broken])
-
-
-def _range_min(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """min(values[lo[i]:hi[i]]) for every i (int64 max for empty ranges), via a sparse table."""
-    inf = np.iinfo(np.int64).max
-    length = hi - lo
-    out = np.full(len(lo), inf, np.int64)
-    ok = length > 0
-    if not ok.any():
-        return out
-    levels = [values]
-    while (1 << len(levels)) <= int(length.max()):
-        prev, step = levels[-1], 1 << (len(levels) - 1)
-        levels.append(np.minimum(prev, np.r_[prev[step:], np.full(step, inf, np.int64)]))
-    k = np.zeros(len(lo), np.int64)
-    k[ok] = np.floor(np.log2(length[ok])).astype(np.int64)
-    for j in np.unique(k[ok]):
-        sel = ok & (k == j)
-        table = levels[j]
-        out[sel] = np.minimum(table[lo[sel]], table[hi[sel] - (1 << j)])
-    return out
 
 
 def _schedule(inst: _Instants, timeline, lateness, shape, p_end, table: PaneTable) -> tuple[np.ndarray, KeyEnds]:

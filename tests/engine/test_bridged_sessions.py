@@ -53,3 +53,30 @@ def test_a_scheduled_sessions_timer_ends_the_input_of_a_bridged_session():
     bridged, other = last_pane(panes, 100), last_pane(panes, 500)
     assert (other.window_end, other.pane_timing, other.emit_time) == (510, "EARLY", 300)
     assert (bridged.window_end, bridged.pane_timing, bridged.total, bridged.emit_time) == (132, "ON_TIME", 10, 300)
+
+
+def _bridged(sessions, gap=6):
+    """`vectorised._bridged_sessions` over sessions given as lists of instants, each a list of
+    element times (in the order they are handed over, which within an instant is any)."""
+    from sqlflow.engine.vectorised import _bridged_sessions
+
+    group, t, rank = [], [], []
+    for g, instants in enumerate(sessions):
+        for r, times in enumerate(instants):
+            group += [g] * len(times)
+            t += times
+            rank += [r] * len(times)
+    return _bridged_sessions(np.array(group), np.array(t, np.int64), np.array(rank, np.int64), gap).tolist()
+
+
+def test_elements_of_one_instant_chain_to_the_span_together():
+    assert _bridged([
+        [[0], [10, 5]],         # 5 joins 0, 10 joins 5 at the same instant: always connected
+        [[20], [10, 15]],       # likewise on the left: 15 joins 20, 10 joins 15
+        [[0], [12], [6]],       # 12 arrives 12 >= 6 away from 0: two sessions until 6 bridges them
+        [[0], [5, 10, 15]],     # a chain of three to the right
+        [[0, 12], [6]],         # the first instant alone is not connected
+        [[0], [-6]],            # exactly a gap away on the left: not connected
+        [[3], [0, 8], [18, 13]],  # both sides at one instant, then a chain of two
+        [[0], [5], [-4]],       # a left element joins the span's start, not its end
+    ]) == [2, 4, 5]
