@@ -135,8 +135,8 @@ def _ends_operand(tokens: list[Token], i: int) -> bool:
     tok = tokens[i]
     if tok.kind in (QUOTED, STRING, NUMBER):
         return True
-    if tok.kind == PUNCT:
-        return tok.text in (")", "*")
+    if tok.kind == PUNCT:  # `}` closes a `${var}` substitution, which sqlglot prints for `@var`
+        return tok.text in (")", "*", "}")
     return tok.upper not in SQL_WORDS or tok.upper in ("END", "ASC", "DESC")
 
 
