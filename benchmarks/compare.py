@@ -239,7 +239,7 @@ def replay_floor(spark) -> dict:
     """What scenario 2 costs sqlflow before its engine does any work: the design's floor.
 
     - `floor_watermark_pass`: the replay's one global watermark needs every (event time, arrival)
-      pair once (here: one native scan collected to the driver, nothing computed);
+      pair once (here: one native scan collected to the driver as Arrow, nothing computed);
     - `floor_bucket_transfer`: the engine's input as sqlflow builds it (keys, arguments, times in
       microseconds), hash-partitioned into the same buckets, each handed to a Python worker as one
       pandas frame (`udfs.bucket.arrow_frame`, as the engine gets it) that is only counted (no
@@ -261,7 +261,7 @@ def replay_floor(spark) -> dict:
         yield pa.RecordBatch.from_pydict({"n": [n]})
 
     def watermark_pass():
-        spark.table("events").selectExpr(*times).toPandas()
+        spark.table("events").selectExpr(*times).toArrow()
 
     return {"floor_watermark_pass": watermark_pass,
             "floor_bucket_transfer": lambda: noop(rows.repartition(buckets, "user_id").mapInArrow(count, "n long"))}
