@@ -20,6 +20,14 @@ bucket must see every watermark advance, so every bucket exists from batch 0 (in
 keeps one event-time "poll" timer at W + 1 ms: whenever the watermark moves, every bucket is
 visited (cheaply, from `meta`, when nothing is due).
 
+Heartbeat rows also carry their input partition's max event time, and every bucket keeps the
+largest it has seen (`meta.seen`). From it the bucket computes the watermark Spark should have
+for the next batch (`own_watermark_ms`) and uses the larger of the two. Normally they are equal.
+They differ after a restart that re-runs a batch the sink had already committed: the sink skips
+it without executing it, Spark never sees that batch's event times, and its watermark lags one
+batch (SPARK-18513's "known issue"); the operator's does not, so the panes are those of an
+uninterrupted run.
+
 Spark's watermark (milliseconds, computed on a shifted column, see docs/streaming.md) maps to
 engine time (microseconds) by `engine_watermark`; Spark's 0 (or -1) means "none yet".
 
@@ -77,7 +85,7 @@ GAUGE_COLUMNS = ("batch_time", "watermark", "finished")
 METRIC_PREFIX = "__sqlflow_m_"
 
 META_SCHEMA = ("wm long, p long, keys long, windows long, next_wm long, next_proc long, "
-               "poll long, finished boolean")
+               "poll long, finished boolean, seen long")
 
 
 def engine_watermark(spark_ms: int, shift: int) -> int:
@@ -86,6 +94,23 @@ def engine_watermark(spark_ms: int, shift: int) -> int:
     if spark_ms is None or spark_ms <= 0:
         return NEG_INF
     return int(spark_ms) * 1000 - shift
+
+
+def own_watermark_ms(seen: int | None, column_shift: int, delay_ms: int) -> int:
+    """The watermark Spark computes (ms of the watermark column) once it has seen max event time
+    `seen` (engine us; None: nothing yet): the column is event time + `column_shift` (us), Spark
+    takes its max in whole ms and subtracts the delay (whole ms).
+
+    >>> own_watermark_ms(None, 0, 10_000)
+    0
+    >>> own_watermark_ms(1_700_000_000_123_999, 0, 10_000)
+    1699999990123
+    >>> engine_watermark(own_watermark_ms(1_700_000_000_123_999, 5_000, 10_005), 0)  # shifts cancel
+    1699999990123000
+    """
+    if seen is None:
+        return 0
+    return (int(seen) + column_shift) // 1000 - delay_ms
 
 
 def poll_timer_ms(spark_ms: int) -> int:
@@ -105,6 +130,10 @@ class StreamSpec:
     shift: int = 0  # engine time = watermark-column time - shift (us)
     keep_dropped: bool = False  # emit dropped rows (KIND == DROPPED) as a side output
     weight: str | None = None  # rows were combined: this column says how many each element stands for
+    #: the watermark column is event time + column_shift (us) and Spark's delay on it delay_ms;
+    #: None: heartbeats are off, the operator uses Spark's watermark alone
+    column_shift: int = 0
+    delay_ms: int | None = None
 
     @property
     def retracting(self) -> bool:
@@ -130,10 +159,11 @@ class Meta:
     next_proc: int | None = None
     poll: int | None = None
     finished: bool = False
+    seen: int | None = None  # the largest event time of any batch so far (heartbeats)
 
     def row(self) -> tuple:
         return (self.wm, self.p, self.keys, self.windows, self.next_wm, self.next_proc, self.poll,
-                self.finished)
+                self.finished, self.seen)
 
     @staticmethod
     def of(row) -> "Meta":
@@ -303,21 +333,26 @@ def _processor_class():
             self.meta_state.update(meta.row())
 
         def handleInputRows(self, key, rows, timerValues):
-            data, finish = [], False
+            from sqlflow.engine.plan import EVENT_TIME
+
+            data, finish, seen = [], False, None
             for frame in rows:
                 frame.columns = self.spec.frame_columns  # Spark renames columns named __x to _<position>
                 kind = frame[KIND].to_numpy()
                 if (kind == FINISH).any():
                     finish = True
+                top = frame[EVENT_TIME].max()  # data rows and heartbeats (their partition's max)
+                if pd.notna(top):
+                    seen = int(top) if seen is None else max(seen, int(top))
                 if (kind == DATA).all():
                     data.append(frame)
                 elif (kind == DATA).any():
                     data.append(frame[kind == DATA])
             batch = pd.concat(data, ignore_index=True) if len(data) > 1 else (data[0] if data else None)
-            yield from self._advance(batch, timerValues, finish)
+            yield from self._advance(batch, timerValues, finish, seen)
 
         def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
-            yield from self._advance(None, timerValues, False)
+            yield from self._advance(None, timerValues, False, None)
 
         def close(self) -> None:
             pass
@@ -338,11 +373,16 @@ def _processor_class():
                 self.handle.registerTimer(want)
             meta.poll = want
 
-        def _advance(self, rows, timerValues, finish: bool):
+        def _advance(self, rows, timerValues, finish: bool, seen: int | None):
             spark_ms = timerValues.getCurrentWatermarkInMs()
             p = timerValues.getCurrentProcessingTimeInMs() * 1000
-            wm_new = engine_watermark(spark_ms, self.spec.shift)
             meta = self._meta()
+            wm_ms = spark_ms
+            if self.spec.delay_ms is not None:  # this batch's watermark from the batches before
+                wm_ms = max(spark_ms, own_watermark_ms(meta.seen, self.spec.column_shift, self.spec.delay_ms))
+            wm_new = engine_watermark(wm_ms, self.spec.shift)
+            if seen is not None:
+                meta.seen = seen if meta.seen is None else max(meta.seen, seen)
             has_rows = rows is not None and len(rows) > 0
             if self.step is None:
                 self.step = BucketStep(self.spec)
@@ -373,16 +413,37 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def heartbeats(n_buckets: int, columns: list[str]):
-    """mapInPandas function: one heartbeat row per bucket for every input partition of a batch
-    (the rows it reads are only counted, never used)."""
+def heartbeats(n_buckets: int, columns: list[str], fill: dict | None = None):
+    """mapInPandas function: one heartbeat row per bucket for every input partition of a batch,
+    with the partition's max event time (NULL when it has none) in the event-time column, the
+    values of `fill` in its columns and NULL elsewhere.
+
+    `fill` keeps the masked BIGINT columns (value, NULL mask) free of NULLs: a NULL in an Arrow
+    batch makes pandas read the whole int64 column as float64, which merges keys beyond 2^53 of
+    the data rows sharing the batch.
+
+    >>> from sqlflow.engine.plan import EVENT_TIME
+    >>> frames = [pd.DataFrame({EVENT_TIME: [5.0, None]}), pd.DataFrame({EVENT_TIME: [3]})]
+    >>> beat = next(heartbeats(2, [BUCKET, KIND, EVENT_TIME, "k", "b"], {"b": 0})(iter(frames)))
+    >>> beat.values.tolist()
+    [[0, 1, 5, None, 0], [1, 1, 5, None, 0]]
+    >>> next(heartbeats(1, [BUCKET, KIND, EVENT_TIME])(iter([])))[EVENT_TIME].tolist()
+    [None]
+    """
+    from sqlflow.engine.plan import EVENT_TIME
+
+    fill = fill or {}
 
     def emit(frames):
-        for _ in frames:
-            pass
-        out = {c: [None] * n_buckets for c in columns}
+        top = None
+        for frame in frames:
+            m = frame[EVENT_TIME].max()
+            if pd.notna(m):
+                top = int(m) if top is None else max(top, int(m))
+        out = {c: [fill.get(c)] * n_buckets for c in columns}
         out[BUCKET] = list(range(n_buckets))
         out[KIND] = [HEARTBEAT] * n_buckets
+        out[EVENT_TIME] = [top] * n_buckets
         yield pd.DataFrame(out)
 
     return emit

@@ -267,8 +267,12 @@ def build_stream(input_df: "DataFrame", plan: EnginePlan, *, delay: int, buckets
     - `buckets`: hash buckets of keys (default: 4 per shuffle partition);
     - `native`: None chooses Spark's native window aggregation when it is equivalent, True
       requires it, False forces the stateful operator;
-    - `heartbeat`: visit every bucket in every batch with data (default: when the trigger uses
-      processing time, so PERIOD and DELAY fire at the first batch at or after their time);
+    - `heartbeat`: visit every bucket in every batch with data, telling it the batch's max event
+      time (default on; never with grouping="key"). PERIOD and DELAY then fire at the first batch
+      at or after their time, and the watermark survives a restart that Spark's does not (the
+      re-run of a batch the sink had committed is skipped unexecuted: Spark's watermark lags one
+      batch, the operator's does not; docs/streaming.md section 7). False saves a second read of
+      each batch's event times (within noise on benchmarks/streaming.py);
     - `finish_dir`: a directory for the end-of-input marker (`PaneStream.finish`);
     - `keep_dropped`: also output dropped rows (`PaneStream.dropped`);
     - `time_shift` (us): the watermark column is event time + time_shift; use e.g. 100 years for
@@ -325,6 +329,7 @@ def _stateful(spark: "SparkSession", data: "DataFrame", plan: EnginePlan, *, del
     from pyspark.sql import types as T
 
     from sqlflow.udfs import streaming as op
+    from sqlflow.udfs.bucket import NULL_MASK
 
     from .engine_path import exact_bigint_exprs, exact_bigints
 
@@ -352,17 +357,21 @@ def _stateful(spark: "SparkSession", data: "DataFrame", plan: EnginePlan, *, del
     if masked:
         rows = rows.selectExpr(*exact_bigint_exprs(rows.columns, masked))
     columns = rows.columns
+    # control rows (heartbeats, finish) put 0 / TRUE (= NULL) in the masked BIGINTs: a NULL there
+    # would turn the whole int64 column of an Arrow batch into float64 for pandas
+    fill = {**{c: 0 for c in masked}, **{NULL_MASK + c: True for c in masked}}
     parts = [rows]
     if heartbeat is None:
-        heartbeat = plan.uses_processing_time
-    if heartbeat and not by_key:
+        heartbeat = True
+    heartbeat = heartbeat and not by_key
+    if heartbeat:
         # read a real column too: a file source read for its corrupt-record column alone (counted by
         # read_stream's observe) is refused by Spark (UNSUPPORTED_FEATURE.QUERY_ONLY_CORRUPT_RECORD_COLUMN)
-        # heartbeat rows hold NULL in every data column, also in the masked BIGINTs' value and
-        # mask columns, which are non-nullable in `rows` (Arrow refuses NULLs there)
+        # heartbeat rows hold their partition's max event time, `fill` and NULL in every other
+        # column, also in the watermark column (Spark's max is unchanged)
         beat_schema = T.StructType([T.StructField(f.name, f.dataType, True) for f in rows.schema.fields])
         beats = (plain.select(F.lit(1).alias("__sqlflow_one"), F.col(EVENT_TIME))
-                 .mapInPandas(op.heartbeats(n_buckets, columns), beat_schema))
+                 .mapInPandas(op.heartbeats(n_buckets, columns, fill), beat_schema))
         parts.append(beats)
     if finish_dir is not None:
         os.makedirs(finish_dir, exist_ok=True)
@@ -370,7 +379,7 @@ def _stateful(spark: "SparkSession", data: "DataFrame", plan: EnginePlan, *, del
         fin = control.select(F.explode(F.sequence(F.lit(0), F.lit(max(n_buckets, 1) - 1))).alias(op.BUCKET))
         fin = fin.select(*[(F.col(op.BUCKET) if c == op.BUCKET else
                             F.lit(op.FINISH).cast("int").alias(c) if c == op.KIND else
-                            F.lit(None).cast(rows.schema[c].dataType).alias(c)) for c in columns])
+                            F.lit(fill.get(c)).cast(rows.schema[c].dataType).alias(c)) for c in columns])
         parts.append(fin)
     union = parts[0]
     for part in parts[1:]:
@@ -387,7 +396,8 @@ def _stateful(spark: "SparkSession", data: "DataFrame", plan: EnginePlan, *, del
         plan=plan, input_columns=input_columns, frame_columns=tuple(columns),
         integral_columns=tuple(f.name for f in data.schema.fields if _integral(f.dataType)),
         masked_columns=masked,
-        shift=time_shift, keep_dropped=keep_dropped, weight=weight)
+        shift=time_shift, keep_dropped=keep_dropped, weight=weight,
+        column_shift=time_shift + shift, delay_ms=(delay + shift) // MILLISECOND if heartbeat else None)
     out_schema = _operator_schema(spec, data.schema, schema)
     group_cols = list(plan.keys) if by_key else [op.BUCKET]
     initial = None

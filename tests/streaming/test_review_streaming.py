@@ -47,7 +47,7 @@ def test_bigint_keys_beyond_2_53_stay_apart_next_to_a_null_key(spark, tmp_path, 
 
 
 def test_bigint_columns_with_a_processing_time_trigger(spark, tmp_path, stateful_conf):
-    # PERIOD adds heartbeat rows (NULL in every data column) to the masked BIGINT columns
+    # heartbeat rows (NULL in every data column but the event time) meet the masked BIGINT columns
     write_json_batches(tmp_path / "in", [[
         {"user_id": "1", "amount": 10, "ts": "2024-03-01T08:00:00Z"},
         {"user_id": "2", "amount": None, "ts": "2024-03-01T08:00:30Z"},

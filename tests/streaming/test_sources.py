@@ -45,7 +45,7 @@ def test_permissive_keeps_malformed_records_with_null_fields(spark, tmp_path):
 
 
 def test_permissive_with_a_processing_time_trigger(spark, tmp_path):
-    # PERIOD adds a heartbeat branch reading the same source: it must not read only the
+    # the heartbeat branch reads the same source: it must not read only the
     # corrupt-record column, which Spark refuses (UNSUPPORTED_FEATURE.QUERY_ONLY_CORRUPT_RECORD_COLUMN)
     panes, metrics = run(spark, tmp_path, "PERMISSIVE", "permissive_period",
                          trigger=ast.WatermarkEarlyLate(early=ast.Period(ast.Duration(MINUTE))))
