@@ -16,6 +16,12 @@ operator's metrics count. pyarrow groups the batch: no Python work per row.
 >>> out = pa.Table.from_batches(list(job(iter([batch])))).sort_by([("k", "ascending"), ("t", "ascending")])
 >>> out.to_pydict()
 {'k': [1, 2, None, None], 's': [0, 0, 0, None], 't': [5, 5, 1, None], 'n': [2, 1, 1, 1], 'total': [10, 3, 4, 6], 'top': [10, 3, 4, 6], 'w': [2, 1, 1, 1]}
+
+`latest` also keeps the largest event time (Spark's watermark is the max over its column):
+
+>>> job = Combine(group=("k", "s"), time="t", parts=(), weight="w", latest="last")
+>>> pa.Table.from_batches(list(job(iter([batch])))).sort_by([("k", "ascending"), ("t", "ascending")]).to_pydict()
+{'k': [1, 2, None, None], 's': [0, 0, 0, None], 't': [5, 5, 1, None], 'last': [7, 5, 1, None], 'w': [2, 1, 1, 1]}
 """
 from __future__ import annotations
 
@@ -31,6 +37,7 @@ class Combine:
     time: str  # the event-time column: the element keeps the smallest
     parts: tuple  # (output column, "count_all" | "count" | "sum" | "min" | "max", input column or None)
     weight: str  # output column: how many rows the element stands for
+    latest: str | None = None  # output column: the largest event time (for Spark's watermark)
 
     def __call__(self, batches):
         batches = [b for b in batches if b.num_rows]
@@ -39,6 +46,9 @@ class Combine:
         table = pa.Table.from_batches(batches)
         specs = [(self.time, "min"), ([], "count_all")]
         names = [self.time, self.weight]
+        if self.latest is not None:
+            specs.append((self.time, "max"))
+            names.append(self.latest)
         for out, fn, column in self.parts:
             if fn == "count_all":
                 specs.append(([], "count_all"))

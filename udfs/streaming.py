@@ -62,6 +62,8 @@ KIND = "__sqlflow_kind"
 WM_COLUMN = "__sqlflow_wm"
 #: how many input rows a combined element stands for (sqlflow/spark/streaming.py, `_combined`)
 WEIGHT = "__sqlflow_weight"
+#: ... and the largest event time among them (defines Spark's watermark, then dropped)
+LATEST = "__sqlflow_latest"
 
 #: input row kinds
 DATA, HEARTBEAT, FINISH = 0, 1, 2

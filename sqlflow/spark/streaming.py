@@ -338,7 +338,10 @@ def _stateful(spark: "SparkSession", data: "DataFrame", plan: EnginePlan, *, del
     if not keep_dropped and shift == UNBOUNDED_SHIFT and grouping != "key" and combinable(plan, data.schema):
         data, plan = _combined(data, plan)
         weight = op.WEIGHT
-    input_columns = tuple(data.columns)
+    # a combined element keeps its rows' smallest event time for the engine and their largest
+    # (LATEST) for Spark's watermark, which is max event time - delay over the rows
+    latest = F.col(op.LATEST) if op.LATEST in data.columns else F.col(EVENT_TIME)
+    input_columns = tuple(c for c in data.columns if c != op.LATEST)
     n_buckets = buckets or BUCKETS_PER_PARTITION * int(spark.conf.get("spark.sql.shuffle.partitions"))
     if not plan.keys:
         n_buckets = 1
@@ -350,7 +353,7 @@ def _stateful(spark: "SparkSession", data: "DataFrame", plan: EnginePlan, *, del
         bucket = F.pmod(F.hash(*[F.col(k) for k in plan.keys]), F.lit(n_buckets)) if plan.keys else F.lit(0)
     rows = (data.withColumn(op.BUCKET, bucket.cast("int"))
             .withColumn(op.KIND, F.lit(op.DATA).cast("int"))
-            .withColumn(op.WM_COLUMN, F.timestamp_micros(F.col(EVENT_TIME) + F.lit(time_shift + shift))))
+            .withColumn(op.WM_COLUMN, F.timestamp_micros(latest + F.lit(time_shift + shift))))
     # BIGINT keys and arguments as value + NULL mask: pandas would see them as float64 (engine_path)
     masked = exact_bigints(list(dict.fromkeys([*plan.keys, *(a.column for a in plan.aggregates if a.column)])),
                            data.schema)
@@ -390,8 +393,8 @@ def _stateful(spark: "SparkSession", data: "DataFrame", plan: EnginePlan, *, del
         # defined the watermark and goes. The operator reads its input row by row (PySpark's
         # transformWithStateInPandas), and a TIMESTAMP column costs a Python datetime per row
         # (a third of the operator's time, measured)
-        union = union.drop(op.WM_COLUMN)
-        columns = [c for c in columns if c != op.WM_COLUMN]
+        union = union.drop(op.WM_COLUMN, op.LATEST)
+        columns = [c for c in columns if c not in (op.WM_COLUMN, op.LATEST)]
     spec = op.StreamSpec(
         plan=plan, input_columns=input_columns, frame_columns=tuple(columns),
         integral_columns=tuple(f.name for f in data.schema.fields if _integral(f.dataType)),
@@ -479,7 +482,8 @@ def _combined(data: "DataFrame", plan: EnginePlan):
     sliced = data.withColumn(start, et - F.pmod(et - F.lit(window.offset.micros), F.lit(window.size.micros)))
     fields = {f.name: f for f in data.schema.fields}
     out = [T.StructField(k, fields[k].dataType, True) for k in plan.keys]
-    out += [T.StructField(start, T.LongType(), True), T.StructField(EVENT_TIME, T.LongType(), True)]
+    out += [T.StructField(start, T.LongType(), True), T.StructField(EVENT_TIME, T.LongType(), True),
+            T.StructField(op.LATEST, T.LongType(), True)]  # Combine's order: time, latest, parts, weight
     parts, aggregates = [], []
     for j, agg in enumerate(plan.aggregates):
         name = f"__sqlflow_part{j}"
@@ -490,7 +494,8 @@ def _combined(data: "DataFrame", plan: EnginePlan):
         # counts are never NULL: declared so, they travel without a NULL mask (engine_path.exact_bigints)
         out.append(T.StructField(name, kind, partial not in ("count", "count_all")))
     out.append(T.StructField(op.WEIGHT, T.LongType(), False))
-    job = Combine(group=(*plan.keys, start), time=EVENT_TIME, parts=tuple(parts), weight=op.WEIGHT)
+    job = Combine(group=(*plan.keys, start), time=EVENT_TIME, parts=tuple(parts), weight=op.WEIGHT,
+                  latest=op.LATEST)
     combined = sliced.mapInArrow(job, T.StructType(out)).drop(start)
     return combined, EnginePlan(plan.windowing, tuple(aggregates), keys=plan.keys, custom_windows=plan.custom_windows)
 

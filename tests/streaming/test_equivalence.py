@@ -8,7 +8,7 @@ import pytest
 from sqlflow import ast
 from sqlflow.engine.aggregates import Aggregate
 from sqlflow.engine.plan import EVENT_TIME, EnginePlan
-from sqlflow.time import HOUR, MINUTE, SECOND
+from sqlflow.time import HOUR, MINUTE, NEG_INF, SECOND
 
 from .harness import advance_oracle, paper_rows, replay_oracle, run_stream
 
@@ -87,10 +87,13 @@ def test_random_cases(spark, stream_files, tmp_path, seed, window, trigger, mode
     assert metrics["input_rows"] > 0
 
 
-def test_combined_rows_give_the_same_panes_and_counts(spark, stream_files, tmp_path):
+@pytest.mark.parametrize("heartbeat", [None, False])
+def test_combined_rows_give_the_same_panes_and_counts(spark, stream_files, tmp_path, heartbeat):
     """FIXED windows, early PERIOD firings, COUNT/SUM/MIN/MAX: the operator gets each micro-batch's
     rows combined per key and window (udfs/combine.py); its panes and counts (input rows, rows
-    too late, rows without event time) equal the engine's over the rows themselves."""
+    too late, rows without event time) equal the engine's over the rows themselves, and the
+    watermark is max event time - delay over the rows, with or without heartbeats (a combined
+    element keeps its smallest event time; Spark's watermark column uses its largest)."""
     from pyspark.sql import types as T
 
     from sqlflow.spark.streaming import combinable
@@ -113,8 +116,18 @@ def test_combined_rows_give_the_same_panes_and_counts(spark, stream_files, tmp_p
     batches[4].loc[10:14, EVENT_TIME] = batches[0][EVENT_TIME].iloc[10]  # 8 minutes late, one key and window
     batches[4].loc[10:14, "k"] = "a"
     panes, log, metrics = check(spark, stream_files, tmp_path, "combined", plan, batches, delay=30 * SECOND,
-                                buckets=2)
+                                buckets=2, heartbeat=heartbeat)
     assert metrics["input_rows"] == sum(len(b) for b in batches) == 200
+    seen, expected = None, []
+    data = iter(batches)
+    for b in log:
+        if b["finished"]:
+            break
+        expected.append(NEG_INF if seen is None else (seen // 1000) * 1000 - 30 * SECOND)
+        if b["rows"]:
+            top = next(data)[EVENT_TIME].max()
+            seen = top if seen is None else max(seen, top)
+    assert len(expected) >= 5 and [b["wm"] for b in log[:len(expected)]] == expected
     assert metrics["dropped_null_event_time"] == 10
     assert metrics["dropped_too_late"] >= 5
     assert {"EARLY", "ON_TIME"} <= set(panes["pane_timing"])
