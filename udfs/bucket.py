@@ -3,8 +3,8 @@
 Spark hash-partitions the input rows by `pmod(hash(keys), N)` and calls a `BucketJob` once per
 partition (bucket) with all of its rows (`mapInArrow` via `ArrowBuckets`, or `mapInPandas`):
 many keys per Python call, one `Engine.run` per call. One Python call per key is about 20x slower
-(docs/spark-internals.md). The watermark timeline and the end of input are global: the driver computed them with Spark and they travel
-inside the job, so every bucket sees the same watermark.
+(docs/spark-internals.md). The watermark timeline and the end of input are global: the driver
+computed them with Spark and they travel inside the job, so every bucket sees the same watermark.
 
 The output holds three kinds of rows (column `__sqlflow_kind`):
 

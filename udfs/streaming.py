@@ -115,6 +115,18 @@ def own_watermark_ms(seen: int | None, column_shift: int, delay_ms: int) -> int:
     return (int(seen) + column_shift) // 1000 - delay_ms
 
 
+def latest_time(times: pd.Series, top: int | None) -> int | None:
+    """The larger of `top` and the largest non-NULL of `times` (None: neither has one).
+
+    >>> latest_time(pd.Series([3.0, None]), None), latest_time(pd.Series([None]), 7), latest_time(pd.Series([9]), 7)
+    (3, 7, 9)
+    """
+    m = times.max()
+    if pd.isna(m):
+        return top
+    return int(m) if top is None else max(top, int(m))
+
+
 def poll_timer_ms(spark_ms: int) -> int:
     """The event-time timer that fires at the next watermark advance."""
     return max(int(spark_ms), 0) + 1
@@ -343,9 +355,8 @@ def _processor_class():
                 kind = frame[KIND].to_numpy()
                 if (kind == FINISH).any():
                     finish = True
-                top = frame[EVENT_TIME].max()  # data rows and heartbeats (their partition's max)
-                if pd.notna(top):
-                    seen = int(top) if seen is None else max(seen, int(top))
+                if self.spec.delay_ms is not None:  # heartbeats on: they carry the partitions' max
+                    seen = latest_time(frame[EVENT_TIME], seen)
                 if (kind == DATA).all():
                     data.append(frame)
                 elif (kind == DATA).any():
@@ -439,9 +450,7 @@ def heartbeats(n_buckets: int, columns: list[str], fill: dict | None = None):
     def emit(frames):
         top = None
         for frame in frames:
-            m = frame[EVENT_TIME].max()
-            if pd.notna(m):
-                top = int(m) if top is None else max(top, int(m))
+            top = latest_time(frame[EVENT_TIME], top)
         out = {c: [fill.get(c)] * n_buckets for c in columns}
         out[BUCKET] = list(range(n_buckets))
         out[KIND] = [HEARTBEAT] * n_buckets

@@ -364,9 +364,7 @@ def _stateful(spark: "SparkSession", data: "DataFrame", plan: EnginePlan, *, del
     # would turn the whole int64 column of an Arrow batch into float64 for pandas
     fill = {**{c: 0 for c in masked}, **{NULL_MASK + c: True for c in masked}}
     parts = [rows]
-    if heartbeat is None:
-        heartbeat = True
-    heartbeat = heartbeat and not by_key
+    heartbeat = heartbeat is not False and not by_key  # default on
     if heartbeat:
         # read a real column too: a file source read for its corrupt-record column alone (counted by
         # read_stream's observe) is refused by Spark (UNSUPPORTED_FEATURE.QUERY_ONLY_CORRUPT_RECORD_COLUMN)
