@@ -14,7 +14,7 @@ The output holds three kinds of rows (column `__sqlflow_kind`):
 - `D`: an input row the engine dropped, with the reason and the window it missed;
 - `M`: one per bucket, the number of input rows (`__sqlflow_rows`), for metrics.
 
-Runs on Spark's Python workers: imports only the engine, numpy and pandas.
+Runs on Spark's Python workers: imports only the engine (with its numba kernels), numpy, pandas and pyarrow.
 
 >>> import numpy as np, pandas as pd
 >>> from sqlflow import ast

@@ -13,7 +13,8 @@ touch (start == end of the previous) do not.
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
+
+from .kernels import order_by, segment_cummax
 
 
 def final_sessions(key: np.ndarray, start: np.ndarray, end: np.ndarray):
@@ -21,10 +22,10 @@ def final_sessions(key: np.ndarray, start: np.ndarray, end: np.ndarray):
     n = len(key)
     if n == 0:
         return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int64)
-    order = np.lexsort((start, key))
+    order = order_by(key, start)  # ties in any order: they give the same sessions
     k, s, e = key[order], start[order], end[order]
     new_key = np.r_[True, k[1:] != k[:-1]]
-    run_end = pd.Series(e).groupby(np.cumsum(new_key)).cummax().to_numpy()
+    run_end = segment_cummax(e, new_key)
     new_session = new_key.copy()
     new_session[1:] |= s[1:] >= run_end[:-1]
     sid_sorted = np.cumsum(new_session) - 1

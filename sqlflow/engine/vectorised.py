@@ -31,6 +31,7 @@ import pandas as pd
 
 from .. import ast
 from ..time import NEG_INF, POS_INF
+from .kernels import order_by, segment_cummax, segment_cummin
 from .panes import EARLY, LATE, NO_EMIT_TIME, ON_TIME, TIMING_CODE, PaneTable
 from .sessions import final_sessions
 
@@ -101,20 +102,6 @@ def collapse(a_key, a_start, a_end, merging: bool, table: PaneTable, p_end: int)
     return group + first
 
 
-def _order(*columns) -> np.ndarray:
-    """Indices sorting by `columns` (major first) with ties in any order: one quicksort of a packed
-    key when the value ranges fit in 62 bits (several times faster than np.lexsort), else lexsort."""
-    packed, room = np.zeros(len(columns[0]), np.int64), 1
-    for c in columns:
-        lo, hi = (int(c.min()), int(c.max())) if len(c) else (0, 0)
-        width = hi - lo + 1
-        room *= width
-        if room >= 1 << 62:
-            return np.lexsort(columns[::-1])
-        packed = packed * width + (c - lo)
-    return np.argsort(packed)
-
-
 def lex_order(major: np.ndarray, minor: np.ndarray) -> np.ndarray:
     """The stable order by (major, minor), as np.lexsort((minor, major)), but one stable sort of
     `major` (a merge when it comes in a few sorted runs) and a lexsort of only the elements whose
@@ -137,14 +124,6 @@ def lex_order(major: np.ndarray, minor: np.ndarray) -> np.ndarray:
         sub = order[pos]
         order[pos] = sub[np.lexsort((minor[sub], run))]
     return order
-
-
-def _segment_cum(values: np.ndarray, seg_start: np.ndarray, ufunc) -> np.ndarray:
-    """Cumulative ufunc within segments (seg_start marks each segment's first element)."""
-    seg = np.cumsum(seg_start)
-    if ufunc is np.maximum:
-        return pd.Series(values).groupby(seg).cummax().to_numpy()
-    return pd.Series(values).groupby(seg).cummin().to_numpy()
 
 
 class KeyEnds:
@@ -203,7 +182,7 @@ class _Instants:
 
 
 def _instants(a_key, a_at, a_start, a_end, keep, group, merging, w_before) -> _Instants:
-    idx = keep[_order(group[keep], a_at[keep])]  # ties (one instant of a group) in any order
+    idx = keep[order_by(group[keep], a_at[keep])]  # ties (one instant of a group) in any order
     g, a = group[idx], a_at[idx]
     new_inst = np.r_[True, (g[1:] != g[:-1]) | (a[1:] != a[:-1])] if len(idx) else np.empty(0, bool)
     inst_of = np.cumsum(new_inst) - 1
@@ -216,8 +195,8 @@ def _instants(a_key, a_at, a_start, a_end, keep, group, merging, w_before) -> _I
     end = np.maximum.reduceat(a_end[idx], firsts) if n_inst else np.empty(0, np.int64)
     if merging and n_inst:
         # the session so far is the span of everything arrived (sessions that fit, see below)
-        start = _segment_cum(start, new_group, np.minimum)
-        end = _segment_cum(end, new_group, np.maximum)
+        start = segment_cummin(start, new_group)
+        end = segment_cummax(end, new_group)
     return _Instants(
         n=n_inst, idx=idx, of=inst_of, group=ig, at=ia, start=start, end=end,
         w_before=w_before[idx[firsts]] if n_inst else ia,  # the watermark just before each instant
@@ -262,7 +241,7 @@ def _unfit_sessions(inst: _Instants, a_start, a_end, timeline, lateness) -> np.n
         rank = (np.arange(inst.n) - inst.first_of_group)[inst.of[sel]]  # arrival instant within the session
         g, t = inst.group[inst.of[sel]], a_start[inst.idx[sel]]
         # and only one with an element arriving after a later one (in event time)
-        t_max = _segment_cum(t, np.r_[True, g[1:] != g[:-1]], np.maximum)
+        t_max = segment_cummax(t, np.r_[True, g[1:] != g[:-1]])
         disordered = np.zeros(len(bad), bool)
         disordered[g[t < t_max]] = True
         keep = disordered[g]
@@ -297,8 +276,8 @@ def _bridged_sessions(group, t, rank, gap) -> np.ndarray:
     first_of = np.flatnonzero(new_i)
     last_of = np.flatnonzero(last_i)
     # the span before each instant: min and max time over the session's earlier instants
-    run_min = _segment_cum(tt, new_g, np.minimum)
-    run_max = _segment_cum(tt, new_g, np.maximum)
+    run_min = segment_cummin(tt, new_g)
+    run_max = segment_cummax(tt, new_g)
     before = np.r_[0, last_of[:-1]]
     opens = new_g[first_of]
     lo = np.where(opens, tt[first_of], run_min[before])[inst]

@@ -23,6 +23,7 @@ import numpy as np
 
 from ..errors import SqlflowExecutionError
 from ..time import NEG_INF, POS_INF
+from .kernels import SortedIndex
 
 _I64 = np.int64
 
@@ -38,6 +39,8 @@ class Timeline:
     # the same as Python lists, built when first asked for: the per-key loop asks one instant at a
     # time, and bisect on a list costs a fraction of a numpy call
     _lists: tuple = field(default=None, init=False, repr=False, compare=False)
+    # coarse indexes for searching many instants at once (kernels.SortedIndex), built when first asked for
+    _index: dict = field(default=None, init=False, repr=False, compare=False)
 
     def _both(self) -> tuple:
         if self._lists is None:
@@ -51,6 +54,16 @@ class Timeline:
         for name, value in state.items():
             object.__setattr__(self, name, value)
         object.__setattr__(self, "_lists", None)
+        object.__setattr__(self, "_index", None)
+
+    def _search(self, column: str, x, right: bool = False) -> np.ndarray:
+        """np.searchsorted(getattr(self, column), x, side), through a kernels.SortedIndex kept per column."""
+        if self._index is None:
+            object.__setattr__(self, "_index", {})
+        index = self._index.get(column)
+        if index is None:
+            index = self._index[column] = SortedIndex(getattr(self, column))
+        return index.search(x, right=right)
 
     @staticmethod
     def from_steps(times, values, *, what: str = "watermark timeline") -> "Timeline":
@@ -104,14 +117,14 @@ class Timeline:
         return v[i] if i >= 0 else NEG_INF
 
     def at_many(self, p: np.ndarray) -> np.ndarray:
-        i = np.searchsorted(self.times, p, side="right") - 1
+        i = self._search("times", p, right=True) - 1
         out = np.full(len(i), NEG_INF, dtype=_I64)
         ok = i >= 0
         out[ok] = self.values[i[ok]]
         return out
 
     def before_many(self, p: np.ndarray) -> np.ndarray:
-        i = np.searchsorted(self.times, p, side="left") - 1
+        i = self._search("times", p) - 1
         out = np.full(len(i), NEG_INF, dtype=_I64)
         ok = i >= 0
         out[ok] = self.values[i[ok]]
@@ -126,7 +139,7 @@ class Timeline:
         return t[i] if i < len(t) else POS_INF
 
     def first_reaching_many(self, x: np.ndarray) -> np.ndarray:
-        i = np.searchsorted(self.values, x, side="left")
+        i = self._search("values", x)
         out = np.full(len(i), POS_INF, dtype=_I64)
         ok = i < len(self.times)
         out[ok] = self.times[i[ok]]
