@@ -97,15 +97,33 @@ class BucketJob:
     kinds: tuple = ()  # per output column: "long" (BIGINT), "bool" (BOOLEAN) or "" (other)
 
     def __call__(self, key, rows: pd.DataFrame) -> pd.DataFrame:
+        rows, result = self._run(rows)
+        parts = [self._panes(result.panes), self._dropped(rows, result.dropped), self._metrics(rows)]
+        return _stack([p for p in parts if len(p)], self.columns, self.kinds)
+
+    def table(self, rows: pd.DataFrame, schema):
+        """The output as one Arrow table of `schema` (`ArrowBuckets`: plain types only), built
+        column by column from the parts' arrays rather than through one stacked pandas frame."""
+        rows, result = self._run(rows)
+        parts = [self._panes(result.panes, kind=False), self._dropped(rows, result.dropped, kind=False),
+                 self._metrics(rows, kind=False)]
+        return _arrow_stack([(k, p) for k, p in zip((PANE, DROPPED, METRICS), parts) if len(p)], schema)
+
+    def _run(self, rows: pd.DataFrame):
         rows = self._prepare(rows)
         # a broadcast value is loaded once per worker process and kept: every bucket job of the
         # process shares that Timeline (and the lookup lists it builds when first asked)
         timeline = self.timeline if self.shared is None else self.shared.value
-        result = Engine(self.plan).run(rows, timeline=timeline, replay=self.replay, p_end=self.p_end,
-                                       ordered=False)
-        parts = [self._panes(result.panes), self._dropped(rows, result.dropped),
-                 pd.DataFrame({KIND: [METRICS], ROWS: [int(rows[self.weight].sum()) if self.weight else len(rows)]})]
-        return _stack([p for p in parts if len(p)], self.columns, self.kinds)
+        # in retracting mode the engine tells which rows are final from the panes' lineage
+        final = FINAL if self.plan.mode.retracting else None
+        return rows, Engine(self.plan).run(rows, timeline=timeline, replay=self.replay, p_end=self.p_end,
+                                           ordered=False, final=final)
+
+    def _metrics(self, rows: pd.DataFrame, kind: bool = True) -> pd.DataFrame:
+        frame = pd.DataFrame({ROWS: [int(rows[self.weight].sum()) if self.weight else len(rows)]})
+        if kind:
+            frame[KIND] = METRICS
+        return frame
 
     # ------------------------------------------------------------------ input
 
@@ -122,19 +140,21 @@ class BucketJob:
 
     # ------------------------------------------------------------------ output
 
-    def _panes(self, panes: pd.DataFrame) -> pd.DataFrame:
+    def _panes(self, panes: pd.DataFrame, kind: bool = True) -> pd.DataFrame:
         if not len(panes):
             return panes
-        panes = panes.copy()
+        panes = panes.copy(deep=False)  # columns are replaced, never written into
         retraction = panes["is_retraction"] if "is_retraction" in panes else pd.Series(False, index=panes.index)
         panes["is_retraction"] = retraction.astype(bool)
-        panes[FINAL] = _final(panes, list(self.keys), self.plan.mode)
-        for column, kind, scale in self.coerce:
-            panes[column] = _coerce(panes[column], kind, scale)
-        panes[KIND] = PANE
+        if FINAL not in panes:
+            panes[FINAL] = _final(panes, list(self.keys), self.plan.mode)
+        for column, how, scale in self.coerce:
+            panes[column] = _coerce(panes[column], how, scale)
+        if kind:
+            panes[KIND] = PANE
         return panes
 
-    def _dropped(self, rows: pd.DataFrame, dropped: pd.DataFrame) -> pd.DataFrame:
+    def _dropped(self, rows: pd.DataFrame, dropped: pd.DataFrame, kind: bool = True) -> pd.DataFrame:
         if not len(dropped):
             return dropped.iloc[:0]
         picked = rows.iloc[dropped["row"].to_numpy()].reset_index(drop=True)
@@ -143,7 +163,8 @@ class BucketJob:
         out[REASON] = dropped["reason"].to_numpy()
         out[DROPPED_START] = dropped["window_start"].to_numpy()
         out[DROPPED_END] = dropped["window_end"].to_numpy()
-        out[KIND] = DROPPED
+        if kind:
+            out[KIND] = DROPPED
         return out
 
 
@@ -152,7 +173,7 @@ class ArrowBuckets:
     """The `mapInArrow` function of the engine path: one `BucketJob` over all batches of a partition.
 
     The Arrow batches become one pandas frame (`arrow_frame`) and the job's output one Arrow table
-    of `schema`. Cheaper than PySpark's pandas conversion, which converts each batch of
+    of `schema` (`BucketJob.table`). Cheaper than PySpark's pandas conversion, which converts each batch of
     `spark.sql.execution.arrow.maxRecordsPerBatch` rows on its own, and exact for BIGINTs without
     NULL-mask columns (measured: 2M rows handed over in 0.8 s instead of 1.0-1.3 s)."""
 
@@ -164,9 +185,8 @@ class ArrowBuckets:
 
         batches = list(batches)
         if batches:
-            out = self.job(None, arrow_frame(pa.Table.from_batches(batches)))
-            yield from pa.Table.from_pandas(out, schema=self.schema, preserve_index=False).to_batches(
-                max_chunksize=1 << 17)
+            out = self.job.table(arrow_frame(pa.Table.from_batches(batches)), self.schema)
+            yield from out.to_batches(max_chunksize=1 << 17)
 
 
 def arrow_frame(table) -> pd.DataFrame:
@@ -182,6 +202,28 @@ def arrow_frame(table) -> pd.DataFrame:
         else:
             columns[name] = column.to_pandas()
     return pd.DataFrame(columns, index=pd.RangeIndex(table.num_rows))
+
+
+def _arrow_stack(parts: list, schema):
+    """The parts ((kind, frame) for panes, dropped rows, metrics; each frame with some of the
+    schema's columns) one under the other as an Arrow table: each column chunked by part, a part's
+    piece converted from its pandas column (pyarrow's pandas conversion: NaN and None are NULL,
+    as in `pa.Table.from_pandas`) or NULLs where the part lacks it, the kind column a repeated
+    string."""
+    import pyarrow as pa
+
+    columns = []
+    for field in schema:
+        pieces = []
+        for kind, part in parts:
+            if field.name == KIND:
+                pieces.append(pa.repeat(kind, len(part)).cast(field.type))
+            elif field.name in part:
+                pieces.append(pa.Array.from_pandas(part[field.name], type=field.type))
+            else:
+                pieces.append(pa.nulls(len(part), field.type))
+        columns.append(pa.chunked_array(pieces, type=field.type))
+    return pa.Table.from_arrays(columns, schema=schema)
 
 
 #: pandas dtypes of the output columns whose Spark type is BIGINT or BOOLEAN (`BucketJob.kinds`)

@@ -128,6 +128,39 @@ def segment_cummin(values: np.ndarray, seg_start: np.ndarray) -> np.ndarray:
     return _segment_scan(np.ascontiguousarray(values), np.ascontiguousarray(seg_start, dtype=np.bool_), False)
 
 
+#: how `lineage_fold` merges a field: ufunc codes
+FOLD_ADD, FOLD_FMIN, FOLD_FMAX = 0, 1, 2
+
+
+@numba.njit(cache=True, nogil=True)
+def _fold(values, indptr, indices, op):
+    for p in range(len(indptr) - 1):
+        acc = values[p]
+        for j in range(indptr[p], indptr[p + 1]):
+            b = values[indices[j]]
+            if op == FOLD_ADD:
+                acc = acc + b
+            elif op == FOLD_FMIN:
+                if acc != acc or (b == b and b < acc):  # np.fmin: NaN only if both are NaN
+                    acc = b
+            elif acc != acc or (b == b and b > acc):
+                acc = b
+        values[p] = acc
+    return values
+
+
+def lineage_fold(values: np.ndarray, indptr: np.ndarray, indices: np.ndarray, op: int) -> np.ndarray:
+    """total[p] = values[p] merged, in order, with total[q] for each q in p's lineage
+    (indices[indptr[p]:indptr[p + 1]]): one pass in pane order, as every pane's lineage holds
+    only earlier panes (the caller checks). `op`: FOLD_ADD (np.add), FOLD_FMIN, FOLD_FMAX.
+
+    >>> lineage_fold(np.array([1, 2, 4, 8]), np.array([0, 0, 1, 1, 3]), np.array([0, 1, 2]), FOLD_ADD).tolist()
+    [1, 3, 4, 15]
+    """
+    return _fold(np.array(values, copy=True), np.ascontiguousarray(indptr, dtype=_I64),
+                 np.ascontiguousarray(indices, dtype=_I64), op)
+
+
 def order_by(*columns) -> np.ndarray:
     """Indices sorting by `columns` (major first) with ties in any order: one quicksort of a packed
     key when the value ranges fit in 62 bits (several times faster than np.lexsort), else lexsort."""

@@ -17,7 +17,8 @@ import numpy as np
 import pandas as pd
 
 from ..time import NEG_INF
-from .aggregates import Grouping
+from .aggregates import Grouping, fieldwise_merges
+from .kernels import FOLD_ADD, FOLD_FMAX, FOLD_FMIN, lineage_fold
 
 EARLY, ON_TIME, LATE = "EARLY", "ON_TIME", "LATE"
 TIMINGS = np.array([EARLY, ON_TIME, LATE], dtype=object)
@@ -145,6 +146,10 @@ def lineage_totals(agg, chunk: dict, gen: np.ndarray, indptr: np.ndarray, indice
         return {f: a.copy() for f, a in chunk.items()}
     if any(a.dtype == object for a in chunk.values()):
         return lineage_by_generation(agg, chunk, gen, indptr, indices)
+    ops = fieldwise_merges(agg, chunk)
+    if ops is not None and _earlier_lineage(indptr, indices):
+        # one compiled pass in pane order; merged in the order of lineage_by_generation
+        return {f: lineage_fold(a, indptr, indices, _FOLD[ops[f]]) for f, a in chunk.items()}
     n = len(gen)
     n_par = np.diff(indptr)
     single = n_par == 1
@@ -201,6 +206,16 @@ def lineage_totals(agg, chunk: dict, gen: np.ndarray, indptr: np.ndarray, indice
     for f in total:
         total[f][chained] = merged[f]
     return total
+
+
+_FOLD = {"add": FOLD_ADD, "fmin": FOLD_FMIN, "fmax": FOLD_FMAX}
+
+
+def _earlier_lineage(indptr: np.ndarray, indices: np.ndarray) -> bool:
+    """Every pane's lineage holds only panes created before it (PaneTable adds a pane after its
+    lineage, so this holds unless stored panes came in another order)."""
+    owner = np.repeat(np.arange(len(indptr) - 1), np.diff(indptr))
+    return bool(np.all(indices < owner))
 
 
 def _merge_pairs(agg, a: dict, b: dict) -> dict:
@@ -263,10 +278,12 @@ def pane_accumulators(plan, inputs: list[dict], first_pane: np.ndarray, panes: d
 
 
 def pane_frame(plan, panes: dict, accumulators: list[dict], key_frame: pd.DataFrame, *,
-               hidden: np.ndarray | None = None, ordered: bool = True) -> pd.DataFrame:
+               hidden: np.ndarray | None = None, ordered: bool = True, final: str | None = None) -> pd.DataFrame:
     """Output rows: key columns, aggregates, pane columns and retractions, in emission order
     (unless ordered=False). `hidden` panes (stored from earlier micro-batches) are not output
-    themselves but can be retracted."""
+    themselves but can be retracted. In retracting mode, `final` names a boolean column to add:
+    whether the row is its window's final value, a pane that no later pane retracts (a pane is
+    retracted exactly by the panes whose lineage holds it)."""
     n_panes = len(panes["key"])
     cols: dict = {}
     for k in key_frame.columns:
@@ -293,10 +310,16 @@ def pane_frame(plan, panes: dict, accumulators: list[dict], key_frame: pd.DataFr
         first = np.ones(n_panes, np.int64)
         who = np.repeat(np.arange(n_panes), np.diff(panes["indptr"]))
         old = panes["indices"]
+        if final is not None:
+            retracted = np.zeros(n_panes, bool)
+            retracted[old] = True
+            frame[final] = ~retracted
         if len(old):
             retractions = frame.iloc[old].copy()
             retractions[RETRACTION_COLUMN] = True
             retractions["is_last"] = False
+            if final is not None:
+                retractions[final] = False
             retractions["emit_time"] = frame["emit_time"].to_numpy()[who]
             frame = pd.concat([frame, retractions], ignore_index=True)
             sort_time = np.r_[sort_time, panes["time"][who]]

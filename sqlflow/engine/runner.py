@@ -102,7 +102,7 @@ class Engine:
     @_no_raw_overflow
     def run(self, rows: pd.DataFrame, *, timeline: Timeline | None = None, replay: bool = False,
             p_end: int | None = None, reference: bool = False, ordered: bool = True,
-            timer_instants: np.ndarray | None = None) -> EngineResult:
+            timer_instants: np.ndarray | None = None, final: str | None = None) -> EngineResult:
         """Run a whole input to its end.
 
         replay=False: bounded data without arrival times (rows arrive in event-time order, no
@@ -112,6 +112,8 @@ class Engine:
         reference=True forces the per-key loop (the definition) for every key. ordered=False
         skips sorting panes into emission order. `timer_instants` makes processing-time timers
         fire at the first of these instants at or after their time, as micro-batches do.
+        `final` (retracting mode): add a column of that name telling which rows are final values
+        (`pane_frame`).
         """
         # bounded data without arrival times has no watermark until the end of input
         timeline = timeline if (timeline is not None and replay) else EMPTY_TIMELINE
@@ -156,7 +158,7 @@ class Engine:
         order_seq = inp.at if replay else np.zeros(len(inp.at), np.int64)
         inputs = self._accumulators(inp, order_seq)
         accs = pane_accumulators(self.plan, inputs, first_pane, panes)
-        frame = pane_frame(self.plan, panes, accs, inp.key_frame, ordered=ordered)
+        frame = pane_frame(self.plan, panes, accs, inp.key_frame, ordered=ordered, final=final)
         return self._result(inp, frame, drop_reason)
 
     def _vectorised(self, inp: _Input, timeline, replay, p_end, table, first_pane, drop_reason):
