@@ -5,8 +5,8 @@
 Data (benchmarks/events.py): deterministic synthetic clicks, Zipf-skewed users, out-of-order
 arrivals with ~2% late rows, at 1, 2 and 10 million rows, written to parquet under
 benchmarks/data/ once and reused. Scenarios (sqlflow and its reference interleaved, each run
-once to warm up, then --repeat times; the median is reported; 1 and 2b, under a second per side,
-twice and at least 7 times):
+once to warm up, then --repeat times; the median is reported; on up to --rows rows, 1, 2b and
+2 warm up twice and run at least 7 times, as they take seconds per round):
 
 Scenarios 1, 2 and 2b run on --rows (2M), 3 on --stream-rows (1M), 4 on --beam-rows (30k).
 
@@ -121,9 +121,10 @@ class PeakMemory:
 
 
 WARMUP = 1  # runs of each side before the measured ones (--warmup)
-#: scenarios 1 and 2b take under a second per side, and scenario 1 runs first in a cold JVM: at
-#: one warm-up and 3 rounds their median moved by +-25% between runs of this machine (1.05x to
-#: 1.55x on scenario 1 with the same code), so they warm up twice and repeat at least 7 times
+#: the bounded scenarios on up to --rows rows (1, 2b, and 2 at 1M and 2M rows: a few seconds per
+#: round) warm up twice and repeat at least 7 times. At one warm-up and 3 rounds their medians
+#: moved by +-25% between runs of this machine, both sides still getting faster over the first
+#: rounds (scenario 1 with the same code: 1.05x to 1.55x; scenario 2: 0.58x, then 0.73x at 7 rounds)
 SHORT_WARMUP, SHORT_REPEAT = 2, 7
 
 
@@ -356,15 +357,14 @@ def beam_check(spark, prefix: Path, panes_path: Path) -> dict:
 
 
 def bounded_scenario(spark, query: str, hand, rows: int, repeat: int, *, final_only: bool,
-                     floor: bool = False, short: bool = False) -> dict:
+                     floor: bool = False, warmup: int | None = None) -> dict:
     """sqlflow's `query` against `hand` on dataset(rows), timed, then checked for equal values;
     with `floor`, the design's floor is measured in the same rounds (`replay_floor`)."""
     load(spark, events.dataset(rows))
     sides = bounded_pair(spark, query, hand)
     if floor:
         sides.update(replay_floor(spark))
-    result = (measure(sides, rows, max(repeat, SHORT_REPEAT), max(WARMUP, SHORT_WARMUP)) if short
-              else measure(sides, rows, repeat))
+    result = measure(sides, rows, repeat, warmup)
     if floor:
         parts = {name: result.pop(name)["median_s"] for name in list(result) if name.startswith("floor_")}
         result["floor"] = dict(parts, total_s=round(sum(parts.values()), 3),
@@ -395,14 +395,20 @@ def main(argv=None) -> int:
     ap.add_argument("--beam-rows", type=int, default=30_000, help="rows for scenario 4 (Beam is slow)")
     ap.add_argument("--stream-rows", type=int, default=1_000_000, help="rows for scenario 3 (streaming)")
     ap.add_argument("--files", type=int, default=10, help="files (micro-batches) for scenario 3")
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--warmup", type=int, default=1, help="warm-up runs of each side before measuring")
+    ap.add_argument("--repeat", type=int, default=None,
+                    help=f"measured runs of each side (default 3; {SHORT_REPEAT} for the bounded scenarios on up to --rows rows)")
+    ap.add_argument("--warmup", type=int, default=None,
+                    help=f"warm-up runs of each side before measuring (default 1; {SHORT_WARMUP} where {SHORT_REPEAT} runs)")
     ap.add_argument("--only", default="", help="comma-separated scenarios; merged into the existing results")
     ap.add_argument("--quick", action="store_true", help="small sizes: checks that everything runs")
     ap.add_argument("--out", default=str(HERE / "results" / "compare.json"))
     args = ap.parse_args(argv)
     global WARMUP
-    WARMUP = args.warmup
+    WARMUP = 1 if args.warmup is None else args.warmup
+    repeat = args.repeat or 3
+    # the bounded scenarios on up to --rows rows (see SHORT_REPEAT), unless told otherwise
+    short = {"repeat": args.repeat or (repeat if args.quick else SHORT_REPEAT),
+             "warmup": args.warmup if args.warmup is not None else (WARMUP if args.quick else SHORT_WARMUP)}
     if args.quick:
         args.rows, args.scaling, args.beam_rows, args.files = 200_000, "100000,200000,1000000", 5_000, 5
         args.stream_rows = 200_000
@@ -423,34 +429,36 @@ def main(argv=None) -> int:
         rows = args.rows
         if "1" in only:
             print(f"scenario 1: fixed windows, bounded, {rows:,} rows", flush=True)
-            results["1"] = summarise("1", bounded_scenario(spark, Q_FIXED, hand_fixed, rows, args.repeat,
-                                                           final_only=False, short=not args.quick))
+            results["1"] = summarise("1", bounded_scenario(spark, Q_FIXED, hand_fixed, rows, short["repeat"],
+                                                           final_only=False, warmup=short["warmup"]))
         scaling = {}
         if "2" in only or "5" in only:
             sizes = sorted({rows} | ({int(s) for s in args.scaling.split(",")} if "5" in only else set()))
             for n in sizes:
                 print(f"scenario 2: sessions, early/late firings, retracting, replayed, {n:,} rows", flush=True)
-                scaling[n] = bounded_scenario(spark, Q_SESSIONS_REPLAY, hand_sessions, n, args.repeat,
-                                              final_only=True, floor="2" in only and n == rows)
+                rounds = short if n <= rows else {"repeat": repeat, "warmup": WARMUP}
+                scaling[n] = bounded_scenario(spark, Q_SESSIONS_REPLAY, hand_sessions, n, rounds["repeat"],
+                                              final_only=True, floor="2" in only and n == rows,
+                                              warmup=rounds["warmup"])
             if "2" in only:
                 results["2"] = summarise("2", scaling[rows])
         if "2b" in only:
             print(f"scenario 2b: sessions, default trigger, bounded, {rows:,} rows", flush=True)
-            results["2b"] = summarise("2b", bounded_scenario(spark, Q_SESSIONS, hand_sessions, rows, args.repeat,
-                                                             final_only=False, short=not args.quick))
+            results["2b"] = summarise("2b", bounded_scenario(spark, Q_SESSIONS, hand_sessions, rows, short["repeat"],
+                                                             final_only=False, warmup=short["warmup"]))
         if "3" in only:
             n = args.stream_rows
             print(f"scenario 3: streaming fixed windows, early and late firings, {n:,} rows in {args.files} files",
                   flush=True)
             files = events.stream_files(n, args.files)
-            r = measure(streaming_pair(spark, files, work), n, args.repeat)
+            r = measure(streaming_pair(spark, files, work), n, repeat)
             results["3"] = summarise("3", dict(r, rows=n, files=args.files))
         if "4" in only:
             print(f"scenario 4: scenario 2 in Apache Beam (DirectRunner), first {args.beam_rows:,} arrivals of "
                   f"{rows:,}", flush=True)
             prefix = events.prefix(args.beam_rows, rows)
             sides, state = beam_pair(spark, prefix, work)
-            r = measure(sides, args.beam_rows, args.repeat)
+            r = measure(sides, args.beam_rows, repeat)
             r["check"] = beam_check(spark, prefix, state[max(state)][0])
             results["4"] = summarise("4", dict(r, rows=args.beam_rows, of=rows))
         if "5" in only:
