@@ -70,6 +70,9 @@ def test_a_small_run_writes_results_with_equal_final_values(tmp_path):
     assert set(floor) == {"floor_watermark_pass", "floor_bucket_transfer", "total_s", "share_of_reference"}
     assert floor["total_s"] == round(floor["floor_watermark_pass"] + floor["floor_bucket_transfer"], 3)
     assert "floor" not in report["results"]["1"]
+    free = report["results"]["2"]["engine_free"]
+    assert free["engine_s"] == round(report["results"]["2"]["sqlflow"]["median_s"] - free["median_s"], 3)
+    assert "Scenario 2 with a zero-cost engine" in out.with_suffix(".md").read_text()
     table = out.with_suffix(".md").read_text()
     assert "| 2b. sessions, default trigger, bounded" in table
     assert f"= {floor['total_s']} s" in table
