@@ -5,7 +5,10 @@ because that expression costs several passes, a pandas group-by, a lexsort or ca
 arrays larger than the CPU caches (profiled on benchmarks/compare.py's scenario 2: README,
 Benchmarks). Loops are compiled when first called in a process and cached on disk next to this
 file (numba falls back to the user's cache directory when that is not writable), so Spark's
-Python workers load them rather than compile them again.
+Python workers load them rather than compile them again. Below `COMPILED_MIN_ROWS` elements the
+numpy or pandas expression runs instead: it is as fast there, and a process that only ever sees
+small inputs (tests, interactive queries, most micro-batches) never imports numba, which costs a
+fresh Python worker ~0.45 s (importing it, loading the cached loops).
 
 >>> a = np.array([10, 20, 20, 40], np.int64)
 >>> index = SortedIndex(a)
@@ -20,16 +23,36 @@ Python workers load them rather than compile them again.
 """
 from __future__ import annotations
 
-import numba
+import functools
+
 import numpy as np
+import pandas as pd
 
 _I64 = np.int64
+#: inputs from this many elements on take the compiled loops (tests set it to 0 to run them always)
+COMPILED_MIN_ROWS = 1 << 14
 #: values from +-2^62 on (the infinities, or nearly) are searched without the coarse index, so that
 #: differences of indexed values never overflow
 _SAFE = 1 << 62
 
 
-@numba.njit(cache=True, nogil=True)
+def _compiled(fn):
+    """`fn` compiled by numba when first called (numba is imported then, not with this module)."""
+    jitted = None
+
+    @functools.wraps(fn)
+    def call(*args):
+        nonlocal jitted
+        if jitted is None:
+            import numba
+
+            jitted = numba.njit(cache=True, nogil=True)(fn)
+        return jitted(*args)
+
+    return call
+
+
+@_compiled
 def _bucket_bounds(a, lo, hi, shift):
     """bounds[b] = first i in [lo, hi) with (a[i] - a[lo]) >> shift >= b, for b = 0 .. nb."""
     a0 = a[lo]
@@ -43,7 +66,7 @@ def _bucket_bounds(a, lo, hi, shift):
     return bounds
 
 
-@numba.njit(cache=True, nogil=True)
+@_compiled
 def _search(a, bounds, lo, hi, shift, q, right):
     """np.searchsorted(a, q, side='right' if right else 'left') for a sorted `a`: values in
     [a[lo], a[hi - 1]] are narrowed to one bucket of `bounds` first (about one element each)."""
@@ -84,8 +107,11 @@ class SortedIndex:
     with numpy, 15-19 ms here)."""
 
     def __init__(self, a: np.ndarray):
-        a = np.ascontiguousarray(a, dtype=_I64)
-        self.a = a
+        self.a = np.ascontiguousarray(a, dtype=_I64)
+        self.bounds = None  # built for the first large search
+
+    def _index(self):
+        a = self.a
         self.lo = int(np.searchsorted(a, -_SAFE, side="right"))  # indexed: -2^62 < a[i] < 2^62
         self.hi = int(np.searchsorted(a, _SAFE, side="left"))
         if self.hi > self.lo:
@@ -97,10 +123,14 @@ class SortedIndex:
 
     def search(self, q: np.ndarray, right: bool = False) -> np.ndarray:
         q = np.ascontiguousarray(q, dtype=_I64)
+        if min(len(self.a), len(q)) < COMPILED_MIN_ROWS:
+            return np.searchsorted(self.a, q, side="right" if right else "left")
+        if self.bounds is None:
+            self._index()
         return _search(self.a, self.bounds, self.lo, self.hi, self.shift, q, right)
 
 
-@numba.njit(cache=True, nogil=True)
+@_compiled
 def _segment_scan(values, seg_start, take_max):
     out = np.empty_like(values)
     acc = values[0] if len(values) else values.dtype.type(0)
@@ -120,19 +150,26 @@ def _segment_scan(values, seg_start, take_max):
 def segment_cummax(values: np.ndarray, seg_start: np.ndarray) -> np.ndarray:
     """The running maximum within segments (`seg_start` marks each segment's first element; the
     first element always starts one): pandas' groupby(segment).cummax()."""
-    return _segment_scan(np.ascontiguousarray(values), np.ascontiguousarray(seg_start, dtype=np.bool_), True)
+    return _segment_cum(values, seg_start, True)
 
 
 def segment_cummin(values: np.ndarray, seg_start: np.ndarray) -> np.ndarray:
     """The running minimum within segments (see `segment_cummax`)."""
-    return _segment_scan(np.ascontiguousarray(values), np.ascontiguousarray(seg_start, dtype=np.bool_), False)
+    return _segment_cum(values, seg_start, False)
+
+
+def _segment_cum(values, seg_start, take_max: bool) -> np.ndarray:
+    if len(values) < COMPILED_MIN_ROWS:
+        groups = pd.Series(values).groupby(np.cumsum(seg_start))
+        return (groups.cummax() if take_max else groups.cummin()).to_numpy()
+    return _segment_scan(np.ascontiguousarray(values), np.ascontiguousarray(seg_start, dtype=np.bool_), take_max)
 
 
 #: how `lineage_fold` merges a field: ufunc codes
 FOLD_ADD, FOLD_FMIN, FOLD_FMAX = 0, 1, 2
 
 
-@numba.njit(cache=True, nogil=True)
+@_compiled
 def _fold(values, indptr, indices, op):
     for p in range(len(indptr) - 1):
         acc = values[p]
@@ -153,6 +190,7 @@ def lineage_fold(values: np.ndarray, indptr: np.ndarray, indices: np.ndarray, op
     """total[p] = values[p] merged, in order, with total[q] for each q in p's lineage
     (indices[indptr[p]:indptr[p + 1]]): one pass in pane order, as every pane's lineage holds
     only earlier panes (the caller checks). `op`: FOLD_ADD (np.add), FOLD_FMIN, FOLD_FMAX.
+    Always compiled: the caller takes it for COMPILED_MIN_ROWS panes or more.
 
     >>> lineage_fold(np.array([1, 2, 4, 8]), np.array([0, 0, 1, 1, 3]), np.array([0, 1, 2]), FOLD_ADD).tolist()
     [1, 3, 4, 15]

@@ -18,6 +18,7 @@ import pandas as pd
 
 from ..time import NEG_INF
 from .aggregates import Grouping, fieldwise_merges
+from . import kernels
 from .kernels import FOLD_ADD, FOLD_FMAX, FOLD_FMIN, lineage_fold
 
 EARLY, ON_TIME, LATE = "EARLY", "ON_TIME", "LATE"
@@ -146,7 +147,7 @@ def lineage_totals(agg, chunk: dict, gen: np.ndarray, indptr: np.ndarray, indice
         return {f: a.copy() for f, a in chunk.items()}
     if any(a.dtype == object for a in chunk.values()):
         return lineage_by_generation(agg, chunk, gen, indptr, indices)
-    ops = fieldwise_merges(agg, chunk)
+    ops = fieldwise_merges(agg, chunk) if len(gen) >= kernels.COMPILED_MIN_ROWS else None
     if ops is not None and _earlier_lineage(indptr, indices):
         # one compiled pass in pane order; merged in the order of lineage_by_generation
         return {f: lineage_fold(a, indptr, indices, _FOLD[ops[f]]) for f, a in chunk.items()}

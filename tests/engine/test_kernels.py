@@ -1,13 +1,27 @@
 """The engine's compiled primitives give exactly what the numpy and pandas expressions they
-replace give (sqlflow/engine/kernels.py), including the infinities, ties and empty inputs."""
+replace give (sqlflow/engine/kernels.py), including the infinities, ties and empty inputs, and the
+engine gives the per-key loop's panes through them. Inputs here are small: the module lowers
+`COMPILED_MIN_ROWS` to 0 so that they take the compiled loops."""
 import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sqlflow import ast
+from sqlflow.engine import kernels
 from sqlflow.engine.kernels import SortedIndex, order_by, segment_cummax, segment_cummin
 from sqlflow.time import NEG_INF, POS_INF
+
+from .test_properties import SETTINGS, assert_paths_agree, inputs, triggers, windows
+
+
+@pytest.fixture(autouse=True, scope="module")
+def compiled_everywhere():
+    before = kernels.COMPILED_MIN_ROWS
+    kernels.COMPILED_MIN_ROWS = 0
+    yield
+    kernels.COMPILED_MIN_ROWS = before
 
 values = st.one_of(st.integers(-1000, 1000), st.sampled_from([NEG_INF, POS_INF, NEG_INF + 1, POS_INF - 1,
                                                                 -(1 << 62), 1 << 62, (1 << 62) + 1]))
@@ -51,3 +65,22 @@ def test_order_by_sorts_by_major_then_minor(pairs):
     order = order_by(major, minor)
     assert sorted(order.tolist()) == list(range(len(pairs)))
     assert list(zip(major[order].tolist(), minor[order].tolist())) == sorted(zip(major.tolist(), minor.tolist()))
+
+
+@SETTINGS
+@given(inputs(), windows, triggers, st.sampled_from(list(ast.AccumulationMode)), st.sampled_from([0, 25, 1000]),
+       st.booleans())
+def test_the_vectorised_paths_through_compiled_loops_equal_the_reference(data, window, trigger, mode, lateness,
+                                                                        replay):
+    assert kernels.COMPILED_MIN_ROWS == 0
+    assert_paths_agree(data, window, trigger, mode, lateness, replay)
+
+
+def test_small_inputs_take_numpy_and_large_ones_the_compiled_loops(monkeypatch):
+    calls = []
+    monkeypatch.setattr(kernels, "_search", lambda *a: calls.append(len(a[-2])) or np.zeros(len(a[-2]), np.int64))
+    monkeypatch.setattr(kernels, "COMPILED_MIN_ROWS", 100)
+    index = SortedIndex(np.arange(200))
+    assert index.search(np.arange(99)).tolist() == list(range(99))  # numpy: 99 queries
+    index.search(np.arange(100))
+    assert calls == [100]
