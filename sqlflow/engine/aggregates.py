@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import SqlflowUnsupportedError
+from . import kernels
 
 I64_MAX = np.iinfo(np.int64).max
 I64_MIN = np.iinfo(np.int64).min
@@ -58,21 +59,39 @@ INVERTIBLE = {"count_star", "count", "sum", "avg"}
 
 
 class Grouping:
-    """Rows ordered by group id, computed once and shared by every field of every aggregate."""
+    """Rows ordered by group id, computed once (when first needed) and shared by every field of
+    every aggregate. Large sums and counts scatter without it (`_reduce`)."""
 
     def __init__(self, group: np.ndarray):
         self.group = np.asarray(group, dtype=np.int64)
-        if len(self.group) and np.all(self.group[1:] >= self.group[:-1]):
-            self.order = None  # already sorted
-            g = self.group
-        else:
-            self.order = np.argsort(self.group, kind="stable")
-            g = self.group[self.order]
-        self.starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]]) if len(g) else np.empty(0, np.int64)
-        self.present = g[self.starts] if len(g) else np.empty(0, np.int64)
+        self._sorted = None
+
+    def _sort(self) -> tuple:
+        if self._sorted is None:
+            if len(self.group) and np.all(self.group[1:] >= self.group[:-1]):
+                order, g = None, self.group  # already sorted
+            else:
+                order = np.argsort(self.group, kind="stable")
+                g = self.group[order]
+            starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]]) if len(g) else np.empty(0, np.int64)
+            self._sorted = (order, starts, g[starts] if len(g) else np.empty(0, np.int64))
+        return self._sorted
+
+    @property
+    def order(self):
+        return self._sort()[0]
+
+    @property
+    def starts(self) -> np.ndarray:
+        return self._sort()[1]
+
+    @property
+    def present(self) -> np.ndarray:
+        return self._sort()[2]
 
     def sorted(self, values: np.ndarray) -> np.ndarray:
-        return values if self.order is None else values[self.order]
+        order = self.order
+        return values if order is None else values[order]
 
 
 def _grouping(group) -> Grouping:
@@ -80,11 +99,16 @@ def _grouping(group) -> Grouping:
 
 
 def _reduce(values: np.ndarray, group, n_groups: int, ufunc, fill):
-    """ufunc-reduce `values` per group id into an array of n_groups (missing groups get `fill`)."""
+    """ufunc-reduce `values` per group id into an array of n_groups (missing groups get `fill`).
+    Large int64 and float64 sums take one compiled scatter instead of a sort by group (a float
+    sum then adds in row order, where reduceat may add pairwise: the last bits can differ)."""
     out = np.full(n_groups, fill, dtype=values.dtype)
     if len(values) == 0:
         return out
     gr = _grouping(group)
+    if (ufunc is np.add and fill == 0 and values.dtype in (np.int64, np.float64)
+            and len(values) >= kernels.COMPILED_MIN_ROWS):
+        return kernels.scatter_add(gr.group, values, out)
     out[gr.present] = ufunc.reduceat(gr.sorted(values), gr.starts)
     return out
 

@@ -84,3 +84,15 @@ def test_small_inputs_take_numpy_and_large_ones_the_compiled_loops(monkeypatch):
     assert index.search(np.arange(99)).tolist() == list(range(99))  # numpy: 99 queries
     index.search(np.arange(100))
     assert calls == [100]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 6), st.integers(-(2**62), 2**62)), max_size=40), st.booleans())
+def test_scatter_add_is_np_add_at(pairs, floats):
+    group = np.array([g for g, _ in pairs], np.int64)
+    values = np.array([v for _, v in pairs], np.float64 if floats else np.int64)
+    if floats:
+        values = values / 3.0
+    want = np.zeros(7, values.dtype)
+    np.add.at(want, group, values)
+    assert kernels.scatter_add(group, values, np.zeros(7, values.dtype)).tolist() == want.tolist()
