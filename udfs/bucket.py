@@ -291,22 +291,19 @@ def _filled(values: pd.Series) -> np.ndarray:
 
 
 def _final(panes: pd.DataFrame, keys: list[str], mode) -> np.ndarray:
-    """Whether each pane row is its window's final value (see the module doc)."""
+    """Whether each pane row is its window's final value (see the module doc), in the discarding
+    and accumulating modes (in retracting mode the engine marks them: `BucketJob._run`)."""
     n = len(panes)
     if not mode.accumulating:
         return np.ones(n, bool)
-    ident = keys + ["window_start", "window_end"]
-    frame = panes[ident + ["pane_index", "is_retraction"]].copy()
-    frame["_row"] = np.arange(n)
-    values = frame[~frame["is_retraction"]]
     if mode.retracting:
-        retracted = frame[frame["is_retraction"]][ident + ["pane_index"]].drop_duplicates()
-        hit = values.merge(retracted, on=ident + ["pane_index"], how="inner")["_row"].to_numpy()
-    else:
-        latest = values.groupby(ident, dropna=False, sort=False)["pane_index"].transform("max")
-        hit = values["_row"].to_numpy()[values["pane_index"].to_numpy() < latest.to_numpy()]
-    final = ~frame["is_retraction"].to_numpy().copy()
-    final[hit] = False
+        raise AssertionError("in retracting mode the engine marks the final rows")
+    ident = keys + ["window_start", "window_end"]
+    frame = panes[ident + ["pane_index"]].copy()
+    frame["_row"] = np.arange(n)
+    latest = frame.groupby(ident, dropna=False, sort=False)["pane_index"].transform("max")
+    final = np.ones(n, bool)
+    final[frame["_row"].to_numpy()[frame["pane_index"].to_numpy() < latest.to_numpy()]] = False
     return final
 
 

@@ -17,8 +17,8 @@ import numpy as np
 import pandas as pd
 
 from ..time import NEG_INF
-from .aggregates import Grouping, fieldwise_merges
 from . import kernels
+from .aggregates import Grouping, fieldwise_merges
 from .kernels import FOLD_ADD, FOLD_FMAX, FOLD_FMIN, lineage_fold
 
 EARLY, ON_TIME, LATE = "EARLY", "ON_TIME", "LATE"
