@@ -43,7 +43,7 @@ import pandas as pd
 
 from sqlflow.engine.plan import ARRIVAL_TIME, EVENT_TIME, EnginePlan
 from sqlflow.engine.runner import Engine
-from sqlflow.engine.vectorised import lex_order
+from sqlflow.engine.kernels import lex_order
 from sqlflow.engine.watermarks import Timeline
 
 KIND = "__sqlflow_kind"

@@ -324,15 +324,16 @@ class Aggregate:
 #: the field whose type follows the input column, per kind
 _VALUE_FIELD = {"sum": "s", "avg": "s", "min": "v", "max": "v"}
 
+_ADD, _FMIN, _FMAX = kernels.FOLD_ADD, kernels.FOLD_FMIN, kernels.FOLD_FMAX
 #: per kind, each accumulator field's merge when it is a ufunc of two rows (kernels.lineage_fold)
-_FIELDWISE = {"count_star": {"cnt": "add"}, "count": {"cnt": "add"}, "sum": {"s": "add", "cnt": "add"},
-              "avg": {"s": "add", "cnt": "add"}, "min": {"v": "fmin", "cnt": "add"},
-              "max": {"v": "fmax", "cnt": "add"}}
+_FIELDWISE = {"count_star": {"cnt": _ADD}, "count": {"cnt": _ADD}, "sum": {"s": _ADD, "cnt": _ADD},
+              "avg": {"s": _ADD, "cnt": _ADD}, "min": {"v": _FMIN, "cnt": _ADD}, "max": {"v": _FMAX, "cnt": _ADD}}
 
 
 def fieldwise_merges(agg: "Aggregate", acc: dict) -> dict | None:
-    """{field: "add" | "fmin" | "fmax"} when `agg` merges every field of `acc` by that ufunc of two
-    rows and the fields are int64 or float64 arrays (no objects, dates or booleans), else None."""
+    """{field: kernels.FOLD_ADD | FOLD_FMIN | FOLD_FMAX} when `agg` merges every field of `acc` by
+    that ufunc of two rows and the fields are int64 or float64 arrays (no objects, dates or
+    booleans), else None."""
     ops = _FIELDWISE.get(agg.kind)
     if ops is None or any(acc[f].dtype not in (np.int64, np.float64) for f in ops):
         return None

@@ -19,7 +19,7 @@ import pandas as pd
 from ..time import NEG_INF
 from . import kernels
 from .aggregates import Grouping, fieldwise_merges
-from .kernels import FOLD_ADD, FOLD_FMAX, FOLD_FMIN, lineage_fold
+from .kernels import lineage_fold
 
 EARLY, ON_TIME, LATE = "EARLY", "ON_TIME", "LATE"
 TIMINGS = np.array([EARLY, ON_TIME, LATE], dtype=object)
@@ -150,7 +150,7 @@ def lineage_totals(agg, chunk: dict, gen: np.ndarray, indptr: np.ndarray, indice
     ops = fieldwise_merges(agg, chunk) if len(gen) >= kernels.COMPILED_MIN_ROWS else None
     if ops is not None and _earlier_lineage(indptr, indices):
         # one compiled pass in pane order; merged in the order of lineage_by_generation
-        return {f: lineage_fold(a, indptr, indices, _FOLD[ops[f]]) for f, a in chunk.items()}
+        return {f: lineage_fold(a, indptr, indices, ops[f]) for f, a in chunk.items()}
     n = len(gen)
     n_par = np.diff(indptr)
     single = n_par == 1
@@ -207,9 +207,6 @@ def lineage_totals(agg, chunk: dict, gen: np.ndarray, indptr: np.ndarray, indice
     for f in total:
         total[f][chained] = merged[f]
     return total
-
-
-_FOLD = {"add": FOLD_ADD, "fmin": FOLD_FMIN, "fmax": FOLD_FMAX}
 
 
 def _earlier_lineage(indptr: np.ndarray, indices: np.ndarray) -> bool:

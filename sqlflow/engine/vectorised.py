@@ -31,7 +31,7 @@ import pandas as pd
 
 from .. import ast
 from ..time import NEG_INF, POS_INF
-from .kernels import order_by, segment_cummax, segment_cummin
+from .kernels import lex_order, order_by, segment_cummax, segment_cummin
 from .panes import EARLY, LATE, NO_EMIT_TIME, ON_TIME, TIMING_CODE, PaneTable
 from .sessions import final_sessions
 
@@ -100,30 +100,6 @@ def collapse(a_key, a_start, a_end, merging: bool, table: PaneTable, p_end: int)
         emit=np.full(n_g, NO_EMIT_TIME), time=np.full(n_g, p_end), parent=np.full(n_g, -1),
         gen=np.zeros(n_g, np.int64))
     return group + first
-
-
-def lex_order(major: np.ndarray, minor: np.ndarray) -> np.ndarray:
-    """The stable order by (major, minor), as np.lexsort((minor, major)), but one stable sort of
-    `major` (a merge when it comes in a few sorted runs) and a lexsort of only the elements whose
-    `major` ties another's. 10x faster than lexsort on a 560,000-row bucket in arrival order.
-
-    >>> lex_order(np.array([5, 3, 5, 5, 1]), np.array([9, 0, 7, 9, 4])).tolist()
-    [4, 1, 2, 0, 3]
-    """
-    order = np.argsort(major, kind="stable")
-    if major is minor:
-        return order
-    a = major[order]
-    same = a[1:] == a[:-1]
-    if same.any():
-        tied = np.zeros(len(a), bool)
-        tied[:-1] |= same
-        tied[1:] |= same
-        pos = np.flatnonzero(tied)
-        run = np.cumsum(np.r_[True, (a[pos][1:] != a[pos][:-1]) | (np.diff(pos) != 1)])
-        sub = order[pos]
-        order[pos] = sub[np.lexsort((minor[sub], run))]
-    return order
 
 
 class KeyEnds:
