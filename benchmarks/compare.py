@@ -125,9 +125,10 @@ class PeakMemory:
 
 WARMUP = 1  # runs of each side before the measured ones (--warmup)
 #: the bounded scenarios on up to --rows rows (1, 2b, and 2 at 1M and 2M rows: a few seconds per
-#: round) warm up twice and repeat at least 7 times. At one warm-up and 3 rounds their medians
-#: moved by +-25% between runs of this machine, both sides still getting faster over the first
-#: rounds (scenario 1 with the same code: 1.05x to 1.55x; scenario 2: 0.58x, then 0.73x at 7 rounds)
+#: round) warm up twice and repeat 7 times (--repeat and --warmup override). At one warm-up and 3
+#: rounds their medians moved by +-25% between runs of this machine, both sides still getting
+#: faster over the first rounds (scenario 1 with the same code: 1.05x to 1.55x; scenario 2: 0.58x,
+#: then 0.73x at 7 rounds)
 SHORT_WARMUP, SHORT_REPEAT = 2, 7
 
 
