@@ -87,6 +87,9 @@ def _run(spark, statement, args, path):
     finally:
         if not prepared.keep_views:
             runner.drop_views()
+    for stage in prepared.report.stages:
+        if stage.panes_are_result:
+            stage.panes = df
     setattr(df, ATTRIBUTE, prepared.report)
     return df
 

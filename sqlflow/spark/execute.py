@@ -66,6 +66,8 @@ class Runner:
         self.tree = statement.tree
         self.original = statement.tree.copy()
         self.views: list[str] = []
+        # native stages whose panes query is not analysed yet: (stage, its SQL, the SELECT)
+        self.unanalysed: list[tuple[Stage, str, WindowedSelect]] = []
         self.run_id = uuid.uuid4().hex[:8]
 
     # ------------------------------------------------------------------ helpers
@@ -115,11 +117,23 @@ class Runner:
                 self.consume(select)
             drop_watermark_clauses(self.tree)
             final = to_spark_sql(self.tree)
+            self.analyse_panes(final)
         except BaseException:
             self.drop_views()
             raise
         keep = not isinstance(self.tree, exp.Query)
         return Prepared(final, self.args, Report(stages), list(self.views), keep)
+
+    def analyse_panes(self, final: str) -> None:
+        """Analyse the panes query of each native stage, unless it is the statement itself (a lone
+        windowed SELECT without HAVING, ORDER BY, ...): then the result is the panes
+        (`Stage.panes_are_result`, `sql` sets them), and Spark analyses that query once, not twice."""
+        for stage, text, ws in self.unanalysed:
+            if text == final and not self.dry:
+                stage.panes_are_result = True
+            elif self.spark is not None:
+                stage.panes = self.sql(text, ws.select, ws.position)
+        self.unanalysed = []
 
     def consume(self, select: exp.Select) -> None:
         if select._meta and (select.meta.get(DONE_KEY) or select.meta.get(STAGE_KEY)):
@@ -166,7 +180,7 @@ class Runner:
             standalone.set(arg, None)
         standalone.set("having", exp.Having(this=nonempty) if nonempty is not None else None)
         standalone = with_ctes(standalone, visible_ctes(ws.select))
-        stage.panes = self.sql(to_spark_sql(standalone), ws.select, ws.position)
+        self.unanalysed.append((stage, to_spark_sql(standalone), ws))  # analysed by `analyse_panes`
         stage.input_rows = raw
         stage.null_event_time = F.col(EVENT_TIME).isNull()
         bad_gap = None

@@ -46,6 +46,7 @@ class Stage:
     dropped_rows: object = None   # dropped input rows (user-facing columns), or a function building them
     input_rows: object = None     # native path: the input relation, for counting
     panes: object = None          # native path: the panes, for counting
+    panes_are_result: bool = False  # native path: the statement's result is the panes (`panes` set from it)
     null_event_time: object = None  # native path: Column condition of a NULL event time
     bad_gap: object = None          # native path: Column condition of a bad per-row gap
     extra: dict = field(default_factory=dict)

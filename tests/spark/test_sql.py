@@ -336,6 +336,26 @@ def test_null_event_times_are_excluded_counted_and_warned_about(spark, clicks, p
         (1, "u3", 7, None, "null event time")])
 
 
+
+def test_native_panes_are_counted_from_the_result_or_from_their_own_query(spark, clicks):
+    """A lone native windowed SELECT is its own panes query: Spark analyses it once and the counts
+    read the result. With ORDER BY / LIMIT / HAVING the panes are a separate query, counted before
+    those clauses (the LIMIT keeps 1 row of 3 panes, the HAVING 2)."""
+    from sqlflow.spark.report import ATTRIBUTE
+
+    lone = sqlflow.sql(spark, FIXED_1M, path="native")
+    stage = getattr(lone, ATTRIBUTE).stages[0]
+    assert stage.panes_are_result and stage.panes is lone
+    limited = sqlflow.sql(spark, FIXED_1M + " ORDER BY window_start LIMIT 1", path="native")
+    having = sqlflow.sql(spark, FIXED_1M.replace("WINDOW FIXED", "HAVING SUM(amount) > 20 WINDOW FIXED"),
+                         path="native")
+    for df, shown in ((lone, 3), (limited, 1), (having, 2)):
+        stage = getattr(df, ATTRIBUTE).stages[0]
+        assert stage.panes_are_result == (df is lone)
+        assert df.count() == shown
+        with pytest.warns(sqlflow.spark.report.SqlflowDataWarning):
+            assert sqlflow.metrics(df)["panes"] == 3
+
 # ----------------------------------------------------------------------------- statements and time zones
 
 
