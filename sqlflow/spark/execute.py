@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from sqlglot import exp
 
 from .. import ast
+from ..errors import SqlflowError
 from ..engine.plan import EVENT_TIME, GAP
 from ..frontend.statement import Statement
 from . import conf, timeline
@@ -32,7 +33,8 @@ from .pipelines import STAGE_KEY, StageLink, rewrite_consumer
 from .planner import Choice, choose, engine_mode
 from .relations import drop_watermark_clauses, strip_clauses, to_spark_sql, visible_ctes, with_ctes
 from .report import Report, Stage
-from .schema import check_input_types, is_ntz, names_and_types, naming_query, pane_expression_names
+from .schema import (check_input_types, is_ntz, names_and_types, mentions_panes, naming_query,
+                     pane_expression_names)
 from .windowed_select import WindowedSelect, describe, select_position
 
 DONE_KEY = "sqlflow_consumer_done"
@@ -146,15 +148,23 @@ class Runner:
         ws = describe(self.statement, select, windowing)
         rel = input_relation(ws)
         raw = names = agg_types = None
+        try:
+            choice = choose(ws, self.path)
+        except SqlflowError:
+            choice = None  # raised again below, after Spark's analysis (whose errors come first)
         if self.spark is not None:
             raw = self.sql(rel.sql(), select, ws.position, clauses=_clause_columns(ws))
             if raw.isStreaming:  # the streaming path (sqlflow/spark/streaming.py, docs/streaming.md)
                 from .streaming import streaming_stage
                 return streaming_stage(self, number, ws, rel, raw)
             check_input_types(ws, rel, raw.schema)
-            named = self.sql(to_spark_sql(naming_query(ws)), select, ws.position)
-            names, agg_types = names_and_types(ws, named.schema)
-        choice = choose(ws, self.path)
+            # a native rewrite without pane columns among the items needs no naming query: Spark
+            # analyses the user's SELECT once, in the rewrite (`mentions_panes`)
+            if choice is None or choice.path != "native" or mentions_panes(ws):
+                named = self.sql(to_spark_sql(naming_query(ws)), select, ws.position)
+                names, agg_types = names_and_types(ws, named.schema)
+        if choice is None:
+            choice = choose(ws, self.path)
         stage = Stage(number, ws.label(), choice.path, choice.why, ws.windowing.mode.value)
         if ws.replay:
             src = ws.arrival_source.watermark

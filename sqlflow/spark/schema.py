@@ -86,7 +86,7 @@ def naming_query(ws: WindowedSelect) -> exp.Select:
         select.set(arg, None)
     items = list(select.expressions) + [call.node.copy() for call in ws.calls]
     select.set("expressions", items)
-    if any(is_pane_ref(n) for item in ws.select.expressions for n in item.walk()):
+    if mentions_panes(ws):
         row = exp.Select(expressions=[exp.alias_(exp.Cast(this=exp.Null(), to=exp.DataType.build(PANE_TYPES[c])), c)
                                       for c in PANE_ORDER])
         pane = exp.Subquery(this=row, alias=exp.TableAlias(this=exp.to_identifier("__sqlflow_pane")))
@@ -104,6 +104,13 @@ def names_and_types(ws: WindowedSelect, schema) -> tuple[list[str], list]:
     fields = schema.fields
     n = len(ws.select.expressions)
     return [f.name for f in fields[:n]], [f.dataType for f in fields[n:]]
+
+
+def mentions_panes(ws: WindowedSelect) -> bool:
+    """Whether an item of the SELECT mentions a pane column. Only then does a native rewrite need
+    the naming query: for the names Spark gives such items, and to find input columns that clash
+    with the pane columns (the cross join of `naming_query` makes their references ambiguous)."""
+    return any(is_pane_ref(n) for item in ws.select.expressions for n in item.walk())
 
 
 def pane_expression_names(ws: WindowedSelect, names: list[str]) -> dict[int, str]:
