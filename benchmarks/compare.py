@@ -6,7 +6,7 @@ Data (benchmarks/events.py): deterministic synthetic clicks, Zipf-skewed users, 
 arrivals with ~2% late rows, at 1, 2 and 10 million rows, written to parquet under
 benchmarks/data/ once and reused. Scenarios (sqlflow and its reference interleaved, each run
 once to warm up, then --repeat times; the median is reported; on up to --rows rows, 1, 2b and
-2 warm up twice and run 7 times, as they take seconds per round; --repeat and --warmup override):
+2 warm up 5 times and run 11 times, as they take seconds per round; --repeat and --warmup override):
 
 Scenarios 1, 2 and 2b run on --rows (2M), 3 on --stream-rows (1M), 4 on --beam-rows (30k).
 
@@ -125,11 +125,12 @@ class PeakMemory:
 
 WARMUP = 1  # runs of each side before the measured ones (--warmup)
 #: the bounded scenarios on up to --rows rows (1, 2b, and 2 at 1M and 2M rows: a few seconds per
-#: round) warm up twice and repeat 7 times (--repeat and --warmup override). At one warm-up and 3
-#: rounds their medians moved by +-25% between runs of this machine, both sides still getting
-#: faster over the first rounds (scenario 1 with the same code: 1.05x to 1.55x; scenario 2: 0.58x,
-#: then 0.73x at 7 rounds)
-SHORT_WARMUP, SHORT_REPEAT = 2, 7
+#: round) warm up 5 times and repeat 11 times (--repeat and --warmup override). Both sides keep
+#: getting faster over their first rounds (the JVM compiling their code): at one warm-up and 3
+#: rounds the medians moved by +-25% between runs (scenario 1 with the same code: 1.05x to 1.55x),
+#: at 2 and 7 by +-15% (1.00x to 1.16x); 15 rounds of scenario 1 went from 0.66-0.71 s (both
+#: sides) in the first rounds to 0.47-0.53 s in the last ones
+SHORT_WARMUP, SHORT_REPEAT = 5, 11
 
 
 def measure(sides: dict, rows: int, repeat: int, warmup: int | None = None) -> dict:
