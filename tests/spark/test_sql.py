@@ -336,7 +336,6 @@ def test_null_event_times_are_excluded_counted_and_warned_about(spark, clicks, p
         (1, "u3", 7, None, "null event time")])
 
 
-
 def test_native_panes_are_counted_from_the_result_or_from_their_own_query(spark, clicks):
     """A lone native windowed SELECT is its own panes query: Spark analyses it once and the counts
     read the result. With ORDER BY / LIMIT / HAVING the panes are a separate query, counted before
@@ -380,6 +379,7 @@ def test_spark_analyses_of_a_native_windowed_select(spark, clicks, monkeypatch, 
     monkeypatch.setattr(analysis, "spark_sql", counting)  # the statement's (sqlflow.spark.api._run)
     assert sqlflow.sql(spark, query, path="native").count() == (2 if "LIMIT" in query else 3)
     assert seen == analyses
+
 
 # ----------------------------------------------------------------------------- statements and time zones
 
