@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import re
+import threading
 
 import sqlglot
 from sqlglot import exp
@@ -21,19 +22,36 @@ from ..frontend.statement import DIALECT, Statement
 _LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
 
 
+class _ThisThread(logging.Filter):
+    """Drops the records logged by one thread: sqlflow's own analysis requests, and nothing else."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.thread = threading.get_ident()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.thread != self.thread
+
+
 @contextlib.contextmanager
 def quiet_analysis_errors():
     """PySpark logs every AnalysisException with a query context as an ERROR with a stack trace,
-    even when it is caught (docs/spark-internals.md, 8): silence that while sqlflow asks."""
-    loggers = [logging.getLogger(name) for name in _LOGGERS]
-    levels = [lg.level for lg in loggers]
+    even when it is caught (docs/spark-internals.md, 8): silence that while sqlflow asks.
+
+    The loggers are PySpark's own (`PySparkLogger.getLogger` creates them as PySpark does: a plain
+    `logging.getLogger` would create plain Loggers, which PySpark then calls with keyword arguments
+    they do not take); a filter drops only this thread's records, and their levels stay as they are."""
+    from pyspark.logger import PySparkLogger
+
+    loggers = [PySparkLogger.getLogger(name) for name in _LOGGERS]
+    quiet = _ThisThread()
     for lg in loggers:
-        lg.setLevel(logging.CRITICAL)
+        lg.addFilter(quiet)
     try:
         yield
     finally:
-        for lg, level in zip(loggers, levels):
-            lg.setLevel(level)
+        for lg in loggers:
+            lg.removeFilter(quiet)
 
 
 def spark_sql(spark, query: str, args, *, statement: Statement, original: exp.Expr | None,

@@ -202,3 +202,33 @@ def test_an_input_column_named_like_a_pane_column_is_explained(spark):
     qualified = sqlflow.sql(spark, "SELECT k, SUM(c.pane_index) AS s FROM clashing_input AS c GROUP BY k\n"
                                    "WINDOW FIXED(SIZE 1m) ON ts")
     assert [(r.k, r.s, r.pane_index) for r in qualified.collect()] == [("a", 7, 0)]
+
+
+AFTER_A_WINDOWED_QUERY = """
+import logging
+import sqlflow
+from pyspark.errors import AnalysisException
+from sqlflow.spark.session import local_session
+
+spark = local_session()
+spark.sql("SELECT 'a' AS k, TIMESTAMP'2024-01-01 00:00:00' AS ts").createOrReplaceTempView("t")
+sqlflow.sql(spark, "SELECT k, COUNT(*) AS n FROM t GROUP BY k WINDOW FIXED(SIZE 1m) ON ts").collect()
+try:
+    spark.sql("SELECT no_such_column FROM t").collect()
+except AnalysisException as error:
+    print("AnalysisException", error.getCondition())
+"""
+
+
+def test_spark_errors_stay_sparks_own_after_a_windowed_query(tmp_path):
+    """sqlflow silences PySpark's query-context loggers while it asks Spark to analyse its own
+    queries; it must not create them as plain Loggers (PySpark then calls them with keyword
+    arguments and every later AnalysisException became a TypeError). A fresh interpreter, so
+    the loggers do not exist yet."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", AFTER_A_WINDOWED_QUERY], capture_output=True, text=True,
+                          timeout=300, cwd=tmp_path)
+    assert done.stdout.strip().splitlines()[-1] == "AnalysisException UNRESOLVED_COLUMN.WITH_SUGGESTION", \
+        done.stderr[-3000:]
