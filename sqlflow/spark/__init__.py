@@ -1,4 +1,4 @@
-"""Spark integration: sessions, and (later) the bounded and streaming execution paths.
+"""Spark integration: sessions, the bounded path (`sqlflow.sql`, replays) and the streaming path.
 
 Importing this package is cheap; submodules import pyspark themselves.
 """

@@ -1,6 +1,6 @@
 """A local SparkSession with the settings these machines need.
 
-Why each setting (measured, see shared SPARK-NOTES.md and docs/spark-internals.md):
+Why each setting (measured, see docs/spark-internals.md):
 
 - ``SPARK_LOCAL_IP=127.0.0.1``: otherwise the driver binds the external interface.
 - ``PYSPARK_PYTHON``/``PYSPARK_DRIVER_PYTHON = sys.executable``: otherwise Python workers run the

@@ -232,3 +232,36 @@ def test_spark_errors_stay_sparks_own_after_a_windowed_query(tmp_path):
                           timeout=300, cwd=tmp_path)
     assert done.stdout.strip().splitlines()[-1] == "AnalysisException UNRESOLVED_COLUMN.WITH_SUGGESTION", \
         done.stderr[-3000:]
+
+
+@pytest.mark.parametrize("clause, text, start", [
+    ("TRIGGER", "TRIGGER REPEAT(WHEN(v > ?))", "v > ?"),
+    ("WINDOW", "WINDOW SESSIONS(GAP make_interval(0, 0, 0, 0, 0, 0, ?)) ON ts", "make_interval"),
+])
+def test_positional_parameter_in_a_sqlflow_clause_is_a_located_error(spark, clause, text, start):
+    # a clause's expression is not in the SQL tree whose `?` markers are numbered: say so, and where
+    spark.sql("CREATE OR REPLACE TEMP VIEW positional_params AS SELECT 'a' AS k, 1 AS v, "
+              "TIMESTAMP'2024-01-01 00:00:10' AS ts")
+    window = "" if text.startswith("WINDOW") else "WINDOW FIXED(SIZE 1m) ON ts "
+    query = f"SELECT k, COUNT(*) AS n FROM positional_params WHERE v > ? GROUP BY k {window}{text}"
+    with pytest.raises(sqlflow.SqlflowError) as info:
+        sqlflow.sql(spark, query, args=[0, 1])
+    err = info.value
+    assert err.clause == clause
+    assert "named parameters" in str(err)
+    assert (err.line, err.column) == (1, query.rindex(start) + 1)
+    # named parameters work there
+    named = query.replace("v > ?", "v > :low", 1).replace("?", ":x")
+    assert sqlflow.sql(spark, named, args={"low": 0, "x": 1}).count() == 1
+
+
+def test_analysis_error_over_the_panes_names_no_internal_view(spark):
+    spark.sql("CREATE OR REPLACE TEMP VIEW panes_names AS SELECT 'a' AS k, 1 AS v, "
+              "TIMESTAMP'2024-01-01 00:00:10' AS ts")
+    query = ("SELECT k, COUNT(*) AS n FROM panes_names GROUP BY k WINDOW FIXED(SIZE 1m) ON ts "
+             "TRIGGER REPEAT(COUNT 1) ORDER BY nosuch")
+    with pytest.raises(sqlflow.SqlflowError) as info:
+        sqlflow.sql(spark, query)
+    err = info.value
+    assert "nosuch" in err.message and "__sqlflow" not in err.message
+    assert (err.line, err.column) == (1, query.index("nosuch") + 1)

@@ -3,7 +3,8 @@
 The engine computes aggregates in pandas, where an int column with NULLs is a float column: its
 results are cast back to the type Spark's analysis gives the original aggregate call. A GLOBAL
 window over rows that all have an event time holds exactly what a plain GROUP BY holds, so the
-engine path must return what Spark returns, type for type.
+engine path must return what Spark returns, type for type. BIGINTs beyond 2^53 (which float64
+cannot tell apart) stay exact on the engine's Arrow and pandas paths, next to NULL keys.
 """
 import datetime as dt
 from decimal import Decimal
@@ -11,6 +12,8 @@ from decimal import Decimal
 import pytest
 
 import sqlflow
+
+BIG = 2**53  # the first integer float64 cannot tell from its successor
 
 AGGREGATES = [
     "COUNT(*)", "COUNT(i)", "SUM(i)", "AVG(i)", "MIN(i)", "MAX(i)", "SUM(l)", "AVG(l)",
@@ -111,3 +114,85 @@ def test_identifiers_survive_a_replay(spark, odd_names):
     assert df.columns[:2] == ["qui ?", "数量"]
     assert sorted((r["qui ?"], r["数量"], r["pane_index"]) for r in df.collect()) == [
         ("ana", 1, 0), ("ana", 2, 1), ("bo b", 1, 0)]
+
+
+@pytest.fixture
+def one_bucket(spark):
+    spark.conf.set("spark.sqlflow.buckets", "1")
+    yield
+    spark.conf.unset("spark.sqlflow.buckets")
+
+
+def test_bigint_keys_beyond_2_53_stay_apart_next_to_a_null_key(spark, one_bucket):
+    # pandas sees a BIGINT column with NULLs as float64: 2^53 and 2^53 + 1 would become one key
+    spark.sql(f"""CREATE OR REPLACE TEMP VIEW big_keys AS SELECT * FROM VALUES
+        ({BIG}L, {BIG + 1}L, TIMESTAMP'2024-01-01 00:00:10'),
+        ({BIG + 1}L, {BIG + 3}L, TIMESTAMP'2024-01-01 00:00:20'),
+        (NULL, NULL, TIMESTAMP'2024-01-01 00:00:30')
+        AS t(k, v, ts)""")
+    expected = [(None, None, None), (BIG, BIG + 1, BIG + 1), (BIG + 1, BIG + 3, BIG + 3)]
+    for trigger in ("", "TRIGGER REPEAT(COUNT 1)"):  # the vectorised path and the per-key loop
+        df = sqlflow.sql(spark, f"SELECT k, MAX(v) AS m, first(v) AS f FROM big_keys GROUP BY k "
+                                f"WINDOW GLOBAL ON ts {trigger}", path="engine")
+        got = sorted((tuple(r) for r in df.select("k", "m", "f").collect()), key=lambda r: (r[0] is not None, r))
+        assert got == expected, trigger
+        assert dict(df.dtypes)["k"] == "bigint"
+
+
+def test_dropped_rows_echo_bigint_arguments_exactly(spark, one_bucket):
+    spark.sql(f"""CREATE OR REPLACE TEMP VIEW big_null_time AS SELECT * FROM VALUES
+        ('a', {BIG + 1}L, CAST(NULL AS TIMESTAMP)),
+        ('a', NULL, TIMESTAMP'2024-01-01 00:00:20')
+        AS t(k, v, ts)""")
+    df = sqlflow.sql(spark, "SELECT k, SUM(v) AS s FROM big_null_time GROUP BY k WINDOW FIXED(SIZE 1m) ON ts",
+                     path="engine")
+    rows = sqlflow.dropped(df).select("k", "v", "reason").collect()
+    assert [tuple(r) for r in rows] == [("a", BIG + 1, "null event time")]
+
+
+def test_bigint_keys_and_sums_beyond_2_53_stay_exact_without_nulls(spark, one_bucket):
+    """No NULL anywhere: the pane columns are plain int64 in pandas, and the bucket's output puts
+    them next to its metrics row, which has no key (stacked as float64 they would round)."""
+    spark.sql(f"""CREATE OR REPLACE TEMP VIEW big_plain AS SELECT * FROM VALUES
+        ({BIG + 1}L, {BIG + 1}L, TIMESTAMP'2024-01-01 00:00:10'),
+        ({BIG + 3}L, {BIG + 3}L, TIMESTAMP'2024-01-01 00:00:20')
+        AS t(k, v, ts)""")
+    df = sqlflow.sql(spark, "SELECT k, SUM(v) AS s, MAX(v) AS m FROM big_plain GROUP BY k "
+                            "WINDOW SESSIONS(GAP 1m) ON ts", path="engine")
+    got = sorted(tuple(r) for r in df.select("k", "s", "m").collect())
+    assert got == [(BIG + 1, BIG + 1, BIG + 1), (BIG + 3, BIG + 3, BIG + 3)]
+
+
+def test_bigint_keys_beyond_2_53_stay_apart_on_the_pandas_path_too(spark, one_bucket):
+    """A DECIMAL aggregate has no plain Arrow form: the bucket jobs take PySpark's pandas
+    conversion, where BIGINTs travel with NULL masks (sqlflow/spark/engine_path.py)."""
+    spark.sql(f"""CREATE OR REPLACE TEMP VIEW big_decimal AS SELECT * FROM VALUES
+        ({BIG}L, {BIG + 1}L, 1.5BD, TIMESTAMP'2024-01-01 00:00:10'),
+        ({BIG + 1}L, {BIG + 3}L, 2.25BD, TIMESTAMP'2024-01-01 00:00:20'),
+        (NULL, NULL, NULL, TIMESTAMP'2024-01-01 00:00:30')
+        AS t(k, v, d, ts)""")
+    df = sqlflow.sql(spark, "SELECT k, MAX(v) AS m, SUM(d) AS s FROM big_decimal GROUP BY k "
+                            "WINDOW GLOBAL ON ts", path="engine")
+    assert "MapInPandas" in df._jdf.queryExecution().executedPlan().toString()
+    got = sorted((tuple(r) for r in df.select("k", "m", "s").collect()), key=lambda r: (r[0] is not None, r))
+    assert [(k, m, None if s is None else str(s)) for k, m, s in got] == [
+        (None, None, None), (BIG, BIG + 1, "1.50"), (BIG + 1, BIG + 3, "2.25")]
+
+
+def test_arrow_path_with_large_var_types_and_null_keys(spark, one_bucket):
+    """The Arrow path builds its output schema itself (string keys as large_string when Spark's
+    large var types are on, as Spark declares them); NULL keys and NULL sums stay NULL."""
+    spark.sql("""CREATE OR REPLACE TEMP VIEW large_strings AS SELECT * FROM VALUES
+        ('a', 1L, TIMESTAMP'2024-01-01 00:00:10'), ('a', 2L, TIMESTAMP'2024-01-01 00:00:20'),
+        (NULL, 5L, TIMESTAMP'2024-01-01 00:00:30'), ('b', NULL, TIMESTAMP'2024-01-01 00:00:40')
+        AS t(k, v, ts)""")
+    spark.conf.set("spark.sql.execution.arrow.useLargeVarTypes", "true")
+    try:
+        df = sqlflow.sql(spark, "SELECT k, SUM(v) AS s, COUNT(*) AS n FROM large_strings GROUP BY k "
+                                "WINDOW FIXED(SIZE 1m) ON ts TRIGGER REPEAT(COUNT 1)", path="engine")
+        assert "MapInArrow" in df._jdf.queryExecution().executedPlan().toString()
+        got = sorted((tuple(r) for r in df.select("k", "s", "n", "pane_index").collect()),
+                     key=lambda r: (r[0] is not None, r))
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.useLargeVarTypes")
+    assert got == [(None, 5, 1, 0), ("a", 1, 1, 0), ("a", 3, 2, 1), ("b", None, 1, 0)]

@@ -1,5 +1,5 @@
 """A bounded, deterministic fuzz of the front end: random mutations of every query in
-tests/test_frontend_parse.py and grammar/README.md go through `sqlflow.parse` and
+tests/frontend/test_parse.py and grammar/README.md go through `sqlflow.parse` and
 `sqlflow.transpile` (no Spark session needed).
 
 Whatever the text, the answer is a Statement or a SqlflowError naming a line and column in it
@@ -31,7 +31,7 @@ SOURCE_SHAPE = "SELECT k, COUNT(*) AS n FROM {} GROUP BY k WINDOW FIXED(SIZE 5m)
 def _seeds(repo_root) -> list[str]:
     """Every SQL text of the parse tests (clause tails and relations completed into queries) and
     every example of the language reference."""
-    tree = python_ast.parse((repo_root / "tests" / "test_frontend_parse.py").read_text())
+    tree = python_ast.parse((repo_root / "tests" / "frontend" / "test_parse.py").read_text())
     seeds = set()
     for node in python_ast.walk(tree):
         if isinstance(node, python_ast.Constant) and isinstance(node.value, str):
