@@ -5,7 +5,7 @@ micro-batch arrives at the same processing time, so for windows that never overl
 triggers that never count elements (the default and early PERIOD firings), the rows of one key and
 one window are interchangeable: the engine gives them the same panes, drops them together, and
 needs only their partial aggregates (COUNT, SUM of exact types, MIN, MAX; see
-sqlflow/spark/streaming.py, `combinable`). The element stands for `weight` rows, which the
+sqlflow/spark/streaming/combine.py, `combinable`). The element stands for `weight` rows, which the
 operator's metrics count. pyarrow groups the batch: no Python work per row.
 
 >>> import pyarrow as pa

@@ -1,6 +1,6 @@
 """The streaming operator: `Engine.advance` inside Spark's transformWithStateInPandas (TWS).
 
-Runs on Spark's Python workers. The driver side (`sqlflow/spark/streaming.py`) groups the input
+Runs on Spark's Python workers. The driver side (`sqlflow/spark/streaming/stateful.py`) groups the input
 by a hash bucket of the GROUP BY key, so one Python call advances many keys at once, and gives
 every bucket three kinds of input row (column `KIND`): data, heartbeats (one per bucket and input
 partition in every batch with data, for processing-time triggers) and finish rows (end of input).
@@ -60,7 +60,7 @@ from sqlflow.udfs.bucket import restore_nulls
 BUCKET = "__sqlflow_bucket"
 KIND = "__sqlflow_kind"
 WM_COLUMN = "__sqlflow_wm"
-#: how many input rows a combined element stands for (sqlflow/spark/streaming.py, `_combined`)
+#: how many input rows a combined element stands for (sqlflow/spark/streaming/combine.py)
 WEIGHT = "__sqlflow_weight"
 #: ... and the largest event time among them (defines Spark's watermark, then dropped)
 LATEST = "__sqlflow_latest"

@@ -54,32 +54,40 @@ def sql(spark, query: str, args=None, path: str | None = None, **kwargs):
     A statement without sqlflow clauses is passed to spark.sql as is. The result also carries the
     dropped rows and counts of its windowed SELECTs: `sqlflow.dropped(df)`, `sqlflow.metrics(df)`.
     """
+    return run_sql(spark, query, args, path=path, placeholders=kwargs)
+
+
+def run_sql(spark, query: str, args=None, *, path: str | None = None, placeholders: dict | None = None,
+            finish_dir: str | None = None):
+    """`sql` with sqlflow's own settings as arguments (`sql` keeps spark.sql's signature):
+    `placeholders` are sql's keyword arguments; `finish_dir` is where the streams of the result
+    write their end-of-input marker (default: conf `spark.sqlflow.streaming.finishDir`)."""
     text, formatter = query, None
-    if kwargs:
+    if placeholders:
         from pyspark.sql.sql_formatter import SQLStringFormatter
 
         formatter = SQLStringFormatter(spark)
-        text = formatter.format(query, **kwargs)
+        text = formatter.format(query, **placeholders)
     try:
         statement = _statement(text)
         if statement is None or statement.is_plain:
             if formatter is not None:
                 formatter.clear()
                 formatter = None
-            return spark.sql(query, args, **kwargs)
-        return _run(spark, statement, args, _path(spark, path))
+            return spark.sql(query, args, **(placeholders or {}))
+        return _run(spark, statement, args, _path(spark, path), finish_dir)
     finally:
         if formatter is not None:
             formatter.clear()
 
 
-def _run(spark, statement, args, path):
+def _run(spark, statement, args, path, finish_dir):
     from .analysis import spark_sql
     from .execute import Runner
     from .params import named_parameters
 
     args = named_parameters(statement.tree, args, statement)
-    runner = Runner(spark, statement, args, path=path)
+    runner = Runner(spark, statement, args, path=path, finish_dir=finish_dir)
     prepared = runner.prepare()
     try:
         df = spark_sql(spark, prepared.sql, args, statement=statement, original=runner.original,

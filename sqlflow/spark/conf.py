@@ -1,7 +1,9 @@
-"""The `spark.sqlflow.*` configuration keys of the bounded execution (docs/bounded-execution.md).
+"""Every `spark.sqlflow.*` configuration key, and how the bounded path reads its own.
 
-Set them like any Spark conf: `spark.conf.set("spark.sqlflow.buckets", "64")`, or
-`--conf spark.sqlflow.buckets=64` on spark-submit.
+Set them like any Spark conf: `spark.conf.set("spark.sqlflow.buckets", "64")`, `SET
+spark.sqlflow.buckets = 64` in a script, or `--conf spark.sqlflow.buckets=64` on spark-submit.
+The bounded path's keys are in docs/bounded-execution.md, the streaming and script keys in
+docs/streaming.md.
 """
 from __future__ import annotations
 
@@ -17,6 +19,27 @@ DEFAULT_BUCKET_BYTES = 8 * 1024 * 1024
 UNKNOWN_SIZE = 1 << 50
 MAX_BUCKETS = 1 << 16
 PATHS = ("auto", "native", "engine")
+
+# ---- sqlflow.sql over a streaming source (sqlflow/spark/streaming/sql_stage.py)
+#: auto | native | stateful: the operator of a windowed SELECT over a stream (default auto)
+STREAMING_OPERATOR = "spark.sqlflow.streaming.operator"
+STREAMING_OPERATORS = ("auto", "native", "stateful")
+#: hash buckets of keys of the stateful operator (default: 4 per shuffle partition)
+STREAMING_BUCKETS = "spark.sqlflow.streaming.buckets"
+#: directory of the end-of-input marker (`PaneStream.finish`); unset: the stream cannot finish
+STREAMING_FINISH_DIR = "spark.sqlflow.streaming.finishDir"
+#: an interval added to event time for Spark's watermark, e.g. '36500 days' (times before 1970)
+STREAMING_TIME_SHIFT = "spark.sqlflow.streaming.timeShift"
+
+# ---- streaming INSERTs of a SQL script (sqlflow/spark/script.py)
+#: checkpoints go to <checkpointLocation>/<query name>
+CHECKPOINT_LOCATION = "spark.sqlflow.checkpointLocation"
+#: the query name (default: derived from the sink)
+QUERY_NAME = "spark.sqlflow.queryName"
+#: availableNow, an interval ('10 seconds') or default
+TRIGGER = "spark.sqlflow.trigger"
+#: true: with availableNow, emit every window at the end (the finish marker lives next to the checkpoint)
+FINISH = "spark.sqlflow.finish"
 
 
 def get(spark, key: str, default: str | None = None) -> str | None:

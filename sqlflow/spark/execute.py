@@ -55,16 +55,18 @@ class Runner:
     """Turns one parsed statement into plain Spark SQL plus the DataFrames it reads.
 
     `spark` None plans without Spark (no types, no data: for explain without a session);
-    `dry` plans without running Spark jobs (no replay timeline: for explain).
+    `dry` plans without running Spark jobs (no replay timeline: for explain); `finish_dir`: where
+    the pane streams of windowed SELECTs over a stream write their end-of-input marker.
     """
 
     def __init__(self, spark, statement: Statement, args: dict | None, *, path: str | None = None,
-                 dry: bool = False):
+                 dry: bool = False, finish_dir: str | None = None):
         self.spark = spark
         self.statement = statement
         self.args = args
         self.path = None if path in (None, "auto") else path
         self.dry = dry
+        self.finish_dir = finish_dir
         self.tree = statement.tree
         self.original = statement.tree.copy()
         self.views: list[str] = []
@@ -154,9 +156,9 @@ class Runner:
             choice = None  # raised again below, after Spark's analysis (whose errors come first)
         if self.spark is not None:
             raw = self.sql(rel.sql(), select, ws.position, clauses=_clause_columns(ws))
-            if raw.isStreaming:  # the streaming path (sqlflow/spark/streaming.py, docs/streaming.md)
-                from .streaming import streaming_stage
-                return streaming_stage(self, number, ws, rel, raw)
+            if raw.isStreaming:  # the streaming path (sqlflow/spark/streaming/, docs/streaming.md)
+                from .streaming.sql_stage import streaming_stage
+                return streaming_stage(self, number, ws, rel, raw, finish_dir=self.finish_dir)
             check_input_types(ws, rel, raw.schema)
             # a native rewrite without pane columns among the items needs no naming query: Spark
             # analyses the user's SELECT once, in the rewrite (`mentions_panes`)

@@ -36,15 +36,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import SqlflowUnsupportedError
+from . import conf
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
-
-#: settings read by streaming INSERTs (set them with SET in the script, or as Spark conf)
-CHECKPOINT_LOCATION = "spark.sqlflow.checkpointLocation"
-QUERY_NAME = "spark.sqlflow.queryName"
-TRIGGER = "spark.sqlflow.trigger"
-FINISH = "spark.sqlflow.finish"
 
 #: sinks named like a database: `INSERT INTO memory.<name>`, `INSERT INTO console[.<name>]`
 FILE_FORMATS = ("json", "csv", "parquet", "orc", "text")
@@ -138,38 +133,27 @@ def _slug(text: str) -> str:
 def insert(spark: "SparkSession", tree) -> Any:
     """`INSERT INTO <sink> <windowed query>`: start a streaming query, or write a batch result."""
     from ..frontend.statement import DIALECT
-    from . import conf
-    from .api import sql
-    from .streaming import CONF_FINISH_DIR, start
+    from .api import run_sql
+    from .streaming import start
 
     sink = sink_of(tree)
     query_sql = tree.expression.sql(dialect=DIALECT)
-    base = conf.get(spark, CHECKPOINT_LOCATION)
-    name = conf.get(spark, QUERY_NAME) or sink.name
+    base = conf.get(spark, conf.CHECKPOINT_LOCATION)
+    name = conf.get(spark, conf.QUERY_NAME) or sink.name
     checkpoint = f"{base.rstrip('/')}/{name}" if base else None
-    trigger = (conf.get(spark, TRIGGER, "default") or "default").strip()
+    trigger = (conf.get(spark, conf.TRIGGER, "default") or "default").strip()
     available_now = trigger.replace("_", "").lower() == "availablenow"
-    finish = (conf.get(spark, FINISH, "false") or "false").lower() == "true"
+    finish = (conf.get(spark, conf.FINISH, "false") or "false").lower() == "true"
     interval = None if available_now or trigger.lower() == "default" else trigger
-    previous = conf.get(spark, CONF_FINISH_DIR)
-    if finish:
-        if checkpoint is None:
-            raise SqlflowUnsupportedError(f"{FINISH}=true needs {CHECKPOINT_LOCATION} (the finish marker lives "
-                                          "next to the checkpoint)", clause="INSERT")
-        spark.conf.set(CONF_FINISH_DIR, checkpoint + "-finish")
-    try:
-        df = sql(spark, query_sql)
-    finally:
-        if finish:
-            if previous is None:
-                spark.conf.unset(CONF_FINISH_DIR)
-            else:
-                spark.conf.set(CONF_FINISH_DIR, previous)
+    if finish and checkpoint is None:
+        raise SqlflowUnsupportedError(f"{conf.FINISH}=true needs {conf.CHECKPOINT_LOCATION} (the finish marker lives "
+                                      "next to the checkpoint)", clause="INSERT")
+    df = run_sql(spark, query_sql, finish_dir=checkpoint + "-finish" if finish else None)
     if not df.isStreaming:
         return _write_batch(df, sink)
     if sink.format in FILE_FORMATS + (None,) and checkpoint is None:
         raise SqlflowUnsupportedError(f"a streaming INSERT into {sink.table or sink.path} needs a checkpoint: "
-                                      f"SET {CHECKPOINT_LOCATION} = <directory>", clause="INSERT")
+                                      f"SET {conf.CHECKPOINT_LOCATION} = <directory>", clause="INSERT")
     scratch = sink.format in PSEUDO_DATABASES  # memory and console sinks cannot restart from a checkpoint
     return start(df, format=sink.format or "parquet", path=sink.path, table=sink.table,
                  query_name=name if scratch or sink.table else None,

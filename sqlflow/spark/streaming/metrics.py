@@ -1,0 +1,81 @@
+"""What a pane stream counts, and how to read it back from a query's progress.
+
+The operators count with `observe()` (Spark puts the values in each micro-batch's
+`observedMetrics`): input rows, panes, retractions, rows dropped by reason; file sources count
+malformed records (`sources.read_stream`). Spark's own watermark drops show in `stateOperators`.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from ...engine.plan import EVENT_TIME
+from ...udfs.streaming import GAUGE_COLUMNS
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql.streaming import StreamingQuery
+
+#: observe() names of the counters in a query's progress (`observedMetrics`)
+METRICS_NAME = "sqlflow"
+SOURCE_METRICS_NAME = "sqlflow_source"
+
+
+def observe_input(data: DataFrame, metrics_name: str, *, null_event_time: bool) -> DataFrame:
+    """Count the input rows (and, for the native operator, the NULL event times it drops)."""
+    metrics = [F.count(F.lit(1)).alias("input_rows")]
+    if null_event_time:
+        null_et = F.col(EVENT_TIME).isNull().cast("long")
+        metrics.append(F.coalesce(F.sum(null_et), F.lit(0)).alias("dropped_null_event_time"))
+    return data.observe(metrics_name + "_input", *metrics)
+
+
+def progress_metrics(progress: dict, name: str = METRICS_NAME) -> dict:
+    """What one micro-batch counted: sqlflow's counters (observe) plus the rows Spark's stateful
+    operators dropped behind the watermark (`spark_dropped_late`).
+
+    >>> progress_metrics({"observedMetrics": {"sqlflow": {"panes": 2}, "sqlflow_input": {"input_rows": 5}},
+    ...                   "stateOperators": [{"numRowsDroppedByWatermark": 1}]})
+    {'panes': 2, 'input_rows': 5, 'spark_dropped_late': 1}
+    """
+    observed = progress.get("observedMetrics") or {}
+    out = {}
+    for metrics_name in (name, name + "_input", SOURCE_METRICS_NAME):
+        row = observed.get(metrics_name)
+        values = row.asDict() if hasattr(row, "asDict") else dict(row or {})
+        out.update({k: int(v) for k, v in values.items() if v is not None})
+    out["spark_dropped_late"] = sum(int(op.get("numRowsDroppedByWatermark", 0) or 0)
+                                    for op in progress.get("stateOperators", []))
+    return out
+
+
+def query_metrics(query: "StreamingQuery", name: str = METRICS_NAME) -> dict:
+    """Counters summed over the query's recent progress (Spark keeps the last 100 batches;
+    use a StreamingQueryListener for longer runs)."""
+    total: dict = {}
+    for progress in query.recentProgress:
+        for k, v in progress_metrics(progress, name).items():
+            if k not in GAUGE_COLUMNS:
+                total[k] = total.get(k, 0) + v
+    return total
+
+
+def state_summary(spark: SparkSession, checkpoint: str) -> dict:
+    """What a stateful pane query keeps, from its checkpoint (Spark's state data source): buckets,
+    keys and live windows, and how many buckets have finished their input."""
+    meta = spark.read.format("statestore").option("path", checkpoint).option("stateVarName", "meta").load()
+    row = meta.agg(F.count("*").alias("buckets"), F.sum("value.keys").alias("keys"),
+                   F.sum("value.windows").alias("windows"),
+                   F.sum(F.col("value.finished").cast("long")).alias("finished")).collect()[0]
+    return {k: int(v or 0) for k, v in row.asDict().items()}
+
+
+def late_rows(metrics: dict) -> int:
+    """Rows too late for every window they belong to: dropped by Spark ahead of the operator, or
+    by the engine (each (row, window) pair the engine drops counts once).
+
+    >>> late_rows({"spark_dropped_late": 2, "dropped_too_late": 3})
+    5
+    """
+    return metrics.get("spark_dropped_late", 0) + metrics.get("dropped_too_late", 0)

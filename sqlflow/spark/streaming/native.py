@@ -1,0 +1,74 @@
+"""The native operator: Spark's own streaming window aggregation, where it gives the engine's panes.
+
+Spark (>= 3.4) judges a row late in batch N when its window's end <= the watermark of batch N-1,
+aggregates the rest, and emits (append mode) the windows whose end <= the watermark of batch N:
+exactly `Engine.advance(rows, wm_prev=W(N-1), wm_new=W(N))` for FIXED or SLIDING windows with the
+default trigger and no allowed lateness (docs/streaming.md, "Native operator").
+"""
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from ... import ast
+from ...engine.plan import EVENT_TIME, EnginePlan
+from .metrics import observe_input
+from .schema import RETRACTION_COLUMN
+from .watermark import interval_ms
+
+NATIVE_AGGREGATES = ("count_star", "count", "sum", "avg", "min", "max")
+
+_TS, _WINDOW = "__sqlflow_ts", "__sqlflow_window"
+
+
+def native_equivalent(plan: EnginePlan, *, time_shift: int = 0) -> str | None:
+    """Why Spark's native streaming window aggregation would differ from the engine on this plan,
+    or None when it gives exactly the same panes: FIXED or SLIDING windows with the default
+    trigger REPEAT(WATERMARK) and no allowed lateness give one ON_TIME, final pane per window,
+    and late rows are dropped by the same rule."""
+    fn = plan.window
+    if not isinstance(fn, (ast.Fixed, ast.Sliding)):
+        return f"window {type(fn).__name__.upper()} (only FIXED and SLIDING are native)"
+    if plan.trigger != ast.default_trigger():
+        return "a trigger other than the default REPEAT(WATERMARK)"
+    if plan.lateness:
+        return "ALLOWED LATENESS (Spark drops a window when the watermark passes its end)"
+    for agg in plan.aggregates:
+        if agg.kind not in NATIVE_AGGREGATES:
+            return f"aggregate {agg.kind} (order- or distinct-dependent in Spark's streaming aggregation)"
+    if time_shift:
+        return "a time shift"
+    return None
+
+
+def native_panes(data: DataFrame, plan: EnginePlan, *, delay: int, schema: T.StructType,
+                 metrics_name: str) -> DataFrame:
+    """The pane stream of `plan` by Spark's window aggregation (`native_equivalent` said yes)."""
+    fn = plan.window
+    data = observe_input(data, metrics_name, null_event_time=True)
+    ts = F.timestamp_micros(F.col(EVENT_TIME))
+    src = data.withColumn(_TS, ts).withWatermark(_TS, interval_ms(delay))
+    if isinstance(fn, ast.Fixed):
+        size = fn.size.micros
+        win = F.window(_TS, f"{size} microseconds", f"{size} microseconds",
+                       f"{fn.offset.micros % size} microseconds")
+    else:
+        win = F.window(_TS, f"{fn.size.micros} microseconds", f"{fn.period.micros} microseconds",
+                       f"{fn.offset.micros % fn.period.micros} microseconds")
+    aggs = []
+    for agg in plan.aggregates:
+        col = F.col(agg.column) if agg.column is not None else None
+        expr = {"count_star": lambda: F.count(F.lit(1)), "count": lambda: F.count(col),
+                "sum": lambda: F.sum(col), "avg": lambda: F.avg(col), "min": lambda: F.min(col),
+                "max": lambda: F.max(col)}[agg.kind]()
+        aggs.append(expr.alias(agg.output))
+    grouped = src.groupBy(*[F.col(k) for k in plan.keys], win.alias(_WINDOW)).agg(*aggs)
+    out = grouped.select(
+        *[F.col(k) for k in plan.keys], *[F.col(a.output) for a in plan.aggregates],
+        F.col(f"{_WINDOW}.start").alias("window_start"), F.col(f"{_WINDOW}.end").alias("window_end"),
+        F.lit(0).cast("long").alias("pane_index"), F.lit("ON_TIME").alias("pane_timing"),
+        F.lit(True).alias("is_last"), F.current_timestamp().alias("emit_time"),
+        *([F.lit(False).alias(RETRACTION_COLUMN)] if plan.mode.retracting else []))
+    out = out.observe(metrics_name, F.count(F.lit(1)).alias("panes"), F.max(F.unix_micros("emit_time")).alias("batch_time"))
+    return out.select(*[F.col(f.name).cast(f.dataType) for f in schema.fields])

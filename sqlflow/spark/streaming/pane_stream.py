@@ -1,0 +1,64 @@
+"""`PaneStream`: a streaming DataFrame of panes and what runs it (and how to finish it)."""
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame
+
+from ...errors import SqlflowUnsupportedError
+from ..report import ATTRIBUTE
+from .metrics import METRICS_NAME
+
+
+@dataclass
+class PaneStream:
+    """A streaming DataFrame of panes and what runs it.
+
+    - `panes`: the pane changelog (what `stream_panes` returns);
+    - `raw`: the stateful operator's output before it is split into panes and dropped rows;
+    - `dropped`: rows dropped by the engine (too late, closed window, NULL event time, bad gap),
+      with the window they missed, when `keep_dropped=True` (same query as `panes`: use
+      `start(..., dropped_path=...)` to write both);
+    - `finish_dir`: where `finish()` writes the end-of-input marker (None: cannot finish);
+    - `operator`: "native" or "stateful".
+    """
+
+    panes: DataFrame
+    raw: DataFrame | None
+    dropped: DataFrame | None
+    finish_dir: str | None
+    operator: str
+    buckets: int
+    metrics_name: str = METRICS_NAME
+    pane_projection: list | None = None
+    dropped_projection: list | None = None
+
+    def finish(self) -> None:
+        """End the input: the next micro-batch moves the watermark to +infinity in every bucket,
+        emitting and expiring every window (later rows are too late and counted)."""
+        if self.finish_dir is None:
+            raise SqlflowUnsupportedError("this stream was built without finish_dir, so it cannot be finished",
+                                          clause="STREAM")
+        write_finish_marker(self.finish_dir)
+
+
+def write_finish_marker(finish_dir: str) -> None:
+    """Write one end-of-input marker file (atomically: Spark's file source never sees half of it)."""
+    os.makedirs(finish_dir, exist_ok=True)
+    name = f"finish-{time.time_ns()}-{uuid.uuid4().hex[:8]}.json"
+    tmp = os.path.join(finish_dir, "." + name + ".tmp")
+    with open(tmp, "w") as out:
+        out.write(json.dumps({"finish": "finish"}) + "\n")
+    os.replace(tmp, os.path.join(finish_dir, name))
+
+
+def pane_streams(df) -> list[PaneStream]:
+    """The pane streams behind a `sqlflow.sql` result over a stream (for `start` and `finish`)."""
+    report = getattr(df, ATTRIBUTE, None)
+    if report is None:
+        return []
+    return [s.extra["stream"] for s in report.stages if "stream" in s.extra]

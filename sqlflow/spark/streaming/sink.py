@@ -1,0 +1,116 @@
+"""Running a pane stream: write it to a sink with a checkpoint, a trigger, and optionally finish it."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql import DataFrame
+
+from ...errors import SqlflowUnsupportedError
+from ...udfs import streaming as op
+from ..conf import STREAMING_FINISH_DIR
+from .pane_stream import PaneStream, pane_streams
+from .stateful import project_batch
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql.streaming import StreamingQuery
+
+#: sinks that write files under a path
+FILE_FORMATS = ("json", "csv", "parquet", "orc", "text")
+
+
+def start(stream: PaneStream | DataFrame, *, format: str = "parquet", path: str | None = None,
+          table: str | None = None, query_name: str | None = None, checkpoint: str | None = None,
+          trigger_interval: str | None = None, available_now: bool = False, finish: bool = False,
+          options: dict[str, Any] | None = None, await_termination: bool | None = None,
+          dropped_path: str | None = None) -> "StreamingQuery":
+    """Write a pane stream to a sink and start it.
+
+    - `format`: json, csv, parquet (with `path`), memory (with `query_name`), console, or any
+      format Spark knows; `table`: write to a catalog table instead (`toTable`);
+    - `checkpoint`: the checkpoint location (required for file sinks and tables; restart a query
+      from it after a failure: exactly-once for file sinks and tables);
+    - `trigger_interval`: e.g. "10 seconds": micro-batch period, and so the resolution of PERIOD and
+      DELAY triggers (default: as soon as the previous batch is done);
+    - `available_now`: process what is available, then stop; with `finish=True` the stream is
+      then finished (every window emitted) by a second availableNow run that reads the finish
+      marker. Both wait for termination and return the last query.
+    - `dropped_path`: also write the rows the engine dropped (a PaneStream built with
+      keep_dropped=True; file formats only). Both outputs are then written by foreachBatch, one
+      directory per micro-batch (`<path>/batch_id=N`, overwritten when Spark re-runs a batch after
+      a failure, so still exactly once); read them with spark.read.<format>(path).
+    """
+    if isinstance(stream, PaneStream):
+        finishers, df = [stream], stream.panes
+    else:
+        finishers, df = pane_streams(stream), stream
+    if finish and (not finishers or any(s.finish_dir is None for s in finishers)):
+        raise SqlflowUnsupportedError(f"finish needs a stream built with finish_dir ({STREAMING_FINISH_DIR} in SQL)",
+                                      clause="STREAM")
+    if finish and not available_now:
+        raise SqlflowUnsupportedError("finish=True needs available_now=True (or call PaneStream.finish() "
+                                      "on a running stream)", clause="STREAM")
+
+    if dropped_path is not None:
+        if not isinstance(stream, PaneStream) or stream.dropped is None:
+            raise SqlflowUnsupportedError("dropped_path needs a PaneStream built with keep_dropped=True",
+                                          clause="STREAM")
+        if format not in FILE_FORMATS or path is None or checkpoint is None:
+            raise SqlflowUnsupportedError("dropped_path needs a file format, a path and a checkpoint", clause="STREAM")
+        w = stream.raw.writeStream.foreachBatch(_split_batch(stream, format, path, dropped_path, options))
+    else:
+        w = df.writeStream.outputMode("append")
+        if options:
+            w = w.options(**{k: str(v) for k, v in options.items()})
+    if checkpoint is not None:
+        w = w.option("checkpointLocation", checkpoint)
+    if query_name is not None:
+        w = w.queryName(query_name)
+    if available_now and not finish:
+        w = w.trigger(availableNow=True)
+    elif trigger_interval is not None:
+        w = w.trigger(processingTime=trigger_interval)
+    if dropped_path is not None:
+        query = w.start()
+    elif table is not None:
+        query = w.toTable(table)
+    else:
+        w = w.format(format)
+        if format in FILE_FORMATS:
+            if path is None:
+                raise SqlflowUnsupportedError(f"a {format} sink needs a path", clause="INSERT")
+            if checkpoint is None:
+                raise SqlflowUnsupportedError(f"a {format} sink needs a checkpoint location", clause="INSERT")
+            query = w.start(path)
+        else:
+            query = w.start()
+    if finish:
+        # availableNow fixes every source's end offset when it starts, so the finish marker could
+        # not come after the data in one run: process what is there, finish, process, stop.
+        query.processAllAvailable()
+        for finisher in finishers:
+            finisher.finish()
+        query.processAllAvailable()
+        query.stop()
+        return query
+    wait = available_now if await_termination is None else await_termination
+    if wait:
+        query.awaitTermination()
+    return query
+
+
+def _split_batch(stream: PaneStream, format: str, path: str, dropped_path: str, options):
+    """foreachBatch: the panes and the dropped rows of one micro-batch, each to its own directory
+    named after the batch (overwritten when Spark re-runs the batch: exactly once)."""
+
+    def write(batch_df, batch_id: int) -> None:
+        batch_df.persist()
+        try:
+            for kind, target in ((op.PANE, path), (op.DROPPED, dropped_path)):
+                writer = project_batch(batch_df, stream, kind).write.mode("overwrite").format(format)
+                if options:
+                    writer = writer.options(**{k: str(v) for k, v in options.items()})
+                writer.save(f"{target.rstrip('/')}/batch_id={batch_id}")
+        finally:
+            batch_df.unpersist()
+
+    return write

@@ -1,0 +1,98 @@
+"""The streaming branch of `sqlflow.sql`: a windowed SELECT whose input is a stream.
+
+The bounded path (`sqlflow.spark.execute.Runner.stage`) hands the SELECT over when Spark says its
+input relation is streaming; it becomes a pane stream (`build.build_stream`) registered as a
+view, and the SELECT a SELECT over it, as the bounded engine path does with its panes.
+"""
+from __future__ import annotations
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from ... import ast
+from ...engine.aggregates import Aggregate
+from ...engine.plan import EVENT_TIME, GAP, EnginePlan, when_column
+from ...engine.windows import registered_window_fn
+from ...errors import SqlflowSemanticError, SqlflowUnsupportedError
+from ...frontend.validate import validate
+from .. import conf
+from ..inputs import agg_column
+from ..output import panes_select
+from ..relations import to_spark_sql
+from ..report import Stage
+from ..schema import check_input_types, names_and_types, naming_query
+from .build import build_stream
+from .metrics import METRICS_NAME
+from .schema import pane_schema
+
+
+def streaming_stage(runner, number: int, ws, rel, raw, *, finish_dir: str | None = None) -> Stage:
+    """Build the pane stream of one windowed SELECT over a stream and replace the SELECT by a
+    SELECT over it. Returns the report's Stage, whose `extra["stream"]` is the PaneStream (for
+    `start` and `finish`). `finish_dir` (default: conf `spark.sqlflow.streaming.finishDir`) is
+    where `PaneStream.finish` writes its marker."""
+    validate(runner.statement, streaming=True)
+    if ws.replay:
+        src = ws.arrival_source.watermark
+        raise ws.error(SqlflowSemanticError, f"ARRIVAL {src.arrival} replays recorded data; on a stream a row "
+                       "arrives with its micro-batch", "WATERMARK", hint="drop ARRIVAL, or read the data as a batch")
+    delays = [s.watermark.model for s in ws.sources]
+    if len(delays) != 1 or not isinstance(delays[0], ast.BoundedDelay):
+        raise ws.error(SqlflowUnsupportedError, f"{ws.label()} reads a stream: it needs exactly one source with "
+                       "WATERMARK <column> DELAY OF <interval>", "WATERMARK")
+    check_input_types(ws, rel, raw.schema)
+    named = runner.sql(to_spark_sql(naming_query(ws)), ws.select, ws.position)
+    names, agg_types = names_and_types(ws, named.schema)
+
+    schema = {f.name: f.dataType for f in raw.schema.fields}
+    columns = [F.col(k) for k in rel.keys] + [F.col(a) for a in rel.args]
+    columns.append(F.unix_micros(F.col(EVENT_TIME).cast("timestamp")).alias(EVENT_TIME))
+    if rel.gap:
+        columns.append(F.unix_micros(F.timestamp_micros(F.lit(0)) + F.col(GAP)).alias(GAP))
+    columns += [F.col(when_column(i)) for i in range(rel.n_when)]
+    engine_input = raw.select(*columns)
+    aggregates = tuple(Aggregate(call.kind, arg, agg_column(j), call.ignore_nulls)
+                       for j, (call, arg) in enumerate(zip(ws.calls, rel.call_args)))
+    custom = {}
+    if isinstance(ws.window, ast.CustomWindow):
+        cls = registered_window_fn(ws.window.name)
+        if cls is not None:
+            custom[ws.window.name.lower()] = cls
+    plan = EnginePlan(ws.windowing, aggregates, keys=tuple(rel.keys), custom_windows=custom)
+    fields = [T.StructField(k, schema[k], True) for k in rel.keys]
+    fields += [T.StructField(agg_column(j), t, True) for j, t in enumerate(agg_types)]
+    output_schema = T.StructType(fields + pane_schema(T.StructType([]), EnginePlan(ws.windowing, (), ())).fields)
+
+    spark = runner.spark
+    operator = conf.get(spark, conf.STREAMING_OPERATOR, "auto").lower()
+    if operator not in conf.STREAMING_OPERATORS:
+        raise SqlflowUnsupportedError(f"{conf.STREAMING_OPERATOR} must be auto, native or stateful, got {operator!r}",
+                                      clause="STREAM")
+    buckets = conf.get(spark, conf.STREAMING_BUCKETS)
+    shift = conf.get(spark, conf.STREAMING_TIME_SHIFT)
+    stream = build_stream(
+        engine_input, plan, delay=delays[0].delay.micros, output_schema=output_schema,
+        native={"auto": None, "native": True, "stateful": False}[operator],
+        buckets=int(buckets) if buckets else None,
+        finish_dir=finish_dir or conf.get(spark, conf.STREAMING_FINISH_DIR),
+        time_shift=_interval_micros(spark, shift) if shift else 0,
+        metrics_name=METRICS_NAME if number == 1 else f"{METRICS_NAME}_{number}")
+    why = ("Spark's native streaming window aggregation (equivalent for this query)" if stream.operator == "native"
+           else f"transformWithStateInPandas over {stream.buckets} hash buckets of keys")
+    stage = Stage(number, ws.label(), f"streaming {stream.operator}", why, ws.windowing.mode.value)
+    stage.replay = f"stream, watermark DELAY OF {delays[0].delay}"
+    stage.extra["stream"] = stream
+    view = runner.view(stream.panes, "stream")
+    new = panes_select(ws, view, names)
+    if ws.select is runner.tree:
+        runner.tree = new
+    else:
+        ws.select.replace(new)
+    return stage
+
+
+def _interval_micros(spark: SparkSession, text: str) -> int:
+    """A Spark interval literal's length in microseconds (Spark parses it: every form it knows)."""
+    row = spark.sql(f"SELECT unix_micros(timestamp_micros(0) + INTERVAL {text}) AS us").collect()[0]
+    return int(row["us"])

@@ -1,0 +1,164 @@
+"""The stateful operator: `Engine.advance` per hash bucket of keys in transformWithStateInPandas.
+
+The driver side of udfs/streaming.py: it tags every input row with its bucket and kind, adds the
+control rows (heartbeats, finish markers), puts Spark's watermark on a shifted column
+(`watermark`), and splits the operator's output into panes, dropped rows and counters.
+"""
+from __future__ import annotations
+
+import os
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from ...engine.plan import EVENT_TIME, EnginePlan
+from ...time import MILLISECOND
+from ...udfs import streaming as op
+from ...udfs.bucket import NULL_MASK
+from ..engine_path import exact_bigint_exprs, exact_bigints
+from .combine import combinable, combined
+from .metrics import observe_input
+from .pane_stream import PaneStream
+from .schema import RETRACTION_COLUMN, is_integral
+from .watermark import UNBOUNDED_SHIFT, interval_ms
+
+#: default hash buckets per shuffle partition (docs/streaming.md: key vs bucket measurements)
+BUCKETS_PER_PARTITION = 4
+
+
+def stateful_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, *, delay: int, buckets, heartbeat,
+                   finish_dir, keep_dropped, time_shift, schema: T.StructType, metrics_name: str,
+                   grouping: str, shift: int) -> PaneStream:
+    """The pane stream of `plan` by the stateful operator (see `build.build_stream` for the
+    arguments; `shift` is the watermark column's shift, `watermark.lateness_shift`)."""
+    plain, data = data, observe_input(data, metrics_name, null_event_time=False)
+    weight = None
+    if not keep_dropped and shift == UNBOUNDED_SHIFT and grouping != "key" and combinable(plan, data.schema):
+        data, plan = combined(data, plan)
+        weight = op.WEIGHT
+    # a combined element keeps its rows' smallest event time for the engine and their largest
+    # (LATEST) for Spark's watermark, which is max event time - delay over the rows
+    latest = F.col(op.LATEST) if op.LATEST in data.columns else F.col(EVENT_TIME)
+    input_columns = tuple(c for c in data.columns if c != op.LATEST)
+    n_buckets = buckets or BUCKETS_PER_PARTITION * int(spark.conf.get("spark.sql.shuffle.partitions"))
+    if not plan.keys:
+        n_buckets = 1
+    by_key = grouping == "key"
+    if by_key:
+        n_buckets = 0
+        bucket = F.lit(0)
+    else:
+        bucket = F.pmod(F.hash(*[F.col(k) for k in plan.keys]), F.lit(n_buckets)) if plan.keys else F.lit(0)
+    rows = (data.withColumn(op.BUCKET, bucket.cast("int"))
+            .withColumn(op.KIND, F.lit(op.DATA).cast("int"))
+            .withColumn(op.WM_COLUMN, F.timestamp_micros(latest + F.lit(time_shift + shift))))
+    # BIGINT keys and arguments as value + NULL mask: pandas would see them as float64 (engine_path)
+    masked = exact_bigints(list(dict.fromkeys([*plan.keys, *(a.column for a in plan.aggregates if a.column)])),
+                           data.schema)
+    if masked:
+        rows = rows.selectExpr(*exact_bigint_exprs(rows.columns, masked))
+    columns = rows.columns
+    # control rows (heartbeats, finish) put 0 / TRUE (= NULL) in the masked BIGINTs: a NULL there
+    # would turn the whole int64 column of an Arrow batch into float64 for pandas
+    fill = {**{c: 0 for c in masked}, **{NULL_MASK + c: True for c in masked}}
+    parts = [rows]
+    heartbeat = heartbeat is not False and not by_key  # default on
+    if heartbeat:
+        # read a real column too: a file source read for its corrupt-record column alone (counted by
+        # read_stream's observe) is refused by Spark (UNSUPPORTED_FEATURE.QUERY_ONLY_CORRUPT_RECORD_COLUMN)
+        # heartbeat rows hold their partition's max event time, `fill` and NULL in every other
+        # column, also in the watermark column (Spark's max is unchanged)
+        beat_schema = T.StructType([T.StructField(f.name, f.dataType, True) for f in rows.schema.fields])
+        beats = (plain.select(F.lit(1).alias("__sqlflow_one"), F.col(EVENT_TIME))
+                 .mapInPandas(op.heartbeats(n_buckets, columns, fill), beat_schema))
+        parts.append(beats)
+    if finish_dir is not None:
+        os.makedirs(finish_dir, exist_ok=True)
+        control = spark.readStream.schema("finish string").json(finish_dir)
+        fin = control.select(F.explode(F.sequence(F.lit(0), F.lit(max(n_buckets, 1) - 1))).alias(op.BUCKET))
+        fin = fin.select(*[(F.col(op.BUCKET) if c == op.BUCKET else
+                            F.lit(op.FINISH).cast("int").alias(c) if c == op.KIND else
+                            F.lit(fill.get(c)).cast(rows.schema[c].dataType).alias(c)) for c in columns])
+        parts.append(fin)
+    union = parts[0]
+    for part in parts[1:]:
+        union = union.unionByName(part)
+    union = union.withWatermark(op.WM_COLUMN, interval_ms(delay + shift))
+    if shift == UNBOUNDED_SHIFT:
+        # Spark drops no row as late (the column is shifted 10 years ahead): the column has
+        # defined the watermark and goes. The operator reads its input row by row (PySpark's
+        # transformWithStateInPandas), and a TIMESTAMP column costs a Python datetime per row
+        # (a third of the operator's time, measured)
+        union = union.drop(op.WM_COLUMN, op.LATEST)
+        columns = [c for c in columns if c not in (op.WM_COLUMN, op.LATEST)]
+    spec = op.StreamSpec(
+        plan=plan, input_columns=input_columns, frame_columns=tuple(columns),
+        integral_columns=tuple(f.name for f in data.schema.fields if is_integral(f.dataType)),
+        masked_columns=masked,
+        shift=time_shift, keep_dropped=keep_dropped, weight=weight,
+        column_shift=time_shift + shift, delay_ms=(delay + shift) // MILLISECOND if heartbeat else None)
+    out_schema = operator_schema(spec, schema)
+    group_cols = list(plan.keys) if by_key else [op.BUCKET]
+    initial = None
+    if not by_key:
+        initial = (spark.range(max(n_buckets, 1)).select(F.col("id").cast("int").alias(op.BUCKET))
+                   .groupBy(op.BUCKET))
+    raw = union.groupBy(*group_cols).transformWithStateInPandas(
+        statefulProcessor=op.PaneProcessor(spec), outputStructType=out_schema, outputMode="Append",
+        timeMode="EventTime", initialState=initial)
+    sums = [F.coalesce(F.sum(op.METRIC_PREFIX + m), F.lit(0)).alias(m) for m in op.METRICS_COLUMNS]
+    gauges = [F.max(op.METRIC_PREFIX + m).alias(m) for m in op.GAUGE_COLUMNS]
+    observed = raw.observe(metrics_name, *sums, *gauges)
+    pane_projection = pane_columns(spec, schema)
+    panes = observed.where(F.col(op.KIND) == op.PANE).select(*pane_projection)
+    dropped = dropped_projection = None
+    if keep_dropped:
+        dropped_projection = [
+            *[F.col(k) for k in plan.keys],
+            F.timestamp_micros(F.col(op.OUT_EVENT_TIME)).alias("event_time"),
+            F.col(op.OUT_REASON).alias("reason"),
+            F.timestamp_micros(F.col(op.OUT_START)).alias("window_start"),
+            F.timestamp_micros(F.col(op.OUT_END)).alias("window_end"),
+            F.timestamp_micros(F.col(op.OUT_EMIT)).alias("emit_time")]
+        dropped = observed.where(F.col(op.KIND) == op.DROPPED).select(*dropped_projection)
+    return PaneStream(panes, observed, dropped, finish_dir, "stateful", n_buckets, metrics_name,
+                      pane_projection, dropped_projection)
+
+
+def operator_schema(spec: op.StreamSpec, schema: T.StructType) -> T.StructType:
+    """The operator's output: kind, pane columns (times as int64 us), dropped-row and metric columns."""
+    by_name = {f.name: f for f in schema.fields}
+    fields = [T.StructField(op.KIND, T.IntegerType(), False)]
+    fields += [T.StructField(k, by_name[k].dataType, True) for k in spec.plan.keys]
+    fields += [T.StructField(a.output, by_name[a.output].dataType, True) for a in spec.plan.aggregates]
+    fields += [T.StructField(c, t, True) for c, t in (
+        (op.OUT_START, T.LongType()), (op.OUT_END, T.LongType()), (op.OUT_INDEX, T.LongType()),
+        (op.OUT_TIMING, T.StringType()), (op.OUT_LAST, T.BooleanType()), (op.OUT_EMIT, T.LongType()))]
+    if spec.retracting:
+        fields.append(T.StructField(op.OUT_RETRACTION, T.BooleanType(), True))
+    fields += [T.StructField(op.OUT_EVENT_TIME, T.LongType(), True), T.StructField(op.OUT_REASON, T.StringType(), True)]
+    fields += [T.StructField(op.METRIC_PREFIX + m, T.LongType(), True) for m in op.METRICS_COLUMNS + op.GAUGE_COLUMNS]
+    return T.StructType(fields)
+
+
+def pane_columns(spec: op.StreamSpec, schema: T.StructType) -> list:
+    """The pane columns of `schema` from the operator's output (times back to TIMESTAMP)."""
+    source = {"window_start": F.timestamp_micros(F.col(op.OUT_START)),
+              "window_end": F.timestamp_micros(F.col(op.OUT_END)),
+              "pane_index": F.col(op.OUT_INDEX), "pane_timing": F.col(op.OUT_TIMING),
+              "is_last": F.col(op.OUT_LAST), "emit_time": F.timestamp_micros(F.col(op.OUT_EMIT)),
+              RETRACTION_COLUMN: F.col(op.OUT_RETRACTION) if spec.retracting else None}
+    out = []
+    for f in schema.fields:
+        expr = source.get(f.name)
+        out.append((expr if expr is not None else F.col(f.name)).cast(f.dataType).alias(f.name))
+    return out
+
+
+def project_batch(raw: DataFrame, stream: PaneStream, kind: int) -> DataFrame:
+    """The pane (or dropped-row) columns of one micro-batch of the operator's output."""
+    rows = raw.where(F.col(op.KIND) == kind)
+    if kind == op.PANE:
+        return rows.select(*stream.pane_projection)
+    return rows.select(*stream.dropped_projection)
