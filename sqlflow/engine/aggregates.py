@@ -64,7 +64,7 @@ class Grouping:
 
     def __init__(self, group: np.ndarray):
         self.group = np.asarray(group, dtype=np.int64)
-        self._sorted = None
+        self._sorted: tuple | None = None
 
     def _sort(self) -> tuple:
         if self._sorted is None:
@@ -255,13 +255,13 @@ class Aggregate:
             order = np.lexsort((sign * _clip(acc["seq"]), sign * _clip(acc["et"]), group))
             g = group[order]
             take = order[np.r_[True, g[1:] != g[:-1]]]
-            out = _empty_first_last(n_groups, k)
+            picked = _empty_first_last(n_groups, k)
             gs = group[take]
-            out["et"][gs] = acc["et"][take]
-            out["seq"][gs] = acc["seq"][take]
-            out["v"][gs] = acc["v"][take]
-            out["has"][gs] = _reduce(acc["has"], grouping, n_groups, np.add, 0)[gs]
-            return out
+            picked["et"][gs] = acc["et"][take]
+            picked["seq"][gs] = acc["seq"][take]
+            picked["v"][gs] = acc["v"][take]
+            picked["has"][gs] = _reduce(acc["has"], grouping, n_groups, np.add, 0)[gs]
+            return picked
         # variance family, Chan et al. parallel combination
         n = _reduce(acc["n"], grouping, n_groups, np.add, 0.0)
         total = _reduce(acc["n"] * acc["mean"], grouping, n_groups, np.add, 0.0)
@@ -345,7 +345,7 @@ def _unify(parts: list[dict], field: str, kind: str) -> list[dict]:
     typed = {p[field].dtype for p in parts if p["cnt"].any()} or {p[field].dtype for p in parts}
     if len(typed) == 1:
         target = typed.pop()
-    elif any(d == object for d in typed) or len({d.kind == "M" for d in typed}) > 1:
+    elif any(d == np.dtype(object) for d in typed) or len({d.kind == "M" for d in typed}) > 1:
         target = np.dtype(object)
     else:
         target = np.result_type(*typed)
@@ -409,7 +409,9 @@ def _sum_values(x: pd.Series, null: np.ndarray, as_float: bool) -> np.ndarray:
         present = vals[~null]
         inferred = pd.api.types.infer_dtype(present, skipna=False)
         if inferred == "decimal":
-            return np.where(null, decimal.Decimal(0), vals)
+            zeroed = vals.copy()
+            zeroed[null] = decimal.Decimal(0)
+            return zeroed
         if inferred in ("integer", "boolean"):
             out = np.zeros(n, np.int64)
             out[~null] = present.astype(np.int64)

@@ -79,24 +79,24 @@ def _search(a, bounds, lo, hi, shift, q, right):
         x = q[j]
         if indexed and a0 <= x <= top:
             b = (x - a0) >> shift
-            l, h = bounds[b], bounds[b + 1]
+            first, stop = bounds[b], bounds[b + 1]
         else:
-            l, h = 0, n
+            first, stop = 0, n
         if right:
-            while l < h:
-                m = (l + h) >> 1
+            while first < stop:
+                m = (first + stop) >> 1
                 if a[m] <= x:
-                    l = m + 1
+                    first = m + 1
                 else:
-                    h = m
+                    stop = m
         else:
-            while l < h:
-                m = (l + h) >> 1
+            while first < stop:
+                m = (first + stop) >> 1
                 if a[m] < x:
-                    l = m + 1
+                    first = m + 1
                 else:
-                    h = m
-        out[j] = l
+                    stop = m
+        out[j] = first
     return out
 
 
@@ -108,7 +108,7 @@ class SortedIndex:
 
     def __init__(self, a: np.ndarray):
         self.a = np.ascontiguousarray(a, dtype=_I64)
-        self.bounds = None  # built for the first large search
+        self.bounds: np.ndarray | None = None  # built for the first large search
 
     def _index(self):
         a = self.a

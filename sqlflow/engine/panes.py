@@ -13,6 +13,8 @@ by window start, window end and key.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pandas as pd
 
@@ -38,7 +40,7 @@ class PaneTable:
 
     def __init__(self):
         self._blocks: list[dict] = []
-        self._rows = {f: [] for f in self._FIELDS}
+        self._rows: dict[str, list] = {f: [] for f in self._FIELDS}
         self._parents: list[list[int]] = []
         self._gen: list[int] = []
         self.size = 0
@@ -102,7 +104,8 @@ class PaneTable:
         if not self._rows["key"]:
             return
         first = self.size - len(self._rows["key"])
-        block = {f: np.asarray(v, dtype=bool if f == "is_last" else np.int64) for f, v in self._rows.items()}
+        block: dict[str, Any] = {f: np.asarray(v, dtype=bool if f == "is_last" else np.int64)
+                                 for f, v in self._rows.items()}
         block["first"] = first
         block["parents_list"] = self._parents
         block["gen"] = np.asarray(self._gen, np.int64)
@@ -117,7 +120,8 @@ class PaneTable:
                for f in self._FIELDS + ("gen",)}
         if not self._blocks:
             out["is_last"] = out["is_last"].astype(bool)
-        counts, flat = [], []
+        counts: list[int] = []
+        flat: list[int] = []
         for b in self._blocks:
             if "parents_list" in b:
                 counts.extend(len(p) for p in b["parents_list"])

@@ -226,7 +226,8 @@ class Engine:
         table = PaneTable()
         # stored pending input becomes pseudo assignments after the new ones
         pseudo_acc: list[list] = [[] for _ in self.plan.aggregates]
-        pseudo_start, pseudo_end = [], []
+        pseudo_start: list[int] = []
+        pseudo_end: list[int] = []
         fixed: dict = {}
         hidden: list[int] = []
         loops: dict = {}
@@ -533,7 +534,7 @@ def _key_frame(key_tuples: list[tuple], keys: list[str], rows: pd.DataFrame) -> 
     for i, k in enumerate(keys):
         col = pd.Series([t[i] for t in key_tuples], dtype=object)
         typed, dtype = None, rows[k].dtype
-        if dtype != object:
+        if dtype != np.dtype(object):
             try:
                 typed = col.astype(dtype)
                 if not typed.astype(object).where(typed.notna(), None).equals(col):

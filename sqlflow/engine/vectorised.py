@@ -26,6 +26,8 @@ tests/engine/test_properties.py compare them with it on random inputs), but in c
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
@@ -150,11 +152,25 @@ def watermark_schedule(*, a_key, a_at, a_start, a_end, merging: bool, timeline, 
     return left, ends
 
 
+@dataclass(frozen=True)
 class _Instants:
-    """Arrival instants of every group (window, or final session), ordered by group and time."""
+    """Arrival instants of every group (window, or final session), ordered by group and time.
+    One entry per instant (a group's rows arrived at one processing time), but `idx` and `of`,
+    which are per kept row."""
 
-    def __init__(self, **kw):
-        self.__dict__.update(kw)
+    n: int                      # number of instants
+    idx: np.ndarray             # the kept rows, ordered by group and arrival
+    of: np.ndarray              # each of those rows' instant
+    group: np.ndarray
+    at: np.ndarray              # arrival time
+    start: np.ndarray           # the group's window (for sessions, the span arrived so far)
+    end: np.ndarray
+    w_before: np.ndarray        # the watermark just before the instant
+    key: np.ndarray
+    new_group: np.ndarray       # the first instant of its group
+    next_at: np.ndarray         # the group's next arrival (POS_INF after its last)
+    last_of_group: np.ndarray   # the group's last instant
+    first_of_group: np.ndarray  # the group's first instant
 
 
 def _instants(a_key, a_at, a_start, a_end, keep, group, merging, w_before) -> _Instants:
@@ -175,7 +191,7 @@ def _instants(a_key, a_at, a_start, a_end, keep, group, merging, w_before) -> _I
         end = segment_cummax(end, new_group)
     return _Instants(
         n=n_inst, idx=idx, of=inst_of, group=ig, at=ia, start=start, end=end,
-        w_before=w_before[idx[firsts]] if n_inst else ia,  # the watermark just before each instant
+        w_before=w_before[idx[firsts]] if n_inst else ia,
         key=a_key[idx[firsts]] if n_inst else np.empty(0, np.int64),
         new_group=new_group, next_at=np.where(last_in_group, POS_INF, np.r_[ia[1:], POS_INF]) if n_inst else ia,
         last_of_group=np.flatnonzero(last_in_group)[np.cumsum(new_group) - 1] if n_inst else ia,

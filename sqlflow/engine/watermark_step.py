@@ -92,7 +92,6 @@ class WatermarkStep:
         eng = self.engine
         inp = eng._prepare(rows, replay=True)
         inputs = eng._accumulators(inp, inp.at)
-        n_assign = len(inp.a_row)
         too_late = _sat_add(inp.a_end, self.lateness) <= wm_prev
         drop_reason = np.where(too_late, TOO_LATE, "").astype(object)
         keep = np.flatnonzero(~too_late)
@@ -226,13 +225,13 @@ class WatermarkStep:
                 # stored one (concatenated, not assigned: the batches' value types may differ)
                 stored_prev = had_pane[live] & ~fired[live]
                 now = fired[live]
-                parts = [self._identity(i, len(live), pend[i]),
-                         _take(st["total"][i], s_idx[live[stored_prev]]) if stored_prev.any() else None,
-                         _take(totals[i], pos_in_fired[live[now]]) if now.any() else None]
+                totals_of = [self._identity(i, len(live), pend[i]),
+                             _take(st["total"][i], s_idx[live[stored_prev]]) if stored_prev.any() else None,
+                             _take(totals[i], pos_in_fired[live[now]]) if now.any() else None]
                 take = np.arange(len(live))
                 take[stored_prev] = len(live) + np.arange(int(stored_prev.sum()))
                 take[now] = len(live) + int(stored_prev.sum()) + np.arange(int(now.sum()))
-                new_state["total"][i] = _take(self.aggs[i].concat([q for q in parts if q is not None]), take)
+                new_state["total"][i] = _take(self.aggs[i].concat([q for q in totals_of if q is not None]), take)
         return result, (new_state if len(live) else {})
 
     def _frame(self, w, values, key_row, key_frame_row, both, start, end, index, timing, is_last, emit,

@@ -38,14 +38,16 @@ class Timeline:
     end: int = NEG_INF
     # the same as Python lists, built when first asked for: the per-key loop asks one instant at a
     # time, and bisect on a list costs a fraction of a numpy call
-    _lists: tuple = field(default=None, init=False, repr=False, compare=False)
+    _lists: tuple | None = field(default=None, init=False, repr=False, compare=False)
     # coarse indexes for searching many instants at once (kernels.SortedIndex), built when first asked for
-    _index: dict = field(default=None, init=False, repr=False, compare=False)
+    _index: dict | None = field(default=None, init=False, repr=False, compare=False)
 
     def _both(self) -> tuple:
-        if self._lists is None:
-            object.__setattr__(self, "_lists", (self.times.tolist(), self.values.tolist()))
-        return self._lists
+        lists = self._lists
+        if lists is None:
+            lists = (self.times.tolist(), self.values.tolist())
+            object.__setattr__(self, "_lists", lists)
+        return lists
 
     def __getstate__(self):  # the arrays travel (to the executors), not the lists
         return {"times": self.times, "values": self.values, "end": self.end}
@@ -58,11 +60,13 @@ class Timeline:
 
     def _search(self, column: str, x, right: bool = False) -> np.ndarray:
         """np.searchsorted(getattr(self, column), x, side), through a kernels.SortedIndex kept per column."""
-        if self._index is None:
-            object.__setattr__(self, "_index", {})
-        index = self._index.get(column)
+        indexes = self._index
+        if indexes is None:
+            indexes = {}
+            object.__setattr__(self, "_index", indexes)
+        index = indexes.get(column)
         if index is None:
-            index = self._index[column] = SortedIndex(getattr(self, column))
+            index = indexes[column] = SortedIndex(getattr(self, column))
         return index.search(x, right=right)
 
     @staticmethod
@@ -191,7 +195,6 @@ def perfect(arrival, event) -> Timeline:
 
 def minimum(*timelines: Timeline) -> Timeline:
     """The watermark of several inputs: the minimum of theirs, at every processing time."""
-    timelines = [t for t in timelines]
     if not timelines:
         return EMPTY_TIMELINE
     if len(timelines) == 1:

@@ -118,7 +118,7 @@ class SessionWindows:
     @staticmethod
     def merge(windows: list[tuple[int, int]]):
         """Overlapping windows merge transitively; windows that only touch do not."""
-        out = []
+        out: list[tuple[tuple[int, int], list[tuple[int, int]]]] = []
         for s, e in sorted(windows):
             if out and s < out[-1][0][1]:
                 (ms, me), srcs = out[-1]
