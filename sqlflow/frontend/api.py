@@ -66,4 +66,5 @@ def to_sql(statement: Statement, *, pretty: bool = False) -> str:
     """Canonical SQL of a statement, our clauses included; a plain statement's own text."""
     if statement.is_plain:
         return statement.sql
+    assert statement.tree is not None  # a statement with sqlflow clauses was read by sqlglot
     return statement.tree.sql(dialect=DIALECT, pretty=pretty)

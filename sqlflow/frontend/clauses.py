@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from lark import Lark, Token, Transformer_NonRecursive, v_args
 from lark.exceptions import UnexpectedInput, VisitError
@@ -128,12 +129,13 @@ class _ToAst(Transformer_NonRecursive):
         return self.source.position(self.base + meta.start_pos)
 
     def _offset(self, token: Token) -> int:
+        assert token.start_pos is not None  # the lexer places every token
         return self.base + token.start_pos
 
     # ---------------------------------------------------------------- clause tail
 
     def windowing(self, meta, clauses):
-        seen: dict[str, object] = {}
+        seen: dict[str, Any] = {}  # clause name -> its node (WindowClause, Trigger, ...)
         for clause in clauses:
             name, rank = _CLAUSES[type(clause)]
             if name in seen:

@@ -89,7 +89,7 @@ class SqlflowSpark(Spark):
             """`STREAM(t) [AS a]` is `STREAM t [AS a]`: one tree, Stream(Table), for both."""
             stream = super()._parse_stream()
             inner = stream.this if stream is not None else None
-            if isinstance(inner, exp.Subquery) and isinstance(inner.this, exp.Table) \
+            if stream is not None and isinstance(inner, exp.Subquery) and isinstance(inner.this, exp.Table) \
                     and not inner.this.args.get("alias"):
                 table = inner.this
                 for key in ("alias", "sample", "pivots"):

@@ -106,6 +106,7 @@ def unit_range(literal: str, first: str, last: str) -> int:
     fields = _RANGE_FIELDS[start:end + 1]
     body = unquote(literal)
     m = re.fullmatch(r"([+-]?)(.*)", body.strip(), re.S)
+    assert m is not None  # matches any text
     sign, rest = (-1 if m.group(1) == "-" else 1), m.group(2)
     parts = re.split(r"[ :]", rest, maxsplit=len(fields) - 1) if rest else []
     if len(parts) != len(fields) or not all(re.fullmatch(r"\d+(\.\d+)?", p) for p in parts) \

@@ -82,7 +82,9 @@ def _lex(text: str, pos: int, end: int):
         ch = text[pos]
         nxt = text[pos + 1] if pos + 1 < end else ""
         if ch.isspace():
-            pos = _SPACE.match(text, pos, end).end()
+            space = _SPACE.match(text, pos, end)
+            assert space is not None  # text[pos] is a space
+            pos = space.end()
             continue
         if ch == "-" and nxt == "-":
             stop = text.find("\n", pos, end)

@@ -14,10 +14,14 @@ from __future__ import annotations
 
 import bisect
 import re
+from typing import TypeVar
 
 from ..ast import Position
-from ..errors import SqlflowError, SqlflowSyntaxError  # noqa: F401  (doctest)
+from ..errors import SqlflowError
+from ..errors import SqlflowSyntaxError  # noqa: F401  (doctest)
 from .scan import blank, comment_spans
+
+E = TypeVar("E", bound=SqlflowError)
 
 
 class Source:
@@ -48,13 +52,13 @@ class Source:
         line = min(max(line, 1), len(self._starts))
         return min(self._starts[line - 1] + max(column, 1) - 1, len(self.text))
 
-    def error(self, kind: type[SqlflowError], message: str, offset: int, *,
-              clause: str | None = None, hint: str | None = None) -> SqlflowError:
+    def error(self, kind: type[E], message: str, offset: int, *,
+              clause: str | None = None, hint: str | None = None) -> E:
         line, column = self.line_column(offset)
         return kind(message, clause=clause, sql=self.text, line=line, column=column, hint=hint)
 
-    def error_at(self, kind: type[SqlflowError], message: str, pos: Position | None, *,
-                 clause: str | None = None, hint: str | None = None) -> SqlflowError:
+    def error_at(self, kind: type[E], message: str, pos: Position | None, *,
+                 clause: str | None = None, hint: str | None = None) -> E:
         """An error at an AST node's position (or unlocated if it has none)."""
         if pos is None:
             return kind(message, clause=clause, hint=hint)

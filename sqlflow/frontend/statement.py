@@ -50,7 +50,7 @@ class Statement:
     own `DELAY OF INTERVAL 1 MINUTE`, a plain statement that means the same.
     """
 
-    __hash__ = None  # type: ignore[assignment]  (the tree is mutable)
+    __hash__ = None  # type: ignore[assignment]  # the tree is mutable
 
     def __init__(self, sql: str, *, source: Source, start: int, end: int,
                  tree: exp.Expr | None = None, plain: bool, offsets: "Offsets | None" = None) -> None:
@@ -215,7 +215,7 @@ def _build_tree(source: Source, start: int, end: int, spans: list[Span]):
         raise source.error(SqlflowSyntaxError, "expected one SQL statement", start, clause="SQL")
     tree = trees[0]
     _check_depth(source, offsets, tree)
-    found = {TAIL: set(), SOURCE: set()}
+    found: dict[str, set[int]] = {TAIL: set(), SOURCE: set()}
     for node in list(tree.walk()):
         number = node.meta.pop(MARKER_KEY, None) if node._meta else None
         if number is None:

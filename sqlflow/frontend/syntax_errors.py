@@ -4,6 +4,7 @@ words, not terminal names), and the keyword a typo was probably meant to be.
 from __future__ import annotations
 
 import re
+from typing import cast
 
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 
@@ -33,18 +34,18 @@ def from_lark(source: Source, start: int, end: int, rule: str,
     interactive = getattr(error, "interactive_parser", None)
     expected = set(interactive.accepts()) if interactive is not None else \
         set(getattr(error, "expected", None) or getattr(error, "allowed", None) or ())
+    token = getattr(error, "token", None)  # UnexpectedToken's
     if isinstance(error, UnexpectedCharacters):
-        offset = start + error.pos_in_stream
+        offset = start + cast(int, error.pos_in_stream)  # lark declares it on the base class as None
         got = _word_at(source.code, offset)
-    elif isinstance(error, UnexpectedEOF) or getattr(error, "token", None) is None \
-            or error.token.type == "$END":
+    elif isinstance(error, UnexpectedEOF) or token is None or token.type == "$END":
         following = scan(source.code, end, min(len(source.code), end + 200))
         if following and following[0].text != ";":
             offset, got = following[0].start, following[0].text
         else:
             offset, got = end, None
     else:
-        offset, got = start + error.token.start_pos, str(error.token)
+        offset, got = start + token.start_pos, str(token)
     clause = "WATERMARK" if rule == "source_watermark" else clause_at(source, start, offset)
     if rule == "windowing":
         expected -= _settled_clauses(source, start, offset)

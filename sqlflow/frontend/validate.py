@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import sys
+from typing import NoReturn
 
 from sqlglot import exp
 
@@ -57,7 +58,7 @@ class _Checker:
         self.statement = statement
         self.streaming = streaming
 
-    def fail(self, message: str, pos: ast.Position | None, clause: str, hint: str | None = None):
+    def fail(self, message: str, pos: ast.Position | None, clause: str, hint: str | None = None) -> NoReturn:
         raise self.statement.source.error_at(SqlflowSemanticError, message, pos, clause=clause,
                                              hint=hint)
 
