@@ -137,7 +137,7 @@ def run(input_path: str, panes_path: str) -> dict:
     stalled = None
     try:
         pipeline.run().wait_until_finish()
-    except Exception as error:  # the DirectRunner's stall report (see the module docstring)
+    except Exception as error:  # noqa: BLE001 - the DirectRunner's stall report (see the module docstring)
         stalled = repr(error)
     seconds = time.perf_counter() - start
 

@@ -673,7 +673,7 @@ def _hive_lines(df) -> list[str]:
         seq = jvm.org.apache.spark.sql.execution.HiveResult.hiveResultString(plan)
         text = seq.mkString("\n")
         return text.split("\n") if text else []
-    except Exception as error:  # noqa: BLE001 - fall back to formatting in Python
+    except Exception as error:  # fall back to formatting in Python (Spark's own errors re-raised)
         if _is_spark_error(error):
             raise
         return ["\t".join(_format(v) for v in row) for row in df.collect()]

@@ -100,7 +100,7 @@ def _pyplot():
 def _to_pandas(frame: Any, limit: int, what: str) -> pd.DataFrame:
     if frame is None:
         return None
-    if hasattr(frame, "panes") and isinstance(getattr(frame, "panes"), pd.DataFrame):
+    if hasattr(frame, "panes") and isinstance(frame.panes, pd.DataFrame):
         return frame.panes  # an engine result
     if isinstance(frame, pd.DataFrame):
         return frame

@@ -18,9 +18,10 @@ import numpy as np
 START = datetime(2024, 3, 15, 9, 0, 0)
 PAGES = ["home", "search", "product", "product", "product", "reviews", "cart", "checkout"]
 USERS = ["alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi"]
+CSV = Path(__file__).with_name("clickstream.csv")
 
 
-def main(path: Path = Path(__file__).with_name("clickstream.csv")) -> None:
+def main(path: Path = CSV) -> None:
     rng = np.random.default_rng(20240315)
     rows = []
     for user in USERS:

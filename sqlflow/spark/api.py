@@ -9,7 +9,7 @@ hash buckets of keys, whichever `explain` says and why.
 from __future__ import annotations
 
 from ..errors import SqlflowError
-from .report import ATTRIBUTE, dropped, metrics  # noqa: F401  (public)
+from .report import ATTRIBUTE, dropped, metrics
 
 __all__ = ["sql", "transpile", "explain", "register", "dropped", "metrics"]
 

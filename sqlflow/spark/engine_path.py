@@ -141,7 +141,6 @@ def run_engine(ws, rel: InputRelation, raw, agg_types: list, *, buckets: int, ti
     `raw` is the input relation as a DataFrame (raw values), `agg_types` the Spark type of each
     aggregate call.
     """
-    from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
     from ..udfs.bucket import (DROPPED, DROPPED_END, DROPPED_START, FINAL, KIND, OUTPUT_COLUMNS, PANE, REASON,

@@ -1,7 +1,6 @@
 """Properties of the engine on random inputs and random triggers (issue: engine, Tests)."""
 from collections import Counter
 
-import numpy as np
 import pandas as pd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

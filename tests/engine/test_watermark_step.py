@@ -4,7 +4,6 @@ micro-batch, with its state pickled in between."""
 import decimal
 import pickle
 
-import numpy as np
 import pandas as pd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st

@@ -5,13 +5,13 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.dates as mdates  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-import pytest  # noqa: E402
+import matplotlib.dates as mdates
+import numpy as np
+import pandas as pd
+import pytest
 
-import sqlflow  # noqa: E402
-from sqlflow.errors import SqlflowError  # noqa: E402
+import sqlflow
+from sqlflow.errors import SqlflowError
 
 DAY0 = mdates.date2num(np.datetime64("1970-01-01T00:00:00"))
 
