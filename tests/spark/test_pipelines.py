@@ -107,3 +107,31 @@ def test_a_native_stage_needs_nothing(spark, paper_views):
     query = f"WITH s AS ({stage}) SELECT COUNT(*) AS n, SUM(total) AS total FROM s"
     assert tuple(sqlflow.sql(spark, query, path="native").first()) == (2, 51)
     assert tuple(sqlflow.sql(spark, query, path="engine").first()) == (2, 51)
+
+
+def _docs_example(repo_root, heading: str) -> tuple[str, list[tuple]]:
+    """The SQL of a docs/pipelines.md example and the rows of the output printed under it."""
+    import re
+
+    text = (repo_root / "docs" / "pipelines.md").read_text(encoding="utf-8")
+    section = text[text.index(heading):]
+    sql = re.search(r"```sql\n(.*?)```", section, re.S).group(1)
+    table = re.search(r"```text\n(.*?)```", section, re.S).group(1)
+    lines = [ln for ln in table.splitlines() if ln.startswith("|")]
+    header = [c.strip() for c in lines[0].strip("|").split("|")]
+    rows = [tuple(c.strip() for c in ln.strip("|").split("|")) for ln in lines[1:]]
+    return sql, [header] + rows
+
+
+def test_the_docs_sessions_by_length_example_prints_what_the_docs_show(spark, repo_root):
+    """docs/pipelines.md: a session lasts at least its gap, so the example must pick a threshold
+    above it for 'short' to occur (issue 19, item 14)."""
+    from sqlflow.demo import load_clickstream
+
+    load_clickstream(spark)
+    sql, (header, *rows) = _docs_example(repo_root, "## Example: sessions by length")
+    df = sqlflow.sql(spark, sql)
+    assert df.columns == header == ["length", "sessions", "clicks", "busiest"]
+    assert [tuple(str(v) for v in r) for r in df.collect()] == rows == [
+        ("long", "66", "1590", "82"), ("short", "74", "410", "20")]
+    assert sum(int(r[2]) for r in rows) == 2000  # every click in exactly one final session
