@@ -22,6 +22,7 @@ from sqlglot import exp
 from .. import ast
 from ..errors import SqlflowError
 from ..engine.plan import EVENT_TIME, GAP
+from ..engine.vectorised import collapsible
 from ..frontend.statement import Statement
 from . import conf, timeline
 from .analysis import spark_sql
@@ -251,7 +252,8 @@ class Runner:
         final_view = self.view(run.final, "final")
         new = panes_select(ws, panes_view, names)
         net = panes_select(ws, final_view, names)
-        merging = _merging(ws.window)
+        # merged-away windows reach the output only if a window can emit before its final pane
+        merging = _merging(ws.window) and not (not ws.replay and collapsible(ws.windowing.effective_trigger))
         new.meta[STAGE_KEY] = StageLink(ws.windowing.mode, net, merging, ws.label())
         self._replace(ws, new)
 

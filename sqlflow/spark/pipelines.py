@@ -52,7 +52,8 @@ class StageLink:
 
     mode: ast.AccumulationMode
     net: exp.Select      # the same SELECT over the stage's final panes only
-    merging: bool
+    merging: bool        # windows merge and a merged-away window can be in the output (not when
+                         # each window emits one final pane: bounded data, a trigger firing at the end)
     label: str
 
 

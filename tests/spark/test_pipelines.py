@@ -135,3 +135,16 @@ def test_the_docs_sessions_by_length_example_prints_what_the_docs_show(spark, re
     assert [tuple(str(v) for v in r) for r in df.collect()] == rows == [
         ("long", "66", "1590", "82"), ("short", "74", "410", "20")]
     assert sum(int(r[2]) for r in rows) == 2000  # every click in exactly one final session
+
+
+@pytest.mark.parametrize("path", ["auto", "engine"])
+def test_a_bounded_default_trigger_sessions_stage_read_by_count_and_max_does_not_warn(spark, paper_views, path):
+    """Each window of a bounded stage with the default trigger emits one final pane: no merged-away
+    session is ever in its output, so there is nothing to warn about (issue 19, item 12)."""
+    import warnings
+
+    stage = "SELECT k, SUM(v) AS total FROM events GROUP BY k WINDOW SESSIONS(GAP 1m) ON et"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SqlflowPipelineWarning)
+        df = sqlflow.sql(spark, f"WITH s AS ({stage}) SELECT COUNT(*) AS n, MAX(total) AS top FROM s", path=path)
+    assert tuple(df.first()) == (2, 39)
