@@ -80,6 +80,6 @@ def __dir__():
 
 def load_ipython_extension(ipython) -> None:
     """`%load_ext sqlflow`: registers the %sqlflow and %%sqlflow magics."""
-    from .magic import load_ipython_extension as _load
+    from .interfaces.magic import load_ipython_extension as _load
 
     _load(ipython)

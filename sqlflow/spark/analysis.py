@@ -103,12 +103,25 @@ def _mentions(text: str, fragment: str) -> bool:
         isinstance(n, exp.Column) and n.name.lower() == wanted.name.lower() for n in tree.walk())
 
 
-def spark_message(error) -> str:
-    """Spark's message without the plan dump and the position in the generated SQL."""
+def spark_message(error, *, whole: bool = False) -> str:
+    """Spark's message without the plan dump and the position in the generated SQL: its first
+    line, or with `whole` every line of the message proper (spark-sql's hints such as the search
+    path, and the SQLSTATE), as spark-sql prints a statement's error.
+
+    >>> text = "[X] Not found.\\nSearch path: [a]. SQLSTATE: 42P01; line 1 pos 14;\\n'Project [*]"
+    >>> spark_message(text), spark_message(text, whole=True)
+    ('[X] Not found.', '[X] Not found.\\nSearch path: [a]. SQLSTATE: 42P01')
+    """
     text = str(getattr(error, "desc", None) or error)
-    text = text.split("\n", 1)[0]
-    text = re.sub(r"\s*SQLSTATE: \w+.*$", "", text)
-    text = re.sub(r";?\s*line \d+ pos \d+;?$", "", text)
+    if whole:
+        text = text.strip()
+        for marker in ("\n== SQL", "; line ", "\nJVM stacktrace:", "\n\tat ", "\n=== Streaming Query ==="):
+            text = text.split(marker, 1)[0]
+        text = re.sub(r"\s*\(line \d+, pos \d+\)$", "", text.strip())
+    else:
+        text = text.split("\n", 1)[0]
+        text = re.sub(r"\s*SQLSTATE: \w+.*$", "", text)
+        text = re.sub(r";?\s*line \d+ pos \d+;?$", "", text)
     text = re.sub(r"`__sqlflow_[a-z]+_[0-9a-f]+_\d+`\.", "", text)  # sqlflow's own views (panes, ...)
     text = text.strip().rstrip(";").strip()
     clash = re.search(r"`__sqlflow_pane`\.`(\w+)`", text)

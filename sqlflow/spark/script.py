@@ -80,8 +80,9 @@ def _is_query(result) -> bool:
     return hasattr(result, "awaitTermination") and hasattr(result, "isActive")
 
 
-def run_statement(spark: "SparkSession", statement) -> Any:
-    """One parsed statement (`sqlflow.frontend.Statement`)."""
+def run_statement(spark: "SparkSession", statement, args=None) -> Any:
+    """One parsed statement (`sqlflow.frontend.Statement`); `args` are its query parameters, as
+    in spark.sql (a dict for `:name` markers, a list for `?`)."""
     from sqlglot import exp
 
     from .api import sql
@@ -91,11 +92,11 @@ def run_statement(spark: "SparkSession", statement) -> Any:
             declared = declare_source(spark, statement.sql)
             if declared:
                 return None
-        return spark.sql(statement.sql)
+        return spark.sql(statement.sql, args=args)
     tree = statement.tree
     if not isinstance(tree, exp.Insert):
-        return sql(spark, statement.sql)
-    return insert(spark, tree)
+        return sql(spark, statement.sql, args=args)
+    return insert(spark, tree, args)
 
 
 def sink_of(text_or_tree) -> Sink:
@@ -130,7 +131,7 @@ def _slug(text: str) -> str:
     return re.sub(r"[^0-9A-Za-z]+", "_", text).strip("_") or "query"
 
 
-def insert(spark: "SparkSession", tree) -> Any:
+def insert(spark: "SparkSession", tree, args=None) -> Any:
     """`INSERT INTO <sink> <windowed query>`: start a streaming query, or write a batch result."""
     from ..frontend.statement import DIALECT
     from .api import run_sql
@@ -148,7 +149,7 @@ def insert(spark: "SparkSession", tree) -> Any:
     if finish and checkpoint is None:
         raise SqlflowUnsupportedError(f"{conf.FINISH}=true needs {conf.CHECKPOINT_LOCATION} (the finish marker lives "
                                       "next to the checkpoint)", clause="INSERT")
-    df = run_sql(spark, query_sql, finish_dir=checkpoint + "-finish" if finish else None)
+    df = run_sql(spark, query_sql, args, finish_dir=checkpoint + "-finish" if finish else None)
     if not df.isStreaming:
         return _write_batch(df, sink)
     if sink.format in FILE_FORMATS + (None,) and checkpoint is None:

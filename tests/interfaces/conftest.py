@@ -142,7 +142,7 @@ def ipython(spark):
 @pytest.fixture
 def magic_config(ipython):
     """Restores the SqlflowMagic defaults a test changed with %config."""
-    from sqlflow.magic import SqlflowMagic
+    from sqlflow.interfaces.magic import SqlflowMagic
 
     magics = next(c for c in ipython.configurables if isinstance(c, SqlflowMagic))
     saved = {name: getattr(magics, name) for name in magics.trait_names() if magics.trait_metadata(name, "config")}

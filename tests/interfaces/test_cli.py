@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from sqlflow.cli import _complete, build_parser, main
+from sqlflow.interfaces.cli import build_parser, main
+from sqlflow.interfaces.prompt import complete
 
 
 # ---------------------------------------------------------------- subprocess runs
@@ -201,14 +202,14 @@ def test_interactive_prompt(tmp_path):
 
 
 def test_statement_completion():
-    assert _complete("SELECT 1;\n")
-    assert not _complete("SELECT 1\n")
-    assert not _complete("SELECT ';\n")                 # inside a string
-    assert not _complete("SELECT 1 -- done;\n")         # inside a comment
-    assert _complete("SELECT 1; -- done\n")            # a comment after the ';'
-    assert _complete("SELECT 1; /* done */\n")
-    assert not _complete("BEGIN\n  SELECT 1;\n")        # inside a BEGIN ... END block
-    assert _complete("BEGIN\n  SELECT 1;\nEND;\n")
+    assert complete("SELECT 1;\n")
+    assert not complete("SELECT 1\n")
+    assert not complete("SELECT ';\n")                 # inside a string
+    assert not complete("SELECT 1 -- done;\n")         # inside a comment
+    assert complete("SELECT 1; -- done\n")            # a comment after the ';'
+    assert complete("SELECT 1; /* done */\n")
+    assert not complete("BEGIN\n  SELECT 1;\n")        # inside a BEGIN ... END block
+    assert complete("BEGIN\n  SELECT 1;\nEND;\n")
 
 
 def test_flags_parse_like_spark_sql():

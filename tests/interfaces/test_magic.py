@@ -7,7 +7,7 @@ import time
 import pytest
 
 from sqlflow.errors import SqlflowAnalysisError, SqlflowSyntaxError
-from sqlflow.magic import ResultTable
+from sqlflow.interfaces.magic import ResultTable
 
 
 def run(ipython, cell):

@@ -6,7 +6,7 @@
 
     %sqlflow -l 5 SELECT * FROM paper WHERE v > :threshold
 
-- Statements without sqlflow clauses go to `spark.sql`, windowed ones to `sqlflow.sql`; a cell
+- Statements run through the loop the command shares (`sqlflow.interfaces.statements`); a cell
   may hold several `;`-separated statements, the result of the last one is shown.
 - `:name` and `{name}` refer to Python variables; they are passed to Spark as named parameters
   (`args=`), never pasted into the text (so a string value needs no quoting, and cannot inject
@@ -14,11 +14,9 @@
 - `${k}` is Spark's variable substitution (`SET k=v`), done before sqlflow reads the statement.
 - Results show as a table of at most `--limit` rows (only those rows are fetched), with a note
   when there are more. `-o NAME` stores the Spark DataFrame in the notebook's namespace.
-- Statements run as sqlflow scripts run them: streaming source views, `INSERT INTO <sink>` of a
-  windowed query (a checkpointed streaming job). A query over a streaming source runs into a
-  memory table. The cell shows the panes as they arrive, until the source is exhausted
+- A query over a streaming source runs into a memory table; a streaming `INSERT INTO <sink>` runs
+  into its sink. The cell shows the panes as they arrive, until the source is exhausted
   (`available-now`), `--timeout` passes, or the kernel is interrupted (which stops the query).
-  `-o NAME` then holds the panes.
 - Errors show sqlflow's message with the line and column in the cell and a caret, never a JVM
   stack trace.
 
@@ -29,25 +27,22 @@ from __future__ import annotations
 
 import itertools
 import re
-import signal
-import threading
 import time
 import uuid
-from html import escape
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, needs_local_scope, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from traitlets import Bool, Float, Int, Unicode
 
-from .cli import Piece, cancel_all, execute, interruptible, locate_error, parse_piece, pieces, substitute
-from .errors import SqlflowError
+from . import statements as st
+from .display import ResultTable, StreamView, Text, Watcher  # noqa: F401  (StreamView: public)
+from .interrupts import cancel_all, interrupt_flag, interruptible
 
 #: options of the magic that take a value (to find where the SQL starts on a %sqlflow line)
 _VALUED = {"-s", "--session", "-o", "--out", "-l", "--limit", "--inputs", "--watermark", "--timeout",
            "--trigger", "--title"}
 _FLAGS = {"--explain", "--transpile", "--plot", "--no-plot", "-h", "--help"}
-_QUERY_WORDS = {"SELECT", "WITH", "FROM", "VALUES", "TABLE", "INSERT", "MERGE"}
 _NOISY_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
 
 
@@ -108,31 +103,32 @@ class SqlflowMagic(Magics):
 
     def _run(self, query, args, namespace, limit):
         spark = None if args.transpile else self._spark(args.session, namespace)
+
         def rewrite(sql):
             # ${k}: Spark's variable substitution (SET k=v, spark.conf), done before sqlflow reads
             # the statement; then {name} -> :name, a parameter
-            sql = substitute(sql, {}, spark) if spark is not None else sql
+            sql = st.substitute(sql, {}, spark) if spark is not None else sql
             return _braces_to_markers(sql) if self.parameters else sql
 
         result, statement, texts, streamed = None, None, [], False
-        for piece in pieces(query, rewrite):
+        for piece in st.pieces(query, rewrite):
             try:
-                statement = parse_piece(piece)
-                params = _parameters(piece.sql, namespace) if self.parameters else {}
+                statement = st.parse_piece(piece)
                 if args.transpile:
-                    texts.append(_transpiled(statement))
+                    texts.append(st.transpiled(statement))
                     continue
-                if args.explain and (not statement.is_plain or _first_word(piece.sql) in _QUERY_WORDS):
-                    texts.append(_explained(spark, statement, params))
-                    continue
+                params = _parameters(piece.sql, namespace) if self.parameters else {}
                 watcher = Watcher(spark, limit, _sink_reader(spark, statement))
-                result = interruptible(lambda: execute(spark, statement, params), lambda: cancel_all(spark),
-                                       tick=watcher.tick)
-                streamed = False
-                if _is_streaming_query(result):                 # a streaming INSERT INTO a sink
-                    result, streamed = self._watch(watcher.follow(result), args), True
-                elif result is not None and result.isStreaming:  # a query over a streaming source
-                    result, streamed = self._stream(spark, result, args, limit), True
+                outcome = interruptible(lambda: st.run(spark, statement, params, explain=args.explain),
+                                        lambda: cancel_all(spark), tick=watcher.tick)
+                if outcome.kind == st.TEXT:
+                    texts.append(outcome.value)
+                    continue
+                result, streamed = outcome.value, False
+                if outcome.kind == st.STREAMING_INSERT:
+                    result, streamed = self._watch(watcher.follow(outcome.value), args), True
+                elif outcome.kind == st.STREAM:
+                    result, streamed = self._stream(spark, outcome.value, args, limit), True
             except KeyboardInterrupt:
                 raise
             except Exception as error:  # noqa: BLE001 - shown as sqlflow shows errors
@@ -165,7 +161,7 @@ class SqlflowMagic(Magics):
             if not hasattr(spark, "sql") or not hasattr(spark, "sparkContext"):
                 raise UsageError(f"%sqlflow: {name!r} is a {type(spark).__name__}, not a SparkSession")
         else:
-            from .spark.session import ensure_session
+            from ..spark.session import ensure_session
 
             spark = ensure_session()
         import logging
@@ -178,7 +174,7 @@ class SqlflowMagic(Magics):
         import matplotlib.pyplot as plt
         from IPython.display import display
 
-        from .diagram import plot
+        from ..diagram import plot
 
         def lookup(name):
             if name is None:
@@ -211,19 +207,14 @@ class SqlflowMagic(Magics):
         watcher = Watcher(spark, limit, lambda: spark.table(name)).follow(query)
         return self._watch(watcher, args)
 
-    def _watch(self, watcher: "Watcher", args):
+    def _watch(self, watcher: Watcher, args):
         """Show a running streaming query's panes until it ends, `--timeout` passes or the kernel
         is interrupted (which stops it); return what it wrote (None for a console sink)."""
         query = watcher.query
         timeout = args.timeout if args.timeout is not None else self.stream_timeout
         began = time.monotonic()
         watcher.show()
-        # An interrupt (Ctrl-C, the kernel's stop button) only sets a flag, checked between polls:
-        # raising inside a py4j call would break its connection (see cli.interruptible).
-        interrupted = threading.Event()
-        main = threading.current_thread() is threading.main_thread()
-        previous = signal.signal(signal.SIGINT, lambda signum, frame: interrupted.set()) if main else None
-        try:
+        with interrupt_flag() as interrupted:
             while query.isActive:
                 time.sleep(self.poll_interval)
                 if interrupted.is_set():
@@ -235,21 +226,11 @@ class SqlflowMagic(Magics):
                     query.stop()
                     break
                 watcher.show()
-        finally:
-            if main:
-                signal.signal(signal.SIGINT, previous)
-        failure = query.exception()
+        failure = st.stream_error(query)
         if failure is not None and not watcher.note:
-            raise SqlflowError(f"the streaming query failed: {_first_line(failure)}", clause="STREAM")
+            raise failure
         watcher.show()
         return watcher.rows()
-
-
-# --------------------------------------------------------------------------- statements
-
-
-def _is_streaming_query(result) -> bool:
-    return hasattr(result, "awaitTermination") and hasattr(result, "isActive") and not hasattr(result, "columns")
 
 
 def _sink_reader(spark, statement):
@@ -261,7 +242,7 @@ def _sink_reader(spark, statement):
 
     if not isinstance(statement.tree, exp.Insert):
         return None
-    from .spark.script import sink_of
+    from ..spark.script import sink_of
 
     sink = sink_of(statement.tree)
     if sink.format == "memory":
@@ -273,44 +254,15 @@ def _sink_reader(spark, statement):
     return None
 
 
-def _transpiled(statement) -> str:
-    if statement.is_plain:
-        return statement.sql
-    import sqlflow
-
-    return str(sqlflow.transpile(statement.sql))
-
-
-def _explained(spark, statement, params) -> str:
-    if statement.is_plain:
-        rows = spark.sql("EXPLAIN " + statement.sql, args=params or None).collect()
-        return "\n".join(str(r[0]) for r in rows)
-    import sqlflow
-
-    return str(sqlflow.explain(statement.sql, spark=spark, args=params or None))
-
-
-def _first_word(sql: str) -> str:
-    from .frontend.scan import scan
-
-    tokens = scan(sql)
-    return tokens[0].upper if tokens else ""
-
-
-def _first_line(error) -> str:
-    text = str(getattr(error, "desc", None) or error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
-
-
-def _cell_error(error: Exception, piece: Piece) -> Exception:
+def _cell_error(error: Exception, piece: st.Piece) -> Exception:
     """The error located in the cell, shown by IPython as its message only (no traceback)."""
-    located = locate_error(error, piece)
+    located = st.locate_error(error, piece)
     lines = str(located).splitlines()
     located._render_traceback_ = lambda: lines  # IPython shows these lines instead of a traceback
     return located
 
 
-# --------------------------------------------------------------------------- parameters
+# --------------------------------------------------------------------------- the magic's line
 
 
 def split_line(line: str) -> tuple[str, str]:
@@ -340,13 +292,16 @@ def split_line(line: str) -> tuple[str, str]:
     return line[:pos].strip(), line[pos:].strip()
 
 
+# --------------------------------------------------------------------------- parameters
+
+
 def _braces_to_markers(sql: str) -> str:
     """`{name}` (outside strings and comments) -> `:name`, a Spark named parameter marker.
 
     >>> _braces_to_markers("SELECT {x}, '{y}' /* {z} */ FROM t WHERE k = { key } AND v = ${var}")
     "SELECT :x, '{y}' /* {z} */ FROM t WHERE k = :key AND v = ${var}"
     """
-    from .frontend.scan import PUNCT, WORD, scan
+    from ..frontend.scan import PUNCT, WORD, scan
 
     tokens = scan(sql)
     edits = []
@@ -368,7 +323,7 @@ def _parameters(sql: str, namespace: dict) -> dict:
     >>> _parameters("SELECT :x, a::int, v:f, ':y' FROM t WHERE z > :lim", {"x": 1, "lim": 2, "f": 3, "int": 4})
     {'x': 1, 'lim': 2}
     """
-    from .frontend.scan import PUNCT, WORD, scan
+    from ..frontend.scan import PUNCT, WORD, scan
 
     tokens = scan(sql)
     found = {}
@@ -384,150 +339,6 @@ def _parameters(sql: str, namespace: dict) -> dict:
         if name.text in namespace:
             found[name.text] = namespace[name.text]
     return found
-
-
-# --------------------------------------------------------------------------- display
-
-
-class Text:
-    """Text shown as is (explain and transpile output)."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    def __repr__(self) -> str:
-        return self.text
-
-    def _repr_html_(self) -> str:
-        return f"<pre>{escape(self.text)}</pre>"
-
-
-class ResultTable:
-    """A Spark DataFrame shown as a table of its first `limit` rows (only those are fetched)."""
-
-    def __init__(self, dataframe, limit: int) -> None:
-        self.dataframe = dataframe
-        self.limit = limit
-        self._head = None
-
-    def _fetch(self):
-        if self._head is None:
-            pdf = self.dataframe.limit(self.limit + 1).toPandas()
-            self._head = (pdf.head(self.limit), len(pdf) > self.limit)
-        return self._head
-
-    def toPandas(self):
-        return self.dataframe.toPandas()
-
-    def plot(self, **kwargs):
-        from .diagram import plot
-
-        return plot(self.dataframe, **kwargs)
-
-    def _note(self, more: bool, shown: int) -> str:
-        if more:
-            first = "the first row" if shown == 1 else f"the first {shown} rows"
-            return (f"showing {first}; more rows not shown "
-                    "(raise --limit, or keep the DataFrame with -o NAME)")
-        return f"{shown} row{'s' if shown != 1 else ''}"
-
-    def __repr__(self) -> str:
-        head, more = self._fetch()
-        return _text_table(head) + "\n" + self._note(more, len(head))
-
-    def _repr_html_(self) -> str:
-        head, more = self._fetch()
-        return _html_table(head) + f"<p><small>{escape(self._note(more, len(head)))}</small></p>"
-
-
-class Watcher:
-    """Shows the streaming query a statement starts, refreshed in place (one display per cell)."""
-
-    def __init__(self, spark, limit: int, reader=None) -> None:
-        self.spark, self.limit, self.reader = spark, limit, reader
-        self.query = None
-        self.note = ""
-        self.handle = None
-        self._before = {str(q.id) for q in spark.streams.active}
-
-    def tick(self) -> None:
-        """While the statement runs (a streaming INSERT with availableNow blocks): pick up the
-        query it started and show its progress."""
-        if self.query is None:
-            new = [q for q in self.spark.streams.active if str(q.id) not in self._before]
-            if not new:
-                return
-            self.query = new[0]
-        self.show()
-
-    def follow(self, query) -> "Watcher":
-        self.query = query
-        return self
-
-    def rows(self):
-        if self.reader is None:
-            return None
-        try:
-            return self.reader()
-        except Exception:  # noqa: BLE001 - e.g. no file written yet
-            return None
-
-    def show(self) -> None:
-        from IPython.display import display
-
-        view = StreamView(self.query, self.rows(), self.limit, self.note)
-        if self.handle is None:
-            self.handle = display(view, display_id=True)
-        else:
-            self.handle.update(view)
-
-
-class StreamView:
-    """A streaming query's state and the last rows it wrote."""
-
-    def __init__(self, query, rows, limit: int, note: str = "") -> None:
-        self.query, self.rows, self.limit, self.note = query, rows, limit, note
-        self._state = None
-
-    def _compute(self):
-        if self._state is None:
-            import pandas as pd
-
-            frame, total = pd.DataFrame(), None
-            if self.rows is not None:
-                total = self.rows.count()
-                tail = self.rows.tail(self.limit) if total else []
-                frame = pd.DataFrame([r.asDict() for r in tail], columns=self.rows.columns)
-            progress = self.query.lastProgress or {}
-            status = "running" if self.query.isActive else "finished"
-            line = status
-            if total is not None:
-                line += f": {total} pane row{'s' if total != 1 else ''}"
-            line += f", batch {progress.get('batchId', '-')}"
-            if total is not None and total > self.limit:
-                line += f"; the last {self.limit} shown"
-            if self.note:
-                line += f"; {self.note}"
-            self._state = (frame, line)
-        return self._state
-
-    def __repr__(self) -> str:
-        frame, line = self._compute()
-        return (_text_table(frame) + "\n" if len(frame.columns) else "") + line
-
-    def _repr_html_(self) -> str:
-        frame, line = self._compute()
-        return (_html_table(frame) if len(frame.columns) else "") + f"<p><small>{escape(line)}</small></p>"
-
-
-def _text_table(frame) -> str:
-    if frame.empty:
-        return "(no rows)" if len(frame.columns) else ""
-    return frame.to_string(index=False, na_rep="NULL")
-
-
-def _html_table(frame) -> str:
-    return frame.to_html(index=False, na_rep="NULL", escape=True, border=0, classes="sqlflow")
 
 
 # --------------------------------------------------------------------------- registration

@@ -1,0 +1,413 @@
+"""The `sqlflow` command: spark-sql's command line, for sqlflow's SQL.
+
+spark-sql cannot call Python UDFs, so this is a Python program that speaks spark-sql's flags::
+
+    sqlflow -e "SELECT 1"                      # run statements given on the command line
+    sqlflow -f report.sql -d day=2015-09-01     # run a script, ${day} substituted
+    sqlflow -i init.sql                         # run init.sql (quietly), then prompt
+    sqlflow --transpile -f report.sql           # print the Spark SQL each statement runs as
+
+Statements run through the loop the magic shares (`sqlflow.interfaces.statements`); this module
+only renders. Output is spark-sql's: one line per row, tab-separated, values formatted by Spark's
+own Hive formatter (NULL, true, 2015-09-01 12:00:00, [1,2], {"a":1}), column names first with
+`--header`. "Time taken" lines and Spark's warnings go to stderr (`-S` silences them). The first
+failing statement stops a script: its error, with the line and column in the script and a caret
+under the offending SQL, goes to stderr and the exit status is 1.
+
+Without `-e` or `-f` the command reads statements from its terminal (`sqlflow.interfaces.prompt`).
+A streaming `INSERT INTO <sink>` is awaited until its source is exhausted (availableNow) or
+Ctrl-C; a query over a streaming source prints its rows as each micro-batch emits them. Progress
+goes to stderr, a line per micro-batch.
+"""
+from __future__ import annotations
+
+import argparse
+import itertools
+import logging
+import os
+import re
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import TextIO
+
+from ..errors import SqlflowError
+from . import statements as st
+from .interrupts import cancel_all, interruptible
+
+#: Spark's own error loggers print a JSON record with a stack trace for every analysis error
+_NOISY_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
+_QUERY_NUMBERS = itertools.count(1)
+_SET_HIVEVAR = re.compile(r"^\s*SET\s+hivevar:([^=\s]+)\s*=\s*(.*?)\s*$", re.IGNORECASE | re.DOTALL)
+
+
+# --------------------------------------------------------------------------- arguments
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected key=value, got {text!r}")
+    return key.strip(), value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="sqlflow",
+        description="Run sqlflow SQL (Spark SQL with WINDOW / TRIGGER / ALLOWED LATENESS / EMIT) "
+                    "on Spark, with spark-sql's flags.",
+        epilog="Without -e or -f: an interactive prompt (statements end with ';', Ctrl-D exits).",
+    )
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("-e", metavar="SQL", dest="execute", help="SQL statements to run ('; '-separated)")
+    src.add_argument("-f", metavar="FILE", dest="file", help="a SQL script to run")
+    p.add_argument("-i", metavar="FILE", dest="init", action="append", default=[],
+                   help="an initialization script, run quietly first (repeatable)")
+    p.add_argument("--conf", metavar="K=V", type=_key_value, action="append", default=[],
+                   help="a Spark configuration property (repeatable)")
+    p.add_argument("--master", help="Spark master URL (default local[2])")
+    p.add_argument("--name", default="sqlflow", help="application name (default sqlflow)")
+    p.add_argument("-d", "--define", "--hivevar", metavar="K=V", dest="define", type=_key_value,
+                   action="append", default=[], help="a variable for ${K} substitution (repeatable)")
+    p.add_argument("--hiveconf", metavar="K=V", type=_key_value, action="append", default=[],
+                   help="as spark-sql: hive.cli.print.header=true prints headers; "
+                        "other properties are set in the session")
+    p.add_argument("--database", help="the database to use")
+    p.add_argument("-S", "--silent", action="store_true", help="silent mode: rows only, no timings or warnings")
+    p.add_argument("-v", "--verbose", action="store_true", help="echo each statement before running it")
+    p.add_argument("--header", action="store_true", help="print column names before the rows")
+    p.add_argument("--explain", action="store_true",
+                   help="explain queries instead of running them (DDL, SET and USE still run)")
+    p.add_argument("--transpile", action="store_true",
+                   help="print the Spark SQL each statement runs as; run nothing (no Spark needed)")
+    return p
+
+
+# --------------------------------------------------------------------------- the driver
+
+
+@dataclass
+class Cli:
+    args: argparse.Namespace
+    out: TextIO = field(default_factory=lambda: sys.stdout)
+    err: TextIO = field(default_factory=lambda: sys.stderr)
+
+    def __post_init__(self) -> None:
+        self.variables: dict[str, str] = dict(self.args.define)
+        self.header = self.args.header
+        self.session_conf: dict[str, str] = {}
+        for key, value in self.args.hiveconf:
+            if key == "hive.cli.print.header":
+                self.header = value.strip().lower() == "true"
+            else:
+                self.session_conf[key] = value
+        self._spark = None
+        self.silent = self.args.silent
+        self._watched: dict[str, list] = {}
+        self._progress_lock = threading.Lock()
+
+    # ---- the session, started on first use (--transpile never starts it)
+
+    @property
+    def spark(self):
+        if self._spark is None:
+            from ..spark.session import local_session
+
+            conf = dict(self.args.conf)
+            if self.silent:
+                conf.setdefault("spark.log.level", "ERROR")
+            self._owns_session = _no_jvm_yet()
+            with _jvm_stderr_discarded(self.silent):
+                self._spark = local_session(app_name=self.args.name,
+                                            master=self.args.master or "local[2]", conf=conf)
+                if self.silent:
+                    self._spark.sparkContext.setLogLevel("ERROR")
+            for name in _NOISY_LOGGERS:
+                logging.getLogger(name).setLevel(logging.CRITICAL)
+            for key, value in self.session_conf.items():
+                self._spark.conf.set(key, value)
+            if self.args.database:
+                self._spark.catalog.setCurrentDatabase(self.args.database)
+        return self._spark
+
+    def _cancel(self) -> None:
+        """Ctrl-C: cancel the running Spark jobs and stop streaming queries."""
+        if self._spark is not None:
+            cancel_all(self._spark)
+
+    def close(self) -> None:
+        """Stop the session this command started (not one that was running already)."""
+        if self._spark is not None and getattr(self, "_owns_session", True):
+            try:
+                self._spark.stop()
+            except Exception:  # noqa: BLE001 - stopping at exit: nothing left to report to
+                pass
+
+    # ---- entry
+
+    def run(self) -> int:
+        from .prompt import interactive
+
+        try:
+            if self.args.database and not self.args.transpile:
+                self.spark  # noqa: B018 - fail early on a missing database
+            for path in self.args.init:
+                status = self.run_script(_read(path), name=path, quiet=True)
+                if status:
+                    return status
+            if self.args.execute is not None:
+                return self.run_script(self.args.execute, name="-e")
+            if self.args.file is not None:
+                return self.run_script(_read(self.args.file), name=self.args.file)
+            return interactive(self)
+        except SqlflowError as error:
+            self.err.write(f"{error}\n")
+            return 1
+        except OSError as error:
+            self.err.write(f"sqlflow: {error}\n")
+            return 1
+        except Exception as error:  # noqa: BLE001 - e.g. the database given to --database is missing
+            from ..spark.analysis import spark_message
+
+            self.err.write(spark_message(error, whole=True) + "\n")
+            return 1
+
+    # ---- scripts
+
+    def run_script(self, text: str, *, name: str, quiet: bool = False, keep_going: bool = False) -> int:
+        """Run each statement of `text`; stop at the first failure (unless keep_going). 0 or 1."""
+        status = 0
+        for piece in st.pieces(text, self._substitute):
+            try:
+                try:
+                    interruptible(lambda: self.run_statement(piece, quiet=quiet), self._cancel,
+                                  tick=self._progress)
+                finally:
+                    self._progress_done()
+            except KeyboardInterrupt:
+                self.err.write("Query cancelled.\n")
+                status = 130
+                if not keep_going:
+                    return status
+            except Exception as error:  # noqa: BLE001 - every failure is reported the same way
+                self.err.write(self._report(error, piece, name) + "\n")
+                if self.args.verbose and not isinstance(error, SqlflowError):
+                    import traceback
+
+                    traceback.print_exception(error, file=self.err)
+                status = 1
+                if not keep_going:
+                    return status
+        return status
+
+    def _substitute(self, sql: str) -> str:
+        spark = None if self.args.transpile else self.spark if "${" in sql else None
+        return st.substitute(sql, self.variables, spark)
+
+    def run_statement(self, piece: st.Piece, *, quiet: bool = False) -> None:
+        statement = st.parse_piece(piece)
+        if self.args.verbose and not quiet:
+            self.out.write(piece.sql + "\n")
+            self.out.flush()
+        if self.args.transpile:
+            if not quiet:
+                self.out.write(st.transpiled(statement) + ";\n")
+            return
+        hivevar = _SET_HIVEVAR.match(piece.sql)
+        if hivevar:
+            self.variables[hivevar.group(1)] = hivevar.group(2)
+            return
+        began = time.monotonic()
+        outcome = st.run(self.spark, statement, explain=self.args.explain)
+        rows = None
+        if outcome.kind == st.TEXT:
+            if not quiet:
+                self.out.write(outcome.value + "\n")
+            return
+        if outcome.kind == st.STREAMING_INSERT:
+            self._await(outcome.value)
+        elif outcome.kind == st.STREAM:
+            rows = self._stream(outcome.value, quiet=quiet)
+        elif outcome.kind == st.ROWS:
+            rows = self._print(outcome.value, quiet=quiet)
+        self._progress()  # the last micro-batches, before the timing line
+        if not (quiet or self.silent):
+            self.err.write(f"Time taken: {time.monotonic() - began:.3f} seconds"
+                           + (f", Fetched {rows} row(s)" if rows is not None else "") + "\n")
+            self.err.flush()
+
+    # ---- output
+
+    def _print(self, df, *, quiet: bool) -> int | None:
+        """Print rows as spark-sql does; the number of rows (None for a statement without output)."""
+        lines = _hive_lines(df)
+        if not df.columns:
+            return None
+        if quiet:
+            return len(lines)
+        if self.header:
+            self.out.write("\t".join(df.columns) + "\n")
+        for line in lines:
+            self.out.write(line + "\n")
+        self.out.flush()
+        return len(lines)
+
+    def _stream(self, df, *, quiet: bool) -> int:
+        """Run a streaming result to the terminal: each micro-batch's panes as they are emitted,
+        until the source is exhausted (availableNow) or Ctrl-C (which stops the query)."""
+        printed = [0]
+        header_done = [not self.header or quiet]
+
+        def emit(batch, batch_id):
+            lines = _hive_lines(batch)
+            if quiet:
+                printed[0] += len(lines)
+                return
+            if not header_done[0]:
+                self.out.write("\t".join(batch.columns) + "\n")
+                header_done[0] = True
+            for line in lines:
+                self.out.write(line + "\n")
+            self.out.flush()
+            printed[0] += len(lines)
+
+        query = (df.writeStream.foreachBatch(emit).queryName(f"sqlflow_select_{next(_QUERY_NUMBERS)}")
+                 .trigger(availableNow=True).start())
+        self._await(query)
+        return printed[0]
+
+    def _await(self, query) -> None:
+        """Wait for a streaming query to end (availableNow: its source is exhausted); Ctrl-C
+        stops it (`cancel_all`, from the main thread). A failure of the query is raised."""
+        with self._progress_lock:  # its progress is printed even if it ends between two ticks
+            self._watched.setdefault(str(query.id), [query, -1])
+        while query.isActive:
+            query.awaitTermination(1)
+        failure = st.stream_error(query)
+        if failure is not None:
+            raise failure
+
+    def _progress(self) -> None:
+        """Called every second while a statement runs: one stderr line per new micro-batch of
+        every streaming query of the session."""
+        if self.silent or self._spark is None:
+            return
+        with self._progress_lock:  # the ticker (main thread) and the statement's thread
+            try:
+                for query in self._spark.streams.active:
+                    self._watched.setdefault(str(query.id), [query, -1])
+                for entry in self._watched.values():
+                    _report_progress(entry, self.err)
+            except Exception:  # noqa: BLE001 - progress is a nicety; the statement reports failures
+                pass
+
+    def _progress_done(self) -> None:
+        self._progress()
+        self._watched.clear()
+
+    # ---- errors
+
+    def _report(self, error: Exception, piece: st.Piece, name: str) -> str:
+        """The error as the user should see it: message, line and column in the script, caret."""
+        where = f"Error in statement {piece.number}" + (f" of {name}" if name != "-e" else "") + ":"
+        return where + "\n" + str(st.locate_error(error, piece))
+
+
+# --------------------------------------------------------------------------- rendering
+
+
+def _report_progress(entry: list, err: TextIO) -> None:
+    """Print the micro-batches of entry = [query, last batch printed] not printed yet."""
+    query, last = entry
+    for progress in query.recentProgress:
+        batch = progress.get("batchId", -1)
+        if batch <= last:
+            continue
+        try:
+            from ..spark.streaming import progress_metrics
+
+            counts = progress_metrics(progress)
+        except Exception:  # noqa: BLE001 - plain queries have no sqlflow counters
+            counts = {}
+        rows = counts.get("input_rows", progress.get("numInputRows", 0))  # sqlflow's count: once per row
+        line = f"{query.name or 'query ' + str(query.id)[:8]} batch {batch}: {rows} input rows"
+        for key, label in (("panes", "panes"), ("retractions", "retractions"),
+                           ("dropped_too_late", "too late"), ("spark_dropped_late", "dropped behind the watermark"),
+                           ("malformed_records", "malformed")):
+            if counts.get(key):
+                line += f", {counts[key]} {label}"
+        err.write(line + "\n")
+        entry[1] = batch
+    err.flush()
+
+
+def _hive_lines(df) -> list[str]:
+    """Rows formatted by Spark's HiveResult, exactly as spark-sql prints them."""
+    try:
+        jvm = df.sparkSession._jvm
+        plan = df._jdf.queryExecution().executedPlan()
+        seq = jvm.org.apache.spark.sql.execution.HiveResult.hiveResultString(plan)
+        text = seq.mkString("\n")
+        return text.split("\n") if text else []
+    except Exception as error:  # fall back to formatting in Python (Spark's own errors re-raised)
+        if type(error).__module__.startswith("pyspark.errors"):
+            raise
+        return ["\t".join(_format(v) for v in row) for row in df.collect()]
+
+
+def _format(value) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+class _jvm_stderr_discarded:
+    """With -S, the JVM started meanwhile gets /dev/null as its stderr (its banner and log lines
+    are not rows); errors still reach the user, as Python exceptions."""
+
+    def __init__(self, active: bool) -> None:
+        self.active = active and _no_jvm_yet()
+        self.saved = None
+
+    def __enter__(self):
+        if self.active:
+            sys.stderr.flush()
+            self.saved = os.dup(2)
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, 2)
+            os.close(devnull)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.saved is not None:
+            os.dup2(self.saved, 2)
+            os.close(self.saved)
+
+
+def _no_jvm_yet() -> bool:
+    try:
+        from pyspark import SparkContext
+    except ImportError:  # pragma: no cover
+        return True
+    return SparkContext._gateway is None
+
+
+def _read(path: str) -> str:
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    cli = Cli(args)
+    try:
+        return cli.run()
+    finally:
+        cli.close()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
