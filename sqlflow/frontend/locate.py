@@ -11,7 +11,8 @@ Two kinds of spans:
   is marked `spark=True`: on its own it leaves a statement plain Spark SQL.
 
 Finding them here, not in a parser, is what lets any statement without them pass to Spark
-untouched, even one sqlglot cannot parse.
+untouched, even one sqlglot cannot parse. The language's own words come from the grammar
+(`keywords.py`); the Spark SQL words below are Spark's.
 
 >>> from sqlflow.frontend.scan import scan
 >>> q = "SELECT k, count(*) FROM t WATERMARK ts PERFECT ARRIVAL a GROUP BY k WINDOW GLOBAL LIMIT 5"
@@ -22,16 +23,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .keywords import EMIT_MODES, INTERVAL_UNITS, TRIGGER_STARTS, WATERMARK_MODELS, WINDOW_FNS
 from .scan import NUMBER, PUNCT, QUOTED, STRING, WORD, Token
 
 TAIL, SOURCE = "tail", "source"
-
-#: window functions of the language (others are registered custom window functions)
-WINDOW_FNS = ("GLOBAL", "FIXED", "SLIDING", "SESSIONS", "CUMULATE")
-#: words that start a trigger
-TRIGGER_STARTS = ("WATERMARK", "PERIOD", "DELAY", "COUNT", "WHEN", "REPEAT", "REPEAT_UNTIL",
-                  "SEQUENCE", "FIRST_OF", "ALL_OF")
-EMIT_MODES = ("DISCARDING", "ACCUMULATING")
 
 #: SQL words that can follow an identifier in Spark SQL, so `window <word> (` with one of them is
 #: Spark (a table or column named window), never our WINDOW clause.
@@ -50,10 +45,8 @@ TAIL_END = frozenset({"ORDER", "SORT", "CLUSTER", "DISTRIBUTE", "LIMIT", "OFFSET
 FROM_END = frozenset({"WHERE", "GROUP", "HAVING", "ORDER", "SORT", "CLUSTER", "DISTRIBUTE",
                       "LIMIT", "OFFSET", "UNION", "INTERSECT", "EXCEPT", "MINUS", "WINDOW",
                       "SELECT", "QUALIFY"})
-INTERVAL_WORDS = frozenset(
-    u + s for u in ("YEAR", "MONTH", "WEEK", "DAY", "HOUR", "MINUTE", "SECOND", "MILLISECOND",
-                    "MICROSECOND") for s in ("", "S")) | {"TO"}
-WATERMARK_MODELS = frozenset({"DELAY", "PERFECT", "TIMELINE"})
+#: words of a Spark INTERVAL literal after its numbers (`INTERVAL '1:30' HOUR TO MINUTE`)
+INTERVAL_WORDS = INTERVAL_UNITS | {"TO"}
 
 
 #: words that end a SELECT's clauses before ours could come: a clause tail after them is misplaced

@@ -17,20 +17,10 @@ from __future__ import annotations
 
 import difflib
 
-#: the language's keywords in the order messages list them
-KEYWORDS = (
-    "WINDOW", "ON", "TRIGGER", "ALLOWED", "LATENESS", "EMIT",
-    "GLOBAL", "FIXED", "SLIDING", "SESSIONS", "CUMULATE", "SIZE", "PERIOD", "STEP", "GAP", "OFFSET",
-    "WATERMARK", "PERCENTILE", "EARLY", "LATE", "DELAY", "COUNT", "WHEN", "REPEAT",
-    "REPEAT_UNTIL", "SEQUENCE", "FIRST_OF", "ALL_OF",
-    "DISCARDING", "ACCUMULATING", "AND", "RETRACTING",
-    "OF", "PERFECT", "TIMELINE", "ARRIVAL", "INTERVAL", "TO", "TRUE", "FALSE", "NULL",
-)
-WINDOW_FNS = ("GLOBAL", "FIXED", "SLIDING", "SESSIONS", "CUMULATE")
-TRIGGERS = ("WATERMARK", "PERIOD", "DELAY", "COUNT", "WHEN", "REPEAT", "REPEAT_UNTIL",
-            "SEQUENCE", "FIRST_OF", "ALL_OF")
+from .keywords import CLAUSES, KEYWORDS, TRIGGER_STARTS, WINDOW_FNS
+
 #: keywords shown as the phrase they start
-_PHRASES = {"ALLOWED": "ALLOWED LATENESS"}
+_PHRASES = {word: phrase for word, phrase in CLAUSES.items() if word != phrase}
 _SYMBOLS = {"LPAR": "'('", "RPAR": "')'", "COMMA": "','", "DOT": "'.'"}
 _THINGS = {  # terminal -> description, in the order messages list them
     "DURATION": "a duration (like 30m or INTERVAL 5 MINUTES)",
@@ -54,9 +44,9 @@ def expected_words(terminals: set[str] | frozenset[str], phrases: dict[str, str]
     if set(WINDOW_FNS) <= names:
         words.append("a window function (GLOBAL, FIXED, SLIDING, SESSIONS, CUMULATE or a registered one)")
         names -= set(WINDOW_FNS) | {"NAME"}
-    if set(TRIGGERS) <= names:
-        words.append("a trigger (" + ", ".join(TRIGGERS) + ")")
-        names -= set(TRIGGERS)
+    if set(TRIGGER_STARTS) <= names:
+        words.append("a trigger (" + ", ".join(TRIGGER_STARTS) + ")")
+        names -= set(TRIGGER_STARTS)
     words += [phrases.get(k, k) for k in KEYWORDS if k in names]
     words += [_SYMBOLS[s] for s in _SYMBOLS if s in names]
     words += [text for t, text in _THINGS.items() if t in names]

@@ -10,11 +10,9 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 
 from ..errors import SqlflowError, SqlflowSyntaxError
 from . import suggest
+from .keywords import CLAUSES, WATERMARK_PHRASES
 from .scan import PUNCT, WORD, scan
 from .source import Source
-
-_CLAUSE_WORDS = {"WINDOW": "WINDOW", "TRIGGER": "TRIGGER", "ALLOWED": "ALLOWED LATENESS",
-                 "EMIT": "EMIT"}
 
 
 def clause_at(source: Source, start: int, offset: int) -> str | None:
@@ -23,8 +21,8 @@ def clause_at(source: Source, start: int, offset: int) -> str | None:
     for tok in scan(source.code, start, offset + 1):
         if tok.kind == PUNCT and tok.text in "()":
             depth += 1 if tok.text == "(" else -1
-        elif depth == 0 and tok.upper in _CLAUSE_WORDS:
-            clause = _CLAUSE_WORDS[tok.upper]
+        elif depth == 0 and tok.upper in CLAUSES:
+            clause = CLAUSES[tok.upper]
     return clause
 
 
@@ -55,7 +53,7 @@ def from_lark(source: Source, start: int, end: int, rule: str,
         return source.error(SqlflowSyntaxError, f"unknown window function {name.text}", name.start,
                             clause="WINDOW", hint=f"did you mean {suggestion}?")
     what = f"'{got}'" if got is not None else "the end of the statement"
-    phrases = {"DELAY": "DELAY OF"} if rule == "source_watermark" else None
+    phrases = WATERMARK_PHRASES if rule == "source_watermark" else None
     message = f"expected {suggest.expected_words(expected, phrases)}, got {what}"
     hint = None
     if got is not None and re.match(r"[A-Za-z_]", got):
