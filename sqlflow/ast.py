@@ -130,6 +130,7 @@ class WindowClause:
     fn: WindowFn
     on: str | None = None
     pos: Position | None = _pos()
+    on_pos: Position | None = _pos()  # where the ON column is written
 
 
 # --------------------------------------------------------------------------- triggers
@@ -401,3 +402,5 @@ class SourceWatermark:
     model: WatermarkModel
     arrival: str | None = None
     pos: Position | None = _pos()
+    event_time_pos: Position | None = _pos()  # where the columns are written
+    arrival_pos: Position | None = _pos()

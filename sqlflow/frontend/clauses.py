@@ -107,6 +107,17 @@ class _SqlText:
     offset: int
 
 
+class _Located(str):
+    """A column name while transforming, with where it is written (the clause keeps both)."""
+
+    pos: ast.Position
+
+    def __new__(cls, text: str, pos: ast.Position):
+        name = super().__new__(cls, text)
+        name.pos = pos
+        return name
+
+
 _NULL = object()  # the NULL literal while transforming (None is lark's "absent" placeholder)
 
 #: clause AST type -> (name, rank in the language's order)
@@ -169,7 +180,8 @@ class _ToAst(Transformer_NonRecursive):
 
     def window_clause(self, meta, children):
         fn, on = children
-        return ast.WindowClause(fn, on, pos=self._pos(meta))
+        return ast.WindowClause(fn, str(on) if on is not None else None, pos=self._pos(meta),
+                                on_pos=on.pos if on is not None else None)
 
     def trigger_clause(self, meta, children):
         too_deep = _too_deep(children[0])
@@ -310,7 +322,9 @@ class _ToAst(Transformer_NonRecursive):
 
     def source_watermark(self, meta, children):
         column, model, arrival = children
-        return ast.SourceWatermark(column, model, arrival, pos=self._pos(meta))
+        return ast.SourceWatermark(str(column), model, str(arrival) if arrival is not None else None,
+                                   pos=self._pos(meta), event_time_pos=column.pos,
+                                   arrival_pos=arrival.pos if arrival is not None else None)
 
     def bounded_delay(self, meta, children):
         return ast.BoundedDelay(children[0], pos=self._pos(meta))
@@ -322,7 +336,7 @@ class _ToAst(Transformer_NonRecursive):
         return ast.Timeline(children[0], pos=self._pos(meta))
 
     def column(self, meta, names):
-        return self._name(meta, names)
+        return _Located(self._name(meta, names), self._pos(meta))
 
     def table(self, meta, names):
         return self._name(meta, names)

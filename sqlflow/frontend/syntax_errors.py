@@ -3,6 +3,7 @@ words, not terminal names), and the keyword a typo was probably meant to be.
 """
 from __future__ import annotations
 
+import functools
 import re
 from typing import cast
 
@@ -63,6 +64,10 @@ def from_lark(source: Source, start: int, end: int, rule: str,
             hint = f"{got.upper()} goes before the WINDOW clause"
     if rule == "source_watermark" and got is not None and got.upper() == "AS":
         hint = "sqlflow needs a column name after WATERMARK; compute the column in a subquery"
+    if clause == "EMIT" and got is not None and (got.upper() == "RETRACTING" or suggest.nearest(got, ["RETRACTING"])):
+        hint = "did you mean ACCUMULATING AND RETRACTING?"
+    if hint is None and clause == "WINDOW":
+        hint = _window_fn_arguments(source, start, offset, got)
     return source.error(SqlflowSyntaxError, message, offset, clause=clause, hint=hint)
 
 
@@ -99,3 +104,69 @@ def _misspelt_window_fn(source: Source, start: int, offset: int):
         match = suggest.nearest(name.text, suggest.WINDOW_FNS)
         return (name, match) if match is not None else None
     return None
+
+
+def _window_fn_arguments(source: Source, start: int, offset: int, got: str | None) -> str | None:
+    """`SLIDING(SIZE 1h)`: an error inside a built-in window function's parentheses names the
+    parameters it lacks, or their order when one is out of place, as the grammar writes them."""
+    tokens = scan(source.code, start, len(source.code))
+    opened = None
+    for i, tok in enumerate(tokens[:-1]):
+        if tok.start >= offset:
+            break
+        if tok.upper in suggest.WINDOW_FNS and tokens[i + 1].text == "(":
+            opened = i
+    if opened is None:
+        return None
+    name, depth, written = tokens[opened].upper, 0, set()
+    for tok in tokens[opened + 1:]:
+        if tok.kind == PUNCT and tok.text in "()":
+            depth += 1 if tok.text == "(" else -1
+            if depth == 0:
+                if tok.start < offset:
+                    return None  # the error is after its arguments
+                break
+        elif depth == 1 and tok.kind == WORD:
+            written.add(tok.upper)
+    required, signature = window_fn_signature(name)
+    missing = [p for p in required if p not in written]
+    if missing:
+        return f"{name} needs {' and '.join(missing)}: {signature}"
+    if got is not None and got.upper() in re.findall(r"\b[A-Z]+\b", signature)[1:]:  # a parameter out of place
+        return f"{name} takes its parameters in this order: {signature}"
+    return None
+
+
+_GRAMMAR_THINGS = {"duration": "<duration>", "sql_expr": "<expression>"}
+
+
+@functools.lru_cache(maxsize=None)
+def window_fn_signature(name: str) -> tuple[tuple[str, ...], str]:
+    """The parameters a built-in window function requires, and how it is written, read from the
+    grammar's alternatives (grammar/sqlflow.lark).
+
+    >>> window_fn_signature("SLIDING")
+    (('SIZE', 'PERIOD'), 'SLIDING(SIZE <duration>, PERIOD <duration>[, OFFSET <duration>])')
+    >>> window_fn_signature("SESSIONS")
+    (('GAP',), 'SESSIONS(GAP <duration>)')
+    """
+    from .clauses import parser
+
+    forms = [[s.name for s in rule.expansion] for rule in parser().rules
+             if rule.alias == name.lower() and rule.expansion and rule.expansion[0].name == name]
+    punctuation = {"LPAR", "RPAR", "COMMA", name}
+    words = [[s for s in form if s.isupper() and s not in punctuation] for form in forms]
+    required = tuple(w for w in max(words, key=len) if all(w in other for other in words))
+    longest = max(forms, key=len)
+    parts, optional = [], False
+    for symbol in longest[2:-1]:
+        if symbol == "COMMA":
+            continue
+        if symbol.isupper():
+            optional = symbol not in required
+            parts.append(("[, " if optional else ", ") + symbol)
+        else:
+            parts[-1] += " " + _GRAMMAR_THINGS.get(symbol, f"<{symbol}>")
+            if optional:
+                parts[-1] += "]"
+    return required, f"{name}(" + "".join(parts).lstrip(", ") + ")"

@@ -276,12 +276,14 @@ def _guessed_name(item: exp.Expr) -> str:
 def _clause_columns(ws: WindowedSelect) -> list[tuple[str, ast.Position | None, str]]:
     """SQL that sqlflow's clauses put in the input relation, with where it was written."""
     out = []
+    window, source = ws.windowing.window, ws.sources[0].watermark if ws.sources else None
     if ws.event_time_clause == "WINDOW":
-        out.append((ws.windowing.window.on, ws.windowing.window.pos, "WINDOW"))
+        out.append((window.on, window.on_pos or window.pos, "WINDOW"))
     else:
-        out.append((ws.sources[0].watermark.event_time, ws.sources[0].watermark.pos, "WATERMARK"))
+        out.append((source.event_time, source.event_time_pos or source.pos, "WATERMARK"))
     if ws.replay:
-        out.append((ws.arrival_source.watermark.arrival, ws.arrival_source.watermark.pos, "WATERMARK"))
+        w = ws.arrival_source.watermark
+        out.append((w.arrival, w.arrival_pos or w.pos, "WATERMARK"))
     fn = ws.window
     if isinstance(fn, ast.Sessions) and isinstance(fn.gap, ast.SqlExpr):
         out.append((fn.gap.sql, fn.gap.pos or fn.pos, "WINDOW"))

@@ -121,7 +121,7 @@ def rewrite_consumer(select: exp.Select, statement, *, avg_type=None) -> None:
     where = (f" at line {position.line}, column {position.column}" if position else "")
     if len(linked) > 1:
         raise statement.source.error_at(
-            SqlflowUnsupportedError, f"the SELECT{where} aggregates over {len(linked)} windowed stages at once",
+            SqlflowUnsupportedError, f"this SELECT aggregates over {len(linked)} windowed stages at once",
             position, clause="SELECT", hint="aggregate each stage on its own first")
     relation, link, direct = linked[0]
     calls = [aggregate_call(node) for node in aggregate_calls(
@@ -135,7 +135,7 @@ def rewrite_consumer(select: exp.Select, statement, *, avg_type=None) -> None:
         names = ", ".join(sorted({c.name for c in calls if not _invertible(c)})) or "these aggregates"
         raise statement.source.error_at(
             SqlflowUnsupportedError,
-            f"the SELECT{where} aggregates ({names}) over {link.label} through another SELECT: "
+            f"this SELECT aggregates ({names}) over {link.label} through another SELECT: "
             "it needs the stage's final panes", position, clause="SELECT",
             hint="read the windowed stage directly in FROM, or use COUNT, SUM and AVG")
     if link.mode is ast.AccumulationMode.ACCUMULATING and link.merging:

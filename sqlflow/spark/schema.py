@@ -35,6 +35,16 @@ def _type_name(dtype) -> str:
     return dtype.simpleString().upper()
 
 
+def to_timestamp_hint(column: str, dtype=None) -> str:
+    """How to make a TIMESTAMP of a column that is not one: a string is parsed, a number may be
+    seconds since the epoch."""
+    from pyspark.sql import types as T
+
+    if isinstance(dtype, T.StringType):
+        return f"convert it in a subquery, e.g. to_timestamp({column}) (or to_timestamp({column}, 'yyyy-MM-dd HH:mm:ss'))"
+    return f"convert it in a subquery, e.g. timestamp_seconds({column}) or to_timestamp({column})"
+
+
 def check_input_types(ws: WindowedSelect, rel: InputRelation, schema) -> None:
     """Raise a located SqlflowAnalysisError for an input column of the wrong type."""
     from pyspark.sql import types as T
@@ -44,16 +54,17 @@ def check_input_types(ws: WindowedSelect, rel: InputRelation, schema) -> None:
     et = types[EVENT_TIME]
     if not isinstance(et, timestamps):
         if ws.event_time_clause == "WINDOW":
-            column, pos, clause = ws.windowing.window.on, ws.windowing.window.pos, "WINDOW"
+            window = ws.windowing.window
+            column, pos, clause = window.on, window.on_pos or window.pos, "WINDOW"
         else:
-            column, pos, clause = ws.sources[0].watermark.event_time, ws.sources[0].watermark.pos, "WATERMARK"
+            w = ws.sources[0].watermark
+            column, pos, clause = w.event_time, w.event_time_pos or w.pos, "WATERMARK"
         raise ws.error(SqlflowAnalysisError, f"the event-time column {column} is {_type_name(et)}, not a TIMESTAMP",
-                       clause, pos=pos,
-                       hint=f"convert it in a subquery, e.g. timestamp_seconds({column}) or to_timestamp({column})")
+                       clause, pos=pos, hint=to_timestamp_hint(column, et))
     if rel.replay and not isinstance(types[ARRIVAL_TIME], timestamps):
-        column = ws.arrival_source.watermark.arrival
-        raise ws.error(SqlflowAnalysisError, f"the arrival column {column} is {_type_name(types[ARRIVAL_TIME])}, "
-                       "not a TIMESTAMP", "WATERMARK", pos=ws.arrival_source.watermark.pos)
+        w = ws.arrival_source.watermark
+        raise ws.error(SqlflowAnalysisError, f"the arrival column {w.arrival} is {_type_name(types[ARRIVAL_TIME])}, "
+                       "not a TIMESTAMP", "WATERMARK", pos=w.arrival_pos or w.pos, hint=to_timestamp_hint(w.arrival, types[ARRIVAL_TIME]))
     if rel.gap and not isinstance(types[GAP], (T.DayTimeIntervalType, T.CalendarIntervalType)):
         fn = ws.window
         raise ws.error(SqlflowAnalysisError, f"the session GAP {fn.gap.sql} is {_type_name(types[GAP])}, "

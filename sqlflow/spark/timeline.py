@@ -37,14 +37,15 @@ class Replay:
     model: str           # the model, for explain()
 
 
-def _timestamp_check(ws: WindowedSelect, source: Source, dtype, what: str, column: str) -> None:
+def _timestamp_check(ws: WindowedSelect, source: Source, dtype, what: str, column: str, pos) -> None:
     from pyspark.sql import types as T
+
+    from .schema import to_timestamp_hint
 
     if not isinstance(dtype, (T.TimestampType, T.TimestampNTZType)):
         raise ws.error(SqlflowAnalysisError,
                        f"the {what} column {column} of the WATERMARK clause is {dtype.simpleString().upper()}, "
-                       "not a TIMESTAMP", "WATERMARK", pos=source.watermark.pos,
-                       hint=f"convert it in a subquery, e.g. timestamp_seconds({column}) or to_timestamp({column})")
+                       "not a TIMESTAMP", "WATERMARK", pos=pos or source.watermark.pos, hint=to_timestamp_hint(column, dtype))
 
 
 def source_query(source: Source) -> exp.Select:
@@ -66,8 +67,8 @@ def replay(spark, ws: WindowedSelect, args, run_sql) -> Replay:
     w = source.watermark
     raw = run_sql(to_spark_sql(source_query(source)), source.node)
     types = {f.name: f.dataType for f in raw.schema.fields}
-    _timestamp_check(ws, source, types["et"], "event-time", w.event_time)
-    _timestamp_check(ws, source, types["at"], "arrival", w.arrival)
+    _timestamp_check(ws, source, types["et"], "event-time", w.event_time, w.event_time_pos)
+    _timestamp_check(ws, source, types["at"], "arrival", w.arrival, w.arrival_pos)
     micros = raw.select(F.unix_micros(F.col("et").cast("timestamp")).alias("et"),
                         F.unix_micros(F.col("at").cast("timestamp")).alias("at"))
     model = w.model

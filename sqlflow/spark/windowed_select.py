@@ -100,13 +100,21 @@ class WindowedSelect:
 
     def label(self) -> str:
         """`the SELECT with WINDOW SESSIONS at line 3, column 1` (where its WINDOW clause is)."""
+        return f"the SELECT with WINDOW {self.window_kind}{self._where()}"
+
+    def _where(self) -> str:
         pos = self.windowing.window.pos or self.windowing.pos
-        where = f" at line {pos.line}, column {pos.column}" if pos else ""
-        return f"the SELECT with WINDOW {self.window_kind}{where}"
+        return f" at line {pos.line}, column {pos.column}" if pos else ""
 
     def error(self, kind, message: str, clause: str, node: exp.Expr | None = None,
               pos: ast.Position | None = None, hint: str | None = None):
+        """A located error; a message naming this SELECT by `label()` does not repeat the line
+        and column the error is located at (one line number per place)."""
         pos = pos or (self.statement.position(node) if node is not None else None) or self.position
+        where = self._where()
+        if where and pos is not None and where == f" at line {pos.line}, column {pos.column}":
+            message = message.replace(f"the SELECT with WINDOW {self.window_kind}{where}",
+                                      f"the SELECT with WINDOW {self.window_kind}")
         return self.statement.source.error_at(kind, message, pos, clause=clause, hint=hint)
 
 

@@ -923,3 +923,48 @@ def test_sql_sqlglot_cannot_tokenize():
           SELECT k, count(*) FROM t WHERE x = X'zz' GROUP BY k WINDOW GLOBAL ON ts
                                               ^
     """)
+
+
+# --------------------------------------------------------------------------- hints for common slips (issue 19, item 13)
+
+
+def test_emit_retracting_suggests_accumulating_and_retracting():
+    expect(G + "WINDOW FIXED(SIZE 5m) ON ts EMIT RETRACTING", SqlflowSyntaxError, """
+        sqlflow: EMIT: expected DISCARDING or ACCUMULATING, got 'RETRACTING' (line 1, column 71)
+          SELECT k, count(*) FROM t GROUP BY k WINDOW FIXED(SIZE 5m) ON ts EMIT RETRACTING
+                                                                                ^
+        did you mean ACCUMULATING AND RETRACTING?
+    """)
+    assert error(G + "WINDOW FIXED(SIZE 5m) ON ts EMIT ACCUMULATING RETRACTING").hint == \
+        "did you mean ACCUMULATING AND RETRACTING?"
+    assert error(G + "WINDOW FIXED(SIZE 5m) ON ts EMIT RETRACTNG").hint == "did you mean ACCUMULATING AND RETRACTING?"
+
+
+def test_a_window_function_missing_a_parameter_says_which():
+    expect(G + "WINDOW SLIDING(SIZE 1h) ON ts", SqlflowSyntaxError, """
+        sqlflow: WINDOW: expected ',', got ')' (line 1, column 60)
+          SELECT k, count(*) FROM t GROUP BY k WINDOW SLIDING(SIZE 1h) ON ts
+                                                                     ^
+        SLIDING needs PERIOD: SLIDING(SIZE <duration>, PERIOD <duration>[, OFFSET <duration>])
+    """)
+    assert error(G + "WINDOW CUMULATE(SIZE 1d) ON ts").hint == \
+        "CUMULATE needs STEP: CUMULATE(STEP <duration>, SIZE <duration>[, OFFSET <duration>])"
+    assert error(G + "WINDOW FIXED() ON ts").hint == "FIXED needs SIZE: FIXED(SIZE <duration>[, OFFSET <duration>])"
+    assert error(G + "WINDOW SESSIONS() ON ts").hint == "SESSIONS needs GAP: SESSIONS(GAP <duration>)"
+
+
+def test_window_function_parameters_out_of_order():
+    assert error(G + "WINDOW SLIDING(PERIOD 10m, SIZE 1h) ON ts").hint == (
+        "SLIDING takes its parameters in this order: SLIDING(SIZE <duration>, PERIOD <duration>[, OFFSET <duration>])")
+    # a misspelt parameter is a typo, and a missing duration is not about the parameters
+    assert error(G + "WINDOW SLIDING(SIZ 1h, PERIOD 10m) ON ts").hint == "did you mean SIZE?"
+    assert error(G + "WINDOW SLIDING(SIZE 1h, PERIOD 10m, OFFSET) ON ts").hint is None
+
+
+def test_columns_of_the_clauses_know_where_they_are_written():
+    s = parse("SELECT k, count(*) FROM t WATERMARK ts DELAY OF 1m ARRIVAL `at`\nGROUP BY k WINDOW FIXED(SIZE 5m) ON e.ts")
+    (_, windowing), = s.windowed_selects()
+    (_, source), = s.source_watermarks()
+    assert (windowing.window.on, windowing.window.on_pos) == ("e.ts", ast.Position(2, 37))
+    assert (source.event_time, source.event_time_pos) == ("ts", ast.Position(1, 37))
+    assert (source.arrival, source.arrival_pos) == ("at", ast.Position(1, 60))

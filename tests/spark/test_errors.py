@@ -46,37 +46,45 @@ CASES = {
         sqlflow.SqlflowAnalysisError,
         "sqlflow: WINDOW: [UNRESOLVED_COLUMN.WITH_SUGGESTION] A column, variable, or function parameter with "
         "name `nots` cannot be resolved. Did you mean one of the following? [`ts`, `secs`, `amount`, `page`, "
-        "`user`]. (line 3, column 15)\n"
+        "`user`]. (line 3, column 40)\n"
         "  GROUP BY user WINDOW FIXED(SIZE 1m) ON nots\n"
-        "                ^"),
+        "                                         ^"),
     "missing event-time column in WATERMARK": (
         "SELECT user, COUNT(*) AS n\nFROM clicks WATERMARK tss DELAY OF 1m\nGROUP BY user WINDOW FIXED(SIZE 1m)",
         sqlflow.SqlflowAnalysisError,
         "sqlflow: WATERMARK: [UNRESOLVED_COLUMN.WITH_SUGGESTION] A column, variable, or function parameter "
         "with name `clicks`.`tss` cannot be resolved. Did you mean one of the following? [`clicks`.`ts`, "
-        "`clicks`.`secs`, `clicks`.`user`, `clicks`.`page`, `clicks`.`amount`]. (line 2, column 13)\n"
+        "`clicks`.`secs`, `clicks`.`user`, `clicks`.`page`, `clicks`.`amount`]. (line 2, column 23)\n"
         "  FROM clicks WATERMARK tss DELAY OF 1m\n"
-        "              ^"),
+        "                        ^"),
     "event time not a timestamp (ON)": (
         "SELECT user, COUNT(*) AS n\nFROM clicks\nGROUP BY user WINDOW FIXED(SIZE 1m) ON amount",
         sqlflow.SqlflowAnalysisError,
-        "sqlflow: WINDOW: the event-time column amount is INT, not a TIMESTAMP (line 3, column 15)\n"
+        "sqlflow: WINDOW: the event-time column amount is INT, not a TIMESTAMP (line 3, column 40)\n"
         "  GROUP BY user WINDOW FIXED(SIZE 1m) ON amount\n"
-        "                ^\n"
+        "                                         ^\n"
         "convert it in a subquery, e.g. timestamp_seconds(amount) or to_timestamp(amount)"),
     "event time not a timestamp (WATERMARK)": (
         "SELECT user, COUNT(*) AS n\nFROM clicks WATERMARK secs DELAY OF 1m\nGROUP BY user WINDOW FIXED(SIZE 1m)",
         sqlflow.SqlflowAnalysisError,
-        "sqlflow: WATERMARK: the event-time column secs is BIGINT, not a TIMESTAMP (line 2, column 13)\n"
+        "sqlflow: WATERMARK: the event-time column secs is BIGINT, not a TIMESTAMP (line 2, column 23)\n"
         "  FROM clicks WATERMARK secs DELAY OF 1m\n"
-        "              ^\n"
+        "                        ^\n"
         "convert it in a subquery, e.g. timestamp_seconds(secs) or to_timestamp(secs)"),
     "arrival not a timestamp": (
         "SELECT user, COUNT(*) AS n\nFROM clicks WATERMARK ts PERFECT ARRIVAL secs\nGROUP BY user WINDOW FIXED(SIZE 1m)",
         sqlflow.SqlflowAnalysisError,
-        "sqlflow: WATERMARK: the arrival column secs is BIGINT, not a TIMESTAMP (line 2, column 13)\n"
+        "sqlflow: WATERMARK: the arrival column secs is BIGINT, not a TIMESTAMP (line 2, column 42)\n"
         "  FROM clicks WATERMARK ts PERFECT ARRIVAL secs\n"
-        "              ^"),
+        "                                           ^\n"
+        "convert it in a subquery, e.g. timestamp_seconds(secs) or to_timestamp(secs)"),
+    "arrival a string": (
+        "SELECT user, COUNT(*) AS n\nFROM clicks WATERMARK ts DELAY OF 1m ARRIVAL page\nGROUP BY user WINDOW FIXED(SIZE 1m)",
+        sqlflow.SqlflowAnalysisError,
+        "sqlflow: WATERMARK: the arrival column page is STRING, not a TIMESTAMP (line 2, column 46)\n"
+        "  FROM clicks WATERMARK ts DELAY OF 1m ARRIVAL page\n"
+        "                                               ^\n"
+        "convert it in a subquery, e.g. to_timestamp(page) (or to_timestamp(page, 'yyyy-MM-dd HH:mm:ss'))"),
     "SUM of a string": (
         "SELECT user, SUM(page) AS n\nFROM clicks\nGROUP BY user WINDOW FIXED(SIZE 1m) ON ts",
         sqlflow.SqlflowAnalysisError,
@@ -168,8 +176,8 @@ def test_forcing_an_impossible_path(spark, tables):
     query = "SELECT user, COUNT(*) AS n FROM clicks GROUP BY user WINDOW CUMULATE(STEP 1m, SIZE 2m) ON ts"
     error = error_of(spark, query, path="native")
     assert str(error).splitlines()[0] == (
-        "sqlflow: WINDOW: path='native' is impossible for the SELECT with WINDOW CUMULATE at line 1, column 54: "
-        "Spark has no cumulating windows (line 1, column 54)")
+        "sqlflow: WINDOW: path='native' is impossible for the SELECT with WINDOW CUMULATE: "
+        "Spark has no cumulating windows (line 1, column 54)")  # one line number per place
     query = "SELECT user, percentile_approx(amount, 0.5) AS p FROM clicks GROUP BY user WINDOW GLOBAL ON ts"
     error = error_of(spark, query, path="engine")
     assert str(error).splitlines()[0] == (

@@ -68,7 +68,7 @@ def test_min_through_another_select_is_refused(spark, paper_views):
     with pytest.raises(sqlflow.SqlflowUnsupportedError) as info:
         sqlflow.sql(spark, query)
     assert info.value.message == (
-        "the SELECT at line 5, column 16 aggregates (MAX) over the SELECT with WINDOW SESSIONS at line 3, "
+        "this SELECT aggregates (MAX) over the SELECT with WINDOW SESSIONS at line 3, "
         "column 16 through another SELECT: it needs the stage's final panes")
 
 

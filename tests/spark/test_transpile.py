@@ -75,17 +75,17 @@ def test_plain_sql_is_returned_unchanged(query):
 
 @pytest.mark.parametrize("query,why", [
     ("SELECT k, COUNT(*) AS n FROM t WATERMARK ts PERFECT ARRIVAL at GROUP BY k WINDOW FIXED(SIZE 1m)",
-     "sqlflow: WINDOW: no native Spark SQL for the SELECT with WINDOW FIXED at line 1, column 75: its input is "
+     "sqlflow: WINDOW: no native Spark SQL for the SELECT with WINDOW FIXED: its input is "
      "replayed (ARRIVAL at): panes depend on the arrival order, which only the engine follows (line 1, column 75)"),
     ("SELECT k, COUNT(*) AS n FROM t GROUP BY k WINDOW GLOBAL ON ts TRIGGER REPEAT(COUNT 10)",
-     "sqlflow: WINDOW: no native Spark SQL for the SELECT with WINDOW GLOBAL at line 1, column 43: its trigger "
+     "sqlflow: WINDOW: no native Spark SQL for the SELECT with WINDOW GLOBAL: its trigger "
      "can fire before the end of the input (COUNT, WHEN or WATERMARK PERCENTILE), so a window may emit several "
      "panes (line 1, column 43)"),
     ("SELECT k, COUNT(*) AS n FROM t GROUP BY k WINDOW CUMULATE(STEP 1m, SIZE 1h) ON ts",
-     "sqlflow: WINDOW: no native Spark SQL for the SELECT with WINDOW CUMULATE at line 1, column 43: Spark has "
+     "sqlflow: WINDOW: no native Spark SQL for the SELECT with WINDOW CUMULATE: Spark has "
      "no cumulating windows (line 1, column 43)"),
     ("SELECT k, COUNT(*) AS n FROM t GROUP BY k WINDOW my_window(3) ON ts",
-     "sqlflow: WINDOW: no native Spark SQL for the SELECT with WINDOW CUSTOM at line 1, column 43: my_window is "
+     "sqlflow: WINDOW: no native Spark SQL for the SELECT with WINDOW CUSTOM: my_window is "
      "a custom window function (line 1, column 43)"),
 ])
 def test_no_native_rewrite_says_why(query, why):
