@@ -23,7 +23,7 @@ import pandas as pd
 from .. import ast
 from ..errors import SqlflowExecutionError
 from ..time import NEG_INF, POS_INF
-from . import vectorised, watermark_step
+from . import stream_step, vectorised, watermark_step
 from .keyloop import CLOSED, TOO_LATE, KeyLoop, Window
 from .panes import RETRACTION_COLUMN, PaneTable, pane_accumulators, pane_frame
 from .plan import ARRIVAL_TIME, EVENT_TIME, GAP, EnginePlan, check_durations, when_column
@@ -96,6 +96,7 @@ class Engine:
         self.wfn = window_fn(plan.window, plan.custom_windows)
         self.lateness = plan.lateness
         self._step = watermark_step.WatermarkStep(self) if watermark_step.applies(plan) else None
+        self._stream = stream_step.StreamStep(self) if stream_step.applies(plan, self.wfn) else None
 
     # ------------------------------------------------------------------ bounded and replayed input
 
@@ -204,6 +205,9 @@ class Engine:
             if ordered:
                 result.panes = _emission_order(result.panes, list(self.plan.keys))
             return result, new_state
+        if self._stream is not None and not reference:
+            return self._stream.run(state or None, rows, p=p, wm_prev=wm_prev, wm_new=wm_new,
+                                    end_of_input=end_of_input, ordered=ordered)
         state = dict(state or {})
         rows = rows.copy()
         rows[ARRIVAL_TIME] = p
@@ -305,6 +309,8 @@ class Engine:
         if self._step is not None and "start" in state:
             return (self._step.keys_count(state), self._step.windows(state), self._step.next_timer(state),
                     self._step.next_watermark(state, watermark))
+        if self._stream is not None and "windows" in state:
+            return self._stream.summary(state, watermark)
         windows = [w for ws in state.values() for w in ws]
         proc, mark = next_timers(windows, self.trigger, self.lateness, watermark) if windows else (None, None)
         return len(state), len(windows), proc, mark
@@ -323,11 +329,15 @@ class Engine:
         return False
 
     def _pending_accumulators(self, windows: list[Window], inputs: list[dict]) -> dict:
-        """id(window) -> its unemitted input as one accumulator per aggregate: one merge for all."""
+        """id(window) -> its unemitted input as one accumulator per aggregate: one merge for all.
+
+        The input merges in assignment order, as a pane's does (`pane_accumulators`): elements equal
+        in event and arrival time (one batch) then keep their row order whether the pane that
+        emits them comes in this batch or a later one (collect_list and first/last see it)."""
         with_pending = [w for w in windows if w.pending]
         if not with_pending:
             return {}
-        ids = np.fromiter((a for w in with_pending for a in w.pending), np.int64)
+        ids = np.fromiter((a for w in with_pending for a in sorted(w.pending)), np.int64)
         group = np.repeat(np.arange(len(with_pending)), [len(w.pending) for w in with_pending])
         merged = [agg.merge({f: a[f][ids] for f in a}, group, len(with_pending))
                   for agg, a in zip(self.plan.aggregates, inputs)]
