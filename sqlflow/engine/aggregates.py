@@ -54,7 +54,7 @@ KINDS = {
     "var_pop": "var_pop",
 }
 
-#: kinds whose downstream application of a retraction is a subtraction (issue: multi-stage pipelines)
+#: kinds whose downstream application of a retraction is a subtraction (docs/pipelines.md)
 INVERTIBLE = {"count_star", "count", "sum", "avg"}
 
 

@@ -1,4 +1,4 @@
-"""Properties of the engine on random inputs and random triggers (issue: engine, Tests)."""
+"""Properties of the engine on random inputs and random triggers."""
 from collections import Counter
 
 import pandas as pd
