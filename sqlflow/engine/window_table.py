@@ -51,9 +51,9 @@ def replace_rows(agg, acc: dict, rows: np.ndarray, new: dict) -> dict:
 
 class Lineage:
     """Panes that windows build on: rows (owner window, start, end, index, timing) and their
-    totals (one accumulator per aggregate)."""
+    totals (one accumulator per aggregate, None while there is no row)."""
 
-    def __init__(self, cols: dict, totals: list[dict]):
+    def __init__(self, cols: dict, totals: list):
         self.cols, self.totals = cols, totals
 
     @staticmethod
