@@ -41,15 +41,18 @@ def parse(sql: str) -> Statement:
     return statement
 
 
-def parse_script(text: str) -> list[Statement]:
-    """The `;`-separated statements of a script; error positions are in the whole script."""
+def parse_script(text: str, *, grouping: bool = True) -> list[Statement]:
+    """The `;`-separated statements of a script; error positions are in the whole script.
+
+    `grouping=False` leaves the check that every item is grouped or aggregated to the caller
+    (see `validate`): the Spark layer runs it after Spark resolved the names."""
     source = Source(text)
     spans = split_statements(text)
     _check_comment_after(source, spans)
     statements = []
     for start, end in spans:
         statement = parse_statement(text[start:end], source, start, end)
-        validate(statement, streaming=False)
+        validate(statement, streaming=False, grouping=grouping)
         statements.append(statement)
     return statements
 

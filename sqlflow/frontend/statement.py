@@ -223,6 +223,7 @@ def _build_tree(source: Source, start: int, end: int, spans: list[Span]):
         if isinstance(node, exp.Select):
             node.meta[WINDOWING_KEY] = windowings[number]
             found[TAIL].add(number)
+            drop_empty_grouping_sets(node)
         elif isinstance(node, exp.TableAlias) and node.parent is not None:
             node.parent.meta[WATERMARK_KEY] = watermarks[number]
             found[SOURCE].add(number)
@@ -234,6 +235,38 @@ def _build_tree(source: Source, start: int, end: int, spans: list[Span]):
             span = [s for s in spans if s.kind == kind][min(missing)]
             raise _misplaced(source, span)
     return tree, offsets
+
+
+def drop_empty_grouping_sets(select: exp.Select) -> None:
+    """`GROUP BY ()` is the empty grouping set, one group: a windowed SELECT without GROUP BY (its
+    aggregates per window over all rows). Within a list (`GROUP BY (), k`) it adds nothing. Spark
+    cannot read `()` in GROUP BY, so every path gets the SELECT without it.
+
+    >>> s = parse_statement("SELECT count(*) AS n FROM t GROUP BY () WINDOW GLOBAL ON ts")
+    >>> (select, _), = s.windowed_selects()
+    >>> select.args.get("group") is None
+    True
+    >>> s = parse_statement("SELECT k, count(*) AS n FROM t GROUP BY (), k, (()) WINDOW GLOBAL ON ts")
+    >>> s.windowed_selects()[0][0].args["group"].sql()
+    'GROUP BY k'
+    """
+    group = select.args.get("group")
+    if group is None or group.args.get("all"):
+        return
+    keys = [key for key in group.expressions if not _empty_set(key)]
+    if len(keys) == len(group.expressions):
+        return
+    if keys or any(group.args.get(arg) for arg in ("grouping_sets", "cube", "rollup", "totals")):
+        group.set("expressions", keys)
+    else:
+        select.set("group", None)
+
+
+def _empty_set(node: exp.Expr) -> bool:
+    """`()`, `(())`, ...: a tuple of nothing but empty tuples."""
+    if isinstance(node, exp.Paren):
+        return _empty_set(node.this)
+    return isinstance(node, exp.Tuple) and all(_empty_set(e) for e in node.expressions)
 
 
 #: where our clauses go in a SELECT (grammar/README.md, "Where the clauses go")

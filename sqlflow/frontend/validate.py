@@ -24,25 +24,27 @@ from sqlglot import exp
 from .. import ast
 from ..errors import SqlflowSemanticError
 from . import limits, printer, sqlexpr
+from .grouping import _ancestors, _is_aggregate, ungrouped_item
 from .statement import Statement, watermarks_feeding
 
-#: columns a windowed SELECT may name without grouping them: they describe the pane (semantics 4)
 #: SLIDING and CUMULATE copy each element into SIZE / PERIOD (or STEP) windows: beyond this the
 #: copies alone exhaust memory on any realistic input
 MAX_WINDOWS_PER_ELEMENT = 100_000
 
-PANE_COLUMNS = frozenset({"window_start", "window_end", "pane_index", "pane_timing", "is_last",
-                          "emit_time", "is_retraction"})
 
 
-def validate(statement: Statement, *, streaming: bool) -> None:
+
+def validate(statement: Statement, *, streaming: bool, grouping: bool = True) -> None:
     """Raise SqlflowSemanticError for the first clause that cannot mean anything.
 
-    `streaming`: the query runs on a live stream (not recorded or bounded data).
+    `streaming`: the query runs on a live stream (not recorded or bounded data). `grouping`
+    False leaves the check that every item is grouped or aggregated (`grouping.ungrouped_item`)
+    to the caller: the Spark layer runs it once Spark has resolved the names, so that a misspelt
+    column gets Spark's message and suggestion rather than "neither in GROUP BY ...".
     """
     if statement.is_plain:
         return
-    check = _Checker(statement, streaming)
+    check = _Checker(statement, streaming, grouping)
     for _, watermark in statement.source_watermarks():
         check.source_watermark(watermark)
     for select, windowing in statement.windowed_selects():
@@ -54,9 +56,10 @@ def validate(statement: Statement, *, streaming: bool) -> None:
 
 
 class _Checker:
-    def __init__(self, statement: Statement, streaming: bool) -> None:
+    def __init__(self, statement: Statement, streaming: bool, grouping: bool = True) -> None:
         self.statement = statement
         self.streaming = streaming
+        self.grouping = grouping
 
     def fail(self, message: str, pos: ast.Position | None, clause: str, hint: str | None = None) -> NoReturn:
         raise self.statement.source.error_at(SqlflowSemanticError, message, pos, clause=clause,
@@ -195,38 +198,13 @@ class _Checker:
     # ---------------------------------------------------------------- the SELECT
 
     def select(self, select: exp.Select, w: ast.Windowing) -> None:
-        group = select.args.get("group")
-        if group is None and not _has_aggregate(select):
+        if select.args.get("group") is None and not _has_aggregate(select):
             self.fail("a windowed SELECT needs GROUP BY or an aggregate", w.pos, "WINDOW",
                       hint="without GROUP BY the aggregates are computed per window over all rows")
-        if group is not None and group.args.get("all"):
-            return
-        keys = _group_keys(select)
-        retracting = w.emit is not None and w.emit.mode.retracting
-        panes = PANE_COLUMNS if retracting else PANE_COLUMNS - {"is_retraction"}
-        for item in select.expressions:
-            for node in _ungrouped(item.this if isinstance(item, exp.Alias) else item, keys, panes):
-                if isinstance(node, exp.Star):
-                    self.fail("SELECT * in a windowed SELECT", self.statement.position(select) or w.pos,
-                              "SELECT", hint="select the GROUP BY keys and aggregates")
-                name = node.sql(dialect="spark")
-                if isinstance(node, exp.Column) and not node.table and node.name.lower() == "is_retraction":
-                    self.fail("is_retraction is a pane column only with EMIT ACCUMULATING AND RETRACTING",
-                              self.statement.position(node) or w.pos, "SELECT",
-                              hint="add EMIT ACCUMULATING AND RETRACTING, or drop is_retraction "
-                                   "(without it no row is a retraction)")
-                calls = [a for a in _ancestors(node, select) if isinstance(a, exp.Anonymous)]
-                if calls:  # maybe meant as an aggregate: say which function is not known as one
-                    call = calls[0].name
-                    self.fail(f"{name} is neither in GROUP BY nor inside an aggregate: {call}(...) is "
-                              "not a Spark aggregate function sqlflow knows",
-                              self.statement.position(node) or w.pos, "SELECT",
-                              hint=f"check the function's name; user-defined aggregate functions are not "
-                                   f"supported in a windowed SELECT (group by {name}, or aggregate it "
-                                   f"with a built-in aggregate)")
-                self.fail(f"{name} is neither in GROUP BY nor inside an aggregate",
-                          self.statement.position(node) or w.pos, "SELECT",
-                          hint=f"add it to GROUP BY or aggregate it, e.g. first({name})")
+        if self.grouping:
+            problem = ungrouped_item(self.statement, select, w)
+            if problem is not None:
+                raise problem[1]
 
     def event_time(self, select: exp.Select, w: ast.Windowing) -> None:
         if w.window.on is not None:
@@ -358,27 +336,6 @@ def _not_duration(tree: exp.Expr) -> str | None:
     return None
 
 
-#: Spark aggregate functions that sqlglot reads as anonymous functions
-SPARK_AGGREGATES = frozenset({
-    "mean", "std", "every", "some", "any", "bool_and", "bool_or", "bit_and", "bit_or", "bit_xor",
-    "kurtosis", "skewness", "mode", "median", "percentile", "approx_percentile", "histogram_numeric",
-    "count_min_sketch", "try_avg", "try_sum", "collect_list", "collect_set", "max_by", "min_by",
-    "regr_avgx", "regr_avgy", "regr_count", "regr_intercept", "regr_r2", "regr_slope", "regr_sxx",
-    "regr_sxy", "regr_syy", "covar_pop", "covar_samp", "corr", "hll_sketch_agg", "hll_union_agg",
-    "bitmap_construct_agg", "bitmap_or_agg", "listagg", "string_agg", "grouping", "grouping_id",
-})
-
-
-def _is_aggregate(node: exp.Expr) -> bool:
-    """An aggregate call: sqlglot's AggFunc, a Spark aggregate it does not model, or
-    `agg(...) FILTER (WHERE ...)`."""
-    if isinstance(node, exp.AggFunc):
-        return True
-    if isinstance(node, exp.Anonymous):
-        return node.name.lower() in SPARK_AGGREGATES
-    return isinstance(node, exp.Filter) and _is_aggregate(node.this)
-
-
 def _has_aggregate(select: exp.Select) -> bool:
     scopes = list(select.expressions) + [select.args.get("having")]
     return any(_is_aggregate(node) and not _in_window_function(node, select)
@@ -392,64 +349,3 @@ def _in_window_function(node: exp.Expr, top: exp.Expr) -> bool:
 
 def _in_subquery(node: exp.Expr, top: exp.Expr) -> bool:
     return any(isinstance(a, (exp.Query, exp.Subquery)) for a in _ancestors(node, top))
-
-
-def _ancestors(node: exp.Expr, top: exp.Expr):
-    parent = node.parent
-    while parent is not None and parent is not top:
-        yield parent
-        parent = parent.parent
-
-
-def _group_keys(select: exp.Select) -> list[exp.Expr]:
-    group = select.args.get("group")
-    if group is None:
-        return []
-    keys: list[exp.Expr] = []
-    for key in group.expressions:
-        keys.append(key)
-    for arg in ("grouping_sets", "cube", "rollup"):
-        for node in group.args.get(arg) or []:
-            keys.extend(n for n in node.walk() if isinstance(n, exp.Expr))
-    items = select.expressions
-    out = []
-    for key in keys:
-        out.append(key)
-        if isinstance(key, exp.Literal) and not key.is_string and key.name.isdigit():
-            index = int(key.name) - 1  # GROUP BY 1
-            if 0 <= index < len(items):
-                item = items[index]
-                out.append(item.this if isinstance(item, exp.Alias) else item)
-        elif isinstance(key, exp.Column) and not key.table:  # GROUP BY alias
-            for item in items:
-                if isinstance(item, exp.Alias) and item.alias.lower() == key.name.lower():
-                    out.append(item.this)
-    return out
-
-
-def _same_column(a: exp.Column, b: exp.Expr) -> bool:
-    """`a` is the grouped column `b`, or a field of a grouped struct (`window.start` when
-    grouping by Spark's `window(ts, ...)`)."""
-    if isinstance(b, exp.Anonymous):
-        return bool(a.table) and a.table.lower() == b.name.lower()
-    return (isinstance(b, exp.Column) and a.name.lower() == b.name.lower()
-            and (not a.table or not b.table or a.table.lower() == b.table.lower()))
-
-
-def _ungrouped(node: exp.Expr, keys: list[exp.Expr], panes: frozenset = PANE_COLUMNS):
-    """Columns (and *) of a SELECT item that are neither grouped nor inside an aggregate
-    (in text order; iterative, as `a + b + ...` can be thousands of levels deep)."""
-    stack = [node]
-    while stack:
-        node = stack.pop()
-        if any(node == key or (isinstance(node, exp.Column) and _same_column(node, key)) for key in keys):
-            continue
-        if _is_aggregate(node) or isinstance(node, (exp.Window, exp.Subquery, exp.Query, exp.Lambda, exp.Exists)):
-            continue
-        if isinstance(node, exp.Star):
-            yield node
-        elif isinstance(node, exp.Column):
-            if isinstance(node.this, exp.Star) or node.table or node.name.lower() not in panes:
-                yield node
-        else:
-            stack.extend(reversed(list(node.iter_expressions())))

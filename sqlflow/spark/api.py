@@ -20,10 +20,12 @@ def _first_non_blank(text: str, at: int) -> int:
     return at
 
 
-def _statement(text: str):
+def _statement(text: str, *, spark=None):
+    """The one statement of `text`. With a session, the check that every item is grouped or
+    aggregated waits for Spark's analysis (`Runner.stage`): a misspelt column gets Spark's message."""
     from ..frontend import parse_script
 
-    statements = parse_script(text)
+    statements = parse_script(text, grouping=spark is None)
     if len(statements) > 1 and not all(s.is_plain for s in statements):
         second = statements[1]
         raise second.source.error(SqlflowError, f"expected one statement, found {len(statements)}",
@@ -69,7 +71,7 @@ def run_sql(spark, query: str, args=None, *, path: str | None = None, placeholde
         formatter = SQLStringFormatter(spark)
         text = formatter.format(query, **placeholders)
     try:
-        statement = _statement(text)
+        statement = _statement(text, spark=spark)
         if statement is None or statement.is_plain:
             if formatter is not None:
                 formatter.clear()
@@ -129,7 +131,7 @@ def explain(query: str, spark=None, args=None) -> str:
     from .execute import Runner
     from .params import named_parameters
 
-    statement = _statement(query)
+    statement = _statement(query, spark=spark)
     if statement is None or statement.is_plain:
         return "plain Spark SQL: no windowed SELECT, the statement goes to spark.sql unchanged"
     args = named_parameters(statement.tree, args, statement)

@@ -23,6 +23,7 @@ from .. import ast
 from ..errors import SqlflowError
 from ..engine.plan import EVENT_TIME, GAP
 from ..engine.vectorised import collapsible
+from ..frontend.grouping import PANE_COLUMNS, ungrouped_item
 from ..frontend.statement import Statement
 from . import conf, timeline
 from .analysis import spark_sql
@@ -111,6 +112,34 @@ class Runner:
         df = self.sql(to_spark_sql(query), select, select_position(self.statement, select))
         return exp.DataType.build(df.schema.fields[0].dataType.simpleString(), dialect="spark")
 
+    def check_grouping(self, select: exp.Select, windowing: ast.Windowing) -> None:
+        """Every item grouped or aggregated (`frontend.grouping`); but first, Spark resolves the
+        GROUP BY keys and the offending column, so that a misspelt name gets Spark's message and
+        suggestion (UNRESOLVED_COLUMN), not "neither in GROUP BY"."""
+        problem = ungrouped_item(self.statement, select, windowing)
+        if problem is None:
+            return
+        node, error = problem
+        if self.spark is not None and isinstance(node, exp.Column) and node.name.lower() not in PANE_COLUMNS:
+            group = select.args.get("group")
+            aliases = {item.alias.lower(): item.this for item in select.expressions if isinstance(item, exp.Alias)}
+            keys = []
+            for key in group.expressions if group is not None else []:
+                if isinstance(key, exp.Literal) and not key.is_string:
+                    continue  # GROUP BY 1
+                if isinstance(key, exp.Column) and not key.table and key.name.lower() in aliases:
+                    key = aliases[key.name.lower()]  # GROUP BY an item's alias
+                keys.append(key.copy())
+            probe = exp.Select(expressions=keys + [node.copy()])
+            for arg in ("from_", "joins", "laterals", "where"):
+                value = select.args.get(arg)
+                if value is not None:
+                    probe.set(arg, [strip_clauses(v) for v in value] if isinstance(value, list)
+                              else strip_clauses(value))
+            with_ctes(probe, visible_ctes(select))
+            self.sql(to_spark_sql(probe), select, select_position(self.statement, select))
+        raise error
+
     # ------------------------------------------------------------------ the statement
 
     def prepare(self) -> Prepared:
@@ -148,6 +177,7 @@ class Runner:
 
     def stage(self, number: int, select: exp.Select, windowing: ast.Windowing) -> Stage:
         self.consume(select)
+        self.check_grouping(select, windowing)
         ws = describe(self.statement, select, windowing)
         rel = input_relation(ws)
         raw = names = agg_types = None

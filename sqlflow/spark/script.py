@@ -67,7 +67,7 @@ def run_script(spark: "SparkSession", text: str, *, wait: bool = False) -> list[
     from ..frontend import parse_script
 
     results: list[Any] = []
-    for statement in parse_script(text):
+    for statement in parse_script(text, grouping=False):  # checked once Spark resolved the names
         results.append(run_statement(spark, statement))
     if wait:
         for result in results:

@@ -25,7 +25,7 @@ from .. import ast
 from ..errors import SqlflowSemanticError, SqlflowUnsupportedError
 from ..frontend.dialect import WINDOWING_KEY
 from ..frontend.statement import DIALECT, Statement, watermarks_feeding
-from ..frontend.validate import PANE_COLUMNS
+from ..frontend.grouping import PANE_COLUMNS
 from .aggregates import AggregateCall, aggregate_call, aggregate_calls, is_aggregate_call
 
 #: the pane columns, in output order (docs/bounded-execution.md)
