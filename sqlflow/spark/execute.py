@@ -169,14 +169,14 @@ class Runner:
                 stage.panes = self.sql(text, ws.select, ws.position)
         self.unanalysed = []
 
-    def consume(self, select: exp.Select) -> None:
+    def consume(self, select: exp.Select, windowed: bool = False) -> None:
         if select._meta and (select.meta.get(DONE_KEY) or select.meta.get(STAGE_KEY)):
             return
         select.meta[DONE_KEY] = True
-        rewrite_consumer(select, self.statement, avg_type=self.avg_type)
+        rewrite_consumer(select, self.statement, avg_type=self.avg_type, windowed=windowed)
 
     def stage(self, number: int, select: exp.Select, windowing: ast.Windowing) -> Stage:
-        self.consume(select)
+        self.consume(select, windowed=True)
         self.check_grouping(select, windowing)
         ws = describe(self.statement, select, windowing)
         rel = input_relation(ws)

@@ -15,6 +15,12 @@ depends on the upstream accumulation mode (the paper, section 2.3):
 
 Only engine-path stages need this: a natively rewritten stage emits one final pane per window.
 
+On a **stream** there are no final panes, only the changelog so far: COUNT, SUM and AVG over a
+retracting stage subtract as above (the result is a streaming aggregation, written in complete
+or update mode), a stage whose windows each emit one pane (default trigger, no allowed lateness)
+needs nothing, and every other shape (MIN/MAX/DISTINCT over retractions, anything over refining
+ACCUMULATING panes) is refused with a located error (`refuse_on_stream`).
+
 >>> import sqlglot
 >>> from sqlflow.frontend.statement import DIALECT
 >>> r = exp.column("is_retraction", table="s")
@@ -55,6 +61,33 @@ class StageLink:
     merging: bool        # windows merge and a merged-away window can be in the output (not when
                          # each window emits one final pane: bounded data, a trigger firing at the end)
     label: str
+    #: the stage runs on a stream (its `net` is None: a stream has no final panes); `one_pane`:
+    #: each window emits exactly one pane; `stage`: the report's Stage (marked when aggregated)
+    stream: bool = False
+    one_pane: bool = False
+    stage: object = None
+
+    def __deepcopy__(self, memo) -> "StageLink":
+        return self  # a copied SELECT (sqlglot copies meta) still links the same stage
+
+
+def one_pane_per_window(windowing: ast.Windowing) -> bool:
+    """Each window emits exactly one pane on a stream: the trigger fires once, at the watermark,
+    and the window is gone then (no allowed lateness, or a trigger that never fires again).
+
+    >>> from sqlflow.frontend import parse
+    >>> def one(sql):
+    ...     return one_pane_per_window(parse(f"SELECT k, COUNT(*) FROM t GROUP BY k {sql}").windowed_selects()[0][1])
+    >>> one("WINDOW SESSIONS(GAP 1m) ON ts"), one("WINDOW FIXED(SIZE 1m) ON ts ALLOWED LATENESS 1m")
+    (True, False)
+    >>> one("WINDOW FIXED(SIZE 1m) ON ts TRIGGER WATERMARK ALLOWED LATENESS 1m")
+    True
+    """
+    trigger = windowing.effective_trigger
+    once = ast.Watermark()
+    if trigger == once:
+        return True
+    return windowing.lateness_micros == 0 and trigger in (ast.Repeat(once), ast.Sequence((once, ast.Repeat(once))))
 
 
 def aggregates(select: exp.Select) -> bool:
@@ -102,17 +135,20 @@ def _qualifier(relation: exp.Expr) -> str | None:
     return relation.name if isinstance(relation, exp.Table) else None
 
 
-def rewrite_consumer(select: exp.Select, statement, *, avg_type=None) -> None:
+def rewrite_consumer(select: exp.Select, statement, *, avg_type=None, windowed: bool = False) -> None:
     """Make an aggregating SELECT read its upstream windowed stages as their mode means.
 
     `avg_type(select, call)` gives the Spark type of an AVG call (to keep it under subtraction),
-    or None when unknown."""
+    or None when unknown. `windowed`: the SELECT is itself windowed (over a stream it is refused
+    later, by `streaming.chaining`, whatever its aggregates)."""
     if not aggregates(select):
         return
     ctes = {cte.alias_or_name.lower(): cte for cte in visible_ctes(select)}
     linked = []
     for relation in _relations(select):
         found = _stage_of_relation(relation, ctes)
+        if found is not None and found[0].stream and found[0].stage is not None and not windowed:
+            found[0].stage.extra["aggregated"] = True  # a streaming aggregation: complete or update mode
         if found is not None and found[0].mode is not ast.AccumulationMode.DISCARDING:
             linked.append((relation, *found))
     if not linked:
@@ -124,8 +160,15 @@ def rewrite_consumer(select: exp.Select, statement, *, avg_type=None) -> None:
             SqlflowUnsupportedError, f"this SELECT aggregates over {len(linked)} windowed stages at once",
             position, clause="SELECT", hint="aggregate each stage on its own first")
     relation, link, direct = linked[0]
+    if link.stream and windowed:
+        return
     calls = [aggregate_call(node) for node in aggregate_calls(
         list(select.expressions) + [select.args.get("having"), select.args.get("order")])]
+    if link.stream:
+        if link.one_pane:
+            return
+        if not (link.mode.retracting and calls and all(_invertible(c) for c in calls)):
+            raise refuse_on_stream(statement, position, where, link, calls)
     if link.mode.retracting and calls and all(_invertible(c) for c in calls):
         qualifier = _qualifier(relation)
         flag = exp.column("is_retraction", table=qualifier) if qualifier else exp.column("is_retraction")
@@ -145,6 +188,25 @@ def rewrite_consumer(select: exp.Select, statement, *, avg_type=None) -> None:
     alias = relation.args.get("alias")
     name = alias.copy() if alias is not None else exp.TableAlias(this=exp.to_identifier(relation.name))
     relation.replace(exp.Subquery(this=link.net.copy(), alias=name))
+
+
+def refuse_on_stream(statement, position, where: str, link: StageLink, calls) -> Exception:
+    """The located error for an aggregation a stream cannot give right: only subtraction applies
+    retractions incrementally, and only retractions say that a pane was replaced."""
+    if link.mode.retracting:
+        names = ", ".join(sorted({c.name for c in calls if not _invertible(c)})) or "these aggregates"
+        message = (f"the SELECT{where} aggregates ({names}) over {link.label}, a stream: only COUNT, SUM and "
+                   "AVG can apply its retractions as they come (the other aggregates need its final panes, "
+                   "which a stream never has)")
+        hint = ("use COUNT, SUM or AVG here, or write the stage's panes to a sink (sqlflow.spark.streaming.start) "
+                "and aggregate them as bounded data")
+    else:
+        message = (f"the SELECT{where} aggregates over {link.label}, an ACCUMULATING stage on a stream whose "
+                   "windows emit several panes: each pane refines the one before, which a streaming "
+                   "aggregation cannot replace, so it would count every refinement")
+        hint = ("use EMIT ACCUMULATING AND RETRACTING upstream (COUNT, SUM and AVG then subtract what is "
+                "retracted), or EMIT DISCARDING when downstream only adds values up")
+    return statement.source.error_at(SqlflowUnsupportedError, message, position, clause="SELECT", hint=hint)
 
 
 def _invertible(call) -> bool:

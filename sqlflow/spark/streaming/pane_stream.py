@@ -56,6 +56,13 @@ def write_finish_marker(finish_dir: str) -> None:
     os.replace(tmp, os.path.join(finish_dir, name))
 
 
+def aggregated(df) -> bool:
+    """Whether a `sqlflow.sql` result aggregates the panes of a stream downstream (a streaming
+    aggregation without a watermark: Spark writes it in complete or update mode, not append)."""
+    report = getattr(df, ATTRIBUTE, None)
+    return report is not None and any(s.extra.get("aggregated") for s in report.stages)
+
+
 def pane_streams(df) -> list[PaneStream]:
     """The pane streams behind a `sqlflow.sql` result over a stream (for `start` and `finish`)."""
     report = getattr(df, ATTRIBUTE, None)

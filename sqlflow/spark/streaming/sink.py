@@ -8,7 +8,7 @@ from pyspark.sql import DataFrame
 from ...errors import SqlflowUnsupportedError
 from ...udfs import streaming as op
 from ..conf import STREAMING_FINISH_DIR
-from .pane_stream import PaneStream, pane_streams
+from .pane_stream import PaneStream, aggregated, pane_streams
 from .stateful import project_batch
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -22,7 +22,7 @@ def start(stream: PaneStream | DataFrame, *, format: str = "parquet", path: str 
           table: str | None = None, query_name: str | None = None, checkpoint: str | None = None,
           trigger_interval: str | None = None, available_now: bool = False, finish: bool = False,
           options: dict[str, Any] | None = None, await_termination: bool | None = None,
-          dropped_path: str | None = None) -> "StreamingQuery":
+          dropped_path: str | None = None, output_mode: str | None = None) -> "StreamingQuery":
     """Write a pane stream to a sink and start it.
 
     - `format`: json, csv, parquet (with `path`), memory (with `query_name`), console, or any
@@ -34,6 +34,9 @@ def start(stream: PaneStream | DataFrame, *, format: str = "parquet", path: str 
     - `available_now`: process what is available, then stop; with `finish=True` the stream is
       then finished (every window emitted) by a second availableNow run that reads the finish
       marker. Both wait for termination and return the last query.
+    - `output_mode`: Spark's output mode; default append, or complete for a result that
+      aggregates the panes downstream (docs/pipelines.md: a streaming aggregation without a
+      watermark; complete and update need a sink that supports them: memory, console, foreachBatch);
     - `dropped_path`: also write the rows the engine dropped (a PaneStream built with
       keep_dropped=True; file formats only). Both outputs are then written by foreachBatch, one
       directory per micro-batch (`<path>/batch_id=N`, overwritten when Spark re-runs a batch after
@@ -58,7 +61,7 @@ def start(stream: PaneStream | DataFrame, *, format: str = "parquet", path: str 
             raise SqlflowUnsupportedError("dropped_path needs a file format, a path and a checkpoint", clause="STREAM")
         w = stream.raw.writeStream.foreachBatch(_split_batch(stream, format, path, dropped_path, options))
     else:
-        w = df.writeStream.outputMode("append")
+        w = df.writeStream.outputMode(output_mode or ("complete" if aggregated(df) else "append"))
         if options:
             w = w.options(**{k: str(v) for k, v in options.items()})
     if checkpoint is not None:

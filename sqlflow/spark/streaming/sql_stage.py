@@ -19,12 +19,17 @@ from ...frontend.validate import validate
 from .. import conf
 from ..inputs import agg_column
 from ..output import panes_select
+from ..pipelines import STAGE_KEY, StageLink, one_pane_per_window
 from ..relations import to_spark_sql
 from ..report import Stage
 from ..schema import check_input_types, names_and_types, naming_query
 from .build import build_stream
+from .chaining import refuse_watermarked_input
 from .metrics import METRICS_NAME
 from .schema import pane_schema
+
+#: the temporary views of pane streams (`Runner.view(panes, "stream")`)
+STREAM_VIEW_PREFIX = "__sqlflow_stream_"
 
 
 def streaming_stage(runner, number: int, ws, rel, raw, *, finish_dir: str | None = None) -> Stage:
@@ -32,6 +37,7 @@ def streaming_stage(runner, number: int, ws, rel, raw, *, finish_dir: str | None
     SELECT over it. Returns the report's Stage, whose `extra["stream"]` is the PaneStream (for
     `start` and `finish`). `finish_dir` (default: conf `spark.sqlflow.streaming.finishDir`) is
     where `PaneStream.finish` writes its marker."""
+    refuse_watermarked_input(ws, rel.sql(), raw, [v for v in runner.views if v.startswith(STREAM_VIEW_PREFIX)])
     validate(runner.statement, streaming=True)
     if ws.replay:
         src = ws.arrival_source.watermark
@@ -85,6 +91,9 @@ def streaming_stage(runner, number: int, ws, rel, raw, *, finish_dir: str | None
     stage.extra["stream"] = stream
     view = runner.view(stream.panes, "stream")
     new = panes_select(ws, view, names)
+    # what an aggregation downstream may do with these panes (pipelines.rewrite_consumer)
+    new.meta[STAGE_KEY] = StageLink(ws.windowing.mode, None, False, ws.label(), stream=True,
+                                    one_pane=one_pane_per_window(ws.windowing), stage=stage)
     if ws.select is runner.tree:
         runner.tree = new
     else:
