@@ -84,6 +84,7 @@ def run_sql(spark, query: str, args=None, *, path: str | None = None, placeholde
 
 
 def _run(spark, statement, args, path, finish_dir):
+    from . import trigger_checks
     from .analysis import spark_sql
     from .execute import Runner
     from .params import named_parameters
@@ -100,6 +101,7 @@ def _run(spark, statement, args, path, finish_dir):
     for stage in prepared.report.stages:
         if stage.panes_are_result:
             stage.panes = df
+        trigger_checks.warn(stage.label, stage.notes)
     setattr(df, ATTRIBUTE, prepared.report)
     return df
 

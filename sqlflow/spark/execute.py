@@ -25,7 +25,7 @@ from ..engine.plan import EVENT_TIME, GAP
 from ..engine.vectorised import collapsible
 from ..frontend.grouping import PANE_COLUMNS, ungrouped_item
 from ..frontend.statement import Statement
-from . import conf, timeline
+from . import conf, timeline, trigger_checks
 from .analysis import spark_sql
 from .engine_path import run_engine
 from .inputs import InputRelation, input_relation
@@ -202,6 +202,8 @@ class Runner:
         if ws.replay:
             src = ws.arrival_source.watermark
             stage.replay = f"replay of ARRIVAL {src.arrival}, watermark {_model(src.model)}"
+        elif raw is not None:  # bounded (a stream returned above)
+            stage.notes += trigger_checks.bounded_notes(ws, trigger_checks.row_count_estimate(raw))
         if choice.path == "native":
             self.native(ws, rel, raw, names, stage)
         else:
@@ -268,6 +270,7 @@ class Runner:
                 replay = timeline.replay(self.spark, ws, self.args,
                                          lambda q, node: self.sql(q, node, where, clause="WATERMARK"))
                 stage.replay += f": {replay.rows} rows, {len(replay.timeline.times)} watermark steps"
+                stage.notes += trigger_checks.replay_notes(ws, raw, replay.rows)
         n, why = conf.buckets(self.spark, raw, keyed=bool(rel.keys))
         stage.buckets = why
         run = run_engine(ws, rel, raw, agg_types, buckets=n,

@@ -50,6 +50,7 @@ class Stage:
     null_event_time: object = None  # native path: Column condition of a NULL event time
     bad_gap: object = None          # native path: Column condition of a bad per-row gap
     extra: dict = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # triggers that cannot fire (trigger_checks)
 
     def dropped(self):
         """The dropped input rows as a DataFrame (built on first use: most queries never ask)."""
@@ -64,6 +65,7 @@ class Stage:
         lines.append(f"  input: {self.replay or 'bounded (rows in event-time order, no arrival times)'}")
         if self.buckets:
             lines.append(f"  buckets: {self.buckets}")
+        lines += [f"  warning: {note}" for note in self.notes]
         return "\n".join(lines)
 
     def metrics(self) -> dict:

@@ -1,0 +1,116 @@
+"""Triggers that cannot fire on a windowed SELECT's input, said before the panes are computed.
+
+A trigger that never fires is not an error: every window still emits at the end of bounded or
+replayed input (docs/semantics.md, 1.2). But it is almost always a mistake, so `explain` lists
+what it knows without running anything, and `sqlflow.sql` warns (`SqlflowTriggerWarning`):
+
+- `PERIOD d` and `DELAY d` on bounded data (no ARRIVAL): there is no processing time;
+- `COUNT n` above the number of input rows, where that number is known without a job: a replay
+  counts its rows to build the timeline, and Spark knows the row count of some relations (local
+  data, analysed tables);
+- `WHEN(p)` on a replay when `p` is true for no input row (one aggregation over the input, which
+  the replay reads anyway).
+
+Streams get none of these: their processing time and rows are still to come.
+
+>>> from sqlflow.frontend import parse
+>>> from sqlflow.spark.windowed_select import describe
+>>> s = parse("SELECT k, COUNT(*) FROM t GROUP BY k WINDOW FIXED(SIZE 1h) ON ts TRIGGER REPEAT(PERIOD 1m)")
+>>> print(*bounded_notes(describe(s, *s.windowed_selects()[0]), rows=None), sep="\\n")
+PERIOD 1m never fires on bounded data: there is no processing time without ARRIVAL; each window emits one pane, at the end of the input
+>>> s = parse("SELECT k, COUNT(*) FROM t GROUP BY k WINDOW GLOBAL ON ts TRIGGER REPEAT(COUNT 100000)")
+>>> print(*bounded_notes(describe(s, *s.windowed_selects()[0]), rows=2000), sep="\\n")
+COUNT 100000 never fires: the input has 2,000 rows
+"""
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+
+from .. import ast
+from ..engine.plan import when_column
+from ..engine.triggers import when_predicates
+from ..engine.vectorised import collapsible
+from ..frontend import printer
+from .windowed_select import WindowedSelect
+
+
+class SqlflowTriggerWarning(UserWarning):
+    """A trigger of a windowed SELECT can never fire on its input (the windows still emit at the
+    end of the input)."""
+
+
+def _primitives(ws: WindowedSelect) -> list[ast.Trigger]:
+    out: list[ast.Trigger] = []
+    for t in ast.walk_triggers(ast.desugar(ws.windowing.effective_trigger)):
+        if t not in out:
+            out.append(t)
+    return out
+
+
+def bounded_notes(ws: WindowedSelect, rows: int | None) -> list[str]:
+    """Bounded data without ARRIVAL: processing-time triggers, and COUNT above `rows` (if known)."""
+    notes = []
+    timed = [t for t in _primitives(ws) if isinstance(t, (ast.Period, ast.Delay))]
+    ending = "; each window emits one pane, at the end of the input" if collapsible(ws.windowing.effective_trigger) else ""
+    for t in timed:
+        notes.append(f"{printer.trigger(t)} never fires on bounded data: there is no processing time "
+                     f"without ARRIVAL{ending}")
+    return notes + count_notes(ws, rows)
+
+
+def count_notes(ws: WindowedSelect, rows: int | None) -> list[str]:
+    """COUNT n with fewer than n input rows (an upper bound of any window's elements)."""
+    if rows is None:
+        return []
+    return [f"COUNT {t.n} never fires: the input has {rows:,} rows" for t in _primitives(ws)
+            if isinstance(t, ast.Count) and t.n > rows]
+
+
+def replay_notes(ws: WindowedSelect, raw, rows: int) -> list[str]:
+    """A replay: COUNT above its rows, and WHEN predicates true for no input row (one job, only
+    when the trigger has a WHEN)."""
+    from pyspark.sql import functions as F
+
+    predicates = when_predicates(ws.windowing.effective_trigger)
+    if not predicates:
+        return count_notes(ws, rows)
+    counts = raw.agg(F.count(F.lit(1)).alias("rows"),
+                     *[F.count_if(F.col(when_column(i))).alias(f"when{i}") for i in range(len(predicates))]).first()
+    rows = min(rows, int(counts["rows"]))
+    notes = count_notes(ws, rows)
+    seen = set()
+    for i, predicate in enumerate(predicates):
+        if not counts[f"when{i}"] and predicate.sql not in seen:
+            seen.add(predicate.sql)
+            notes.append(f"WHEN({predicate.sql}) never fires: it is true for none of the {rows:,} input rows")
+    return notes
+
+
+def row_count_estimate(df) -> int | None:
+    """Spark's row count of a DataFrame when it knows it without a job (local data, analysed
+    tables), else None."""
+    try:
+        count = df._jdf.queryExecution().optimizedPlan().stats().rowCount()
+        if count.isEmpty():
+            return None
+        value = count.get()
+        return int(value if isinstance(value, int) else value.toString())
+    except Exception:  # noqa: BLE001  (Spark Connect, or no statistics)
+        return None
+
+
+def warn(label: str, notes: list[str]) -> None:
+    """Warn about each note, attributed to the user's line that called sqlflow."""
+    for note in notes:
+        warnings.warn(f"sqlflow: {label}: {note}", SqlflowTriggerWarning, stacklevel=_outside_sqlflow())
+
+
+def _outside_sqlflow() -> int:
+    """The stack level of the first caller outside the sqlflow package."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(package + os.sep):
+        frame, level = frame.f_back, level + 1
+    return level

@@ -1,0 +1,90 @@
+"""Triggers that cannot fire on their input: `explain` says so and `sqlflow.sql` warns
+(SqlflowTriggerWarning); the windows still emit at the end of the input (issue 19, item 12)."""
+import warnings
+
+import pytest
+
+import sqlflow
+from sqlflow.spark.trigger_checks import SqlflowTriggerWarning
+
+BOUNDED = "SELECT k, SUM(v) AS total FROM events GROUP BY k WINDOW FIXED(SIZE 2m) ON et TRIGGER {trigger}"
+REPLAY = ("SELECT k, SUM(v) AS total FROM events WATERMARK et TIMELINE heuristic ARRIVAL at GROUP BY k "
+          "WINDOW FIXED(SIZE 2m) TRIGGER {trigger}")
+
+
+def warned(spark, query) -> tuple[list[str], list]:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        df = sqlflow.sql(spark, query)
+    ours = [w for w in caught if w.category is SqlflowTriggerWarning]
+    assert all(w.filename == __file__ for w in ours)  # the user's line, not sqlflow's
+    return [str(w.message) for w in ours], sorted(r.total for r in df.collect())
+
+
+def test_period_on_bounded_data_never_fires(spark, paper_views):
+    query = BOUNDED.format(trigger="REPEAT(PERIOD 1m)")
+    messages, totals = warned(spark, query)
+    note = ("PERIOD 1m never fires on bounded data: there is no processing time without ARRIVAL; each window "
+            "emits one pane, at the end of the input")
+    assert messages == [f"sqlflow: the SELECT with WINDOW FIXED at line 1, column 50: {note}"]
+    assert totals == [3, 12, 14, 22]  # figure 10's panes, at the end of the input
+    assert f"  warning: {note}" in sqlflow.explain(query, spark).splitlines()
+
+
+def test_delay_in_a_composite_on_bounded_data(spark, paper_views):
+    messages, totals = warned(spark, BOUNDED.format(trigger="FIRST_OF(COUNT 2, DELAY 30s)"))
+    # COUNT 2 still fires, so no "at the end of the input": each window's first two rows (in
+    # event-time order) fire it once; [12:04, 12:06) has one row, emitted at the end
+    assert messages == ["sqlflow: the SELECT with WINDOW FIXED at line 1, column 50: DELAY 30s never fires on "
+                        "bounded data: there is no processing time without ARRIVAL"]
+    assert totals == [3, 11, 14, 15]
+
+
+def test_count_above_the_rows_of_a_replay_never_fires(spark, paper_views):
+    messages, totals = warned(spark, REPLAY.format(trigger="REPEAT(COUNT 100000)"))
+    assert messages == ["sqlflow: the SELECT with WINDOW FIXED at line 1, column 93: COUNT 100000 never fires: "
+                        "the input has 10 rows"]
+    assert totals == [3, 5, 12, 22]  # one pane per window at the end of the input; the late 9 is dropped
+
+
+def test_when_never_true_on_a_replay(spark, paper_views):
+    messages, _ = warned(spark, REPLAY.format(trigger="FIRST_OF(REPEAT(WHEN(v > 100)), WATERMARK)"))
+    assert messages == ["sqlflow: the SELECT with WINDOW FIXED at line 1, column 93: WHEN(v > 100) never fires: "
+                        "it is true for none of the 10 input rows"]
+
+
+def test_count_above_a_row_count_spark_knows(spark):
+    spark.sql("""CREATE OR REPLACE TEMP VIEW few_events AS SELECT * FROM VALUES
+      ('k', 1, TIMESTAMP'2024-01-01 00:00:10'), ('k', 2, TIMESTAMP'2024-01-01 00:00:20') AS t(k, v, et)""")
+    messages, totals = warned(spark, "SELECT k, SUM(v) AS total FROM few_events GROUP BY k "
+                                     "WINDOW GLOBAL ON et TRIGGER REPEAT(COUNT 3)")
+    assert messages == ["sqlflow: the SELECT with WINDOW GLOBAL at line 1, column 54: COUNT 3 never fires: "
+                        "the input has 2 rows"]
+    assert totals == [3]
+
+
+@pytest.mark.parametrize("query", [
+    BOUNDED.format(trigger="REPEAT(WATERMARK)"),
+    BOUNDED.format(trigger="REPEAT(COUNT 2)"),
+    REPLAY.format(trigger="WATERMARK EARLY PERIOD 1m LATE COUNT 1"),
+    REPLAY.format(trigger="REPEAT(COUNT 10)"),
+    REPLAY.format(trigger="FIRST_OF(REPEAT(WHEN(v > 8)), WATERMARK)"),
+])
+def test_triggers_that_can_fire_are_not_warned_about(spark, paper_views, query):
+    assert warned(spark, query)[0] == []
+
+
+def test_the_docs_example(spark, repo_root, capsys):
+    """docs/bounded-execution.md, "Triggers that cannot fire": the snippet prints what it shows."""
+    import re
+
+    from sqlflow.demo import load_clickstream
+
+    text = (repo_root / "docs" / "bounded-execution.md").read_text(encoding="utf-8")
+    code = re.search(r"```python\n(.*?)```", text[text.index("**Triggers that cannot fire.**"):], re.S).group(1)
+    load_clickstream(spark)
+    exec(code, {"sqlflow": sqlflow, "spark": spark})
+    shown = " ".join(line[2:] for line in code.splitlines() if line.startswith("# "))
+    assert capsys.readouterr().out.strip() == shown == (
+        "sqlflow: the SELECT with WINDOW FIXED at line 1, column 60: PERIOD 1m never fires on bounded data: "
+        "there is no processing time without ARRIVAL; each window emits one pane, at the end of the input")
