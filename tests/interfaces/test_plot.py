@@ -104,10 +104,9 @@ def test_bounded_panes_without_any_processing_time(engine_figure):
     assert list(ax.get_yticks()) == []
 
 
-def test_timestamp_panes_like_the_spark_paths_give(paper):
-    """window_start/end/emit_time as timestamps; several keys get a colour each and a legend."""
+def timestamp_panes():
     ts = pd.Timestamp
-    panes = pd.DataFrame({
+    return pd.DataFrame({
         "user": ["a", "b", "a"],
         "clicks": [3, 1, 4],
         "window_start": [ts("2015-09-01 12:00"), ts("2015-09-01 12:00"), ts("2015-09-01 12:00")],
@@ -116,12 +115,30 @@ def test_timestamp_panes_like_the_spark_paths_give(paper):
         "is_last": [False, True, True],
         "emit_time": [ts("2015-09-01 12:05"), ts("2015-09-01 12:06"), pd.NaT],
     })
-    ax = sqlflow.plot(panes, inputs=paper.inputs, watermark=paper.watermark, value="clicks")
-    boxes = rects(ax, "pane")
+
+
+def test_timestamp_panes_like_the_spark_paths_give(paper):
+    """window_start/end/emit_time as timestamps; several keys get a diagram each, the key with
+    the most panes first."""
+    ax = sqlflow.plot(timestamp_panes(), inputs=paper.inputs, watermark=paper.watermark, value="clicks")
+    a, b = ax.figure.axes
+    assert ax is a and (a.get_title(), b.get_title()) == ("user = a (2 panes)", "user = b (1 pane)")
+    boxes = rects(a, "pane")
     assert boxes[0].get_x() == pytest.approx(mdates.date2num(np.datetime64("2015-09-01T12:00")))
+    assert boxes[1].get_linestyle() == "--"  # LATE
+    assert texts(a, "pane-label") == ["3", "4"] and texts(b, "pane-label") == ["1"]
+    assert not [t for t in ax.figure.texts if t.get_gid() == "plot-note"]  # nothing left out
+
+
+def test_keys_in_one_given_axes_get_a_colour_each_and_a_legend(paper):
+    import matplotlib.pyplot as plt
+
+    _, given = plt.subplots()
+    ax = sqlflow.plot(timestamp_panes(), inputs=paper.inputs, watermark=paper.watermark, ax=given)
+    assert ax is given and ax.figure.axes == [given]
+    boxes = rects(ax, "pane")
     assert boxes[0].get_facecolor()[:3] != boxes[1].get_facecolor()[:3]
-    assert [t.get_text() for t in ax.get_legend().get_texts()][-2:] == ["a", "b"]
-    assert boxes[2].get_linestyle() == "--"  # LATE
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["input", "watermark", "a", "b"]
     assert texts(ax, "pane-label") == ["3", "1", "4"]
 
 
@@ -153,6 +170,8 @@ def test_spark_dataframe_is_collected_with_a_limit(spark):
         "n INT, window_start BIGINT, window_end BIGINT, pane_index INT, pane_timing STRING, is_last BOOLEAN, emit_time BIGINT")
     ax = sqlflow.plot(df, limit=5)
     assert len(rects(ax, "pane")) == 5
+    (note,) = [t.get_text() for t in ax.figure.texts if t.get_gid() == "plot-note"]
+    assert note.split("; ")[0] == "only the first 5 panes were collected (limit=5)"
 
 
 def test_sqlflow_plot_is_the_function_after_the_module_was_imported():
