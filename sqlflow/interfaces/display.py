@@ -39,7 +39,7 @@ class ResultTable:
         return self.dataframe.toPandas()
 
     def plot(self, **kwargs):
-        from .diagram import plot
+        from ..diagram import plot
 
         return plot(self.dataframe, **kwargs)
 

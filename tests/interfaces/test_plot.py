@@ -198,3 +198,14 @@ def test_without_matplotlib_the_error_says_how_to_install_it(monkeypatch):
                           "pane_timing": ["ON_TIME"], "is_last": [True], "emit_time": [None]})
     with pytest.raises(ImportError, match=r"sqlflow.plot needs matplotlib: pip install matplotlib \(the project's \[plot\] extra\)"):
         sqlflow.plot(panes)
+
+
+def test_a_shown_result_table_plots_its_dataframe(spark):
+    """`panes = %sqlflow SELECT ...` keeps a ResultTable: `panes.plot()` draws its DataFrame."""
+    from sqlflow.interfaces.display import ResultTable
+
+    df = spark.createDataFrame([(1, 0, 60_000_000, 0, "ON_TIME", True, None)],
+                               "n INT, window_start BIGINT, window_end BIGINT, pane_index INT, pane_timing STRING, "
+                               "is_last BOOLEAN, emit_time BIGINT")
+    ax = ResultTable(df, 20).plot(title="shown")
+    assert ax.get_title() == "shown" and texts(ax, "pane-label") == ["1"]

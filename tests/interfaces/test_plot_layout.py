@@ -190,7 +190,7 @@ def test_a_dense_key_leaves_labels_out_and_says_how_many():
     assert str(panes.clicks.max()) in [text for text, _ in label_boxes(ax)]
 
 
-def test_the_readme_cell_over_all_clicks_is_readable(spark, repo_root):
+def test_the_readme_cell_over_all_clicks_is_readable(spark, repo_root, tmp_path, monkeypatch):
     """The README's headline Jupyter cell, `%%sqlflow -o sessions --plot` over all clicks, as the
     magic draws it (`sqlflow.plot(result, limit=2000)`): six users, those with the most panes."""
     from sqlflow.demo import load_clickstream
@@ -209,3 +209,11 @@ def test_the_readme_cell_over_all_clicks_is_readable(spark, repo_root):
         assert collisions(a) == []
         labels = [text for text, _ in label_boxes(a) if not text.startswith("\u2212")]
         assert labels and all(text.isdigit() for text in labels)  # clicks, the first aggregate
+    # docs/interfaces.md's examples over the same result
+    docs = (repo_root / "docs" / "interfaces.md").read_text(encoding="utf-8")
+    code = re.search(r"draws the six busiest users, one diagram each:\n\n```python\n(.*?)```", docs, re.S).group(1)
+    monkeypatch.chdir(tmp_path)
+    scope = {"sqlflow": sqlflow, "sessions": result}
+    exec(code, scope)
+    assert [a.get_title() for a in scope["ax"].figure.axes] == ["user_id = u008 (7 panes)", "user_id = u012 (23 panes)"]
+    assert (tmp_path / "two.png").read_bytes()[:4] == b"\x89PNG"
