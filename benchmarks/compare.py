@@ -55,10 +55,12 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.modules.setdefault("compare", sys.modules[__name__])  # run as a script: flink_compare imports this module
 
 import events  # noqa: E402
+import flink_compare  # noqa: E402
 
-SCENARIOS = ("1", "2", "2b", "3", "4", "5")
+SCENARIOS = ("1", "2", "2b", "3", "4", "5", *flink_compare.SCENARIOS)
 SCHEMA = "user_id BIGINT, amount BIGINT, event_time TIMESTAMP, arrival_time TIMESTAMP"
 
 Q_FIXED = """SELECT user_id, COUNT(*) AS clicks, SUM(amount) AS total FROM events
@@ -82,7 +84,10 @@ ALLOWED LATENESS 1m EMIT ACCUMULATING"""
 
 
 class PeakMemory:
-    """Samples the resident memory of this process and its descendants in a background thread."""
+    """Samples the resident memory of this process and its descendants in a background thread,
+    except the processes in `foreign` and theirs (a reference measuring its own, as Flink's)."""
+
+    foreign: set[int] = set()
 
     def __init__(self, interval: float = 0.05):
         import psutil
@@ -96,7 +101,15 @@ class PeakMemory:
     def _sample(self) -> None:
         me = self.psutil.Process()
         total = workers = 0
+        skip = set()
+        for pid in self.foreign:
+            try:
+                skip |= {pid, *(c.pid for c in self.psutil.Process(pid).children(recursive=True))}
+            except self.psutil.Error:
+                continue
         for p in [me, *me.children(recursive=True)]:
+            if p.pid in skip:
+                continue
             try:
                 rss = p.memory_info().rss
                 name = p.name()
@@ -443,7 +456,7 @@ def summarise(name: str, result: dict) -> dict:
         result.update(ratio=round(ours["median_s"] / ref["median_s"], 3), ratio_kind="time sqlflow / hand-written",
                       target="<= 1.10", met=ours["median_s"] <= 1.10 * ref["median_s"])
     else:
-        target = {"2": 1.0, "2b": 1.5, "3": 0.5, "4": 20.0}[name]
+        target = {"2": 1.0, "2b": 1.5, "3": 0.5, "4": 20.0, **dict.fromkeys(flink_compare.SCENARIOS, 1.0)}[name]
         result.update(ratio=round(speed, 3), ratio_kind="throughput sqlflow / reference", target=f">= {target}",
                       met=speed >= target)
     if "check" in result and not result["check"].get("equal", True):
@@ -457,12 +470,13 @@ def main(argv=None) -> int:
     ap.add_argument("--scaling", default="1000000,2000000,10000000", help="sizes for scenario 5")
     ap.add_argument("--beam-rows", type=int, default=30_000, help="rows for scenario 4 (Beam is slow)")
     ap.add_argument("--stream-rows", type=int, default=1_000_000, help="rows for scenario 3 (streaming)")
-    ap.add_argument("--files", type=int, default=10, help="files (micro-batches) for scenario 3")
+    ap.add_argument("--files", type=int, default=10, help="files (micro-batches) for scenarios 3, f3 and f4")
+    ap.add_argument("--flink-rows", type=int, default=None, help="rows for scenarios f1-f4 (default: --rows)")
     ap.add_argument("--repeat", type=int, default=None,
                     help=f"measured runs of each side (default 3; {SHORT_REPEAT} for the bounded scenarios on up to --rows rows)")
     ap.add_argument("--warmup", type=int, default=None,
                     help=f"warm-up runs of each side before measuring (default 1; {SHORT_WARMUP} where {SHORT_REPEAT} runs)")
-    ap.add_argument("--only", default="", help="comma-separated scenarios; merged into the existing results")
+    ap.add_argument("--only", default="", help="comma-separated scenarios (f: f1-f4); merged into the existing results")
     ap.add_argument("--quick", action="store_true", help="small sizes: checks that everything runs")
     ap.add_argument("--out", default=str(HERE / "results" / "compare.json"))
     args = ap.parse_args(argv)
@@ -476,6 +490,8 @@ def main(argv=None) -> int:
         args.rows, args.scaling, args.beam_rows, args.files = 200_000, "100000,200000,1000000", 5_000, 5
         args.stream_rows = 200_000
     only = [s for s in args.only.split(",") if s] or list(SCENARIOS)
+    if "f" in only:  # every Flink scenario
+        only = [s for s in only if s != "f"] + [s for s in flink_compare.SCENARIOS if s not in only]
     unknown = set(only) - set(SCENARIOS)
     if unknown:
         ap.error(f"unknown scenario(s) {sorted(unknown)}; choose from {', '.join(SCENARIOS)}")
@@ -485,9 +501,12 @@ def main(argv=None) -> int:
 
     from sqlflow.spark.session import local_session
 
+    clock = time.perf_counter()
     spark = local_session(app_name="sqlflow-compare", conf={"spark.driver.memory": "8g"})
+    spark_startup = round(time.perf_counter() - clock, 3)
     work = Path(tempfile.mkdtemp(prefix="sqlflow-compare-"))
     started = time.time()
+    load_at_start = round(os.getloadavg()[0], 2)  # the machine is shared: how busy it was
     try:
         rows = args.rows
         if "1" in only:
@@ -539,6 +558,11 @@ def main(argv=None) -> int:
             results["5"] = {"sizes": per_row, "per_row_growth": round(growth, 3), "target": "per-row time flat "
                             "(largest/smallest <= 1.25)", "met": growth <= 1.25 and all(v["check_equal"]
                                                                                         for v in per_row.values())}
+        flink = [s for s in flink_compare.SCENARIOS if s in only]
+        if flink:
+            r = flink_compare.run(spark, flink, args.flink_rows or rows, args.files, repeat, WARMUP, work)
+            for name in flink:
+                results[name] = summarise(name, dict(r[name], spark_startup_s=spark_startup))
     finally:
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)
@@ -548,8 +572,11 @@ def main(argv=None) -> int:
     out = {
         "command": "python benchmarks/compare.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "machine": machine(),
-        "versions": {"python": platform.python_version(), "pyspark": pyspark.__version__, "beam": beam_version()},
+        "versions": {"python": platform.python_version(), "pyspark": pyspark.__version__, "beam": beam_version(),
+                     "flink": next((results[k]["flink_version"] for k in flink_compare.SCENARIOS if k in results),
+                                   None)},
         "finished": time.strftime("%Y-%m-%d %H:%M:%S"), "minutes": round((time.time() - started) / 60, 1),
+        "load_average": [load_at_start, round(os.getloadavg()[0], 2)],
         "results": {k: results[k] for k in SCENARIOS if k in results},
     }
     out_path.parent.mkdir(parents=True, exist_ok=True)
@@ -593,6 +620,10 @@ NAMES = {
     "2b": "2b. sessions, default trigger, bounded: vs native `session_window`",
     "3": "3. streaming fixed windows, early and late firings: vs native streaming window aggregation, update mode",
     "4": "4. scenario 2: vs Apache Beam Python SDK, DirectRunner",
+    "f1": "f1. fixed windows, default trigger, bounded: vs Flink SQL TUMBLE, batch mode",
+    "f2": "f2. sessions, default trigger, bounded: vs Flink SQL SESSION, streaming mode over the file",
+    "f3": "f3. streaming fixed windows, default trigger, finished: vs Flink SQL TUMBLE, streaming mode",
+    "f4": "f4. streaming sessions, default trigger, finished: vs Flink SQL SESSION, streaming mode",
 }
 
 
@@ -600,8 +631,10 @@ def markdown(out: dict) -> str:
     m = out["machine"]
     lines = [f"Machine: {m.get('cpus')} cores ({m.get('cpu', '?')}), {m.get('memory_gib', '?')} GiB, "
              f"{m['platform']}; Python {out['versions']['python']}, PySpark {out['versions']['pyspark']}, "
-             f"Beam {out['versions']['beam']}. Command: `{out['command'].strip()}` ({out['minutes']} minutes, "
-             f"{out['finished']}).", "",
+             f"Beam {out['versions']['beam']}, Flink {out['versions'].get('flink')}. Command: "
+             f"`{out['command'].strip()}` ({out['minutes']} minutes, {out['finished']}"
+             + (f"; load average over 1 minute {out['load_average'][0]} at the start, {out['load_average'][1]} at the end"
+                if out.get("load_average") else "") + ").", "",
              "| scenario | rows | sqlflow | reference | ratio | target | met | same final values | peak memory sqlflow / reference |",
              "|---|---|---|---|---|---|---|---|---|"]
     for key, name in NAMES.items():
@@ -609,7 +642,8 @@ def markdown(out: dict) -> str:
         if not r:
             continue
         ours, ref = r["sqlflow"], r["reference"]
-        memory = f"{ours['peak_rss_mb']:,} / {ref.get('beam_peak_rss_mb', ref['peak_rss_mb']):,} MB"
+        own = ref.get("beam_peak_rss_mb") or ref.get("flink_peak_rss_mb")  # a reference in its own process
+        memory = f"{ours['peak_rss_mb']:,} / {own or ref['peak_rss_mb']:,} MB"
         check = r.get("check")
         same = "n/a" if check is None else ("yes" if check["equal"] else
                                             f"NO ({check['only_sqlflow']} / {check['only_reference']} differ)")
@@ -629,6 +663,7 @@ def markdown(out: dict) -> str:
                   f"engine computed for its bucket before, so all the rest runs): {free['median_s']} s, "
                   f"{free['ratio']}x the reference's throughput; the engine's own share of sqlflow's time: "
                   f"{free['engine_s']} s."]
+    lines += flink_notes(out["results"])
     if "5" in out["results"]:
         r = out["results"]["5"]
         lines += ["", "| scenario 5: scenario 2 at | sqlflow µs/row | sqlflow rows/s | native `session_window` µs/row "
@@ -639,6 +674,23 @@ def markdown(out: dict) -> str:
         lines.append(f"\nPer-row time, largest size over smallest: {r['per_row_growth']} "
                      f"(target: {r['target']}; met: {'yes' if r['met'] else '**no**'}).")
     return "\n".join(lines) + "\n"
+
+
+def flink_notes(results: dict) -> list[str]:
+    """What the table's f rows need said: start-ups (not timed), watermark, parallelism, inputs."""
+    done = [results[k] for k in flink_compare.SCENARIOS if k in results]
+    if not done:
+        return []
+    r = done[-1]
+    return ["", f"Scenarios f1-f4 (benchmarks/flink_compare.py): Flink {r['flink_version']} in its own virtualenv, "
+            f"a local mini-cluster at parallelism {r['parallelism']} (Spark: local[2]), both reading the same CSV "
+            f"(epoch milliseconds; no extra jars). Start-up is not timed on either side: Flink's JVM and "
+            f"mini-cluster took {r['flink_startup_s']} s, Spark's session {r['spark_startup_s']} s. Watermark "
+            f"(f2's Flink side, f3, f4): {r['delay_ms'] // 60_000} minutes behind the largest event time, the "
+            f"data's largest lateness, so no row is late on either side and the final values are compared "
+            f"exactly. f3 and f4: sqlflow's live stream reads the rows in {r['files']} files, one per micro-batch "
+            f"(availableNow, then finished: every window emitted, as Flink does at the end of its input); Flink "
+            f"reads the one file in arrival order (its file source reads a folder's files in no order)."]
 
 
 if __name__ == "__main__":

@@ -14,7 +14,9 @@ A day of clickstream per million rows, so every size has the same density:
 - times are whole milliseconds (Beam's timestamps and watermarks are milliseconds).
 
 Columns: user_id (bigint), amount (bigint, 1..99), event_time and arrival_time (timestamps, UTC).
-`dataset(rows)` writes the parquet file once under benchmarks/data/ and reuses it.
+`dataset(rows)` writes the parquet file once under benchmarks/data/ and reuses it. The same rows
+as CSV (`csv_dataset`, `csv_stream_files`) are what sqlflow and Flink both read without extra
+jars (Flink's parquet format is a separate jar): no header, the times as epoch milliseconds.
 """
 from __future__ import annotations
 
@@ -120,5 +122,45 @@ def stream_files(rows: int, files: int, *, seed: int = 7) -> Path:
             part = where / f"part-{i:04d}.parquet"
             pq.write_table(table.slice(i * size, size), part)
             os.utime(part, (1_600_000_000 + i, 1_600_000_000 + i))  # the file source orders by mtime
+        (where / "_COMPLETE").write_text("")
+    return where
+
+
+CSV_COLUMNS = "user_id BIGINT, amount BIGINT, event_ms BIGINT, arrival_ms BIGINT"  # Spark's DDL; times in ms
+
+
+def _write_csv(table: pa.Table, path: Path) -> None:
+    """`table` (dataset's columns) as CSV without header, times as epoch milliseconds."""
+    import pyarrow.compute as pc
+    import pyarrow.csv as pcsv
+
+    def ms(name):
+        return pc.divide(table.column(name).cast(pa.int64()), MS)
+
+    out = pa.table({"user_id": table.column("user_id"), "amount": table.column("amount"),
+                    "event_ms": ms("event_time"), "arrival_ms": ms("arrival_time")})
+    tmp = path.with_name("." + path.name + ".tmp")  # hidden: neither Spark nor Flink lists it
+    pcsv.write_csv(out, tmp, pcsv.WriteOptions(include_header=False))
+    tmp.rename(path)
+
+
+def csv_dataset(rows: int, *, seed: int = 7) -> Path:
+    """dataset(rows) as one CSV file (`CSV_COLUMNS`), rows in arrival order; written on first use."""
+    path = DATA / f"events-v{VERSION}-{rows}-s{seed}.csv"
+    if not path.exists():
+        _write_csv(pq.read_table(dataset(rows, seed=seed)), path)
+    return path
+
+
+def csv_stream_files(rows: int, files: int, *, seed: int = 7) -> Path:
+    """stream_files(rows, files) as CSV (`CSV_COLUMNS`): a folder of `files` files in arrival order,
+    modification times increasing with the file number (the order a file stream reads them in)."""
+    where = DATA / f"stream-v{VERSION}-{rows}-s{seed}-{files}-csv"
+    if not (where / "_COMPLETE").exists():
+        where.mkdir(parents=True, exist_ok=True)
+        for i, part in enumerate(sorted(stream_files(rows, files, seed=seed).glob("part-*.parquet"))):
+            target = where / f"part-{i:04d}.csv"
+            _write_csv(pq.read_table(part), target)
+            os.utime(target, (1_600_000_000 + i, 1_600_000_000 + i))
         (where / "_COMPLETE").write_text("")
     return where
