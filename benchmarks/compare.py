@@ -1,4 +1,4 @@
-"""sqlflow against hand-written PySpark and Apache Beam, same machine, same data, one run.
+"""sqlflow against hand-written PySpark, Apache Beam and Flink SQL, same machine, same data, one run.
 
     pip install ".[bench]" && python benchmarks/compare.py
 
@@ -8,7 +8,8 @@ benchmarks/data/ once and reused. Scenarios (sqlflow and its reference interleav
 once to warm up, then --repeat times; the median is reported; on up to --rows rows, 1, 2b and
 2 warm up 5 times and run 11 times, as they take seconds per round; --repeat and --warmup override):
 
-Scenarios 1, 2 and 2b run on --rows (2M), 3 on --stream-rows (1M), 4 on --beam-rows (30k).
+Scenarios 1, 2 and 2b run on --rows (2M), 3 on --stream-rows (1M), 4 on --beam-rows (30k),
+f1-f4 on --flink-rows (default: --rows).
 
   1   fixed 1-minute windows, default trigger, bounded: sqlflow vs groupBy(window(...)) by hand.
       Target: sqlflow's time <= 1.10x the hand-written one.
@@ -25,6 +26,10 @@ Scenarios 1, 2 and 2b run on --rows (2M), 3 on --stream-rows (1M), 4 on --beam-r
       first --beam-rows arrivals, and sqlflow on the same rows. Target: sqlflow >= 20x;
       the final value of every session must be the same in both.
   5   scenario 2 at 1, 2 and 10 million rows: the time per row must stay flat (linear cost).
+  f1-f4  against Flink SQL 2.3 (PyFlink, local mini-cluster, parallelism 2, in a virtualenv of its
+      own that the first run creates under benchmarks/data/): fixed and session windows with the
+      default trigger, bounded (f1, f2) and streaming (f3, f4), on the same CSV. Target: sqlflow's
+      throughput >= 1.0x Flink's on each, equal final values. benchmarks/flink_compare.py says how.
 
 Scenarios 1, 2 and 2b also check that both sides computed the same final values. Scenario 2 also
 measures, in the same rounds, the design's floor (`replay_floor`: the watermark pass and the
@@ -33,10 +38,12 @@ each bucket job yields the output its engine computed in an untimed run before).
 Each measurement records wall time, rows/s and the peak resident memory of the process tree
 (driver, JVM and Python workers, sampled every 50 ms; the JVM keeps the heap it once grew, so
 the larger of two interleaved sides sets the bar for both) and of the Python workers alone.
-Results: benchmarks/results/compare.json and compare.md (the table the README holds).
+Results: benchmarks/results/compare.json and compare.md, the table that a run with the default
+--out also writes into README.md (between its two compare.md markers).
 
     python benchmarks/compare.py --quick        # 200k rows, scaling at 100k/200k/1M, 5k rows for Beam
     python benchmarks/compare.py --only 1,2b    # some scenarios, merged into the existing results
+    python benchmarks/compare.py --only f       # the Flink scenarios f1-f4
 """
 from __future__ import annotations
 
@@ -478,7 +485,8 @@ def main(argv=None) -> int:
                     help=f"warm-up runs of each side before measuring (default 1; {SHORT_WARMUP} where {SHORT_REPEAT} runs)")
     ap.add_argument("--only", default="", help="comma-separated scenarios (f: f1-f4); merged into the existing results")
     ap.add_argument("--quick", action="store_true", help="small sizes: checks that everything runs")
-    ap.add_argument("--out", default=str(HERE / "results" / "compare.json"))
+    ap.add_argument("--out", default=str(DEFAULT_OUT), help="results file (the default one also rewrites "
+                    "the README's table)")
     args = ap.parse_args(argv)
     global WARMUP
     WARMUP = 1 if args.warmup is None else args.warmup
@@ -583,8 +591,28 @@ def main(argv=None) -> int:
     out_path.write_text(json.dumps(out, indent=2) + "\n")
     table = markdown(out)
     out_path.with_suffix(".md").write_text(table)
+    if out_path.resolve() == DEFAULT_OUT.resolve():  # the README shows the project's results
+        README.write_text(readme_with(README.read_text(), table))
     print(table)
     return 0
+
+
+DEFAULT_OUT = HERE / "results" / "compare.json"
+README = HERE.parent / "README.md"
+TABLE_BEGIN, TABLE_END = "<!-- benchmarks/results/compare.md: begin -->", "<!-- benchmarks/results/compare.md: end -->"
+
+
+def readme_with(readme: str, table: str) -> str:
+    """`readme` with `table` between the two markers (the table is rewritten by every run).
+
+    >>> readme_with(f"a\\n{TABLE_BEGIN}\\nold\\n{TABLE_END}\\nb\\n", "new\\n").splitlines()[1:4]
+    ['<!-- benchmarks/results/compare.md: begin -->', 'new', '<!-- benchmarks/results/compare.md: end -->']
+    """
+    head, begin, rest = readme.partition(TABLE_BEGIN)
+    _, end, tail = rest.partition(TABLE_END)
+    if not begin or not end:
+        raise ValueError(f"README.md has no {TABLE_BEGIN} ... {TABLE_END} region for the table")
+    return f"{head}{TABLE_BEGIN}\n{table}{TABLE_END}{tail}"
 
 
 def machine() -> dict:
@@ -663,7 +691,7 @@ def markdown(out: dict) -> str:
                   f"engine computed for its bucket before, so all the rest runs): {free['median_s']} s, "
                   f"{free['ratio']}x the reference's throughput; the engine's own share of sqlflow's time: "
                   f"{free['engine_s']} s."]
-    lines += flink_notes(out["results"])
+    lines += flink_compare.notes(out["results"])
     if "5" in out["results"]:
         r = out["results"]["5"]
         lines += ["", "| scenario 5: scenario 2 at | sqlflow µs/row | sqlflow rows/s | native `session_window` µs/row "
@@ -674,23 +702,6 @@ def markdown(out: dict) -> str:
         lines.append(f"\nPer-row time, largest size over smallest: {r['per_row_growth']} "
                      f"(target: {r['target']}; met: {'yes' if r['met'] else '**no**'}).")
     return "\n".join(lines) + "\n"
-
-
-def flink_notes(results: dict) -> list[str]:
-    """What the table's f rows need said: start-ups (not timed), watermark, parallelism, inputs."""
-    done = [results[k] for k in flink_compare.SCENARIOS if k in results]
-    if not done:
-        return []
-    r = done[-1]
-    return ["", f"Scenarios f1-f4 (benchmarks/flink_compare.py): Flink {r['flink_version']} in its own virtualenv, "
-            f"a local mini-cluster at parallelism {r['parallelism']} (Spark: local[2]), both reading the same CSV "
-            f"(epoch milliseconds; no extra jars). Start-up is not timed on either side: Flink's JVM and "
-            f"mini-cluster took {r['flink_startup_s']} s, Spark's session {r['spark_startup_s']} s. Watermark "
-            f"(f2's Flink side, f3, f4): {r['delay_ms'] // 60_000} minutes behind the largest event time, the "
-            f"data's largest lateness, so no row is late on either side and the final values are compared "
-            f"exactly. f3 and f4: sqlflow's live stream reads the rows in {r['files']} files, one per micro-batch "
-            f"(availableNow, then finished: every window emitted, as Flink does at the end of its input); Flink "
-            f"reads the one file in arrival order (its file source reads a folder's files in no order)."]
 
 
 if __name__ == "__main__":

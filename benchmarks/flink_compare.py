@@ -160,6 +160,17 @@ def run_stream(spark, query: str, work: Path, *, out: Path | None = None):
                            finish=True)
 
 
+def batch_profile(query) -> dict:
+    """Where a finished stream's time went, from Spark's progress of its last run (the finishing
+    one: the data's micro-batches, then the finish marker's): per micro-batch, the whole batch and
+    its addBatch (the query's work; the rest is offsets, planning and commits)."""
+    batches = query.recentProgress
+    return {"micro_batches": len(batches),
+            "batch_ms": [b["durationMs"].get("triggerExecution") for b in batches],
+            "add_batch_ms": [b["durationMs"].get("addBatch") for b in batches],
+            "input_rows": [b["numInputRows"] for b in batches]}
+
+
 def sides(spark, flink: FlinkSide, name: str, inputs: dict, work: Path) -> dict:
     import sqlflow
 
@@ -169,15 +180,15 @@ def sides(spark, flink: FlinkSide, name: str, inputs: dict, work: Path) -> dict:
     query = sqlflow_query(window, streaming)
     if streaming:
         def ours():
-            q = run_stream(spark, query, work)
-            return {"micro_batches": len(q.recentProgress)}
+            return batch_profile(run_stream(spark, query, work))
     else:
         def ours():
             noop(sqlflow.sql(spark, query))
 
     def theirs():
         r = flink.run(window=window, mode=mode, path=str(inputs["file"]), delay_ms=DELAY_MS, out=None)
-        return {"timed_s": r["seconds"], "flink_peak_rss_mb": r["peak_rss_mb"]}
+        return {"timed_s": r["seconds"], "flink_peak_rss_mb": r["peak_rss_mb"], "job_run_s": r["job_run_s"],
+                "vertices": r["vertices"]}
 
     return {"sqlflow": ours, "reference": theirs}
 
@@ -221,10 +232,39 @@ def run(spark, only: list[str], rows: int, files: int, repeat: int, warmup: int,
                   f"vs Flink {flink.ready['flink']} ({mode} mode)", flush=True)
             r = measure(sides(spark, flink, name, inputs, work), rows, repeat, warmup)
             r["check"] = check(spark, flink, name, inputs, work)
-            results[name] = dict(r, rows=rows, files=files if streaming else 1, flink_mode=mode,
-                                 delay_ms=DELAY_MS if streaming or mode == "streaming" else None,
+            results[name] = dict(r, rows=rows, stream_files=files, flink_mode=mode, delay_ms=DELAY_MS,
                                  flink_version=flink.ready["flink"], flink_startup_s=flink.ready["startup_s"],
                                  parallelism=flink.ready["parallelism"])
     finally:
         flink.close()
     return results
+
+
+def notes(results: dict) -> list[str]:
+    """What the table's f rows need said: start-ups (not timed), watermark, inputs, and where each
+    side's time went (Flink: planning and submission vs the job on the cluster; sqlflow's streams:
+    their micro-batches)."""
+    done = {k: results[k] for k in SCENARIOS if k in results}
+    if not done:
+        return []
+    r = list(done.values())[-1]
+    lines = ["", f"Scenarios f1-f4 (benchmarks/flink_compare.py): Flink {r['flink_version']} in its own virtualenv, "
+             f"a local mini-cluster at parallelism {r['parallelism']} (Spark: local[2]), both reading the same CSV "
+             f"(epoch milliseconds; no extra jars). Start-up is not timed on either side: Flink's JVM and "
+             f"mini-cluster took {r['flink_startup_s']} s, Spark's session {r['spark_startup_s']} s. Watermark "
+             f"(Flink's streaming mode, f2-f4, and sqlflow's streams, f3 and f4): {r['delay_ms'] // 60_000} minutes "
+             f"behind the largest event time, the data's largest lateness, so no row is late on either side and "
+             f"the final values are compared exactly. f3 and f4: sqlflow's live stream reads the rows in "
+             f"{r['stream_files']} files, one per micro-batch (availableNow, then finished: every window emitted, "
+             f"as Flink does at the end of its input); Flink reads the one file in arrival order (its file source "
+             f"reads a folder's files in no order).", ""]
+    for name, r in done.items():
+        ref, ours = r["reference"], r["sqlflow"]
+        line = (f"- {name}, last round: Flink's job ran {ref.get('job_run_s')} s on the cluster of its "
+                f"{ref['seconds'][-1]} s (the rest: planning and submission)")
+        if "batch_ms" in ours:
+            line += (f"; sqlflow's stream ran {ours['micro_batches']} micro-batches of "
+                     f"{', '.join(f'{b / 1000:.1f}' for b in ours['batch_ms'])} s (of which the query's own work, "
+                     f"addBatch: {', '.join(f'{b / 1000:.1f}' for b in ours['add_batch_ms'])} s)")
+        lines.append(line + ".")
+    return lines

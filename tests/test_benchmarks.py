@@ -77,3 +77,72 @@ def test_a_small_run_writes_results_with_equal_final_values(tmp_path):
     assert "| 2b. sessions, default trigger, bounded" in table
     assert f"= {floor['total_s']} s" in table
     assert (tmp_path / "data").is_dir()
+
+
+def flink_result(name: str, ratio_kind_seconds: tuple[float, float]) -> dict:
+    ours, theirs = ratio_kind_seconds
+    side = lambda s: {"median_s": s, "rows_per_s": round(1000 / s), "seconds": [s], "peak_rss_mb": 100,  # noqa: E731
+                      "peak_python_workers_mb": 10}
+    result = {"sqlflow": side(ours), "reference": dict(side(theirs), flink_peak_rss_mb=700, job_run_s=0.5),
+              "check": {"equal": True, "rows": 7, "reference_rows": 7, "only_sqlflow": 0, "only_reference": 0},
+              "rows": 1000, "stream_files": 4, "flink_mode": "streaming", "delay_ms": 1_800_000,
+              "flink_version": "2.3.0", "flink_startup_s": 9.5, "spark_startup_s": 3.25, "parallelism": 2}
+    if name in ("f3", "f4"):
+        result["sqlflow"].update(micro_batches=2, batch_ms=[1500, 700], add_batch_ms=[1200, 400])
+    return result
+
+
+def test_the_table_renders_the_flink_rows_with_their_notes():
+    import compare
+
+    results = {name: compare.summarise(name, flink_result(name, times))
+               for name, times in {"f1": (1.0, 2.0), "f4": (4.0, 1.0)}.items()}
+    assert (results["f1"]["ratio"], results["f1"]["met"]) == (2.0, True)
+    assert (results["f4"]["ratio"], results["f4"]["met"]) == (0.25, False)
+    out = {"machine": {"cpus": 2, "platform": "Linux"}, "versions": {"python": "3.11", "pyspark": "4.3.0",
+                                                                       "beam": None, "flink": "2.3.0"},
+           "command": "python benchmarks/compare.py --only f", "minutes": 1.0, "finished": "2026-01-01 00:00:00",
+           "load_average": [3.5, 4.25], "results": results}
+    table = compare.markdown(out)
+    assert "Flink 2.3.0. Command: `python benchmarks/compare.py --only f` (1.0 minutes, 2026-01-01 00:00:00; " \
+           "load average over 1 minute 3.5 at the start, 4.25 at the end)." in table
+    assert ("| f1. fixed windows, default trigger, bounded: vs Flink SQL TUMBLE, batch mode | 1,000 | "
+            "1,000 rows/s (1.0 s) | 500 rows/s (2.0 s) | 2.0 (throughput sqlflow / reference) | >= 1.0 | yes | yes | "
+            "100 / 700 MB |") in table
+    assert "| f4. streaming sessions, default trigger, finished: vs Flink SQL SESSION, streaming mode | 1,000 |" in table
+    assert "| 0.25 (throughput sqlflow / reference) | >= 1.0 | **no** | yes |" in table
+    assert "| f2." not in table and "| f3." not in table
+    assert "Flink's JVM and mini-cluster took 9.5 s, Spark's session 3.25 s" in table
+    assert "30 minutes behind the largest event time" in table and "rows in 4 files" in table
+    assert "- f1, last round: Flink's job ran 0.5 s on the cluster of its 2.0 s (the rest: planning and submission)." \
+        in table
+    assert ("- f4, last round: Flink's job ran 0.5 s on the cluster of its 1.0 s (the rest: planning and submission); "
+            "sqlflow's stream ran 2 micro-batches of 1.5, 0.7 s (of which the query's own work, addBatch: 1.2, 0.4 s)."
+            ) in table
+
+
+def test_the_readme_holds_the_results_table():
+    import compare
+
+    readme = compare.README.read_text()
+    table = compare.DEFAULT_OUT.with_suffix(".md").read_text()
+    assert compare.readme_with(readme, table) == readme
+    assert compare.readme_with(readme, "new table\n") != readme
+    with pytest.raises(ValueError, match="no <!-- benchmarks/results/compare.md: begin -->"):
+        compare.readme_with("no markers", table)
+
+
+def test_flink_sql_intervals_and_statements():
+    import flink_side
+
+    assert flink_side.interval(1_800_000) == "INTERVAL '0 00:30:00.000' DAY TO SECOND(3)"
+    assert flink_side.interval(90_061_001) == "INTERVAL '1 01:01:01.001' DAY TO SECOND(3)"
+    source, sink, insert = flink_side.statements(
+        {"window": "session", "mode": "streaming", "path": "/d/e.csv", "delay_ms": 1_800_000, "out": None}, 3)
+    assert "WATERMARK FOR event_time AS event_time - INTERVAL '0 00:30:00.000' DAY TO SECOND(3)" in source
+    assert "'path' = '/d/e.csv'" in source and "'connector' = 'blackhole'" in sink
+    assert "SESSION(TABLE events_3 PARTITION BY user_id, DESCRIPTOR(event_time), INTERVAL '5' MINUTE)" in insert
+    source, sink, insert = flink_side.statements(
+        {"window": "tumble", "mode": "batch", "path": "/d/e.csv", "out": "/o"}, 4)
+    assert "WATERMARK" not in source and "'path' = '/o', 'format' = 'csv'" in sink
+    assert "TUMBLE(TABLE events_4, DESCRIPTOR(event_time), INTERVAL '1' MINUTE)" in insert
