@@ -41,7 +41,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import events
@@ -145,15 +144,11 @@ def register_inputs(spark, rows: int, files: int) -> dict:
 def run_stream(spark, query: str, work: Path, *, out: Path | None = None):
     """sqlflow's live stream of `query`, availableNow and finished (every window emitted), to the
     noop sink or to parquet at `out`; returns the last StreamingQuery."""
-    import sqlflow
     from sqlflow.spark import streaming
+    from sqlflow.spark.api import run_sql
 
     checkpoint = tempfile.mkdtemp(dir=work)
-    spark.conf.set(streaming.CONF_FINISH_DIR, checkpoint + "-finish")
-    try:
-        panes = sqlflow.sql(spark, query)
-    finally:
-        spark.conf.unset(streaming.CONF_FINISH_DIR)
+    panes = run_sql(spark, query, finish_dir=checkpoint + "-finish")
     if out is None:
         return streaming.start(panes, format="noop", checkpoint=checkpoint, available_now=True, finish=True)
     return streaming.start(panes, format="parquet", path=str(out), checkpoint=checkpoint, available_now=True,
