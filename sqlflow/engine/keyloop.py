@@ -25,6 +25,8 @@ ARRIVALS, TIMERS, WATERMARK = 0, 1, 2
 #: reasons a (row, window) assignment is dropped
 TOO_LATE = "too late"
 CLOSED = "closed window"
+#: the same as int8 codes (vectorised paths), 0 for an assignment that is kept
+DROP_CODE = {"": 0, TOO_LATE: 1, CLOSED: 2}
 
 
 class Window:

@@ -24,7 +24,7 @@ from .. import ast
 from ..errors import SqlflowExecutionError
 from ..time import NEG_INF, POS_INF
 from . import stream_step, vectorised, watermark_step
-from .keyloop import CLOSED, TOO_LATE, KeyLoop, Window
+from .keyloop import CLOSED, DROP_CODE, TOO_LATE, KeyLoop, Window
 from .panes import RETRACTION_COLUMN, PaneTable, pane_accumulators, pane_frame
 from .plan import ARRIVAL_TIME, EVENT_TIME, GAP, EnginePlan, check_durations, when_column
 from .sessions import final_sessions
@@ -405,6 +405,12 @@ class Engine:
         return [agg.create(src, inp.et[inp.a_row], order_seq[inp.a_row]) for agg in self.plan.aggregates]
 
     def _result(self, inp: _Input, frame: pd.DataFrame, drop_reason: np.ndarray) -> EngineResult:
+        """Panes, dropped rows and counters. `drop_reason` per assignment: the reason (a string, ""
+        for kept ones), or an int8 code (keyloop.DROP_CODE)."""
+        if drop_reason.dtype != object:
+            too_late, closed = drop_reason == DROP_CODE[TOO_LATE], drop_reason == DROP_CODE[CLOSED]
+        else:
+            too_late, closed = drop_reason == TOO_LATE, drop_reason == CLOSED
         parts = []
         if inp.null_et.any():
             parts.append(_drops(np.flatnonzero(inp.null_et), NULL_EVENT_TIME))
@@ -412,14 +418,16 @@ class Engine:
             parts.append(_drops(np.flatnonzero(inp.null_at), NULL_ARRIVAL_TIME))
         if inp.bad_gap.any():
             parts.append(_drops(np.flatnonzero(inp.bad_gap), BAD_GAP))
-        for reason in (TOO_LATE, CLOSED):
-            sel = drop_reason == reason
+        for reason, sel in ((TOO_LATE, too_late), (CLOSED, closed)):
             if sel.any():
                 parts.append(_drops(inp.a_row[sel], reason, inp.a_start[sel], inp.a_end[sel]))
-        dropped = (pd.concat(parts, ignore_index=True) if parts else _drops(np.empty(0, np.int64), ""))
-        dropped["window_start"] = dropped["window_start"].astype("Int64")
-        dropped["window_end"] = dropped["window_end"].astype("Int64")
-        dropped = dropped.sort_values(["row", "window_start"], na_position="first").reset_index(drop=True)
+        if parts:
+            dropped = pd.concat(parts, ignore_index=True)
+            dropped["window_start"] = dropped["window_start"].astype("Int64")
+            dropped["window_end"] = dropped["window_end"].astype("Int64")
+            dropped = dropped.sort_values(["row", "window_start"], na_position="first").reset_index(drop=True)
+        else:
+            dropped = _drops(np.empty(0, np.int64), "")
         retraction = frame[RETRACTION_COLUMN] if RETRACTION_COLUMN in frame else pd.Series(False, index=frame.index)
         metrics = {
             "input_rows": len(inp.rows),
@@ -428,8 +436,8 @@ class Engine:
             "dropped_null_event_time": int(inp.null_et.sum()),
             "dropped_null_arrival_time": int(inp.null_at.sum()),
             "dropped_bad_gap": int(inp.bad_gap.sum()),
-            "dropped_too_late": int((drop_reason == TOO_LATE).sum()),
-            "dropped_closed_window": int((drop_reason == CLOSED).sum()),
+            "dropped_too_late": int(too_late.sum()),
+            "dropped_closed_window": int(closed.sum()),
         }
         return EngineResult(frame, dropped, metrics)
 

@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from ..time import NEG_INF, POS_INF
-from .keyloop import CLOSED, TOO_LATE
+from .keyloop import CLOSED, DROP_CODE, TOO_LATE
 from .kernels import order_by, segment_cummax
 from .panes import EARLY, LATE, ON_TIME, RETRACTION_COLUMN, TIMING_CODE, TIMINGS
 from .plan import ARRIVAL_TIME
@@ -110,14 +110,13 @@ class _Batch:
         n_a = len(inp.a_row)
         key_ids = W.add_keys(inp.key_frame)
         a_key = key_ids[inp.a_key] if n_a else np.empty(0, _I64)
-        drop_reason = np.full(n_a, "", dtype=object)
         too_late = sat_add(inp.a_end, self.step.lateness) <= self.wm_prev
-        drop_reason[too_late] = TOO_LATE
+        drop_reason = np.where(too_late, DROP_CODE[TOO_LATE], 0).astype(np.int8)
         kept = np.flatnonzero(~too_late)
         if len(kept):
             when = eng._when(inp, kept)[kept]
             closed = self._arrive(kept, a_key[kept], inp.a_start[kept], inp.a_end[kept], when)
-            drop_reason[kept[closed]] = CLOSED
+            drop_reason[kept[closed]] = DROP_CODE[CLOSED]
         self._timers()
         self._watermark()
         if end_of_input:
@@ -368,13 +367,11 @@ class _Batch:
         recs = self.records
         cat = {f: np.concatenate([r[f] for r in recs]) if recs else np.empty(0, _I64)
                for f in ("key", "start", "end", "index", "timing", "is_last", "time", "seq", "first")}
-        cat["is_last"] = cat["is_last"].astype(bool)
         n = len(cat["key"])
         if recs:
             values = [agg.concat([r["values"][i] for r in recs]) for i, agg in enumerate(self.aggs)]
         else:
             values = [identity(agg, self.inputs[i], 0) for i, agg in enumerate(self.aggs)]
-        order = np.arange(n)
         if n > 1 and ordered:
             rank = np.zeros(n, _I64)
             if step.keys:
@@ -384,22 +381,22 @@ class _Batch:
                 codes, _ = _factorize_keys(W.keys.iloc[used].reset_index(drop=True), step.keys)
                 rank = codes[inverse.reshape(-1)]
             order = np.lexsort((cat["seq"], rank, cat["end"], cat["start"], cat["first"], cat["time"]))
+            cat = {f: a[order] for f, a in cat.items()}
+            values = [take(v, order) for v in values]
         cols = {}
         if step.keys:
-            kf = W.keys.iloc[cat["key"][order]].reset_index(drop=True)
+            kf = W.keys.iloc[cat["key"]]
             for k in step.keys:
-                cols[k] = kf[k]
+                cols[k] = kf[k].to_numpy()
         for agg, acc in zip(self.aggs, values):
-            cols[agg.output] = agg.extract(take(acc, order)).reset_index(drop=True)
-        frame = pd.DataFrame(cols, index=pd.RangeIndex(n))
-        start, end = cat["start"][order], cat["end"][order]
-        glob = start == NEG_INF
-        frame["window_start"] = pd.Series(pd.array(start, dtype="Int64")).mask(glob)
-        frame["window_end"] = pd.Series(pd.array(end, dtype="Int64")).mask(glob)
-        frame["pane_index"] = cat["index"][order]
-        frame["pane_timing"] = TIMINGS[cat["timing"][order]]
-        frame["is_last"] = cat["is_last"][order]
-        frame["emit_time"] = pd.array(cat["time"][order], dtype="Int64")
+            cols[agg.output] = agg.extract(acc).array
+        glob = cat["start"] == NEG_INF
+        cols["window_start"] = pd.arrays.IntegerArray(cat["start"].astype(_I64), glob)
+        cols["window_end"] = pd.arrays.IntegerArray(cat["end"].astype(_I64), glob.copy())
+        cols["pane_index"] = cat["index"].astype(_I64)
+        cols["pane_timing"] = TIMINGS[cat["timing"]]
+        cols["is_last"] = cat["is_last"].astype(bool)
+        cols["emit_time"] = pd.arrays.IntegerArray(cat["time"].astype(_I64), np.zeros(n, bool))
         if step.retracting:
-            frame[RETRACTION_COLUMN] = cat["first"][order] == 0
-        return frame
+            cols[RETRACTION_COLUMN] = cat["first"] == 0
+        return pd.DataFrame(cols, index=pd.RangeIndex(n))

@@ -1,0 +1,155 @@
+"""The streaming operator's engine work alone (no Spark): one bucket's micro-batch steps.
+
+    python benchmarks/stream_step.py [--rows 2000000] [--batches 10] [--buckets 8] [--reference-rows 200000]
+
+The events of benchmarks/events.py, sorted by arrival and cut into --batches micro-batches as the
+streaming benchmarks feed them; each batch's rows go to --buckets hash buckets of the key, and
+every bucket runs `Engine.advance` once per batch, as `udfs/streaming.py` does: rows arrive at the
+batch's time (its last arrival), judged against the watermark of the batch before; the watermark
+is the largest event time of the batches so far minus the delay; the state is pickled and
+unpickled between batches (the operator keeps it as one blob per bucket). The timed part is the
+engine calls and the (un)pickling, per batch and bucket; the rows/s are over all buckets, on one
+core. Cases:
+
+- card: SESSIONS(GAP 30m), SEQUENCE(REPEAT_UNTIL(PERIOD 1m, WATERMARK), REPEAT(WATERMARK)),
+  ACCUMULATING AND RETRACTING, 10 s delay (the issue's card query);
+- fixed: FIXED(SIZE 1m), WATERMARK EARLY PERIOD 1s LATE WATERMARK, ALLOWED LATENESS 1m,
+  ACCUMULATING (benchmarks/compare.py's scenario 3).
+
+Each case runs the dispatched step (`stream_step.py`, or `watermark_step.py` for the shapes it
+covers), the general vectorised step forced, and the per-key reference loop on the first
+--reference-rows rows. Also reported: the largest pickled state of a bucket and its bytes per
+live window. Results: benchmarks/results/stream_step.json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pickle
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import events as ev  # noqa: E402
+
+from sqlflow import ast  # noqa: E402
+from sqlflow.engine.aggregates import Aggregate  # noqa: E402
+from sqlflow.engine.plan import EVENT_TIME, EnginePlan  # noqa: E402
+from sqlflow.engine.runner import Engine  # noqa: E402
+from sqlflow.engine.stream_step import StreamStep  # noqa: E402
+from sqlflow.time import MINUTE, NEG_INF, SECOND  # noqa: E402
+
+D = ast.Duration
+W = ast.Watermark()
+AGGS = (Aggregate("count_star", None, "clicks"), Aggregate("sum", "amount", "total"))
+CARD = ast.Sequence((ast.RepeatUntil(ast.Period(D(MINUTE)), W), ast.Repeat(W)))
+CASES = {
+    "card": (ast.Sessions(D(30 * MINUTE)), CARD, None, ast.AccumulationMode.ACCUMULATING_AND_RETRACTING),
+    "fixed": (ast.Fixed(D(MINUTE)), ast.WatermarkEarlyLate(early=ast.Period(D(SECOND))), D(MINUTE),
+              ast.AccumulationMode.ACCUMULATING),
+}
+DELAY = 10 * SECOND
+
+
+def batches(rows: int, n_batches: int, n_buckets: int):
+    """[(p, wm_prev, wm_new, [bucket frames])] for the micro-batches of the first `rows` events."""
+    data = ev.events(rows).sort_values("arrival_time", kind="stable").reset_index(drop=True)
+    data = data.rename(columns={"event_time": EVENT_TIME})
+    bucket = (data["user_id"].to_numpy() * 0x9E3779B1) % n_buckets
+    cuts = np.linspace(0, len(data), n_batches + 1).astype(int)
+    out, seen, wm = [], NEG_INF, NEG_INF
+    for i in range(n_batches):
+        part = data.iloc[cuts[i]:cuts[i + 1]]
+        p = int(part["arrival_time"].max())
+        # Spark's watermark of batch i: from the event times of the batches before it
+        frames = [part[bucket[cuts[i]:cuts[i + 1]] == b][["user_id", "amount", EVENT_TIME]].reset_index(drop=True)
+                  for b in range(n_buckets)]
+        new_wm = wm if seen == NEG_INF else max(wm, seen - DELAY)
+        out.append((p, wm, new_wm, frames))
+        wm = new_wm
+        seen = max(seen, int(part[EVENT_TIME].max()))
+    return out
+
+
+def run(engine: Engine, feed, how: str) -> dict:
+    """Every bucket through every batch; seconds in the engine and in pickling, panes, state."""
+    step = StreamStep(engine)
+    n_buckets = len(feed[0][3])
+    states = [None] * n_buckets
+    engine_s = pickle_s = 0.0
+    panes = rows = 0
+    largest = (0, 0)
+    for p, wm_prev, wm_new, frames in feed:
+        for b, frame in enumerate(frames):
+            t0 = time.perf_counter()
+            state = pickle.loads(states[b]) if states[b] is not None else None
+            t1 = time.perf_counter()
+            if how == "general":
+                result, state = step.run(state, frame, p=p, wm_prev=wm_prev, wm_new=wm_new, ordered=False)
+            else:
+                result, state = engine.advance(state, frame, p=p, wm_prev=wm_prev, wm_new=wm_new, ordered=False,
+                                               reference=how == "reference")
+            t2 = time.perf_counter()
+            blob = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
+            t3 = time.perf_counter()
+            states[b] = blob
+            engine_s += t2 - t1
+            pickle_s += (t1 - t0) + (t3 - t2)
+            panes += len(result.panes)
+            rows += len(frame)
+            windows = engine.state_summary(state, wm_new)[1] if how != "general" else step.summary(state, wm_new)[1]
+            largest = max(largest, (len(blob), windows))
+    total = engine_s + pickle_s
+    return {"rows": rows, "seconds": round(total, 3), "engine_seconds": round(engine_s, 3),
+            "pickle_seconds": round(pickle_s, 3), "rows_per_second": round(rows / total),
+            "output_rows": panes, "largest_state_bytes": largest[0], "its_live_windows": largest[1],
+            "bytes_per_live_window": round(largest[0] / largest[1], 1) if largest[1] else None}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rows", type=int, default=2_000_000)
+    ap.add_argument("--batches", type=int, default=10)
+    ap.add_argument("--buckets", type=int, default=8)
+    ap.add_argument("--reference-rows", type=int, default=200_000)
+    ap.add_argument("--cases", default=",".join(CASES))
+    ap.add_argument("--out", default=str(HERE / "results" / "stream_step.json"))
+    args = ap.parse_args(argv)
+
+    feed = batches(args.rows, args.batches, args.buckets)
+    small = batches(args.reference_rows, args.batches, args.buckets) if args.reference_rows else None
+    results = {}
+    for name in args.cases.split(","):
+        window, trigger, lateness, mode = CASES[name]
+        plan = EnginePlan(ast.Windowing(ast.WindowClause(window), trigger,
+                                        ast.AllowedLateness(lateness) if lateness else None, ast.Emit(mode)),
+                          AGGS, keys=("user_id",))
+        engine = Engine(plan)
+        results[name] = {"dispatched": run(engine, feed, "dispatched"), "general": run(engine, feed, "general")}
+        if small is not None:
+            results[name]["reference"] = run(engine, small, "reference")
+            results[name]["general_same_rows_as_reference"] = run(engine, small, "general")
+        for how, r in results[name].items():
+            print(f"{name:6s} {how:32s} {r['rows']:>9,} rows {r['rows_per_second']:>10,} rows/s "
+                  f"(engine {r['engine_seconds']} s, pickle {r['pickle_seconds']} s) {r['output_rows']:,} panes, "
+                  f"state {r['largest_state_bytes']:,} B / {r['its_live_windows']:,} windows", flush=True)
+    report = {"command": "python benchmarks/stream_step.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+              "rows": args.rows, "batches": args.batches, "buckets": args.buckets,
+              "machine": {"python": platform.python_version(), "cpu_count": os.cpu_count(),
+                          "platform": platform.platform(), "pandas": pd.__version__, "numpy": np.__version__},
+              "results": results}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
