@@ -55,6 +55,7 @@ from sqlflow.engine.keyloop import CLOSED, TOO_LATE
 from sqlflow.engine.runner import BAD_GAP, NULL_EVENT_TIME, Engine
 from sqlflow.time import NEG_INF, POS_INF
 from sqlflow.udfs.bucket import restore_nulls
+from sqlflow.udfs.pack import PACK, unpack
 
 #: columns added by the driver to the operator's input
 BUCKET = "__sqlflow_bucket"
@@ -65,8 +66,8 @@ WEIGHT = "__sqlflow_weight"
 #: ... and the largest event time among them (defines Spark's watermark, then dropped)
 LATEST = "__sqlflow_latest"
 
-#: input row kinds
-DATA, HEARTBEAT, FINISH = 0, 1, 2
+#: input row kinds (PACKED: a bucket's data rows in one row, udfs/pack.py)
+DATA, HEARTBEAT, FINISH, PACKED = 0, 1, 2, 3
 #: output row kinds
 PANE, METRICS, DROPPED = 0, 1, 2
 
@@ -148,6 +149,7 @@ class StreamSpec:
     #: None: heartbeats are off, the operator uses Spark's watermark alone
     column_shift: int = 0
     delay_ms: int | None = None
+    packed: bool = False  # data rows come packed per bucket (udfs/pack.py)
 
     @property
     def retracting(self) -> bool:
@@ -357,7 +359,11 @@ def _processor_class():
                     finish = True
                 if self.spec.delay_ms is not None:  # heartbeats on: they carry the partitions' max
                     seen = latest_time(frame[EVENT_TIME], seen)
-                if (kind == DATA).all():
+                if self.spec.packed:
+                    blobs = frame[PACK].to_numpy()[kind == PACKED]
+                    if len(blobs):
+                        data.append(unpack(blobs))
+                elif (kind == DATA).all():
                     data.append(frame)
                 elif (kind == DATA).any():
                     data.append(frame[kind == DATA])

@@ -400,8 +400,12 @@ class Engine:
     def _accumulators(self, inp: _Input, order_seq: np.ndarray) -> list[dict]:
         """One accumulator row per assignment, per aggregate."""
         cols = sorted({agg.column for agg in self.plan.aggregates if agg.column is not None})
-        src = pd.DataFrame({c: inp.rows[c].iloc[inp.a_row].reset_index(drop=True) for c in cols},
-                           index=pd.RangeIndex(len(inp.a_row)))
+        a_row = inp.a_row
+        if len(a_row) == len(inp.rows) and (not len(a_row) or (a_row[0] == 0 and (np.diff(a_row) == 1).all())):
+            src = inp.rows[cols]  # one assignment per row, in order (rows has a RangeIndex)
+        else:
+            src = pd.DataFrame({c: inp.rows[c].iloc[a_row].reset_index(drop=True) for c in cols},
+                               index=pd.RangeIndex(len(a_row)))
         return [agg.create(src, inp.et[inp.a_row], order_seq[inp.a_row]) for agg in self.plan.aggregates]
 
     def _result(self, inp: _Input, frame: pd.DataFrame, drop_reason: np.ndarray) -> EngineResult:

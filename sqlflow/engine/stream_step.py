@@ -34,7 +34,6 @@ from ..time import NEG_INF, POS_INF
 from .keyloop import CLOSED, DROP_CODE, TOO_LATE
 from .kernels import order_by, segment_cummax
 from .panes import EARLY, LATE, ON_TIME, RETRACTION_COLUMN, TIMING_CODE, TIMINGS
-from .plan import ARRIVAL_TIME
 from .trigger_columns import NO_TIMER, Context, columns_of
 from .vectorised import _factorize_windows, sat_add
 from .window_table import WindowTable, identity, replace_rows, take
@@ -103,9 +102,8 @@ class _Batch:
 
     def run(self, rows: pd.DataFrame, end_of_input: bool, ordered: bool):
         eng, W, p = self.step.engine, self.W, self.p
-        rows = rows.copy()
-        rows[ARRIVAL_TIME] = p
-        inp = eng._prepare(rows, replay=True)
+        inp = eng._prepare(rows, replay=False)  # every row arrives at p
+        inp.at = np.full(len(inp.et), p, _I64)
         self.inputs = eng._accumulators(inp, inp.at)
         n_a = len(inp.a_row)
         key_ids = W.add_keys(inp.key_frame)

@@ -102,10 +102,15 @@ class WindowTable:
         """The key id of each row of `batch_keys` (distinct keys), adding the new ones."""
         if not self.key_names:
             return np.zeros(len(batch_keys), _I64)
-        stored = self.keys
         batch = batch_keys[self.key_names].reset_index(drop=True)
         if not len(batch):
             return np.empty(0, _I64)
+        if not len(self.keys):  # typed as the batch (an empty frame of objects would make it object)
+            self.keys = batch.iloc[:0]
+        stored = self.keys
+        if len(self.key_names) == 1 and batch.dtypes.iloc[0].kind in "iub" \
+                and (not len(stored) or stored.dtypes.equals(batch.dtypes)):
+            return self._add_plain_keys(batch)
         if len(stored) and not stored.dtypes.equals(batch.dtypes):  # batches typed apart
             stored, batch = stored.astype(object), batch.astype(object)
         both = pd.concat([stored, batch], ignore_index=True)
@@ -118,6 +123,19 @@ class WindowTable:
         else:
             self.keys = stored
         return batch_ids
+
+    def _add_plain_keys(self, batch: pd.DataFrame) -> np.ndarray:
+        """add_keys for one key column of a type without NULLs (integers, booleans),
+        typed as the stored keys: a hash lookup, no group-by."""
+        stored = self.keys
+        name = self.key_names[0]
+        ids = pd.Index(stored[name].to_numpy()).get_indexer(batch[name].to_numpy()).astype(_I64)
+        new = np.flatnonzero(ids < 0)
+        if len(new):
+            ids[new] = len(stored) + np.arange(len(new))
+            added = batch.iloc[new]
+            self.keys = pd.concat([stored, added], ignore_index=True) if len(stored) else added.reset_index(drop=True)
+        return ids
 
     # ------------------------------------------------------------------ rows
 

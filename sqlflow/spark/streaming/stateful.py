@@ -16,7 +16,8 @@ from ...engine.plan import EVENT_TIME, EnginePlan
 from ...time import MILLISECOND
 from ...udfs import streaming as op
 from ...udfs.bucket import NULL_MASK
-from ..engine_path import exact_bigint_exprs, exact_bigints
+from ...udfs.pack import PACK, Pack
+from ..engine_path import arrow_ready, exact_bigint_exprs, exact_bigints
 from .combine import combinable, combined
 from .metrics import observe_input
 from .pane_stream import PaneStream
@@ -53,11 +54,16 @@ def stateful_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, *, de
     rows = (data.withColumn(op.BUCKET, bucket.cast("int"))
             .withColumn(op.KIND, F.lit(op.DATA).cast("int"))
             .withColumn(op.WM_COLUMN, F.timestamp_micros(latest + F.lit(time_shift + shift))))
-    # BIGINT keys and arguments as value + NULL mask: pandas would see them as float64 (engine_path)
-    masked = exact_bigints(list(dict.fromkeys([*plan.keys, *(a.column for a in plan.aggregates if a.column)])),
-                           data.schema)
-    if masked:
-        rows = rows.selectExpr(*exact_bigint_exprs(rows.columns, masked))
+    packed = not by_key and shift == UNBOUNDED_SHIFT and packable(data.schema)
+    masked = ()
+    if packed:  # one row per bucket and input partition, BIGINTs exact (udfs/pack.py)
+        rows = packed_rows(spark, rows)
+    else:
+        # BIGINT keys and arguments as value + NULL mask: pandas would see them as float64 (engine_path)
+        masked = exact_bigints(list(dict.fromkeys([*plan.keys, *(a.column for a in plan.aggregates if a.column)])),
+                               data.schema)
+        if masked:
+            rows = rows.selectExpr(*exact_bigint_exprs(rows.columns, masked))
     columns = rows.columns
     # control rows (heartbeats, finish) put 0 / TRUE (= NULL) in the masked BIGINTs: a NULL there
     # would turn the whole int64 column of an Arrow batch into float64 for pandas
@@ -97,7 +103,8 @@ def stateful_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, *, de
         integral_columns=tuple(f.name for f in data.schema.fields if is_integral(f.dataType)),
         masked_columns=masked,
         shift=time_shift, keep_dropped=keep_dropped, weight=weight,
-        column_shift=time_shift + shift, delay_ms=(delay + shift) // MILLISECOND if heartbeat else None)
+        column_shift=time_shift + shift, delay_ms=(delay + shift) // MILLISECOND if heartbeat else None,
+        packed=packed)
     out_schema = operator_schema(spec, schema)
     group_cols = list(plan.keys) if by_key else [op.BUCKET]
     initial = None
@@ -124,6 +131,27 @@ def stateful_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, *, de
         dropped = observed.where(F.col(op.KIND) == op.DROPPED).select(*dropped_projection)
     return PaneStream(panes, observed, dropped, finish_dir, "stateful", n_buckets, metrics_name,
                       pane_projection, dropped_projection)
+
+
+def packable(schema: T.StructType) -> bool:
+    """The operator's input columns all have a plain Arrow form (`engine_path.arrow_ready`), so
+    they can travel packed (udfs/pack.py) and come out as the engine path's pandas frame."""
+    return arrow_ready([f.dataType for f in schema.fields])
+
+
+def packed_rows(spark: SparkSession, rows: DataFrame) -> DataFrame:
+    """`rows` (bucket, kind, the input columns, the watermark column) as one row per bucket and
+    input partition: bucket, kind PACKED, the largest event time and watermark-column value, the
+    rows themselves in column PACK (udfs/pack.py)."""
+    large = (spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false") or "").lower() == "true"
+    fields = {f.name: f.dataType for f in rows.schema.fields}
+    latest = tuple(c for c in (op.WM_COLUMN, op.LATEST) if c in fields)
+    columns = (op.BUCKET, op.KIND, EVENT_TIME, *latest)
+    schema = T.StructType([T.StructField(c, fields[c], True) for c in columns]
+                          + [T.StructField(PACK, T.BinaryType(), True)])
+    job = Pack(bucket=op.BUCKET, kind=op.KIND, time=EVENT_TIME, columns=columns, latest=latest, packed=op.PACKED,
+               large_binary=large)
+    return rows.mapInArrow(job, schema)
 
 
 def operator_schema(spec: op.StreamSpec, schema: T.StructType) -> T.StructType:

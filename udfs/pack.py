@@ -1,0 +1,95 @@
+"""A micro-batch's rows packed per bucket before the streaming operator, and unpacked inside it.
+
+PySpark's transformWithStateInPandas hands its input to Python row by row: a namedtuple per row,
+then a pandas frame built from them (pyspark/worker.py), several microseconds per row, more than
+the engine spends on it. So before the shuffle to the operator (`mapInArrow`, on the executors),
+`Pack` turns each input partition's rows into one row per bucket: the bucket, the kind PACKED,
+the largest event time and watermark-column value of its rows (Spark's watermark is the max over
+the column, so it is unchanged), and the rows themselves as an Arrow IPC stream in a binary
+column. The operator receives a few rows per bucket and `unpack` gives back the rows as the pandas
+frame the engine path uses (`bucket.arrow_frame`: BIGINTs with NULLs exact). Only plain column
+types travel this way (integers, floating point, strings, booleans), whose pandas form does not
+depend on the conversion.
+
+>>> import pyarrow as pa
+>>> rows = pa.record_batch({"b": pa.array([1, 0, 1], pa.int32()), "k": pa.array([0, 0, 0], pa.int32()),
+...                         "t": [5, 7, 3], "w": [5, 7, 3], "x": ["a", None, "c"]})
+>>> job = Pack(bucket="b", kind="k", time="t", columns=("b", "k", "t", "w", "x"), latest=("w",), packed=3)
+>>> out = pa.Table.from_batches(list(job(iter([rows]))))
+>>> out.column("b").to_pylist(), out.column("k").to_pylist(), out.column("t").to_pylist(), out.column("w").to_pylist()
+([0, 1], [3, 3], [7, 5], [7, 5])
+>>> unpack(out.column(PACK).to_pylist()).to_dict("list")
+{'t': [7, 5, 3], 'x': [None, 'a', 'c']}
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+#: the column holding a bucket's rows (an Arrow IPC stream)
+PACK = "__sqlflow_pack"
+
+
+@dataclass(frozen=True)
+class Pack:
+    """The `mapInArrow` function: one output row per bucket of each input partition. The output
+    has `columns` (those of the input, in order: `bucket` and `kind` first) and PACK; the packed
+    rows keep every column but `bucket`, `kind` and the ones in `latest`, which (with `time`)
+    hold the largest value of the bucket's rows; other columns are NULL."""
+
+    bucket: str
+    kind: str
+    time: str
+    columns: tuple
+    latest: tuple  # columns whose largest value the packed row keeps (Spark's watermark column)
+    packed: int  # the kind of a packed row
+    large_binary: bool = False
+
+    def __call__(self, batches):
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        batches = [b for b in batches if b.num_rows]
+        if not batches:
+            return
+        table = pa.Table.from_batches(batches)
+        bucket = table.column(self.bucket).to_numpy()
+        order = np.argsort(bucket, kind="stable")
+        cuts = np.flatnonzero(np.r_[True, bucket[order][1:] != bucket[order][:-1], True])
+        keep = [c for c in table.column_names if c not in (self.bucket, self.kind, *self.latest)]
+        rows = table.select(keep).take(pa.array(order))
+        blobs, tops = [], {c: [] for c in (self.time, *self.latest)}
+        for lo, hi in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
+            part = rows.slice(lo, hi - lo)
+            sink = pa.BufferOutputStream()
+            with pa.ipc.new_stream(sink, part.schema) as writer:
+                writer.write_table(part)
+            blobs.append(sink.getvalue().to_pybytes())
+            for c in tops:
+                tops[c].append(pc.max(table.column(c).take(pa.array(order[lo:hi]))))
+        n = len(blobs)
+        out = {}
+        for field in table.schema:
+            name = field.name
+            if name == self.bucket:
+                out[name] = pa.array(bucket[order][cuts[:-1]], field.type)
+            elif name == self.kind:
+                out[name] = pa.array(np.full(n, self.packed), field.type)
+            elif name in tops:
+                out[name] = pa.array([s.as_py() for s in tops[name]], field.type)
+            else:
+                out[name] = pa.nulls(n, field.type)
+        out[PACK] = pa.array(blobs, pa.large_binary() if self.large_binary else pa.binary())
+        yield from pa.table(out).select([*self.columns, PACK]).to_batches()
+
+
+def unpack(blobs) -> pd.DataFrame:
+    """The rows of packed blobs (Arrow IPC streams, bytes) as one pandas frame."""
+    import pyarrow as pa
+
+    from sqlflow.udfs.bucket import arrow_frame
+
+    tables = [pa.ipc.open_stream(pa.py_buffer(b)).read_all() for b in blobs]
+    return arrow_frame(pa.concat_tables(tables) if len(tables) > 1 else tables[0])
