@@ -114,6 +114,54 @@ def run(engine: Engine, feed, how: str) -> dict:
             "bytes_per_live_window": round(largest[0] / largest[1], 1) if largest[1] else None}
 
 
+def state_bytes(state) -> int:
+    """Bytes the state's arrays and key table hold in memory (object values included)."""
+    total = 0
+
+    def walk(x):
+        nonlocal total
+        if isinstance(x, np.ndarray):
+            total += x.nbytes + (sum(sys.getsizeof(v) for v in x) if x.dtype == object else 0)
+        elif isinstance(x, pd.DataFrame):
+            total += int(x.memory_usage(deep=True, index=False).sum())
+        elif isinstance(x, dict):
+            for v in x.values():
+                walk(v)
+        elif isinstance(x, (list, tuple)):
+            for v in x:
+                walk(v)
+
+    walk(state)
+    return total
+
+
+def memory(keys: int) -> dict:
+    """The state of one bucket holding `keys` keys, each with one live session of the card's query
+    that has emitted an EARLY pane (its lineage) and holds new pending input: bytes per live
+    window, in memory and pickled; then the watermark passes every session and the state is
+    empty again."""
+    window, trigger, lateness, mode = CASES["card"]
+    engine = Engine(EnginePlan(ast.Windowing(ast.WindowClause(window), trigger, None, ast.Emit(mode)), AGGS,
+                               keys=("user_id",)))
+    t0 = ev.BASE
+    ids = np.arange(keys, dtype=np.int64)
+    rows = pd.DataFrame({"user_id": ids, "amount": np.ones(keys, np.int64), EVENT_TIME: t0 + ids % 1000})
+    _, state = engine.advance(None, rows, p=t0, wm_prev=NEG_INF, wm_new=NEG_INF, ordered=False)
+    # a minute later the PERIOD fires (EARLY panes: one lineage pane per window), more input arrives
+    result, state = engine.advance(state, rows, p=t0 + MINUTE, wm_prev=NEG_INF, wm_new=t0 - MINUTE, ordered=False)
+    windows = engine.state_summary(state, t0 - MINUTE)[1]
+    blob = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
+    in_memory = state_bytes(state)
+    _, after = engine.advance(state, rows.iloc[:0], p=t0 + 2 * MINUTE, wm_prev=t0 - MINUTE,
+                              wm_new=t0 + 40 * MINUTE, ordered=False)
+    out = {"keys": keys, "live_windows": windows, "early_panes": len(result.panes),
+           "pickled_bytes": len(blob), "pickled_bytes_per_window": round(len(blob) / windows, 1),
+           "in_memory_bytes": in_memory, "in_memory_bytes_per_window": round(in_memory / windows, 1),
+           "windows_after_the_watermark_passes": engine.state_summary(after, t0 + 40 * MINUTE)[1]}
+    print(json.dumps(out), flush=True)
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=2_000_000)
@@ -121,8 +169,11 @@ def main(argv=None) -> int:
     ap.add_argument("--buckets", type=int, default=8)
     ap.add_argument("--reference-rows", type=int, default=200_000)
     ap.add_argument("--cases", default=",".join(CASES))
+    ap.add_argument("--memory-keys", type=int, default=1_000_000,
+                    help="keys with a live session for the state measurement (0: skip)")
     ap.add_argument("--out", default=str(HERE / "results" / "stream_step.json"))
     args = ap.parse_args(argv)
+    state_memory = memory(args.memory_keys) if args.memory_keys else None
 
     feed = batches(args.rows, args.batches, args.buckets)
     small = batches(args.reference_rows, args.batches, args.buckets) if args.reference_rows else None
@@ -145,7 +196,7 @@ def main(argv=None) -> int:
               "rows": args.rows, "batches": args.batches, "buckets": args.buckets,
               "machine": {"python": platform.python_version(), "cpu_count": os.cpu_count(),
                           "platform": platform.platform(), "pandas": pd.__version__, "numpy": np.__version__},
-              "results": results}
+              "results": results, "state_memory": state_memory}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
     return 0

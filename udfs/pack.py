@@ -14,12 +14,19 @@ depend on the conversion.
 >>> import pyarrow as pa
 >>> rows = pa.record_batch({"b": pa.array([1, 0, 1], pa.int32()), "k": pa.array([0, 0, 0], pa.int32()),
 ...                         "t": [5, 7, 3], "w": [5, 7, 3], "x": ["a", None, "c"]})
->>> job = Pack(bucket="b", kind="k", time="t", columns=("b", "k", "t", "w", "x"), latest=("w",), packed=3)
+>>> job = Pack(bucket="b", kind="k", time="t", columns=("b", "k", "t", "w"), latest=("w",), packed=3)
 >>> out = pa.Table.from_batches(list(job(iter([rows]))))
 >>> out.column("b").to_pylist(), out.column("k").to_pylist(), out.column("t").to_pylist(), out.column("w").to_pylist()
 ([0, 1], [3, 3], [7, 5], [7, 5])
 >>> unpack(out.column(PACK).to_pylist()).to_dict("list")
 {'t': [7, 5, 3], 'x': [None, 'a', 'c']}
+
+A BIGINT with NULLs comes back exact (pandas alone would make it float64):
+
+>>> rows = pa.record_batch({"b": pa.array([0, 0], pa.int32()), "k": pa.array([0, 0], pa.int32()),
+...                         "t": [1, 2], "w": [1, 2], "v": pa.array([2**53 + 1, None], pa.int64())})
+>>> unpack(pa.Table.from_batches(list(job(iter([rows])))).column(PACK).to_pylist())["v"].tolist()
+[9007199254740993, <NA>]
 """
 from __future__ import annotations
 
@@ -34,10 +41,10 @@ PACK = "__sqlflow_pack"
 
 @dataclass(frozen=True)
 class Pack:
-    """The `mapInArrow` function: one output row per bucket of each input partition. The output
-    has `columns` (those of the input, in order: `bucket` and `kind` first) and PACK; the packed
-    rows keep every column but `bucket`, `kind` and the ones in `latest`, which (with `time`)
-    hold the largest value of the bucket's rows; other columns are NULL."""
+    """The `mapInArrow` function: one output row per bucket of each input partition, with
+    `columns` (`bucket`, `kind`, `time` and the `latest` columns: those of the input, typed as
+    there) and PACK. `time` and `latest` hold the largest value of the bucket's rows; PACK holds
+    every input column but `bucket`, `kind` and `latest`."""
 
     bucket: str
     kind: str
@@ -71,18 +78,16 @@ class Pack:
                 tops[c].append(pc.max(table.column(c).take(pa.array(order[lo:hi]))))
         n = len(blobs)
         out = {}
-        for field in table.schema:
-            name = field.name
+        for name in self.columns:
+            field = table.schema.field(name)
             if name == self.bucket:
                 out[name] = pa.array(bucket[order][cuts[:-1]], field.type)
             elif name == self.kind:
                 out[name] = pa.array(np.full(n, self.packed), field.type)
-            elif name in tops:
-                out[name] = pa.array([s.as_py() for s in tops[name]], field.type)
             else:
-                out[name] = pa.nulls(n, field.type)
+                out[name] = pa.array([s.as_py() for s in tops[name]], field.type)
         out[PACK] = pa.array(blobs, pa.large_binary() if self.large_binary else pa.binary())
-        yield from pa.table(out).select([*self.columns, PACK]).to_batches()
+        yield from pa.table(out).to_batches()
 
 
 def unpack(blobs) -> pd.DataFrame:

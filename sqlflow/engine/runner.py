@@ -491,6 +491,8 @@ def _gaps(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
 
 def _drops(rows, reason, start=None, end=None) -> pd.DataFrame:
     n = len(rows)
+    if not n:
+        return _NO_DROPS.copy(deep=False)
     return pd.DataFrame({
         "row": np.asarray(rows, np.int64),
         "reason": np.full(n, reason, dtype=object),
@@ -569,3 +571,7 @@ def _key_frame(key_tuples: list[tuple], keys: list[str], rows: pd.DataFrame) -> 
 
 def _sortable(key: tuple):
     return tuple((v is None, v) for v in key)
+
+
+_NO_DROPS = pd.DataFrame({"row": np.empty(0, np.int64), "reason": np.empty(0, dtype=object),
+                          "window_start": pd.array([], dtype="Int64"), "window_end": pd.array([], dtype="Int64")})

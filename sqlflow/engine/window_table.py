@@ -102,15 +102,16 @@ class WindowTable:
         """The key id of each row of `batch_keys` (distinct keys), adding the new ones."""
         if not self.key_names:
             return np.zeros(len(batch_keys), _I64)
-        batch = batch_keys[self.key_names].reset_index(drop=True)
-        if not len(batch):
+        if not len(batch_keys):
             return np.empty(0, _I64)
+        if len(self.key_names) == 1:
+            column = batch_keys[self.key_names[0]]
+            if column.dtype.kind in "iub" and (not len(self.keys) or self.keys.dtypes.iloc[0] == column.dtype):
+                return self._add_plain_keys(column)
+        batch = batch_keys[self.key_names].reset_index(drop=True)
         if not len(self.keys):  # typed as the batch (an empty frame of objects would make it object)
             self.keys = batch.iloc[:0]
         stored = self.keys
-        if len(self.key_names) == 1 and batch.dtypes.iloc[0].kind in "iub" \
-                and (not len(stored) or stored.dtypes.equals(batch.dtypes)):
-            return self._add_plain_keys(batch)
         if len(stored) and not stored.dtypes.equals(batch.dtypes):  # batches typed apart
             stored, batch = stored.astype(object), batch.astype(object)
         both = pd.concat([stored, batch], ignore_index=True)
@@ -124,17 +125,17 @@ class WindowTable:
             self.keys = stored
         return batch_ids
 
-    def _add_plain_keys(self, batch: pd.DataFrame) -> np.ndarray:
-        """add_keys for one key column of a type without NULLs (integers, booleans),
-        typed as the stored keys: a hash lookup, no group-by."""
-        stored = self.keys
+    def _add_plain_keys(self, column: pd.Series) -> np.ndarray:
+        """add_keys for one key column of a type without NULLs (integers, booleans), typed as the
+        stored keys: a hash lookup, no group-by."""
         name = self.key_names[0]
-        ids = pd.Index(stored[name].to_numpy()).get_indexer(batch[name].to_numpy()).astype(_I64)
+        values = column.to_numpy()
+        stored = self.keys[name].to_numpy() if len(self.keys) else values[:0]
+        ids = pd.Index(stored).get_indexer(values).astype(_I64)
         new = np.flatnonzero(ids < 0)
         if len(new):
             ids[new] = len(stored) + np.arange(len(new))
-            added = batch.iloc[new]
-            self.keys = pd.concat([stored, added], ignore_index=True) if len(stored) else added.reset_index(drop=True)
+            self.keys = pd.DataFrame({name: np.concatenate([stored, values[new]])})
         return ids
 
     # ------------------------------------------------------------------ rows
