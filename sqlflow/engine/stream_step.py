@@ -30,6 +30,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..errors import SqlflowExecutionError
 from ..time import NEG_INF, POS_INF
 from .keyloop import CLOSED, DROP_CODE, TOO_LATE
 from .kernels import order_by, segment_cummax
@@ -65,6 +66,10 @@ class StreamStep:
 
     def run(self, state, rows: pd.DataFrame, *, p: int, wm_prev: int, wm_new: int, end_of_input: bool = False,
             ordered: bool = True):
+        if state and "windows" not in state:
+            raise SqlflowExecutionError(
+                "the stored streaming state was written by another version of sqlflow's engine",
+                hint="start the query from a new checkpoint (docs/streaming.md, 10)")
         table = WindowTable.from_state(state, self.trig, self.aggs, self.keys, lineage=self.accumulating)
         batch = _Batch(self, table, int(p), int(wm_prev), int(wm_new))
         result = batch.run(rows, end_of_input, ordered)

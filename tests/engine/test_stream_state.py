@@ -5,12 +5,14 @@ import pickle
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from sqlflow import ast
 from sqlflow.engine.aggregates import Aggregate
 from sqlflow.engine.plan import EVENT_TIME, EnginePlan
 from sqlflow.engine.runner import Engine
 from sqlflow.engine.stream_step import StreamStep
+from sqlflow.errors import SqlflowExecutionError
 from sqlflow.time import NEG_INF
 
 D = ast.Duration
@@ -95,3 +97,12 @@ def test_a_long_stream_keeps_only_the_live_set():
         assert sorted(state["keys"]["k"]) == sorted(ends)
         assert lengths(state) <= {len(ends), 0} | {int((state["windows"]["next_index"] > 0).sum())}
     assert len(ends) == 800  # the keys of the last four batches: bounded, whatever the stream's length
+
+
+def test_a_state_of_the_per_key_loop_is_refused_with_a_clear_error():
+    """A checkpoint written when the operator ran the per-key loop holds its state format."""
+    step = card_step()
+    rows = pd.DataFrame({"k": [1], EVENT_TIME: [0], "v": [1]})
+    _, old = step.engine.advance(None, rows, p=1, wm_prev=NEG_INF, wm_new=NEG_INF, reference=True)
+    with pytest.raises(SqlflowExecutionError, match="new checkpoint"):
+        step.run(old, rows, p=2, wm_prev=NEG_INF, wm_new=NEG_INF)
