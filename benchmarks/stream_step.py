@@ -16,10 +16,11 @@ core. Cases:
 - fixed: FIXED(SIZE 1m), WATERMARK EARLY PERIOD 1s LATE WATERMARK, ALLOWED LATENESS 1m,
   ACCUMULATING (benchmarks/compare.py's scenario 3).
 
-Each case runs the dispatched step (`stream_step.py`, or `watermark_step.py` for the shapes it
-covers), the general vectorised step forced, and the per-key reference loop on the first
---reference-rows rows. Also reported: the largest pickled state of a bucket and its bytes per
-live window. Results: benchmarks/results/stream_step.json.
+Each case runs the vectorised step (`stream_step.py`, what `Engine.advance` runs) on all rows,
+and the per-key reference loop and the vectorised step on the first --reference-rows rows. Also
+reported: the largest pickled state of a bucket and its bytes per live window, and (`state_memory`)
+the state of one bucket holding --memory-keys keys with a live session each. Results:
+benchmarks/results/stream_step.json.
 """
 from __future__ import annotations
 
@@ -44,7 +45,6 @@ from sqlflow import ast  # noqa: E402
 from sqlflow.engine.aggregates import Aggregate  # noqa: E402
 from sqlflow.engine.plan import EVENT_TIME, EnginePlan  # noqa: E402
 from sqlflow.engine.runner import Engine  # noqa: E402
-from sqlflow.engine.stream_step import StreamStep  # noqa: E402
 from sqlflow.time import MINUTE, NEG_INF, SECOND  # noqa: E402
 
 D = ast.Duration
@@ -81,7 +81,6 @@ def batches(rows: int, n_batches: int, n_buckets: int):
 
 def run(engine: Engine, feed, how: str) -> dict:
     """Every bucket through every batch; seconds in the engine and in pickling, panes, state."""
-    step = StreamStep(engine)
     n_buckets = len(feed[0][3])
     states = [None] * n_buckets
     engine_s = pickle_s = 0.0
@@ -92,11 +91,8 @@ def run(engine: Engine, feed, how: str) -> dict:
             t0 = time.perf_counter()
             state = pickle.loads(states[b]) if states[b] is not None else None
             t1 = time.perf_counter()
-            if how == "general":
-                result, state = step.run(state, frame, p=p, wm_prev=wm_prev, wm_new=wm_new, ordered=False)
-            else:
-                result, state = engine.advance(state, frame, p=p, wm_prev=wm_prev, wm_new=wm_new, ordered=False,
-                                               reference=how == "reference")
+            result, state = engine.advance(state, frame, p=p, wm_prev=wm_prev, wm_new=wm_new, ordered=False,
+                                           reference=how == "reference")
             t2 = time.perf_counter()
             blob = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
             t3 = time.perf_counter()
@@ -105,7 +101,7 @@ def run(engine: Engine, feed, how: str) -> dict:
             pickle_s += (t1 - t0) + (t3 - t2)
             panes += len(result.panes)
             rows += len(frame)
-            windows = engine.state_summary(state, wm_new)[1] if how != "general" else step.summary(state, wm_new)[1]
+            windows = engine.state_summary(state, wm_new)[1]
             largest = max(largest, (len(blob), windows))
     total = engine_s + pickle_s
     return {"rows": rows, "seconds": round(total, 3), "engine_seconds": round(engine_s, 3),
@@ -184,10 +180,10 @@ def main(argv=None) -> int:
                                         ast.AllowedLateness(lateness) if lateness else None, ast.Emit(mode)),
                           AGGS, keys=("user_id",))
         engine = Engine(plan)
-        results[name] = {"dispatched": run(engine, feed, "dispatched"), "general": run(engine, feed, "general")}
+        results[name] = {"vectorised": run(engine, feed, "vectorised")}
         if small is not None:
             results[name]["reference"] = run(engine, small, "reference")
-            results[name]["general_same_rows_as_reference"] = run(engine, small, "general")
+            results[name]["vectorised_same_rows_as_reference"] = run(engine, small, "vectorised")
         for how, r in results[name].items():
             print(f"{name:6s} {how:32s} {r['rows']:>9,} rows {r['rows_per_second']:>10,} rows/s "
                   f"(engine {r['engine_seconds']} s, pickle {r['pickle_seconds']} s) {r['output_rows']:,} panes, "

@@ -23,7 +23,7 @@ import pandas as pd
 from .. import ast
 from ..errors import SqlflowExecutionError
 from ..time import NEG_INF, POS_INF
-from . import stream_step, vectorised, watermark_step
+from . import stream_step, vectorised
 from .keyloop import CLOSED, DROP_CODE, TOO_LATE, KeyLoop, Window
 from .panes import RETRACTION_COLUMN, PaneTable, pane_accumulators, pane_frame
 from .plan import ARRIVAL_TIME, EVENT_TIME, GAP, EnginePlan, check_durations, when_column
@@ -95,7 +95,6 @@ class Engine:
         self.trigger = plan.compiled_trigger()
         self.wfn = window_fn(plan.window, plan.custom_windows)
         self.lateness = plan.lateness
-        self._step = watermark_step.WatermarkStep(self) if watermark_step.applies(plan) else None
         self._stream = stream_step.StreamStep(self) if stream_step.applies(plan, self.wfn) else None
 
     # ------------------------------------------------------------------ bounded and replayed input
@@ -196,15 +195,9 @@ class Engine:
         reaches +inf and every window is emitted and expired.
 
         Returns the panes and the new state; keys with nothing to do keep their state untouched.
-        Plans with the default trigger over windows that never merge run a vectorised step
-        (`watermark_step.py`, columnar state); reference=True forces the per-key loop.
+        Every plan but custom merging window functions runs the vectorised step over all windows
+        at once (`stream_step.py`, columnar state); reference=True forces the per-key loop.
         """
-        if self._step is not None and not reference:
-            result, new_state = self._step.run(state or None, rows, p=p, wm_prev=wm_prev, wm_new=wm_new,
-                                               end_of_input=end_of_input)
-            if ordered:
-                result.panes = _emission_order(result.panes, list(self.plan.keys))
-            return result, new_state
         if self._stream is not None and not reference:
             return self._stream.run(state or None, rows, p=p, wm_prev=wm_prev, wm_new=wm_new,
                                     end_of_input=end_of_input, ordered=ordered)
@@ -306,9 +299,6 @@ class Engine:
         state `advance` returned: what a streaming operator needs to know when to call again."""
         if not state:
             return 0, 0, None, None
-        if self._step is not None and "start" in state:
-            return (self._step.keys_count(state), self._step.windows(state), self._step.next_timer(state),
-                    self._step.next_watermark(state, watermark))
         if self._stream is not None and "windows" in state:
             return self._stream.summary(state, watermark)
         windows = [w for ws in state.values() for w in ws]
@@ -452,25 +442,6 @@ class Engine:
         else:
             sid = vectorised._factorize_windows(a_key, a_start, a_end)
         return np.bincount(sid)[sid] if len(sid) else np.empty(0, np.int64)
-
-
-def _emission_order(panes: pd.DataFrame, keys) -> pd.DataFrame:
-    """Panes of one instant in the documented order: by emission time, retractions first, then by
-    window and key, NULL keys last (as key ids number them: `_factorize_keys`)."""
-    if len(panes) < 2:
-        return panes
-    new_value = ~panes[RETRACTION_COLUMN] if RETRACTION_COLUMN in panes else pd.Series(True, index=panes.index)
-    # GLOBAL windows output NULL bounds: they are [-inf, +inf)
-    order = panes.assign(__new=new_value, __start=panes["window_start"].fillna(NEG_INF),
-                         __end=panes["window_end"].fillna(POS_INF))
-    by = ["__new", "__start", "__end"]
-    if panes["emit_time"].nunique() > 1:  # end of input: PERIOD timers fire after the last batch
-        by = ["emit_time", *by]
-    try:
-        order = order.sort_values([*by, *keys], kind="stable", na_position="last")
-    except TypeError:  # unorderable key values: window order only
-        order = order.sort_values(by, kind="stable")
-    return order.drop(columns=["__new", "__start", "__end"]).reset_index(drop=True)
 
 
 def _gaps(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:

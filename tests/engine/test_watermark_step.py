@@ -1,6 +1,7 @@
-"""The vectorised micro-batch step for the default trigger (REPEAT(WATERMARK) over windows that do
-not merge) gives exactly the per-key loop's panes, drops and state size, micro-batch by
-micro-batch, with its state pickled in between."""
+"""The vectorised micro-batch step (`stream_step.py`) on the default trigger (REPEAT(WATERMARK))
+and early PERIOD firings over windows that do not merge gives exactly the per-key loop's panes,
+drops and state size, micro-batch by micro-batch, with its state pickled in between, with
+irregular batch times and periods shorter and longer than them, and value columns typed apart."""
 import decimal
 import pickle
 
