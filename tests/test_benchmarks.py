@@ -146,3 +146,23 @@ def test_flink_sql_intervals_and_statements():
         {"window": "tumble", "mode": "batch", "path": "/d/e.csv", "out": "/o"}, 4)
     assert "WATERMARK" not in source and "'path' = '/o', 'format' = 'csv'" in sink
     assert "TUMBLE(TABLE events_4, DESCRIPTOR(event_time), INTERVAL '1' MINUTE)" in insert
+
+
+def test_the_stream_step_benchmark_runs_the_loop_and_the_step_to_the_same_panes(tmp_path):
+    """benchmarks/stream_step.py on a few rows: the vectorised step and the per-key loop emit as
+    many panes on the same micro-batches, and the state of 1,000 keys empties once the watermark
+    passes them."""
+    out = tmp_path / "stream_step.json"
+    env = dict(os.environ, SQLFLOW_BENCH_DATA=str(tmp_path / "data"))
+    proc = subprocess.run([sys.executable, str(BENCH / "stream_step.py"), "--rows", "20000", "--reference-rows",
+                           "5000", "--memory-keys", "1000", "--out", str(out)], capture_output=True, text=True,
+                          env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(out.read_text())
+    for case in ("card", "fixed"):
+        r = report["results"][case]
+        assert r["vectorised"]["rows"] == 20_000
+        assert r["reference"]["output_rows"] == r["vectorised_same_rows_as_reference"]["output_rows"] > 0
+    memory = report["state_memory"]
+    assert (memory["keys"], memory["live_windows"], memory["early_panes"]) == (1000, 1000, 1000)
+    assert memory["windows_after_the_watermark_passes"] == 0
