@@ -390,7 +390,7 @@ class _Batch:
         if step.keys:
             kf = W.keys.iloc[cat["key"]]
             for k in step.keys:
-                cols[k] = kf[k].to_numpy()
+                cols[k] = kf[k].array  # keeps nullable integers exact (to_numpy would make them float)
         for agg, acc in zip(self.aggs, values):
             cols[agg.output] = agg.extract(acc).array
         glob = cat["start"] == NEG_INF

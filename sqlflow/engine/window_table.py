@@ -106,7 +106,8 @@ class WindowTable:
             return np.empty(0, _I64)
         if len(self.key_names) == 1:
             column = batch_keys[self.key_names[0]]
-            if column.dtype.kind in "iub" and (not len(self.keys) or self.keys.dtypes.iloc[0] == column.dtype):
+            if isinstance(column.dtype, np.dtype) and column.dtype.kind in "iub" \
+                    and (not len(self.keys) or self.keys.dtypes.iloc[0] == column.dtype):  # no NULLs
                 return self._add_plain_keys(column)
         batch = batch_keys[self.key_names].reset_index(drop=True)
         if not len(self.keys):  # typed as the batch (an empty frame of objects would make it object)

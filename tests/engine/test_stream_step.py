@@ -152,3 +152,18 @@ def test_the_callers_state_is_left_alone(window):
     again, s2 = step.run(state, rows.iloc[1:], p=20, wm_prev=NEG_INF, wm_new=NEG_INF)
     pd.testing.assert_frame_equal(first.panes, again.panes)
     assert pickle.dumps(s1) == pickle.dumps(s2)
+
+
+def test_nullable_bigint_keys_beyond_2_53_stay_exact():
+    """Keys typed Int64 with a NULL (how packed input arrives): 2^53 and 2^53 + 1 stay two keys,
+    in the state and in the panes."""
+    big = 2**53
+    w = ast.Windowing(ast.WindowClause(ast.Fixed(D(10))), None, ast.AllowedLateness(D(0)),
+                      ast.Emit(ast.AccumulationMode.ACCUMULATING))
+    step = StreamStep(Engine(EnginePlan(w, (Aggregate("count_star", None, "n"),), keys=("k",))))
+    rows = pd.DataFrame({"k": pd.array([big, big + 1, None], dtype="Int64"), EVENT_TIME: [1, 2, 3]})
+    _, state = step.run(None, rows, p=5, wm_prev=NEG_INF, wm_new=NEG_INF)
+    result, state = step.run(state, rows.iloc[:2], p=6, wm_prev=NEG_INF, wm_new=100)
+    assert [(None if pd.isna(k) else int(k), n) for k, n in zip(result.panes["k"], result.panes["n"])] == [
+        (big, 2), (big + 1, 2), (None, 1)]
+    assert state == {}
