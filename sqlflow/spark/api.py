@@ -60,10 +60,12 @@ def sql(spark, query: str, args=None, path: str | None = None, **kwargs):
 
 
 def run_sql(spark, query: str, args=None, *, path: str | None = None, placeholders: dict | None = None,
-            finish_dir: str | None = None):
+            finish_dir: str | None = None, starts_query: bool = False):
     """`sql` with sqlflow's own settings as arguments (`sql` keeps spark.sql's signature):
     `placeholders` are sql's keyword arguments; `finish_dir` is where the streams of the result
-    write their end-of-input marker (default: conf `spark.sqlflow.streaming.finishDir`)."""
+    write their end-of-input marker (default: conf `spark.sqlflow.streaming.finishDir`);
+    `starts_query`: the caller starts a streaming result with `streaming.start`, which sets the
+    state store it needs for that query (else a session without it is refused here)."""
     text, formatter = query, None
     if placeholders:
         from pyspark.sql.sql_formatter import SQLStringFormatter
@@ -77,20 +79,20 @@ def run_sql(spark, query: str, args=None, *, path: str | None = None, placeholde
                 formatter.clear()
                 formatter = None
             return spark.sql(query, args, **(placeholders or {}))
-        return _run(spark, statement, args, _path(spark, path), finish_dir)
+        return _run(spark, statement, args, _path(spark, path), finish_dir, starts_query)
     finally:
         if formatter is not None:
             formatter.clear()
 
 
-def _run(spark, statement, args, path, finish_dir):
+def _run(spark, statement, args, path, finish_dir, starts_query=False):
     from . import trigger_checks
     from .analysis import spark_sql
     from .execute import Runner
     from .params import named_parameters
 
     args = named_parameters(statement.tree, args, statement)
-    runner = Runner(spark, statement, args, path=path, finish_dir=finish_dir)
+    runner = Runner(spark, statement, args, path=path, finish_dir=finish_dir, starts_query=starts_query)
     prepared = runner.prepare()
     try:
         df = spark_sql(spark, prepared.sql, args, statement=statement, original=runner.original,

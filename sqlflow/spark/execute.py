@@ -58,17 +58,19 @@ class Runner:
 
     `spark` None plans without Spark (no types, no data: for explain without a session);
     `dry` plans without running Spark jobs (no replay timeline: for explain); `finish_dir`: where
-    the pane streams of windowed SELECTs over a stream write their end-of-input marker.
+    the pane streams of windowed SELECTs over a stream write their end-of-input marker;
+    `starts_query`: the caller starts the stream itself, with `streaming.start`.
     """
 
     def __init__(self, spark, statement: Statement, args: dict | None, *, path: str | None = None,
-                 dry: bool = False, finish_dir: str | None = None):
+                 dry: bool = False, finish_dir: str | None = None, starts_query: bool = False):
         self.spark = spark
         self.statement = statement
         self.args = args
         self.path = None if path in (None, "auto") else path
         self.dry = dry
         self.finish_dir = finish_dir
+        self.starts_query = starts_query or dry  # sets what a stream needs per query (streaming.session_conf)
         self.tree = statement.tree
         self.original = statement.tree.copy()
         self.views: list[str] = []

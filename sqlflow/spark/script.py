@@ -149,7 +149,7 @@ def insert(spark: "SparkSession", tree, args=None) -> Any:
     if finish and checkpoint is None:
         raise SqlflowUnsupportedError(f"{conf.FINISH}=true needs {conf.CHECKPOINT_LOCATION} (the finish marker lives "
                                       "next to the checkpoint)", clause="INSERT")
-    df = run_sql(spark, query_sql, args, finish_dir=checkpoint + "-finish" if finish else None)
+    df = run_sql(spark, query_sql, args, finish_dir=checkpoint + "-finish" if finish else None, starts_query=True)
     if not df.isStreaming:
         return _write_batch(df, sink)
     if sink.format in FILE_FORMATS + (None,) and checkpoint is None:

@@ -19,6 +19,11 @@ GAP_S = 60  # the sessions' gap, seconds
 DAY = "2024-01-01T"
 
 
+@pytest.fixture(autouse=True)
+def _state_store(rocksdb):
+    """Every stage here runs the stateful operator (the line sqlflow.sql asks a session for)."""
+
+
 @pytest.fixture
 def finish_conf(spark, tmp_path):
     spark.conf.set(S.CONF_FINISH_DIR, str(tmp_path / "finish"))

@@ -12,7 +12,7 @@ BIG = 2**53  # the first integer float64 cannot tell from its successor
 
 
 @pytest.fixture
-def stateful_conf(spark, tmp_path):
+def stateful_conf(spark, tmp_path, rocksdb):
     keys = {S.CONF_OPERATOR: "stateful", S.CONF_BUCKETS: "1", S.CONF_FINISH_DIR: str(tmp_path / "finish")}
     for k, v in keys.items():
         spark.conf.set(k, v)

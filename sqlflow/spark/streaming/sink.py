@@ -9,6 +9,7 @@ from ...errors import SqlflowUnsupportedError
 from ...udfs import streaming as op
 from ..conf import STREAMING_FINISH_DIR
 from .pane_stream import PaneStream, aggregated, pane_streams
+from .session_conf import state_store_for
 from .stateful import project_batch
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -72,17 +73,20 @@ def start(stream: PaneStream | DataFrame, *, format: str = "parquet", path: str 
         w = w.trigger(availableNow=True)
     elif trigger_interval is not None:
         w = w.trigger(processingTime=trigger_interval)
-    if dropped_path is not None:
-        query = w.start()
-    elif table is not None:
-        query = w.toTable(table)
-    else:
+    if table is None and dropped_path is None:
         w = w.format(format)
         if format in FILE_FORMATS:
             if path is None:
                 raise SqlflowUnsupportedError(f"a {format} sink needs a path", clause="INSERT")
             if checkpoint is None:
                 raise SqlflowUnsupportedError(f"a {format} sink needs a checkpoint location", clause="INSERT")
+    stateful = any(s.operator == "stateful" for s in finishers)
+    with state_store_for(df.sparkSession, stateful):  # TWS needs RocksDB: set for this query only
+        if dropped_path is not None:
+            query = w.start()
+        elif table is not None:
+            query = w.toTable(table)
+        elif format in FILE_FORMATS:
             query = w.start(path)
         else:
             query = w.start()

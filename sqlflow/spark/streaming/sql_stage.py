@@ -27,6 +27,7 @@ from .build import build_stream
 from .chaining import refuse_watermarked_input
 from .metrics import METRICS_NAME
 from .schema import pane_schema
+from .session_conf import check_state_store
 
 #: the temporary views of pane streams (`Runner.view(panes, "stream")`)
 STREAM_VIEW_PREFIX = "__sqlflow_stream_"
@@ -84,6 +85,8 @@ def streaming_stage(runner, number: int, ws, rel, raw, *, finish_dir: str | None
         finish_dir=finish_dir or conf.get(spark, conf.STREAMING_FINISH_DIR),
         time_shift=_interval_micros(spark, shift) if shift else 0,
         metrics_name=METRICS_NAME if number == 1 else f"{METRICS_NAME}_{number}")
+    if stream.operator == "stateful" and not runner.starts_query:
+        check_state_store(spark, ws)
     why = ("Spark's native streaming window aggregation (equivalent for this query)" if stream.operator == "native"
            else f"transformWithStateInPandas over {stream.buckets} hash buckets of keys")
     stage = Stage(number, ws.label(), f"streaming {stream.operator}", why, ws.windowing.mode.value)
