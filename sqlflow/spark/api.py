@@ -66,6 +66,8 @@ def run_sql(spark, query: str, args=None, *, path: str | None = None, placeholde
     write their end-of-input marker (default: conf `spark.sqlflow.streaming.finishDir`);
     `starts_query`: the caller starts a streaming result with `streaming.start`, which sets the
     state store it needs for that query (else a session without it is refused here)."""
+    from .lifetimes import is_connect, keep_until_unused
+
     text, formatter = query, None
     if placeholders:
         from pyspark.sql.sql_formatter import SQLStringFormatter
@@ -79,7 +81,11 @@ def run_sql(spark, query: str, args=None, *, path: str | None = None, placeholde
                 formatter.clear()
                 formatter = None
             return spark.sql(query, args, **(placeholders or {}))
-        return _run(spark, statement, args, _path(spark, path), finish_dir, starts_query)
+        df = _run(spark, statement, args, _path(spark, path), finish_dir, starts_query)
+        if formatter is not None and is_connect(spark):  # the placeholders' views, as sqlflow's own
+            keep_until_unused(spark, df, [name for _, name in formatter._temp_views])
+            formatter = None
+        return df
     finally:
         if formatter is not None:
             formatter.clear()
@@ -89,16 +95,24 @@ def _run(spark, statement, args, path, finish_dir, starts_query=False):
     from . import trigger_checks
     from .analysis import spark_sql
     from .execute import Runner
+    from .lifetimes import drop_unused, is_connect, keep_until_unused
     from .params import named_parameters
 
     args = named_parameters(statement.tree, args, statement)
+    drop_unused(spark)
     runner = Runner(spark, statement, args, path=path, finish_dir=finish_dir, starts_query=starts_query)
     prepared = runner.prepare()
+    df = None
     try:
         df = spark_sql(spark, prepared.sql, args, statement=statement, original=runner.original,
                        fallback=None)
     finally:
-        if not prepared.keep_views:
+        if prepared.keep_views:
+            pass
+        elif df is not None and is_connect(spark):  # analysed each time it runs, by view name
+            keep_until_unused(spark, df, runner.views)
+            runner.views = []
+        else:
             runner.drop_views()
     for stage in prepared.report.stages:
         if stage.panes_are_result:
