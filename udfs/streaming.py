@@ -85,10 +85,14 @@ METRICS_COLUMNS = (
 #: per-call values the driver reduces with max(): the batch's processing time and watermark
 #: (engine microseconds) and whether it finished the input
 GAUGE_COLUMNS = ("batch_time", "watermark", "finished")
+#: per-call values the driver sums over the buckets of a batch: what the operator keeps when the
+#: batch ends (keys, live windows, bytes of the engine state); every bucket reports in every batch
+#: that moves the watermark or brings data (heartbeats), so the sums are the whole operator's
+LIVE_COLUMNS = ("state_keys", "state_windows", "state_bytes")
 METRIC_PREFIX = "__sqlflow_m_"
 
 META_SCHEMA = ("wm long, p long, keys long, windows long, next_wm long, next_proc long, "
-               "poll long, finished boolean, seen long")
+               "poll long, finished boolean, seen long, bytes long")
 
 
 def engine_watermark(spark_ms: int, shift: int) -> int:
@@ -161,7 +165,7 @@ class StreamSpec:
         if self.retracting:
             cols.append(OUT_RETRACTION)
         cols += [OUT_EVENT_TIME, OUT_REASON]
-        cols += [METRIC_PREFIX + m for m in METRICS_COLUMNS + GAUGE_COLUMNS]
+        cols += [METRIC_PREFIX + m for m in METRICS_COLUMNS + GAUGE_COLUMNS + LIVE_COLUMNS]
         return cols
 
 
@@ -176,10 +180,11 @@ class Meta:
     poll: int | None = None
     finished: bool = False
     seen: int | None = None  # the largest event time of any batch so far (heartbeats)
+    bytes: int = 0  # the size of the engine state blob (`windows`)
 
     def row(self) -> tuple:
         return (self.wm, self.p, self.keys, self.windows, self.next_wm, self.next_proc, self.poll,
-                self.finished, self.seen)
+                self.finished, self.seen, self.bytes)
 
     @staticmethod
     def of(row) -> "Meta":
@@ -230,6 +235,11 @@ class BucketStep:
         meta.p = max(meta.p, p)
         meta.wm = POS_INF if meta.finished else max(meta.wm, wm_new)
         return [self._metrics({}, meta, p, wm_new, advanced=False)]
+
+    def live(self, metrics: pd.DataFrame, meta: Meta) -> pd.DataFrame:
+        """The metrics frame with the state's size once it is written (`meta.bytes`)."""
+        metrics[METRIC_PREFIX + "state_bytes"] = [int(meta.bytes or 0)]
+        return metrics
 
     # ------------------------------------------------------------------ frames
 
@@ -282,6 +292,9 @@ class BucketStep:
         out[METRIC_PREFIX + "batch_time"] = [p]
         out[METRIC_PREFIX + "watermark"] = [wm]
         out[METRIC_PREFIX + "finished"] = [int(meta.finished)]
+        out[METRIC_PREFIX + "state_keys"] = [int(meta.keys)]
+        out[METRIC_PREFIX + "state_windows"] = [int(meta.windows)]
+        out[METRIC_PREFIX + "state_bytes"] = [int(meta.bytes or 0)]
         return pd.DataFrame(out)
 
 
@@ -408,10 +421,13 @@ def _processor_class():
             if self.step.due(meta, p, max(wm_new, meta.wm), has_rows, finish):
                 state = loads_state(self.windows_state.get()[0]) if self.windows_state.exists() else {}
                 frames, state = self.step.run(meta, state, rows, p=p, wm_new=wm_new, finish=finish)
-                if state:
-                    self.windows_state.update((dumps_state(state),))
+                blob = dumps_state(state) if state else None
+                meta.bytes = len(blob) if blob is not None else 0
+                if blob is not None:
+                    self.windows_state.update((blob,))
                 elif self.windows_state.exists():
                     self.windows_state.clear()
+                frames[-1] = self.step.live(frames[-1], meta)
             else:
                 frames = self.step.skip(meta, p, wm_new)
             self._poll(meta, spark_ms)
@@ -432,35 +448,51 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def heartbeats(n_buckets: int, columns: list[str], fill: dict | None = None):
-    """mapInPandas function: one heartbeat row per bucket for every input partition of a batch,
-    with the partition's max event time (NULL when it has none) in the event-time column, the
-    values of `fill` in its columns and NULL elsewhere.
+def heartbeats(n_buckets: int, fill: dict | None = None, time_column: str | None = None):
+    """mapInArrow function: a partition's batches as they are, then one heartbeat row per bucket
+    with the partition's max event time (of `time_column`, default the event time) in the
+    event-time column, the values of `fill` in its columns and NULL elsewhere.
+
+    One pass over the input: Spark reads the source once, so its input row counts and rates are
+    the rows' (a second scan for the heartbeats counted every row twice). An empty partition adds
+    nothing: a batch with data has a non-empty partition, which reaches every bucket.
 
     `fill` keeps the masked BIGINT columns (value, NULL mask) free of NULLs: a NULL in an Arrow
     batch makes pandas read the whole int64 column as float64, which merges keys beyond 2^53 of
     the data rows sharing the batch.
 
+    >>> import pyarrow as pa
     >>> from sqlflow.engine.plan import EVENT_TIME
-    >>> frames = [pd.DataFrame({EVENT_TIME: [5.0, None]}), pd.DataFrame({EVENT_TIME: [3]})]
-    >>> beat = next(heartbeats(2, [BUCKET, KIND, EVENT_TIME, "k", "b"], {"b": 0})(iter(frames)))
-    >>> beat.values.tolist()
-    [[0, 1, 5, None, 0], [1, 1, 5, None, 0]]
-    >>> next(heartbeats(1, [BUCKET, KIND, EVENT_TIME])(iter([])))[EVENT_TIME].tolist()
-    [None]
+    >>> batch = pa.RecordBatch.from_pydict({BUCKET: [1, 0], KIND: [DATA, DATA], EVENT_TIME: [5, None],
+    ...                                     "k": ["x", "y"], "b": [7, 8]})
+    >>> out = list(heartbeats(2, {"b": 0})(iter([batch, batch.slice(0, 0)])))
+    >>> [b.num_rows for b in out]
+    [2, 0, 2]
+    >>> out[-1].to_pydict()
+    {'__sqlflow_bucket': [0, 1], '__sqlflow_kind': [1, 1], '__sqlflow_et': [5, 5], 'k': [None, None], 'b': [0, 0]}
+    >>> list(heartbeats(1)(iter([])))
+    []
     """
     from sqlflow.engine.plan import EVENT_TIME
 
     fill = fill or {}
 
-    def emit(frames):
-        top = None
-        for frame in frames:
-            top = latest_time(frame[EVENT_TIME], top)
-        out = {c: [fill.get(c)] * n_buckets for c in columns}
-        out[BUCKET] = list(range(n_buckets))
-        out[KIND] = [HEARTBEAT] * n_buckets
-        out[EVENT_TIME] = [top] * n_buckets
-        yield pd.DataFrame(out)
+    def emit(batches):
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        top, schema = None, None
+        for batch in batches:
+            schema = batch.schema
+            if batch.num_rows:
+                latest = pc.max(batch.column(time_column or EVENT_TIME)).as_py()
+                if latest is not None:
+                    top = latest if top is None else max(top, latest)
+            yield batch
+        if schema is None:
+            return
+        values = {BUCKET: list(range(n_buckets)), KIND: [HEARTBEAT] * n_buckets, EVENT_TIME: [top] * n_buckets}
+        columns = [pa.array(values.get(f.name, [fill.get(f.name)] * n_buckets), type=f.type) for f in schema]
+        yield pa.RecordBatch.from_arrays(columns, schema=schema)
 
     return emit

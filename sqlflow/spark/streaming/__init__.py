@@ -29,7 +29,7 @@ from ..conf import STREAMING_TIME_SHIFT as CONF_TIME_SHIFT
 from .build import build_stream, engine_columns, stream_panes
 from .combine import combinable
 from .metrics import (METRICS_NAME, SOURCE_METRICS_NAME, late_rows, progress_metrics, query_metrics,
-                      state_summary)
+                      state_summary, watermark_log)
 from .native import NATIVE_AGGREGATES, native_equivalent
 from .pane_stream import PaneStream, pane_streams, write_finish_marker
 from .schema import PANE_COLUMNS, RETRACTION_COLUMN, aggregate_type, pane_schema
@@ -45,5 +45,5 @@ __all__ = [
     "SOURCE_METRICS_NAME", "UNBOUNDED_SHIFT", "PaneStream", "aggregate_type", "build_stream", "combinable",
     "engine_columns", "late_rows", "lateness_shift", "native_equivalent", "pane_schema", "pane_streams",
     "progress_metrics", "query_metrics", "read_stream", "start", "state_summary", "stream_panes",
-    "streaming_stage", "write_finish_marker",
+    "streaming_stage", "watermark_log", "write_finish_marker",
 ]

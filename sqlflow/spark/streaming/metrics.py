@@ -12,7 +12,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from ...engine.plan import EVENT_TIME
-from ...udfs.streaming import GAUGE_COLUMNS
+from ...time import NEG_INF
+from ...udfs.streaming import GAUGE_COLUMNS, LIVE_COLUMNS
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql.streaming import StreamingQuery
@@ -52,21 +53,40 @@ def progress_metrics(progress: dict, name: str = METRICS_NAME) -> dict:
 
 def query_metrics(query: "StreamingQuery", name: str = METRICS_NAME) -> dict:
     """Counters summed over the query's recent progress (Spark keeps the last 100 batches;
-    use a StreamingQueryListener for longer runs)."""
+    use a StreamingQueryListener for longer runs), and what the stateful operator keeps as of
+    its latest batch (`state_keys`, `state_windows`, `state_bytes`: sqlflow's own state, which
+    Spark's `numRowsTotal` and `memoryUsedBytes` do not show)."""
     total: dict = {}
     for progress in query.recentProgress:
         for k, v in progress_metrics(progress, name).items():
-            if k not in GAUGE_COLUMNS:
+            if k in LIVE_COLUMNS:
+                total[k] = v  # the latest batch's
+            elif k not in GAUGE_COLUMNS:
                 total[k] = total.get(k, 0) + v
     return total
 
 
+def watermark_log(query: "StreamingQuery", name: str = METRICS_NAME) -> list[tuple[int, int]]:
+    """(processing time, watermark) of each micro-batch of a stateful pane query, in engine
+    microseconds, from its recent progress (Spark keeps 100 batches): the steps of the watermark
+    the stream ran on. As the rows of a table `(proc_time TIMESTAMP, watermark TIMESTAMP)` it is
+    the `TIMELINE` of a replay that gives the stream's panes exactly (docs/streaming.md, 2.1)."""
+    steps = []
+    for progress in query.recentProgress:
+        row = (progress.get("observedMetrics") or {}).get(name)
+        values = row.asDict() if hasattr(row, "asDict") else dict(row or {})
+        if values.get("batch_time") is None or values.get("watermark") is None or values["watermark"] <= NEG_INF:
+            continue  # no watermark yet: -infinity, as before a timeline's first step
+        steps.append((int(values["batch_time"]), int(values["watermark"])))
+    return steps
+
+
 def state_summary(spark: SparkSession, checkpoint: str) -> dict:
     """What a stateful pane query keeps, from its checkpoint (Spark's state data source): buckets,
-    keys and live windows, and how many buckets have finished their input."""
+    keys, live windows and bytes of engine state, and how many buckets have finished their input."""
     meta = spark.read.format("statestore").option("path", checkpoint).option("stateVarName", "meta").load()
     row = meta.agg(F.count("*").alias("buckets"), F.sum("value.keys").alias("keys"),
-                   F.sum("value.windows").alias("windows"),
+                   F.sum("value.windows").alias("windows"), F.sum("value.bytes").alias("bytes"),
                    F.sum(F.col("value.finished").cast("long")).alias("finished")).collect()[0]
     return {k: int(v or 0) for k, v in row.asDict().items()}
 

@@ -33,7 +33,7 @@ def stateful_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, *, de
                    grouping: str, shift: int) -> PaneStream:
     """The pane stream of `plan` by the stateful operator (see `build.build_stream` for the
     arguments; `shift` is the watermark column's shift, `watermark.lateness_shift`)."""
-    plain, data = data, observe_input(data, metrics_name, null_event_time=False)
+    data = observe_input(data, metrics_name, null_event_time=False)
     weight = None
     if not keep_dropped and shift == UNBOUNDED_SHIFT and grouping != "key" and combinable(plan, data.schema):
         data, plan = combined(data, plan)
@@ -71,14 +71,12 @@ def stateful_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, *, de
     parts = [rows]
     heartbeat = heartbeat is not False and not by_key  # default on
     if heartbeat:
-        # read a real column too: a file source read for its corrupt-record column alone (counted by
-        # read_stream's observe) is refused by Spark (UNSUPPORTED_FEATURE.QUERY_ONLY_CORRUPT_RECORD_COLUMN)
-        # heartbeat rows hold their partition's max event time, `fill` and NULL in every other
-        # column, also in the watermark column (Spark's max is unchanged)
-        beat_schema = T.StructType([T.StructField(f.name, f.dataType, True) for f in rows.schema.fields])
-        beats = (plain.select(F.lit(1).alias("__sqlflow_one"), F.col(EVENT_TIME))
-                 .mapInPandas(op.heartbeats(n_buckets, columns, fill), beat_schema))
-        parts.append(beats)
+        # in the same pass as the rows (Spark reads the source once and counts its rows once): each
+        # input partition adds one row per bucket with its max event time, `fill` and NULL in every
+        # other column, also in the watermark column (Spark's max is unchanged)
+        time_column = op.LATEST if op.LATEST in columns else None
+        nullable = T.StructType([T.StructField(f.name, f.dataType, True) for f in rows.schema.fields])
+        parts = [rows.mapInArrow(op.heartbeats(n_buckets, fill, time_column), nullable)]
     if finish_dir is not None:
         os.makedirs(finish_dir, exist_ok=True)
         control = spark.readStream.schema("finish string").json(finish_dir)
@@ -116,7 +114,8 @@ def stateful_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, *, de
         timeMode="EventTime", initialState=initial)
     sums = [F.coalesce(F.sum(op.METRIC_PREFIX + m), F.lit(0)).alias(m) for m in op.METRICS_COLUMNS]
     gauges = [F.max(op.METRIC_PREFIX + m).alias(m) for m in op.GAUGE_COLUMNS]
-    observed = raw.observe(metrics_name, *sums, *gauges)
+    live = [F.sum(op.METRIC_PREFIX + m).alias(m) for m in op.LIVE_COLUMNS]  # over the buckets
+    observed = raw.observe(metrics_name, *sums, *gauges, *live)
     pane_projection = pane_columns(spec, schema)
     panes = observed.where(F.col(op.KIND) == op.PANE).select(*pane_projection)
     dropped = dropped_projection = None
@@ -166,7 +165,7 @@ def operator_schema(spec: op.StreamSpec, schema: T.StructType) -> T.StructType:
     if spec.retracting:
         fields.append(T.StructField(op.OUT_RETRACTION, T.BooleanType(), True))
     fields += [T.StructField(op.OUT_EVENT_TIME, T.LongType(), True), T.StructField(op.OUT_REASON, T.StringType(), True)]
-    fields += [T.StructField(op.METRIC_PREFIX + m, T.LongType(), True) for m in op.METRICS_COLUMNS + op.GAUGE_COLUMNS]
+    fields += [T.StructField(op.METRIC_PREFIX + m, T.LongType(), True) for m in op.METRICS_COLUMNS + op.GAUGE_COLUMNS + op.LIVE_COLUMNS]
     return T.StructType(fields)
 
 
