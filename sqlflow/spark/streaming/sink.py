@@ -1,6 +1,7 @@
 """Running a pane stream: write it to a sink with a checkpoint, a trigger, and optionally finish it."""
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame
@@ -17,6 +18,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 #: sinks that write files under a path
 FILE_FORMATS = ("json", "csv", "parquet", "orc", "text")
+#: sinks that keep nothing across a restart
+_SCRATCH = ("memory", "console", "noop")
 
 
 def start(stream: PaneStream | DataFrame, *, format: str = "parquet", path: str | None = None,
@@ -81,28 +84,74 @@ def start(stream: PaneStream | DataFrame, *, format: str = "parquet", path: str 
             if checkpoint is None:
                 raise SqlflowUnsupportedError(f"a {format} sink needs a checkpoint location", clause="INSERT")
     stateful = any(s.operator == "stateful" for s in finishers)
-    with state_store_for(df.sparkSession, stateful):  # TWS needs RocksDB: set for this query only
-        if dropped_path is not None:
-            query = w.start()
-        elif table is not None:
-            query = w.toTable(table)
-        elif format in FILE_FORMATS:
-            query = w.start(path)
-        else:
-            query = w.start()
-    if finish:
-        # availableNow fixes every source's end offset when it starts, so the finish marker could
-        # not come after the data in one run: process what is there, finish, process, stop.
-        query.processAllAvailable()
-        for finisher in finishers:
-            finisher.finish()
-        query.processAllAvailable()
-        query.stop()
-        return query
-    wait = available_now if await_termination is None else await_termination
-    if wait:
-        query.awaitTermination()
-    return query
+    def launch() -> "StreamingQuery":
+        with state_store_for(df.sparkSession, stateful):  # TWS needs RocksDB: set for this query only
+            if dropped_path is not None:
+                return w.start()
+            if table is not None:
+                return w.toTable(table)
+            if format in FILE_FORMATS:
+                return w.start(path)
+            return w.start()
+
+    def run(query: "StreamingQuery") -> None:
+        if finish:
+            # availableNow fixes every source's end offset when it starts, so the finish marker could
+            # not come after the data in one run: process what is there, finish, process, stop.
+            query.processAllAvailable()
+            for finisher in finishers:
+                finisher.finish()
+            query.processAllAvailable()
+            query.stop()
+        elif available_now if await_termination is None else await_termination:
+            query.awaitTermination()
+
+    # a memory or console sink cannot restart from a checkpoint of its own (Spark refuses: "does
+    # not support recovering from checkpoint location"): started again only on a fresh one
+    restartable = table is not None or dropped_path is not None or format not in _SCRATCH or checkpoint is None
+    return run_with_retries(launch, run, attempts=START_ATTEMPTS if stateful and restartable else 1,
+                            pause=RETRY_PAUSE)
+
+
+#: Spark's message when a Python process the driver started for a stateful query (TWS's pre-init
+#: runner) did not connect back within Spark's fixed 10 seconds (docs/streaming.md, section 10)
+CONNECT_BACK = "Python worker failed to connect back"
+#: how many times `start` starts a stateful query that failed so, when it waits for the query,
+#: and the seconds it waits before the n-th new start (n x this: the load may pass)
+START_ATTEMPTS = 3
+RETRY_PAUSE = 5.0
+
+
+def run_with_retries(launch, run, *, attempts: int, pause: float = 0.0):
+    """`run(launch())`, started again (from the same checkpoint) when the query failed because its
+    Python process did not connect back in time: Spark plans the first batch of a run before it
+    writes anything, so a new start computes the same output. Returns the last query.
+
+    >>> class Failed(Exception):
+    ...     pass
+    >>> tries = []
+    >>> def run(query):
+    ...     tries.append(query)
+    ...     if len(tries) < 3:
+    ...         raise Failed(f"[STREAM_FAILED] ... terminated with exception: {CONNECT_BACK}.")
+    >>> run_with_retries(lambda: f"query {len(tries) + 1}", run, attempts=3), len(tries)
+    ('query 3', 3)
+    >>> run_with_retries(lambda: "q", lambda q: 1 / 0, attempts=3)
+    Traceback (most recent call last):
+    ZeroDivisionError: division by zero
+    """
+    for attempt in range(1, attempts + 1):
+        query = launch()
+        try:
+            run(query)
+            return query
+        except Exception as error:  # only the connect-back failure is retried
+            if attempt == attempts or CONNECT_BACK not in str(error):
+                raise
+            if hasattr(query, "stop"):
+                query.stop()
+            time.sleep(pause * attempt)
+    raise AssertionError("unreachable")
 
 
 def _split_batch(stream: PaneStream, format: str, path: str, dropped_path: str, options):
