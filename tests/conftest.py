@@ -61,16 +61,7 @@ def spark():
     from sqlflow.spark.session import local_session
 
     if CONNECT_SESSION:
-        from pyspark.sql import SparkSession
-
-        from sqlflow.spark.session import _set_environment, default_conf
-
-        _set_environment()
-        builder = SparkSession.builder.remote("local[2]").appName("sqlflow-tests-connect")
-        for key, value in default_conf().items():
-            if key != "spark.master":
-                builder = builder.config(key, value)
-        _spark_session = builder.getOrCreate()
+        _spark_session = _connect_session()
     elif DEFAULTS_SESSION:
         from pyspark.sql import SparkSession
 
@@ -87,6 +78,27 @@ def spark():
     yield _spark_session
     _spark_session.stop()
     _spark_session = None
+
+
+def _connect_session():
+    """What `SparkSession.builder.remote("local[2]")` does (a Connect server in a local Spark,
+    the client in this process), on a free port rather than the fixed 15002: another run on the
+    same machine may hold that one."""
+    import socket
+
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    from sqlflow.spark.session import _set_environment, default_conf
+
+    _set_environment()
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    opts = {k: v for k, v in default_conf().items() if k != "spark.master"}
+    opts.update({"spark.app.name": "sqlflow-tests-connect", "spark.connect.grpc.binding.port": str(port)})
+    ConnectSession._start_connect_server("local[2]", opts)  # keeps the runtime settings in opts
+    os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
+    return ConnectSession.builder.remote(f"sc://localhost:{port}").config(map=opts).getOrCreate()
 
 
 @pytest.fixture

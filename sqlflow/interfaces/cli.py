@@ -272,8 +272,11 @@ class Cli:
             self.out.flush()
             printed[0] += len(lines)
 
-        query = (df.writeStream.foreachBatch(emit).queryName(f"sqlflow_select_{next(_QUERY_NUMBERS)}")
-                 .trigger(availableNow=True).start())
+        from ..spark.streaming.session_conf import state_store_for_result
+
+        with state_store_for_result(df):  # the RocksDB state store for this query (issue 19, item 1)
+            query = (df.writeStream.foreachBatch(emit).queryName(f"sqlflow_select_{next(_QUERY_NUMBERS)}")
+                     .trigger(availableNow=True).start())
         self._await(query)
         return printed[0]
 

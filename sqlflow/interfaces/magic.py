@@ -203,7 +203,10 @@ class SqlflowMagic(Magics):
             writer = writer.trigger(availableNow=True)
         else:
             writer = writer.trigger(processingTime=trigger)
-        query = writer.start()
+        from ..spark.streaming.session_conf import state_store_for_result
+
+        with state_store_for_result(df):  # the RocksDB state store for this query (issue 19, item 1)
+            query = writer.start()
         watcher = Watcher(spark, limit, lambda: spark.table(name)).follow(query)
         return self._watch(watcher, args)
 

@@ -142,7 +142,8 @@ def run(spark, statement, params: dict | None = None, *, explain: bool = False) 
         return Outcome(TEXT, explained(spark, statement, params))
     from ..spark.script import run_statement
 
-    return classify(statement, run_statement(spark, statement, params or None))
+    # a stream the magic or the CLI starts gets its state store per query (state_store_for_result)
+    return classify(statement, run_statement(spark, statement, params or None, starts_query=True))
 
 
 def classify(statement, result) -> Outcome:

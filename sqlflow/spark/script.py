@@ -80,12 +80,13 @@ def _is_query(result) -> bool:
     return hasattr(result, "awaitTermination") and hasattr(result, "isActive")
 
 
-def run_statement(spark: "SparkSession", statement, args=None) -> Any:
+def run_statement(spark: "SparkSession", statement, args=None, *, starts_query: bool = False) -> Any:
     """One parsed statement (`sqlflow.frontend.Statement`); `args` are its query parameters, as
-    in spark.sql (a dict for `:name` markers, a list for `?`)."""
+    in spark.sql (a dict for `:name` markers, a list for `?`). `starts_query`: the caller starts
+    a streaming result itself, inside `streaming.session_conf.state_store_for_result`."""
     from sqlglot import exp
 
-    from .api import sql
+    from .api import run_sql
 
     if statement.is_plain:
         if _SOURCE.match(statement.sql) and re.search(r"\bstreaming\b", statement.sql, re.IGNORECASE):
@@ -95,7 +96,7 @@ def run_statement(spark: "SparkSession", statement, args=None) -> Any:
         return spark.sql(statement.sql, args=args)
     tree = statement.tree
     if not isinstance(tree, exp.Insert):
-        return sql(spark, statement.sql, args=args)
+        return run_sql(spark, statement.sql, args, starts_query=starts_query)
     return insert(spark, tree, args)
 
 

@@ -46,7 +46,7 @@ def frame(rows) -> pd.DataFrame:
 
 def write(files_dir, i: int, rows) -> None:
     tmp = files_dir.parent / f".part-{i}.parquet"
-    frame(rows).to_parquet(tmp, index=False)
+    frame(rows).to_parquet(tmp, index=False, coerce_timestamps="us")  # Spark reads micros, not nanos
     stamp = int(time.time()) - 1000 + i
     os.utime(tmp, (stamp, stamp))
     os.replace(tmp, files_dir / f"part-{i}.parquet")

@@ -68,3 +68,11 @@ def state_store_for(spark, needed: bool):
             spark.conf.unset(PROVIDER_KEY)  # Spark's default again
         else:
             spark.conf.set(PROVIDER_KEY, before)
+
+
+def state_store_for_result(df):
+    """`state_store_for` the pane streams behind a `sqlflow.sql` result: around
+    `df.writeStream...start()` in code that starts the result itself (the magic, the CLI)."""
+    from .pane_stream import pane_streams
+
+    return state_store_for(df.sparkSession, any(s.operator == "stateful" for s in pane_streams(df)))

@@ -1,0 +1,56 @@
+"""The stateful operator's state as it reports it (issue 20, item 5), driven by PySpark's
+TwsTester (no query, no JVM): per bucket, what it keeps (keys, live windows, bytes of the engine
+state blob) goes out with every call's metrics row, and equals what its state holds."""
+import numpy as np
+import pandas as pd
+
+from sqlflow import ast
+from sqlflow.engine.aggregates import Aggregate
+from sqlflow.engine.plan import EVENT_TIME, EnginePlan
+from sqlflow.time import MINUTE, SECOND
+from sqlflow.udfs import streaming as op
+
+T0 = 1_700_000_000 * SECOND - (1_700_000_000 * SECOND) % MINUTE
+
+
+def processor():
+    windowing = ast.Windowing(ast.WindowClause(ast.Fixed(ast.Duration(MINUTE))), None,
+                              ast.AllowedLateness(ast.Duration(MINUTE)), ast.Emit(ast.AccumulationMode.ACCUMULATING))
+    plan = EnginePlan(windowing, (Aggregate("sum", "v", "total"),), keys=("k",))
+    columns = (op.BUCKET, op.KIND, EVENT_TIME, "k", "v")
+    spec = op.StreamSpec(plan=plan, input_columns=("k", EVENT_TIME, "v"), frame_columns=columns,
+                         integral_columns=("v",), column_shift=0, delay_ms=0)
+    return op.PaneProcessor(spec), columns
+
+
+def batch(columns, keys, seconds):
+    return pd.DataFrame({op.BUCKET: np.zeros(len(keys), np.int32), op.KIND: np.full(len(keys), op.DATA, np.int32),
+                         EVENT_TIME: [T0 + s * SECOND for s in seconds], "k": keys, "v": np.ones(len(keys), np.int64)}
+                        )[list(columns)]
+
+
+def live(out: pd.DataFrame) -> tuple:
+    metrics = out[out[op.KIND] == op.METRICS].iloc[-1]
+    return tuple(int(metrics[op.METRIC_PREFIX + m]) for m in op.LIVE_COLUMNS)
+
+
+def test_every_call_reports_the_state_it_leaves():
+    from pyspark.sql.streaming.tws_tester import TwsTester
+
+    proc, columns = processor()
+    tester = TwsTester(proc, timeMode="EventTime", eventTimeExtractor=lambda row: 1 << 60)  # no row is late for Spark
+    out = tester.testInPandas(0, batch(columns, ["a", "b", "c"], [1, 2, 70]))
+    keys, windows, size = live(out)
+    meta = tester.peekValueState("meta", 0)
+    blob = tester.peekValueState("windows", 0)[0]
+    assert (keys, windows) == (3, 3)  # a and b in [0, 1m), c in [1m, 2m)
+    assert size == len(blob) == meta[-1] > 0
+    # the next call steps to the watermark its predecessor's rows made (1:10, nothing expires yet);
+    # the one after to 3:20: windows up to 2:00 are past end + lateness, only c's two are left
+    out = tester.testInPandas(0, batch(columns, ["c"], [200]))
+    assert live(out)[:2] == (3, 4)
+    out = tester.testInPandas(0, batch(columns, ["c"], [260]))
+    assert tester.peekValueState("meta", 0)[2:4] == (1, 2)
+    keys, windows, smaller = live(out)
+    assert (keys, windows) == (1, 2)
+    assert smaller == len(tester.peekValueState("windows", 0)[0]) < size
