@@ -25,6 +25,10 @@ class SqlflowError(Exception):
     WATERMARK, SELECT, ...). `line` and `column` are 1-based positions in `sql`.
     """
 
+    #: how the rendered message starts; Spark's own errors, which sqlflow only locates in a
+    #: script (sqlflow.interfaces.statements), keep Spark's words without it
+    prefix = "sqlflow: "
+
     def __init__(
         self,
         message: str,
@@ -56,7 +60,7 @@ class SqlflowError(Exception):
         )
 
     def _render(self) -> str:
-        head = "sqlflow: "
+        head = self.prefix
         if self.clause:
             head += f"{self.clause}: "
         head += self.message
@@ -78,6 +82,11 @@ class SqlflowError(Exception):
 
     def __str__(self) -> str:  # keep str() in sync if attributes are edited
         return self._render()
+
+    def _render_traceback_(self) -> list[str]:
+        """What IPython shows instead of a traceback: the located message is the whole story
+        (the frames inside sqlflow and Spark tell a user nothing)."""
+        return self._render().splitlines()
 
 
 class SqlflowSyntaxError(SqlflowError):

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import logging
-import os
 import re
 import sys
 import threading
@@ -35,6 +34,7 @@ from typing import TextIO
 from ..errors import SqlflowError
 from . import statements as st
 from .interrupts import cancel_all, interruptible
+from .launch import add_submit_options, check_deploy_mode, start_session
 
 #: Spark's own error loggers print a JSON record with a stack trace for every analysis error
 _NOISY_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
@@ -57,16 +57,21 @@ def build_parser() -> argparse.ArgumentParser:
         prog="sqlflow",
         description="Run sqlflow SQL (Spark SQL with WINDOW / TRIGGER / ALLOWED LATENESS / EMIT) "
                     "on Spark, with spark-sql's flags.",
-        epilog="Without -e or -f: an interactive prompt (statements end with ';', Ctrl-D exits).",
+        epilog="Without -e or -f: an interactive prompt (statements end with ';'; quit; exit; or "
+               "Ctrl-D ends it). Spark's settings come from spark-submit as for spark-sql: "
+               "$SPARK_CONF_DIR/spark-defaults.conf, then --conf.",
+        add_help=False,
     )
+    p.add_argument("-H", "-h", "--help", action="help", help="show this help and exit")
+    p.add_argument("--version", action="version", version=_version())
     src = p.add_mutually_exclusive_group()
     src.add_argument("-e", metavar="SQL", dest="execute", help="SQL statements to run ('; '-separated)")
     src.add_argument("-f", metavar="FILE", dest="file", help="a SQL script to run")
     p.add_argument("-i", metavar="FILE", dest="init", action="append", default=[],
                    help="an initialization script, run quietly first (repeatable)")
-    p.add_argument("--conf", metavar="K=V", type=_key_value, action="append", default=[],
+    p.add_argument("--conf", "-c", metavar="K=V", type=_key_value, action="append", default=[],
                    help="a Spark configuration property (repeatable)")
-    p.add_argument("--master", help="Spark master URL (default local[2])")
+    p.add_argument("--master", help="Spark master URL (default local[*], or spark.master of spark-defaults.conf)")
     p.add_argument("--name", default="sqlflow", help="application name (default sqlflow)")
     p.add_argument("-d", "--define", "--hivevar", metavar="K=V", dest="define", type=_key_value,
                    action="append", default=[], help="a variable for ${K} substitution (repeatable)")
@@ -81,7 +86,20 @@ def build_parser() -> argparse.ArgumentParser:
                    help="explain queries instead of running them (DDL, SET and USE still run)")
     p.add_argument("--transpile", action="store_true",
                    help="print the Spark SQL each statement runs as; run nothing (no Spark needed)")
+    add_submit_options(p)
     return p
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    from .. import __version__
+
+    try:
+        spark = version("pyspark")
+    except PackageNotFoundError:  # pragma: no cover
+        spark = "unknown"
+    return f"sqlflow {__version__} on Spark {spark}"
 
 
 # --------------------------------------------------------------------------- the driver
@@ -103,6 +121,8 @@ class Cli:
             else:
                 self.session_conf[key] = value
         self._spark = None
+        self._owns_session = False
+        self.quitting = False  # quit; or exit; was read
         self.silent = self.args.silent
         self._watched: dict[str, list] = {}
         self._progress_lock = threading.Lock()
@@ -112,23 +132,20 @@ class Cli:
     @property
     def spark(self):
         if self._spark is None:
-            from ..spark.session import local_session
-
-            conf = dict(self.args.conf)
+            self._spark, self._owns_session = start_session(self.args, err=self.err, silent=self.silent)
             if self.silent:
-                conf.setdefault("spark.log.level", "ERROR")
-            self._owns_session = _no_jvm_yet()
-            with _jvm_stderr_discarded(self.silent):
-                self._spark = local_session(app_name=self.args.name,
-                                            master=self.args.master or "local[2]", conf=conf)
-                if self.silent:
-                    self._spark.sparkContext.setLogLevel("ERROR")
+                self._spark.sparkContext.setLogLevel("ERROR")
             for name in _NOISY_LOGGERS:
                 logging.getLogger(name).setLevel(logging.CRITICAL)
             for key, value in self.session_conf.items():
                 self._spark.conf.set(key, value)
             if self.args.database:
                 self._spark.catalog.setCurrentDatabase(self.args.database)
+            elif self._owns_session:  # the metastore starts now, as spark-sql's does
+                self._spark.catalog.databaseExists(self._spark.catalog.currentDatabase())
+            if not self.silent and self._owns_session:
+                sc = self._spark.sparkContext
+                self.err.write(f"Spark master: {sc.master}, Application Id: {sc.applicationId}\n")
         return self._spark
 
     def _cancel(self) -> None:
@@ -138,7 +155,7 @@ class Cli:
 
     def close(self) -> None:
         """Stop the session this command started (not one that was running already)."""
-        if self._spark is not None and getattr(self, "_owns_session", True):
+        if self._spark is not None and self._owns_session:
             try:
                 self._spark.stop()
             except Exception:  # noqa: BLE001 - stopping at exit: nothing left to report to
@@ -149,12 +166,16 @@ class Cli:
     def run(self) -> int:
         from .prompt import interactive
 
+        refusal = check_deploy_mode(self.args)
+        if refusal:
+            self.err.write(refusal + "\n")
+            return 1
         try:
-            if self.args.database and not self.args.transpile:
-                self.spark  # noqa: B018 - fail early on a missing database
+            if not self.args.transpile:
+                self.spark  # noqa: B018 - Spark starts first, as spark-sql's does (--transpile needs none)
             for path in self.args.init:
                 status = self.run_script(_read(path), name=path, quiet=True)
-                if status:
+                if status or self.quitting:
                     return status
             if self.args.execute is not None:
                 return self.run_script(self.args.execute, name="-e")
@@ -175,10 +196,19 @@ class Cli:
 
     # ---- scripts
 
-    def run_script(self, text: str, *, name: str, quiet: bool = False, keep_going: bool = False) -> int:
-        """Run each statement of `text`; stop at the first failure (unless keep_going). 0 or 1."""
+    def run_script(self, text: str, *, name: str, quiet: bool = False, keep_going: bool = False,
+                   first: int = 1, line: int = 1) -> int:
+        """Run each statement of `text`; stop at the first failure (unless keep_going), or at
+        `quit;` / `exit;` (then `self.quitting`). 0, 1, or 130 (Ctrl-C).
+
+        `first` and `line` number the statements and lines of a text that continues earlier
+        input (the prompt's, stdin's), so errors point where the user typed."""
         status = 0
-        for piece in st.pieces(text, self._substitute):
+        # blank lines in front: the text's lines keep their numbers in what was read before
+        for piece in st.pieces("\n" * (line - 1) + text, self._substitute, first=first):
+            if piece.sql.strip().rstrip(";").strip().lower() in ("quit", "exit"):
+                self.quitting = True
+                return status
             try:
                 try:
                     interruptible(lambda: self.run_statement(piece, quiet=quiet), self._cancel,
@@ -192,8 +222,8 @@ class Cli:
                     return status
             except Exception as error:  # noqa: BLE001 - every failure is reported the same way
                 self.err.write(self._report(error, piece, name) + "\n")
-                if self.args.verbose and not isinstance(error, SqlflowError):
-                    import traceback
+                if self.args.verbose and not isinstance(error, SqlflowError) and not _from_spark(error):
+                    import traceback  # a bug of sqlflow's: its traceback helps the report
 
                     traceback.print_exception(error, file=self.err)
                 status = 1
@@ -218,8 +248,9 @@ class Cli:
         if hivevar:
             self.variables[hivevar.group(1)] = hivevar.group(2)
             return
+        spark = self.spark  # started first: "Time taken" is the statement's, as spark-sql's is
         began = time.monotonic()
-        outcome = st.run(self.spark, statement, explain=self.args.explain)
+        outcome = st.run(spark, statement, explain=self.args.explain)
         rows = None
         if outcome.kind == st.TEXT:
             if not quiet:
@@ -359,43 +390,17 @@ def _hive_lines(df) -> list[str]:
         return ["\t".join(_format(v) for v in row) for row in df.collect()]
 
 
+def _from_spark(error: Exception) -> bool:
+    """An error Spark raised (analysis, execution, py4j): its message says it all."""
+    return type(error).__module__.split(".")[0] in ("pyspark", "py4j")
+
+
 def _format(value) -> str:
     if value is None:
         return "NULL"
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
-
-
-class _jvm_stderr_discarded:
-    """With -S, the JVM started meanwhile gets /dev/null as its stderr (its banner and log lines
-    are not rows); errors still reach the user, as Python exceptions."""
-
-    def __init__(self, active: bool) -> None:
-        self.active = active and _no_jvm_yet()
-        self.saved = None
-
-    def __enter__(self):
-        if self.active:
-            sys.stderr.flush()
-            self.saved = os.dup(2)
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, 2)
-            os.close(devnull)
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self.saved is not None:
-            os.dup2(self.saved, 2)
-            os.close(self.saved)
-
-
-def _no_jvm_yet() -> bool:
-    try:
-        from pyspark import SparkContext
-    except ImportError:  # pragma: no cover
-        return True
-    return SparkContext._gateway is None
 
 
 def _read(path: str) -> str:

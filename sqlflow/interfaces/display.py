@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from html import escape
 
+from .statements import stream_error
+
 
 class Text:
     """Text shown as is (explain and transpile output)."""
@@ -118,8 +120,8 @@ class StreamView:
                 tail = self.rows.tail(self.limit) if total else []
                 frame = pd.DataFrame([r.asDict() for r in tail], columns=self.rows.columns)
             progress = self.query.lastProgress or {}
-            status = "running" if self.query.isActive else "finished"
-            line = status
+            failure = None if self.query.isActive else stream_error(self.query)
+            line = "running" if self.query.isActive else "failed" if failure is not None else "finished"
             if total is not None:
                 line += f": {total} pane row{'s' if total != 1 else ''}"
             line += f", batch {progress.get('batchId', '-')}"
@@ -127,6 +129,8 @@ class StreamView:
                 line += f"; the last {self.limit} shown"
             if self.note:
                 line += f"; {self.note}"
+            if failure is not None:
+                line += f"\n{failure.message}"
             self._state = (frame, line)
         return self._state
 
@@ -136,7 +140,7 @@ class StreamView:
 
     def _repr_html_(self) -> str:
         frame, line = self._compute()
-        return (_html_table(frame) if len(frame.columns) else "") + f"<p><small>{escape(line)}</small></p>"
+        return (_html_table(frame) if len(frame.columns) else "") + f"<p><small>{escape(line).replace(chr(10), '<br>')}</small></p>"
 
 
 def _text_table(frame) -> str:

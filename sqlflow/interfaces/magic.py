@@ -37,12 +37,10 @@ from traitlets import Bool, Float, Int, Unicode
 
 from . import statements as st
 from .display import ResultTable, StreamView, Text, Watcher  # noqa: F401  (StreamView: public)
+from .chatter import quiet
 from .interrupts import cancel_all, interrupt_flag, interruptible
+from .snippets import QUERY_STARTS, Snippets
 
-#: options of the magic that take a value (to find where the SQL starts on a %sqlflow line)
-_VALUED = {"-s", "--session", "-o", "--out", "-l", "--limit", "--inputs", "--watermark", "--timeout",
-           "--trigger", "--title"}
-_FLAGS = {"--explain", "--transpile", "--plot", "--no-plot", "-h", "--help"}
 _NOISY_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
 
 
@@ -66,6 +64,7 @@ class SqlflowMagic(Magics):
     def __init__(self, shell=None, **kwargs):
         super().__init__(shell=shell, **kwargs)
         self._streams = itertools.count(1)
+        self.snippets = Snippets()
 
     @no_var_expand  # {name} and $name are parameters (see parameters), never pasted into the SQL
     @needs_local_scope
@@ -82,11 +81,30 @@ class SqlflowMagic(Magics):
     @argument("--title", help="with --plot: the diagram's title")
     @argument("--timeout", metavar="SECONDS", type=float, help="stop a streaming query after this long")
     @argument("--trigger", help="streaming trigger: 'available-now' or an interval like '2 seconds'")
+    @argument("--save", metavar="NAME", help="keep the cell's query as NAME: queries reading NAME get it as a CTE")
+    @argument("--no-execute", action="store_true", help="with --save: save the query without running it")
+    @argument("--with", metavar="NAME", dest="with_", action="append", default=[],
+              help="compose the saved query NAME into this one (queries reading NAME get it anyway)")
+    @argument("--snippets", action="store_true", help="list the saved queries")
     @line_cell_magic
     def sqlflow(self, line: str, cell: str | None = None, local_ns=None):
-        """Run sqlflow SQL: `%sqlflow [options] SQL` or `%%sqlflow [options]` then the SQL."""
-        options, rest = split_line(line)
+        """Run sqlflow SQL: `%sqlflow [options] [NAME <<] SQL` or `%%sqlflow [options] [NAME <<]`
+        then the SQL (`NAME <<` stores the result in NAME, as -o NAME)."""
+        parser = self.sqlflow.parser
+        options, target, rest = split_line(line, option_arity(parser))
+        if re.search(r"(^|\s)(-h|--help)(\s|$)", options):
+            print(parser.format_help())
+            return None
         args = parse_argstring(self.sqlflow, options)
+        if args.snippets:
+            saved = [f"{name}:\n  {self.snippets.get(name)}" for name in self.snippets.names()]
+            return Text("\n".join(saved) if saved else "no saved queries (save one with --save NAME)")
+        unknown = [name for name in args.with_ if self.snippets.get(name) is None]
+        if unknown:
+            raise UsageError(f"%sqlflow: --with {unknown[0]}: no query saved as {unknown[0]!r} "
+                             f"(saved: {', '.join(self.snippets.names()) or 'none'})")
+        if args.no_execute and not args.save:
+            raise UsageError("%sqlflow: --no-execute only goes with --save NAME")
         if cell is None:
             query = rest
         else:
@@ -97,21 +115,31 @@ class SqlflowMagic(Magics):
         namespace = dict(self.shell.user_ns)
         namespace.update(local_ns or {})
         limit = args.limit if args.limit is not None else self.displaylimit
-        return self._run(query, args, namespace, limit)
+        if args.save:
+            last = _saved_query(query, args.save)
+            if args.no_execute:
+                self.snippets.save(args.save, last)
+                return Text(f"saved {args.save!r} (not run)")
+        result = self._run(query, args, namespace, limit, target)
+        if args.save:
+            self.snippets.save(args.save, last)
+        return result
 
     # ------------------------------------------------------------------ running a cell
 
-    def _run(self, query, args, namespace, limit):
+    def _run(self, query, args, namespace, limit, target=None):
         spark = None if args.transpile else self._spark(args.session, namespace)
 
         def rewrite(sql):
-            # ${k}: Spark's variable substitution (SET k=v, spark.conf), done before sqlflow reads
-            # the statement; then {name} -> :name, a parameter
+            # saved queries it reads become CTEs; ${k}: Spark's variable substitution (SET k=v,
+            # spark.conf), done before sqlflow reads the statement; then {name} -> :name, a parameter
+            sql = self.snippets.compose(sql, tuple(args.with_))
             sql = st.substitute(sql, {}, spark) if spark is not None else sql
             return _braces_to_markers(sql) if self.parameters else sql
 
         result, statement, texts, streamed = None, None, [], False
         for piece in st.pieces(query, rewrite):
+            watcher = None
             try:
                 statement = st.parse_piece(piece)
                 if args.transpile:
@@ -132,13 +160,16 @@ class SqlflowMagic(Magics):
             except KeyboardInterrupt:
                 raise
             except Exception as error:  # noqa: BLE001 - shown as sqlflow shows errors
-                raise _cell_error(error, piece) from None
+                if watcher is not None and watcher.query is not None:
+                    watcher.show()  # a stream the statement started shows how it ended: failed
+                raise st.locate_error(error, piece) from None
         if texts:
             return Text("\n\n".join(texts))
         if result is None or not result.columns:
             return None
-        if args.out:
-            self.shell.user_ns[args.out] = result
+        for name in (args.out, target):
+            if name:
+                self.shell.user_ns[name] = result
         if streamed:
             return None  # the cell already shows the stream's rows, refreshed as they came
         table = ResultTable(result, limit)
@@ -149,7 +180,7 @@ class SqlflowMagic(Magics):
         except KeyboardInterrupt:
             raise
         except Exception as error:  # noqa: BLE001
-            raise _cell_error(error, piece) from None
+            raise st.locate_error(error, piece) from None
         return table
 
     def _spark(self, name, namespace):
@@ -168,6 +199,7 @@ class SqlflowMagic(Magics):
 
         for logger in _NOISY_LOGGERS:
             logging.getLogger(logger).setLevel(logging.CRITICAL)
+        quiet(spark)
         return spark
 
     def _plot(self, result, args, namespace):
@@ -230,9 +262,9 @@ class SqlflowMagic(Magics):
                     break
                 watcher.show()
         failure = st.stream_error(query)
-        if failure is not None and not watcher.note:
+        watcher.show()  # how it ended: finished, stopped, or failed with its error
+        if failure is not None:
             raise failure
-        watcher.show()
         return watcher.rows()
 
 
@@ -257,42 +289,64 @@ def _sink_reader(spark, statement):
     return None
 
 
-def _cell_error(error: Exception, piece: st.Piece) -> Exception:
-    """The error located in the cell, shown by IPython as its message only (no traceback)."""
-    located = st.locate_error(error, piece)
-    lines = str(located).splitlines()
-    located._render_traceback_ = lambda: lines  # IPython shows these lines instead of a traceback
-    return located
-
-
 # --------------------------------------------------------------------------- the magic's line
 
 
-def split_line(line: str) -> tuple[str, str]:
-    """Split a %sqlflow line into its leading options and the SQL after them.
+def option_arity(parser) -> dict[str, bool]:
+    """Each option of the magic's parser -> whether it takes a value."""
+    return {flag: action.nargs != 0 for action in parser._actions for flag in action.option_strings}
 
-    >>> split_line("-o df -l 5 --plot SELECT * FROM t WHERE x = 'a -b'")
-    ('-o df -l 5 --plot', "SELECT * FROM t WHERE x = 'a -b'")
-    >>> split_line("--limit=3 SELECT 1")
-    ('--limit=3', 'SELECT 1')
+
+def split_line(line: str, options: dict[str, bool]) -> tuple[str, str | None, str]:
+    """Split a %sqlflow line into its leading options, jupysql's `NAME <<` and the SQL after
+    them. A leading word that looks like an option must be one: SQL cannot start with it, and
+    an unknown option would otherwise be read as a `--` comment.
+
+    >>> opts = {"-o": True, "-l": True, "--limit": True, "--plot": False}
+    >>> split_line("-o df -l 5 --plot SELECT * FROM t WHERE x = 'a -b'", opts)
+    ('-o df -l 5 --plot', None, "SELECT * FROM t WHERE x = 'a -b'")
+    >>> split_line("--limit=3 result << SELECT 1", opts)
+    ('--limit=3', 'result', 'SELECT 1')
+    >>> split_line("-- a comment", opts)
+    ('', None, '-- a comment')
     """
     pos, n = 0, len(line)
     while True:
         while pos < n and line[pos].isspace():
             pos += 1
-        if pos >= n or line[pos] != "-" or line.startswith("--", pos) and not re.match(r"--[A-Za-z]", line[pos:]):
+        m = re.match(r"(-[A-Za-z]|--[A-Za-z][\w-]*)(=\S*)?(?=\s|$)", line[pos:])
+        if not m:
             break
-        m = re.match(r"(-{1,2}[A-Za-z][\w-]*)(=\S*)?", line[pos:])
-        if not m or (m.group(1) not in _VALUED and m.group(1) not in _FLAGS):
-            break
+        flag = m.group(1)
+        if flag not in options:
+            raise UsageError(f"%sqlflow: unknown option {flag}; the options are: {_listing(options)}")
         pos += m.end()
-        if m.group(1) in _VALUED and not m.group(2):
+        if options[flag] and not m.group(2):
             while pos < n and line[pos].isspace():
                 pos += 1
             v = re.match(r"'[^']*'|\"[^\"]*\"|\S+", line[pos:])
             if v:
                 pos += v.end()
-    return line[:pos].strip(), line[pos:].strip()
+    rest = line[pos:].strip()
+    assign = re.match(r"([A-Za-z_]\w*)\s*<<", rest)
+    if assign:
+        return line[:pos].strip(), assign.group(1), rest[assign.end():].strip()
+    return line[:pos].strip(), None, rest
+
+
+def _listing(options: dict[str, bool]) -> str:
+    """'-o/--out NAME'-style names of the options, one entry per option."""
+    return ", ".join(sorted({flag for flag in options if flag not in ("-h", "--help")}, key=lambda f: f.lstrip("-")))
+
+
+def _saved_query(query: str, name: str) -> str:
+    """The cell's last statement, as written, which --save keeps (it must be a query)."""
+    last = None
+    for piece in st.pieces(query):
+        last = piece
+    if last is None or st.first_word(last.sql) not in QUERY_STARTS:
+        raise UsageError(f"%sqlflow: --save {name} needs the cell to end with a query (SELECT, WITH, ...)")
+    return last.sql
 
 
 # --------------------------------------------------------------------------- parameters

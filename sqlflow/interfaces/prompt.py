@@ -1,7 +1,7 @@
 """The `sqlflow` command's interactive prompt (and stdin that is not a terminal).
 
 A statement may span lines and ends with `;` (outside strings, comments and BEGIN ... END
-blocks). History is kept with readline in ~/.sqlflow_history (or $SQLFLOW_HISTORY); Ctrl-C
+blocks); `quit;` or `exit;` ends the session, as in spark-sql. History is kept with readline in ~/.sqlflow_history (or $SQLFLOW_HISTORY); Ctrl-C
 cancels the running statement or discards the one being typed; Ctrl-D exits. With stdin not a
 terminal the same loop reads it without prompts and goes on after errors.
 """
@@ -15,33 +15,61 @@ CONTINUATION = "       > "
 
 
 def interactive(cli) -> int:
-    """Read statements until end of input; run each as soon as its `;` is typed."""
+    """Read statements until end of input, `quit;` or `exit;`; run each as soon as its `;` is
+    typed. Statements are numbered, and their lines counted, from the start of the input."""
     tty = sys.stdin.isatty()
     history = _setup_history() if tty else None
-    buffer = ""
-    status = 0
+    buffer, status = "", 0
+    number, line_number = 1, 1  # of the next statement, and of the first line of `buffer`
     if tty and not cli.silent:
-        cli.err.write("sqlflow: statements end with ';'. Ctrl-C cancels, Ctrl-D exits.\n")
-    while True:
+        cli.err.write("sqlflow: statements end with ';'. Ctrl-C cancels; quit; or Ctrl-D exits.\n")
+
+    def run(text: str) -> int:
+        return cli.run_script(text, name="<stdin>", keep_going=True, first=number, line=line_number)
+
+    while not cli.quitting:
         try:
             line = _read_line((CONTINUATION if buffer else PROMPT) if tty else "", tty)
         except EOFError:
             if tty:
                 cli.out.write("\n")
-            if buffer.strip():
-                status = cli.run_script(buffer, name="<stdin>", keep_going=True) or status
+            if not blank(buffer):
+                status = run(buffer) or status
             break
         except KeyboardInterrupt:  # Ctrl-C while typing: drop the statement
             cli.out.write("\n")
+            line_number += buffer.count("\n")
             buffer = ""
             continue
         buffer += line + "\n"
-        if complete(buffer):
-            status = cli.run_script(buffer, name="<stdin>", keep_going=True) or status
+        if blank(buffer):  # only comments so far: nothing to continue (as spark-sql's prompt)
+            line_number += buffer.count("\n")
+            buffer = ""
+        elif complete(buffer):
+            status = run(buffer) or status
+            number += statement_count(buffer)
+            line_number += buffer.count("\n")
             buffer = ""
     if history:
         history()
     return 0 if tty else status
+
+
+def blank(text: str) -> bool:
+    """Nothing but whitespace and whole comments (an open block comment is not blank).
+
+    >>> blank("-- a note\\n"), blank("/* open\\n"), blank("SELECT 1")
+    (True, False, False)
+    """
+    from ..frontend.scan import scan, unterminated
+
+    return not scan(text) and unterminated(text) is None
+
+
+def statement_count(text: str) -> int:
+    from ..frontend.scan import split_statements
+
+    return len(split_statements(text))
 
 
 def complete(buffer: str) -> bool:

@@ -206,6 +206,19 @@ def stream_error(query) -> SqlflowExecutionError | None:
 # --------------------------------------------------------------------------- errors
 
 
+class SparkAnalysisError(SqlflowAnalysisError):
+    """Spark's own analysis error of a statement (a missing table, a bad column), located in the
+    script: shown in Spark's words, not as sqlflow's."""
+
+    prefix = ""
+
+
+class SparkExecutionError(SqlflowExecutionError):
+    """Spark's own error running a statement, located in the script."""
+
+    prefix = ""
+
+
 def locate_error(error: Exception, piece: Piece) -> SqlflowError:
     """Any error of running `piece` as a SqlflowError located in the whole script (or cell):
     sqlflow's own errors moved from the statement to the script, Spark's without their JVM
@@ -217,7 +230,7 @@ def locate_error(error: Exception, piece: Piece) -> SqlflowError:
     message = spark_message(error, whole=True)
     line, column = _spark_position(error, piece)
     name = type(error).__name__
-    kind = SqlflowAnalysisError if ("AnalysisException" in name or "ParseException" in name) else SqlflowExecutionError
+    kind = SparkAnalysisError if ("AnalysisException" in name or "ParseException" in name) else SparkExecutionError
     return kind(message, sql=piece.source.text, line=line, column=column)
 
 

@@ -68,7 +68,7 @@ def spark_sql(spark, query: str, args, *, statement: Statement, original: exp.Ex
             return spark.sql(query, args=args) if args else spark.sql(query)
         except AnalysisException as error:
             raise analysis_error(error, statement=statement, original=original, fallback=fallback,
-                                 clause=clause, clauses=clauses) from error
+                                 clause=clause, clauses=clauses) from None
 
 
 def analysis_error(error, *, statement: Statement, original: exp.Expr | None, fallback, clause: str,

@@ -63,7 +63,8 @@ def default_conf(master: str = "local[2]") -> dict[str, str]:
     }
 
 
-def _set_environment() -> None:
+def set_environment() -> None:
+    """The environment a local Spark needs (see above): set where the user has not set it."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -78,7 +79,7 @@ def local_session(
 
     If a session already exists it is returned as is (Spark ignores static settings then).
     """
-    _set_environment()
+    set_environment()
     from pyspark.sql import SparkSession
 
     settings = default_conf(master)

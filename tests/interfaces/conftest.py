@@ -4,14 +4,20 @@
 - `paper`: the paper's running example as pandas frames with timestamps
   (examples/data/paper_example.csv and paper_watermark.csv, made from sqlflow/data/paper_example.json).
 - `engine_figure(n)`: the panes of the paper's figure n computed by the engine (no Spark).
-- `sqlflow_cli`: runs the installed `sqlflow` command in a subprocess (each run starts a JVM).
+- `sqlflow_cli`: runs the installed `sqlflow` command in a subprocess (each run starts a JVM);
+  `spark_sql`: the real spark-sql of the pyspark wheel, for side-by-side runs;
+  `spark_conf_dir(where, **settings)`: a SPARK_CONF_DIR that keeps Spark's files under `where`.
 """
 from __future__ import annotations
 
 import os
+import pty
+import select
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -108,23 +114,73 @@ class CliRun:
     stderr: str
 
 
+def _spark_conf_dir(where: Path, **settings: str) -> Path:
+    """A SPARK_CONF_DIR whose spark-defaults.conf keeps the metastore, the warehouse and derby.log
+    under `where` (nothing lands in the repository) plus `settings`, as a user would configure
+    spark-sql."""
+    conf = where / "conf"
+    conf.mkdir(parents=True, exist_ok=True)
+    lines = {
+        "spark.sql.warehouse.dir": str(where / "spark-warehouse"),
+        "spark.hadoop.javax.jdo.option.ConnectionURL":
+            f"jdbc:derby:;databaseName={where / 'metastore_db'};create=true",
+        "spark.driver.extraJavaOptions": f"-Dderby.system.home={where}",
+        "spark.ui.enabled": "false",
+        **settings,
+    }
+    (conf / "spark-defaults.conf").write_text("".join(f"{k} {v}\n" for k, v in lines.items()))
+    return conf
+
+
+@pytest.fixture(scope="session")
+def spark_conf_dir():
+    """spark_conf_dir(where, **settings) -> a SPARK_CONF_DIR (see _spark_conf_dir)."""
+    return _spark_conf_dir
+
+
 @pytest.fixture(scope="session")
 def sqlflow_cli(tmp_path_factory):
-    """run(*args, input=None, cwd=repo root) -> CliRun: the installed `sqlflow` command."""
+    """run(*args, input=None, cwd=repo root, env=None) -> CliRun: the installed `sqlflow` command,
+    configured through SPARK_CONF_DIR (spark-defaults.conf: metastore and warehouse in a scratch
+    directory, 2 shuffle partitions, no UI), as spark-sql would be."""
     exe = shutil.which("sqlflow", path=str(Path(sys.executable).parent)) or shutil.which("sqlflow")
     if exe is None:
         pytest.skip("the sqlflow command is not installed (pip install -e .)")
-    env = dict(os.environ)
-    env.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    env["PYTHONUNBUFFERED"] = "1"
     scratch = tmp_path_factory.mktemp("cli")
+    base = dict(os.environ)
+    base.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    base["PYTHONUNBUFFERED"] = "1"
+    base["SPARK_CONF_DIR"] = str(_spark_conf_dir(scratch, **{"spark.sql.shuffle.partitions": "2"}))
 
-    def run(*args, input=None, cwd=REPO_ROOT, timeout=240):
+    def run(*args, input=None, cwd=REPO_ROOT, timeout=600, env=None):
         proc = subprocess.run([exe, *args], input=input, capture_output=True, text=True, cwd=cwd,
-                              env=env, timeout=timeout)
+                              env={**base, **(env or {})}, timeout=timeout)
         return CliRun(proc.returncode, proc.stdout, proc.stderr)
 
     run.scratch = scratch
+    run.exe = exe
+    return run
+
+
+@pytest.fixture(scope="session")
+def spark_sql(tmp_path_factory):
+    """run(*args, input=None, cwd, env=None) -> CliRun: the real spark-sql that ships in the pyspark
+    wheel (bin/spark-sql), for side-by-side comparisons."""
+    import pyspark
+
+    exe = Path(pyspark.__file__).parent / "bin" / "spark-sql"
+    if not exe.exists():
+        pytest.skip("no bin/spark-sql in this pyspark")
+    base = dict(os.environ)
+    base.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    base["SPARK_HOME"] = str(exe.parent.parent)
+    base["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{base.get('PATH', '')}"
+
+    def run(*args, input=None, cwd, timeout=600, env=None):
+        proc = subprocess.run([str(exe), *args], input=input, capture_output=True, text=True, cwd=cwd,
+                              env={**base, **(env or {})}, timeout=timeout)
+        return CliRun(proc.returncode, proc.stdout, proc.stderr)
+
     return run
 
 
@@ -149,3 +205,59 @@ def magic_config(ipython):
     yield magics
     for name, value in saved.items():
         setattr(magics, name, value)
+
+
+class Terminal:
+    """The command on a pseudo-terminal: what a user typing at the prompt sees."""
+
+    def __init__(self, args, env, cwd=None):
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:  # pragma: no cover - the child
+            # as from a terminal's shell: Ctrl-C interrupts (a run started in the background by a
+            # non-interactive shell, e.g. `.ci/run &`, inherits SIGINT ignored, and so would Python)
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            os.environ.update(env)
+            if cwd is not None:
+                os.chdir(cwd)
+            os.execvp(args[0], args)
+        self.buffer = b""
+
+    def expect(self, text: str, timeout: float = 120) -> str:
+        end = time.monotonic() + timeout
+        while text.encode() not in self.buffer:
+            ready, _, _ = select.select([self.fd], [], [], max(0.0, end - time.monotonic()))
+            if not ready:
+                raise AssertionError(f"waited for {text!r}; got {self.buffer.decode(errors='replace')!r}")
+            try:
+                chunk = os.read(self.fd, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            self.buffer += chunk
+        i = self.buffer.index(text.encode()) + len(text)
+        seen, self.buffer = self.buffer[:i], self.buffer[i:]
+        return seen.decode(errors="replace").replace("\r\n", "\n")
+
+    def send(self, text: str) -> None:
+        os.write(self.fd, text.encode())
+
+    def wait(self, timeout: float = 60) -> int:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                return os.waitstatus_to_exitcode(status)
+            try:
+                os.read(self.fd, 4096)
+            except OSError:
+                pass
+            time.sleep(0.1)
+        os.kill(self.pid, signal.SIGKILL)
+        raise AssertionError("the prompt did not exit")
+
+
+@pytest.fixture
+def terminal():
+    """Terminal(args, env, cwd=None): a command on a pseudo-terminal, as a user at a prompt sees it."""
+    return Terminal

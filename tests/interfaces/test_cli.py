@@ -4,8 +4,6 @@ the pieces that need no Spark."""
 from __future__ import annotations
 
 import os
-import pty
-import select
 import signal
 import time
 from pathlib import Path
@@ -112,67 +110,24 @@ def test_stdin_pipe_runs_each_statement_and_goes_on_after_errors(sqlflow_cli):
     assert r.returncode == 1
     assert r.stdout.splitlines() == ["1\t2", "3", "4"]
     err = r.stderr
-    assert "[TABLE_OR_VIEW_NOT_FOUND]" in err
-    assert "(line 2, column 8)\n    FROM nope;\n         ^" in err   # located, with a caret
+    assert "Error in statement 2 of <stdin>:\n[TABLE_OR_VIEW_NOT_FOUND]" in err   # Spark's words
+    assert "(line 4, column 8)\n    FROM nope;\n         ^" in err   # located in stdin, with a caret
     assert "Traceback" not in err and "py4j" not in err and "at org.apache" not in err
 
 
-class Terminal:
-    """The command on a pseudo-terminal: what a user typing at the prompt sees."""
-
-    def __init__(self, args, env):
-        self.pid, self.fd = pty.fork()
-        if self.pid == 0:  # pragma: no cover - the child
-            # as from a terminal's shell: Ctrl-C interrupts (a run started in the background by a
-            # non-interactive shell, e.g. `.ci/run &`, inherits SIGINT ignored, and so would Python)
-            signal.signal(signal.SIGINT, signal.SIG_DFL)
-            os.environ.update(env)
-            os.execvp(args[0], args)
-        self.buffer = b""
-
-    def expect(self, text: str, timeout: float = 120) -> str:
-        end = time.monotonic() + timeout
-        while text.encode() not in self.buffer:
-            ready, _, _ = select.select([self.fd], [], [], max(0.0, end - time.monotonic()))
-            if not ready:
-                raise AssertionError(f"waited for {text!r}; got {self.buffer.decode(errors='replace')!r}")
-            try:
-                chunk = os.read(self.fd, 4096)
-            except OSError:
-                break
-            if not chunk:
-                break
-            self.buffer += chunk
-        i = self.buffer.index(text.encode()) + len(text)
-        seen, self.buffer = self.buffer[:i], self.buffer[i:]
-        return seen.decode(errors="replace").replace("\r\n", "\n")
-
-    def send(self, text: str) -> None:
-        os.write(self.fd, text.encode())
-
-    def wait(self, timeout: float = 60) -> int:
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
-            if pid:
-                return os.waitstatus_to_exitcode(status)
-            try:
-                os.read(self.fd, 4096)
-            except OSError:
-                pass
-            time.sleep(0.1)
-        os.kill(self.pid, signal.SIGKILL)
-        raise AssertionError("the prompt did not exit")
-
-
-@pytest.mark.slow
-def test_interactive_prompt(tmp_path):
+@pytest.fixture
+def sqlflow_exe():
     exe = Path(os.sys.executable).parent / "sqlflow"
     if not exe.exists():
         pytest.skip("the sqlflow command is not installed")
+    return str(exe)
+
+
+@pytest.mark.slow
+def test_interactive_prompt(tmp_path, sqlflow_exe, spark_conf_dir, terminal):
     history = tmp_path / "history"
-    term = Terminal([str(exe), "--conf", "spark.ui.enabled=false"],
-                    {"SQLFLOW_HISTORY": str(history), "SPARK_LOCAL_IP": "127.0.0.1"})
+    term = terminal([sqlflow_exe], {"SQLFLOW_HISTORY": str(history), "SPARK_LOCAL_IP": "127.0.0.1",
+                                    "SPARK_CONF_DIR": str(spark_conf_dir(tmp_path))}, cwd=tmp_path)
     term.expect("sqlflow> ", timeout=300)  # the JVM starts first: slow on a loaded 2-core machine
     term.send("SELECT 1 AS a,\n")                      # a statement spanning lines
     term.expect("       > ")
