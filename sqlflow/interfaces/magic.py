@@ -293,8 +293,9 @@ def _sink_reader(spark, statement):
 
 
 def option_arity(parser) -> dict[str, bool]:
-    """Each option of the magic's parser -> whether it takes a value."""
-    return {flag: action.nargs != 0 for action in parser._actions for flag in action.option_strings}
+    """Each option of the magic's parser -> whether it takes a value (and -h, --help)."""
+    arity = {flag: action.nargs != 0 for action in parser._actions for flag in action.option_strings}
+    return {**arity, "-h": False, "--help": False}
 
 
 def split_line(line: str, options: dict[str, bool]) -> tuple[str, str | None, str]:

@@ -308,3 +308,50 @@ def test_streaming_insert_into_a_checkpointed_sink(ipython, spark, paper, stream
     finally:
         for key in ("spark.sqlflow.checkpointLocation", "spark.sqlflow.trigger"):
             spark.conf.unset(key)
+
+
+# ---------------------------------------------------------------- failures (issue 19, items 6 and 7)
+
+
+def test_a_failed_stream_shows_its_error_never_a_finished_state(ipython, spark, stream_files, capsys):
+    import pandas as pd
+
+    from sqlflow.errors import SqlflowExecutionError
+
+    stream_files.write(pd.DataFrame({"k": ["a"], "v": [1], "ts": pd.to_datetime(["2015-09-01 12:00:00"])}), fmt="json")
+    spark.readStream.schema("k STRING, v BIGINT, ts TIMESTAMP").json(str(stream_files.path)) \
+        .createOrReplaceTempView("magic_failing")
+    r = run(ipython, "%%sqlflow\nSELECT k, raise_error(concat('boom for ', k)) AS x FROM magic_failing")
+    assert not r.success and isinstance(r.error_in_exec, SqlflowExecutionError)
+    shown = capsys.readouterr().out
+    assert "boom for a" in str(r.error_in_exec) and "boom for a" in shown
+    assert "\nfailed" in shown or shown.startswith("failed")
+    assert "finished" not in shown
+
+    spark.conf.set("spark.sqlflow.trigger", "availableNow")
+    try:   # a streaming INSERT (trigger availableNow: the statement itself waits for the stream)
+        r = run(ipython, "%%sqlflow\nINSERT INTO memory.magic_failed\n"
+                         "SELECT k, SUM(v + CAST(raise_error('boom in a window') AS BIGINT)) AS total\n"
+                         "FROM magic_failing WATERMARK ts DELAY OF INTERVAL 1 MINUTE\n"
+                         "GROUP BY k WINDOW FIXED(SIZE 1m)")
+    finally:
+        spark.conf.unset("spark.sqlflow.trigger")
+    assert not r.success
+    shown = capsys.readouterr().out
+    assert "boom in a window" in str(r.error_in_exec)
+    assert "finished" not in shown
+
+
+def test_a_sqlflow_sql_error_in_a_notebook_is_the_located_error_alone(ipython, paper_views, capsys):
+    r = run(ipython, "import sqlflow\n"
+                     "sqlflow.sql(spark, 'SELECT k, SUM(nope) AS total FROM magic_paper GROUP BY k WINDOW FIXED(SIZE 2m) ON ts')")
+    assert not r.success and isinstance(r.error_in_exec, SqlflowAnalysisError)
+    assert r.error_in_exec.__cause__ is None and r.error_in_exec.__suppress_context__   # raised `from None`
+    captured = capsys.readouterr()
+    shown = (captured.out + captured.err).strip().splitlines()
+    assert len(shown) == 3, shown
+    assert shown[0].startswith("sqlflow: SELECT: [UNRESOLVED_COLUMN.WITH_SUGGESTION] A column, variable, or "
+                               "function parameter with name `nope` cannot be resolved.")
+    assert shown[0].endswith("(line 1, column 15)")
+    assert shown[1:] == ["  SELECT k, SUM(nope) AS total FROM magic_paper GROUP BY k WINDOW FIXED(SIZE 2m) ON ts",
+                         "                ^"]
