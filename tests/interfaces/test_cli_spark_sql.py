@@ -85,7 +85,8 @@ def test_spark_defaults_settings_and_time_zone_as_with_spark_sql(sqlflow_cli, sp
                 "a\t6\t2024-11-03 01:50:00\t2024-11-03 01:40:00\t1730613000",
                 "a\t8\t2024-11-03 01:50:00\t2024-11-03 02:20:00\t1730616600"]
     assert theirs.stdout.splitlines() == settings + fixed + sessions
-    assert ours.stdout.splitlines() == settings + fixed + sessions + fixed + sessions  # native, then engine
+    assert ours.stdout.splitlines() == (settings + ["spark.sqlflow.path\tnative"] + fixed + sessions
+                                        + ["spark.sqlflow.path\tengine"] + fixed + sessions)
 
 
 @pytest.mark.slow
