@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import logging
 import re
 import sys
 import threading
@@ -36,8 +35,6 @@ from . import statements as st
 from .interrupts import cancel_all, interruptible
 from .launch import add_submit_options, check_deploy_mode, start_session
 
-#: Spark's own error loggers print a JSON record with a stack trace for every analysis error
-_NOISY_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
 _QUERY_NUMBERS = itertools.count(1)
 _SET_HIVEVAR = re.compile(r"^\s*SET\s+hivevar:([^=\s]+)\s*=\s*(.*?)\s*$", re.IGNORECASE | re.DOTALL)
 
@@ -135,8 +132,7 @@ class Cli:
             self._spark, self._owns_session = start_session(self.args, err=self.err, silent=self.silent)
             if self.silent:
                 self._spark.sparkContext.setLogLevel("ERROR")
-            for name in _NOISY_LOGGERS:
-                logging.getLogger(name).setLevel(logging.CRITICAL)
+            st.quiet_error_logs()
             for key, value in self.session_conf.items():
                 self._spark.conf.set(key, value)
             if self.args.database:

@@ -41,7 +41,6 @@ from .chatter import quiet
 from .interrupts import cancel_all, interrupt_flag, interruptible
 from .snippets import QUERY_STARTS, Snippets
 
-_NOISY_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
 
 
 @magics_class
@@ -195,10 +194,7 @@ class SqlflowMagic(Magics):
             from ..spark.session import ensure_session
 
             spark = ensure_session()
-        import logging
-
-        for logger in _NOISY_LOGGERS:
-            logging.getLogger(logger).setLevel(logging.CRITICAL)
+        st.quiet_error_logs()
         quiet(spark)
         return spark
 

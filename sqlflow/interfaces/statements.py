@@ -191,6 +191,20 @@ def explained(spark, statement, params: dict | None = None) -> str:
     return str(sqlflow.explain(statement.sql, spark=spark, args=params or None)).rstrip("\n")
 
 
+def quiet_error_logs() -> None:
+    """The command and the magic report every error themselves, located in the script: PySpark's
+    own log record of each analysis error (an ERROR with a stack trace) would only repeat it. The
+    loggers are taken as PySpark creates them (a plain logging.getLogger would break its calls)."""
+    import logging
+
+    from pyspark.logger import PySparkLogger
+
+    from ..spark.analysis import ERROR_LOGGERS
+
+    for name in ERROR_LOGGERS:
+        PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
+
+
 def stream_error(query) -> SqlflowExecutionError | None:
     """The failure of a streaming query that ended (None if it did not fail), in Spark's words."""
     failure = query.exception()

@@ -19,7 +19,8 @@ from .. import ast
 from ..errors import SqlflowAnalysisError
 from ..frontend.statement import DIALECT, Statement
 
-_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
+#: PySpark's loggers that log every analysis error with a query context (ERROR, with a stack trace)
+ERROR_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
 
 
 class _ThisThread(logging.Filter):
@@ -43,7 +44,7 @@ def quiet_analysis_errors():
     they do not take); a filter drops only this thread's records, and their levels stay as they are."""
     from pyspark.logger import PySparkLogger
 
-    loggers = [PySparkLogger.getLogger(name) for name in _LOGGERS]
+    loggers = [PySparkLogger.getLogger(name) for name in ERROR_LOGGERS]
     quiet = _ThisThread()
     for lg in loggers:
         lg.addFilter(quiet)
