@@ -137,31 +137,37 @@ class SqlflowMagic(Magics):
             return _braces_to_markers(sql) if self.parameters else sql
 
         result, statement, texts, streamed = None, None, [], False
-        for piece in st.pieces(query, rewrite):
-            watcher = None
-            try:
-                statement = st.parse_piece(piece)
-                if args.transpile:
-                    texts.append(st.transpiled(statement))
-                    continue
-                params = _parameters(piece.sql, namespace) if self.parameters else {}
-                watcher = Watcher(spark, limit, _sink_reader(spark, statement))
-                outcome = interruptible(lambda: st.run(spark, statement, params, explain=args.explain),
-                                        lambda: cancel_all(spark), tick=watcher.tick)
-                if outcome.kind == st.TEXT:
-                    texts.append(outcome.value)
-                    continue
-                result, streamed = outcome.value, False
-                if outcome.kind == st.STREAMING_INSERT:
-                    result, streamed = self._watch(watcher.follow(outcome.value), args), True
-                elif outcome.kind == st.STREAM:
-                    result, streamed = self._stream(spark, outcome.value, args, limit), True
-            except KeyboardInterrupt:
-                raise
-            except Exception as error:  # noqa: BLE001 - shown as sqlflow shows errors
-                if watcher is not None and watcher.query is not None:
-                    watcher.show()  # a stream the statement started shows how it ended: failed
-                raise st.locate_error(error, piece) from None
+        # Ctrl-C (the stop button) between the steps below only sets this flag: raised inside a
+        # py4j call it would break the connection; interruptible() and _watch take it from there
+        with interrupt_flag() as interrupted:
+            for piece in st.pieces(query, rewrite):
+                watcher = None
+                try:
+                    statement = st.parse_piece(piece)
+                    if args.transpile:
+                        texts.append(st.transpiled(statement))
+                        continue
+                    params = _parameters(piece.sql, namespace) if self.parameters else {}
+                    watcher = Watcher(spark, limit, _sink_reader(spark, statement))
+                    outcome = interruptible(lambda: st.run(spark, statement, params, explain=args.explain),
+                                            lambda: cancel_all(spark), tick=watcher.tick)
+                    if outcome.kind == st.TEXT:
+                        texts.append(outcome.value)
+                        continue
+                    result, streamed = outcome.value, False
+                    if outcome.kind == st.STREAMING_INSERT:
+                        result, streamed = self._watch(watcher.follow(outcome.value), args, interrupted), True
+                    elif outcome.kind == st.STREAM:
+                        result, streamed = self._stream(spark, outcome.value, args, limit, interrupted), True
+                    elif interrupted.is_set():
+                        cancel_all(spark)
+                        raise KeyboardInterrupt
+                except KeyboardInterrupt:
+                    raise
+                except Exception as error:  # noqa: BLE001 - shown as sqlflow shows errors
+                    if watcher is not None and watcher.query is not None:
+                        watcher.show()  # a stream the statement started shows how it ended: failed
+                    raise st.locate_error(error, piece) from None
         if texts:
             return Text("\n\n".join(texts))
         if result is None or not result.columns:
@@ -221,7 +227,7 @@ class SqlflowMagic(Magics):
 
     # ------------------------------------------------------------------ streams
 
-    def _stream(self, spark, df, args, limit):
+    def _stream(self, spark, df, args, limit, interrupted):
         """Run a streaming result into a memory table, showing its panes while they arrive;
         return the panes received (a batch DataFrame over that table)."""
         name = f"sqlflow_stream_{next(self._streams)}_{uuid.uuid4().hex[:8]}"
@@ -236,27 +242,27 @@ class SqlflowMagic(Magics):
         with state_store_for_result(df):  # the RocksDB state store for this query (issue 19, item 1)
             query = writer.start()
         watcher = Watcher(spark, limit, lambda: spark.table(name)).follow(query)
-        return self._watch(watcher, args)
+        return self._watch(watcher, args, interrupted)
 
-    def _watch(self, watcher: Watcher, args):
+    def _watch(self, watcher: Watcher, args, interrupted: interrupt_flag):
         """Show a running streaming query's panes until it ends, `--timeout` passes or the kernel
-        is interrupted (which stops it); return what it wrote (None for a console sink)."""
+        is interrupted (`interrupted`; the query is stopped); return what it wrote (None for a
+        console sink)."""
         query = watcher.query
         timeout = args.timeout if args.timeout is not None else self.stream_timeout
         began = time.monotonic()
         watcher.show()
-        with interrupt_flag() as interrupted:
-            while query.isActive:
-                time.sleep(self.poll_interval)
-                if interrupted.is_set():
-                    watcher.note = "stopped (interrupted)"
-                    query.stop()
-                    break
-                if timeout and time.monotonic() - began >= timeout:
-                    watcher.note = f"stopped after {timeout:g} s (--timeout)"
-                    query.stop()
-                    break
-                watcher.show()
+        while query.isActive:
+            if interrupted.is_set():
+                watcher.note = "stopped (interrupted)"
+                query.stop()
+                break
+            if timeout and time.monotonic() - began >= timeout:
+                watcher.note = f"stopped after {timeout:g} s (--timeout)"
+                query.stop()
+                break
+            time.sleep(self.poll_interval)
+            watcher.show()
         failure = st.stream_error(query)
         watcher.show()  # how it ended: finished, stopped, or failed with its error
         if failure is not None:
