@@ -7,8 +7,8 @@ keeps its catalog in Hive's Derby metastore `./metastore_db` and tables in `./sp
 The command launches Spark's JVM through the same spark-submit (PySpark's `launch_gateway`, with
 the flags in PYSPARK_SUBMIT_ARGS), so every one of those means what it means to spark-sql.
 Spark's defaults hold unless the user sets them (the master is `local[*]`, the session time zone
-the JVM's, 200 shuffle partitions); only what sqlflow's statements need is added, each unless
-set (`NEEDED`).
+the JVM's, 200 shuffle partitions, the default state store: sqlflow sets RocksDB for each stream
+it starts); only `NEEDED` is added, each unless set.
 
 The JVM's stderr comes through a pipe: PySpark's worker chatter is dropped (`chatter`), the rest
 is passed on (or dropped with -S).
@@ -21,7 +21,6 @@ import shlex
 import threading
 from typing import TextIO
 
-from ..spark.session import ROCKSDB_PROVIDER
 from .chatter import ChatterFilter
 
 #: spark-submit's options that take a value, as spark-sql passes them on (`--master`, `--name`
@@ -53,12 +52,8 @@ SUBMIT_OPTIONS = {
 
 #: settings sqlflow's statements need, each used only if the user did not set it
 NEEDED = {
-    # streaming statements run transformWithStateInPandas, which needs RocksDB state stores
-    "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
-    # temporary checkpoints (memory and console sinks, a SELECT over a stream) deleted at the end
+    # the temporary checkpoints of the command's own streams (a SELECT over a stream) deleted
     "spark.sql.streaming.forceDeleteTempCheckpointLocation": "true",
-    # results and pane frames cross to Python as Arrow batches
-    "spark.sql.execution.arrow.pyspark.enabled": "true",
     # as spark-sql: the Hive metastore (./metastore_db) and no progress bars between the rows
     "spark.sql.catalogImplementation": "hive",
     "spark.ui.showConsoleProgress": "false",
