@@ -300,11 +300,15 @@ class Cli:
             printed[0] += len(lines)
 
         from ..spark.streaming.session_conf import state_store_for_result
+        from ..spark.streaming.sink import RETRY_PAUSE, START_ATTEMPTS, run_with_retries
 
-        with state_store_for_result(df):  # the RocksDB state store for this query (issue 19, item 1)
-            query = (df.writeStream.foreachBatch(emit).queryName(f"sqlflow_select_{next(_QUERY_NUMBERS)}")
-                     .trigger(availableNow=True).start())
-        self._await(query)
+        def launch():
+            with state_store_for_result(df):  # the RocksDB state store for this query (issue 19, item 1)
+                return (df.writeStream.foreachBatch(emit).queryName(f"sqlflow_select_{next(_QUERY_NUMBERS)}")
+                        .trigger(availableNow=True).start())
+
+        # started again if Spark's Python process did not connect back in time, as start() does
+        run_with_retries(launch, self._await, attempts=START_ATTEMPTS, pause=RETRY_PAUSE)
         return printed[0]
 
     def _await(self, query) -> None:

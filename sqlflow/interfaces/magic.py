@@ -229,20 +229,30 @@ class SqlflowMagic(Magics):
 
     def _stream(self, spark, df, args, limit, interrupted):
         """Run a streaming result into a memory table, showing its panes while they arrive;
-        return the panes received (a batch DataFrame over that table)."""
-        name = f"sqlflow_stream_{next(self._streams)}_{uuid.uuid4().hex[:8]}"
-        trigger = (args.trigger or self.stream_trigger).strip().strip("\"'")
-        writer = df.writeStream.format("memory").queryName(name).outputMode("append")
-        if trigger.lower().replace("_", "-") in ("available-now", "availablenow"):
-            writer = writer.trigger(availableNow=True)
-        else:
-            writer = writer.trigger(processingTime=trigger)
+        return the panes received (a batch DataFrame over that table). A start that failed
+        because Spark's Python process did not connect back in time (a loaded machine) is tried
+        again, as `sqlflow.spark.streaming.start` does."""
         from ..spark.streaming.session_conf import state_store_for_result
+        from ..spark.streaming.sink import RETRY_PAUSE, START_ATTEMPTS, run_with_retries
 
-        with state_store_for_result(df):  # the RocksDB state store for this query (issue 19, item 1)
-            query = writer.start()
-        watcher = Watcher(spark, limit, lambda: spark.table(name)).follow(query)
-        return self._watch(watcher, args, interrupted)
+        trigger = (args.trigger or self.stream_trigger).strip().strip("\"'")
+        watcher = Watcher(spark, limit)
+
+        def launch():
+            name = f"sqlflow_stream_{next(self._streams)}_{uuid.uuid4().hex[:8]}"
+            writer = df.writeStream.format("memory").queryName(name).outputMode("append")
+            if trigger.lower().replace("_", "-") in ("available-now", "availablenow"):
+                writer = writer.trigger(availableNow=True)
+            else:
+                writer = writer.trigger(processingTime=trigger)
+            with state_store_for_result(df):  # the RocksDB state store for this query (issue 19, item 1)
+                query = writer.start()
+            watcher.reader = lambda: spark.table(name)
+            return watcher.follow(query).query
+
+        run_with_retries(launch, lambda query: self._watch(watcher, args, interrupted),
+                         attempts=START_ATTEMPTS, pause=RETRY_PAUSE)
+        return watcher.rows()
 
     def _watch(self, watcher: Watcher, args, interrupted: interrupt_flag):
         """Show a running streaming query's panes until it ends, `--timeout` passes or the kernel
