@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # pragma: no cover
 #: sinks that write files under a path
 FILE_FORMATS = ("json", "csv", "parquet", "orc", "text")
 #: sinks that keep nothing across a restart
-_SCRATCH = ("memory", "console", "noop")
+_SCRATCH = ("memory", "console")
 
 
 def start(stream: PaneStream | DataFrame, *, format: str = "parquet", path: str | None = None,
