@@ -9,6 +9,7 @@ batch, and the replay that agrees is `TIMELINE` of the stream's own watermark lo
 (`streaming.watermark_log`)."""
 import os
 import time
+from datetime import datetime
 
 import pandas as pd
 import pytest
@@ -22,8 +23,12 @@ COLUMNS = ["k", "total", "window_start", "window_end", "pane_index", "pane_timin
 
 
 @pytest.fixture(autouse=True)
-def _state_store(rocksdb):
-    """Every query here runs the stateful operator."""
+def _state_store(rocksdb, spark, tmp_path):
+    """Every query here runs the stateful operator, and can be finished (the end of the input,
+    as the replay's: every window emitted)."""
+    spark.conf.set(S.CONF_FINISH_DIR, str(tmp_path / "finish"))
+    yield
+    spark.conf.unset(S.CONF_FINISH_DIR)
 
 
 def batches() -> list[list[tuple[str, int, int]]]:
@@ -69,18 +74,28 @@ def replay(spark, data, arrivals, watermark: str, name: str):
     return sqlflow.sql(spark, QUERY.format(source=f"{name} WATERMARK et {watermark} ARRIVAL at"))
 
 
+def data_rows(progress) -> int:
+    """The rows a micro-batch read from the data (not the finish marker's source)."""
+    return sum(s["numInputRows"] for s in progress["sources"] if "finish" not in s["description"])
+
+
 def data_batch_times(query) -> list[int]:
-    return [int(p["observedMetrics"]["sqlflow"]["batch_time"]) for p in query.recentProgress
-            if p["numInputRows"] > 0]
+    return [int(p["observedMetrics"]["sqlflow"]["batch_time"]) for p in query.recentProgress if data_rows(p) > 0]
 
 
 def test_files_one_at_a_time_replay_as_arrival_delay(spark, tmp_path):
     """Each file is read, then a batch without data moves the watermark: the DELAY OF replay gives
-    the stream's panes, is_last included; only emit_time differs (the stream emits a window
-    the watermark passed in the batch after the one that read its rows)."""
+    the stream's panes but one is_last, and emit_time differs (the stream emits a window the
+    watermark passed in the batch after the one that read its rows).
+
+    The is_last: b@1:50 (2048) arrives in the last file with a@4:10, and is judged against 3:00
+    (a@3:10 - 10s) by both: LATE, within [1:40, 2:40)'s lateness. In the replay the watermark steps
+    to 4:00 at that same arrival, past 2:40 + 1m, so that LATE pane is the window's last; the stream
+    learns it one batch later, when the window expires without a new pane."""
     files = tmp_path / "in"
     files.mkdir()
-    query = S.start(stream_query(spark, files, "one_at_a_time"), format="memory", query_name="one_at_a_time_out")
+    df = stream_query(spark, files, "one_at_a_time")
+    query = S.start(df, format="memory", query_name="one_at_a_time_out")
     data = batches()
     for i, rows in enumerate(data):
         write(files, i, rows)
@@ -88,39 +103,51 @@ def test_files_one_at_a_time_replay_as_arrival_delay(spark, tmp_path):
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:  # the batch without data that moves the watermark
             last = query.recentProgress[-1]
-            if last["numInputRows"] == 0 and last["batchId"] > 0 and query.recentProgress[-2]["numInputRows"] > 0:
+            if data_rows(last) == 0 and last["batchId"] > 0 and data_rows(query.recentProgress[-2]) > 0:
                 break
             time.sleep(0.5)
             query.processAllAvailable()
+    S.pane_streams(df)[0].finish()  # the end of the input: every window emitted, as in the replay
+    query.processAllAvailable()
     arrivals = data_batch_times(query)
     assert len(arrivals) == len(data)
-    assert [p["numInputRows"] for p in query.recentProgress][:2 * len(data)] == [len(b) if i % 2 == 0 else 0
-        for b in data for i in (0, 1)]
+    assert [data_rows(p) for p in query.recentProgress][:2 * len(data)] == [len(b) if i % 2 == 0 else 0
+                                                                            for b in data for i in (0, 1)]
     got = panes(spark.table("one_at_a_time_out"))
     query.stop()
-    assert got == panes(replay(spark, data, arrivals, "DELAY OF INTERVAL 10 SECONDS", "one_at_a_time_replay"))
+    replayed = panes(replay(spark, data, arrivals, "DELAY OF INTERVAL 10 SECONDS", "one_at_a_time_replay"))
+    late_b = ("b", 32 + 128 + 2048, datetime(2023, 11, 14, 22, 15), datetime(2023, 11, 14, 22, 16), 1, "LATE")
+    assert len(got) == len(replayed)
+    assert [(g, r) for g, r in zip(got, replayed) if g != r] == [(late_b + (False,), late_b + (True,))]
 
 
 def test_a_backlog_lags_a_batch_and_replays_as_its_timeline(spark, tmp_path):
     """Five files waiting, read back to back: Spark judges each batch's rows against the watermark
-    of two batches before. The DELAY OF replay is a batch ahead: its rows of [1:00, 1:20) and
-    [1:20, 1:40) are LATE where the stream's were on time, and it drops b@1:50 (judged against
-    3:00, past its window's end + lateness) where the stream, judging against 2:00, kept it.
-    TIMELINE over the stream's watermark log gives the stream's panes exactly, emit_time included."""
+    of two batches before, and fires windows a batch later. The DELAY OF replay is a batch ahead
+    (event second 0 is 22:13:20): the fourth file's b@22:15:00 and b@22:15:30 arrive with a@22:16:30,
+    so its watermark reaches 22:16:20 at that arrival and fires b's [22:15, 22:16) ON_TIME with 160;
+    the fifth file's b@22:15:10 is then a LATE pane (2208), the last, as a@22:17:30 moves the
+    watermark past 22:16 + 1m. The stream's watermark of 22:16:20 takes effect only in the batch that
+    reads the fifth file, so it fires that window once, ON_TIME, with b@22:15:10 in it. Nothing is
+    dropped by either. TIMELINE over the stream's watermark log gives the stream's panes exactly,
+    emit_time included."""
     files = tmp_path / "in"
     files.mkdir()
     data = batches()
     for i, rows in enumerate(data):
         write(files, i, rows)
     df = stream_query(spark, files, "backlog")
-    query = S.start(df, format="memory", query_name="backlog_out", available_now=True)
+    query = S.start(df, format="memory", query_name="backlog_out", available_now=True, finish=True)
     arrivals = data_batch_times(query)
     assert len(arrivals) == len(data)
     got = panes(spark.table("backlog_out"))
 
     ahead = replay(spark, data, arrivals, "DELAY OF INTERVAL 10 SECONDS", "backlog_delay")
-    assert got != panes(ahead)
-    assert (sqlflow.metrics(ahead)["dropped_too_late"], S.query_metrics(query)["dropped_too_late"]) == (1, 0)
+    window = (datetime(2023, 11, 14, 22, 15), datetime(2023, 11, 14, 22, 16))
+    assert (sorted(set(panes(ahead)) - set(got)), sorted(set(got) - set(panes(ahead)))) == (
+        [("b", 160, *window, 0, "ON_TIME", False), ("b", 2208, *window, 1, "LATE", True)],
+        [("b", 2208, *window, 0, "ON_TIME", False)])
+    assert (sqlflow.metrics(ahead)["dropped_too_late"], S.query_metrics(query)["dropped_too_late"]) == (0, 0)
 
     steps = spark.createDataFrame(pd.DataFrame(S.watermark_log(query), columns=["p", "w"]))
     steps.selectExpr("timestamp_micros(p) AS proc_time", "timestamp_micros(w) AS watermark") \
