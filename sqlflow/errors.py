@@ -14,8 +14,9 @@ from __future__ import annotations
 import re
 
 
-#: characters a terminal does not show as one column: tabs, and line breaks other than "\n"
-_ONE_COLUMN = re.compile("[\t\r\v\f\x1c-\x1e\x85\u2028\u2029]")
+#: characters a terminal does not show as one column: tabs, line breaks other than "\n", and lone
+#: surrogates (which no terminal encoding can even print)
+_ONE_COLUMN = re.compile("[\t\r\v\f\x1c-\x1e\x85\u2028\u2029\ud800-\udfff]")
 
 
 class SqlflowError(Exception):

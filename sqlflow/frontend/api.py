@@ -15,6 +15,8 @@ True
 """
 from __future__ import annotations
 
+import re
+
 from ..errors import SqlflowSyntaxError
 from .scan import split_statements, unterminated
 from .source import Source
@@ -29,6 +31,7 @@ def parse(sql: str) -> Statement:
     read it, and `statement.sql` is exactly `sql`.
     """
     source = Source(sql)
+    check_encodable(source)
     spans = split_statements(sql)
     _check_comment_after(source, spans)
     if not spans:
@@ -47,6 +50,7 @@ def parse_script(text: str, *, grouping: bool = True) -> list[Statement]:
     `grouping=False` leaves the check that every item is grouped or aggregated to the caller
     (see `validate`): the Spark layer runs it after Spark resolved the names."""
     source = Source(text)
+    check_encodable(source)
     spans = split_statements(text)
     _check_comment_after(source, spans)
     statements = []
@@ -55,6 +59,29 @@ def parse_script(text: str, *, grouping: bool = True) -> list[Statement]:
         validate(statement, streaming=False, grouping=grouping)
         statements.append(statement)
     return statements
+
+
+#: a UTF-16 surrogate on its own: Python strings can hold one, Unicode text (and so Spark) cannot
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def check_encodable(source: Source) -> None:
+    """Text Spark can read: a lone surrogate (`'\\ud800'`, e.g. from a bad decode) cannot be sent
+    to the JVM (py4j would fail with a raw error), so it is refused where it stands.
+
+    >>> check_encodable(Source("SELECT 'a\\ud800'"))
+    Traceback (most recent call last):
+    ...
+    sqlflow.errors.SqlflowSyntaxError: sqlflow: SQL: the text holds a lone surrogate U+D800, which is not Unicode text (line 1, column 10)
+      SELECT 'a '
+               ^
+    remove it, or decode the text it came from with errors='replace'
+    """
+    found = _LONE_SURROGATE.search(source.text)
+    if found is not None:
+        raise source.error(SqlflowSyntaxError, f"the text holds a lone surrogate U+{ord(found.group()):04X}, "
+                           "which is not Unicode text", found.start(), clause="SQL",
+                           hint="remove it, or decode the text it came from with errors='replace'")
 
 
 def _check_comment_after(source: Source, spans: list[tuple[int, int]]) -> None:

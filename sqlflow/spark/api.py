@@ -34,6 +34,18 @@ def _statement(text: str, *, spark=None):
     return statements[0] if len(statements) == 1 else None
 
 
+def _check_args(args) -> None:
+    """String parameters Spark can read (no lone surrogate: see frontend.api.check_encodable)."""
+    from ..frontend.api import _LONE_SURROGATE
+
+    items = args.items() if isinstance(args, dict) else enumerate(args or ())
+    for name, value in items:
+        if isinstance(value, str) and _LONE_SURROGATE.search(value):
+            what = f":{name}" if isinstance(name, str) else f"parameter {name + 1} (?)"
+            raise SqlflowError(f"the value of {what} holds a lone surrogate, which is not Unicode text",
+                               clause="SQL", hint="remove it, or decode the text it came from with errors='replace'")
+
+
 def _path(spark, path: str | None) -> str | None:
     from . import conf
 
@@ -76,6 +88,7 @@ def run_sql(spark, query: str, args=None, *, path: str | None = None, placeholde
         text = formatter.format(query, **placeholders)
     try:
         statement = _statement(text, spark=spark)
+        _check_args(args)
         if statement is None or statement.is_plain:
             if formatter is not None:
                 formatter.clear()

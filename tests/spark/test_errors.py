@@ -273,3 +273,18 @@ def test_analysis_error_over_the_panes_names_no_internal_view(spark):
     err = info.value
     assert "nosuch" in err.message and "__sqlflow" not in err.message
     assert (err.line, err.column) == (1, query.index("nosuch") + 1)
+
+
+@pytest.mark.parametrize("query", [
+    "SELECT user, COUNT(*) AS n FROM clicks WHERE user <> 'x\ud800' GROUP BY user WINDOW GLOBAL ON ts",
+    "SELECT 'x\ud800' AS plain",
+], ids=["windowed", "plain"])
+def test_a_lone_surrogate_is_a_located_error_not_a_py4j_error(spark, tables, query):
+    # py4j cannot encode a lone surrogate: Spark would raise a raw Py4JError
+    error = error_of(spark, query)
+    assert type(error) is sqlflow.SqlflowSyntaxError
+    assert (error.clause, error.line, error.column) == ("SQL", 1, query.index("\ud800") + 1)
+    assert str(error).splitlines()[0].startswith("sqlflow: SQL: the text holds a lone surrogate U+D800")
+    assert "\ud800" not in str(error)  # printable: the echoed line shows a blank instead
+    with pytest.raises(sqlflow.SqlflowError, match=r"the value of :who holds a lone surrogate"):
+        sqlflow.sql(spark, "SELECT :who AS w", args={"who": "a\udfff"})
