@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import SqlflowUnsupportedError
-from . import kernels
+from . import exact, fields, kernels
 
 I64_MAX = np.iinfo(np.int64).max
 I64_MIN = np.iinfo(np.int64).min
@@ -53,6 +53,15 @@ KINDS = {
     "var_samp": "var_samp",
     "var_pop": "var_pop",
 }
+
+#: suffix of the column telling, per pane, whether a SUM overflowed its Spark type (`overflow_column`)
+OVERFLOW_SUFFIX = "__overflow"
+
+
+def overflow_column(output: str) -> str:
+    """The output column of `Aggregate.overflow` for the aggregate output `output`."""
+    return output + OVERFLOW_SUFFIX
+
 
 #: kinds whose downstream application of a retraction is a subtraction (docs/pipelines.md)
 INVERTIBLE = {"count_star", "count", "sum", "avg"}
@@ -134,6 +143,11 @@ class Aggregate:
                 clause="SELECT",
             )
 
+    @property
+    def may_overflow(self) -> bool:
+        """Whether the result can overflow its type (SUM: BIGINT, DECIMAL): `overflow` says where."""
+        return self.kind == "sum"
+
     # ------------------------------------------------------------------ create
 
     def create(self, rows: pd.DataFrame, order_et: np.ndarray, order_seq: np.ndarray) -> dict:
@@ -144,20 +158,28 @@ class Aggregate:
             return {"cnt": np.ones(n, np.int64)}
         x = rows[self.column]
         null = _is_null(x)
+        cnt = (~null).astype(np.int64)
         if k == "count":
-            return {"cnt": (~null).astype(np.int64)}
+            return {"cnt": cnt}
+        if k == "sum" and fields.is_decimal(x, null):
+            limbs, scale = fields.decimal_input(x, null)
+            return {**{f: limbs[:, i] for i, f in enumerate(DECIMAL_LIMBS)}, "scale": np.full(n, scale, np.int64),
+                    "cnt": cnt}
         if k in ("sum", "avg"):
-            return {"s": _sum_values(x, null, k == "avg"), "cnt": (~null).astype(np.int64)}
+            s = fields.sum_values(x, null, k == "avg")
+            if k == "sum" and s.dtype == np.int64:
+                return {"s": s, "hb": s >> 32, "cnt": cnt}
+            return {"s": s, "cnt": cnt}
         if k in ("min", "max"):
-            return {"v": _minmax_values(x, null, k), "cnt": (~null).astype(np.int64)}
+            return {"v": fields.minmax_values(x, null, k), "cnt": cnt}
         if k in ("count_distinct", "collect_set"):
-            vals = x.to_numpy(dtype=object)
+            vals = x.to_numpy(dtype=object, na_value=None)
             sets = np.empty(n, dtype=object)
             for i in range(n):
-                sets[i] = frozenset() if null[i] else frozenset((_hashable(vals[i]),))
+                sets[i] = frozenset() if null[i] else frozenset((fields.hashable(vals[i]),))
             return {"set": sets}
         if k == "collect_list":
-            vals = x.to_numpy(dtype=object)
+            vals = x.to_numpy(dtype=object, na_value=None)
             items = np.empty(n, dtype=object)
             for i in range(n):
                 items[i] = () if null[i] else ((int(order_et[i]), int(order_seq[i]), vals[i]),)
@@ -167,13 +189,12 @@ class Aggregate:
             return {
                 "et": np.where(usable, order_et, I64_MAX if k == "first" else I64_MIN).astype(np.int64),
                 "seq": np.where(usable, order_seq, I64_MAX if k == "first" else I64_MIN).astype(np.int64),
-                "v": x.to_numpy(dtype=object),
+                "v": x.to_numpy(dtype=object, na_value=None),  # a NaN stays a number where it is one
                 "has": usable.astype(np.int64),
             }
         # variance family: (n, mean, m2)
         v = pd.to_numeric(x, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
-        cnt = (~null).astype(np.float64)
-        return {"n": cnt, "mean": np.where(null, 0.0, v), "m2": np.zeros(n)}
+        return {"n": cnt.astype(np.float64), "mean": np.where(null, 0.0, v), "m2": np.zeros(n)}
 
     # ------------------------------------------------------------------ concat
 
@@ -185,10 +206,15 @@ class Aggregate:
         an integer column with NULLs may come as float. Rows that hold no value (cnt == 0) carry
         no type, so they become the identity of the type the other rows agree on; rows with
         values of different types meet in their common type (object when one is object)."""
-        field = _VALUE_FIELD.get(self.kind)
-        if field is not None and len({p[field].dtype for p in parts}) > 1:
-            parts = _unify(parts, field, self.kind)
-        return {f: np.concatenate([p[f] for p in parts]) for f in parts[0]}
+        if self.kind == "sum" and any("d0" in p for p in parts):
+            parts = fields.same_scale([p if "d0" in p else fields.no_decimal(p) for p in parts])
+        else:
+            field = _VALUE_FIELD.get(self.kind)
+            if field is not None and len({p[field].dtype for p in parts}) > 1:
+                parts = fields.unify(parts, field, self.kind)
+            if self.kind == "sum":
+                parts = fields.upper_bits(parts)
+        return {f: fields.concat([p[f] for p in parts]) for f in parts[0]}
 
     # ------------------------------------------------------------------ merge
 
@@ -200,31 +226,32 @@ class Aggregate:
         group = grouping.group
         if k in ("count_star", "count"):
             return {"cnt": _reduce(acc["cnt"], grouping, n_groups, np.add, 0)}
+        if "d0" in acc:  # decimal sum: limbs add up, every row has the column's scale
+            out = {f: _reduce(acc[f], grouping, n_groups, np.add, 0) for f in DECIMAL_LIMBS}
+            out["scale"] = _reduce(acc["scale"], grouping, n_groups, np.maximum, -1)
+            out["cnt"] = _reduce(acc["cnt"], grouping, n_groups, np.add, 0)
+            return out
         if k in ("sum", "avg"):
             s = acc["s"]
-            if s.dtype == object:
+            if s.dtype == object:  # AVG of Python Decimals: exact (Spark's decimals have 38 digits)
                 out = np.empty(n_groups, dtype=object)
                 out[:] = 0
-                for g, val in zip(group.tolist(), s.tolist()):
-                    out[g] = out[g] + val
+                with decimal.localcontext() as exactly:
+                    exactly.prec = 100
+                    for g, val in zip(group.tolist(), s.tolist()):
+                        out[g] = out[g] + val
             else:
                 out = _reduce(s, grouping, n_groups, np.add, 0)
-            return {"s": out, "cnt": _reduce(acc["cnt"], grouping, n_groups, np.add, 0)}
+            merged = {"s": out, "cnt": _reduce(acc["cnt"], grouping, n_groups, np.add, 0)}
+            if "hb" in acc:
+                merged["hb"] = _reduce(acc["hb"], grouping, n_groups, np.add, 0)
+            return merged
         if k in ("min", "max"):
             v = acc["v"]
-            if v.dtype == object:
-                out = np.full(n_groups, None, dtype=object)
-                better = (lambda a, b: a < b) if k == "min" else (lambda a, b: a > b)
-                for g, val in zip(group.tolist(), v.tolist()):
-                    if val is None:
-                        continue
-                    cur = out[g]
-                    if cur is None or better(val, cur):
-                        out[g] = val
+            if fields.by_rank(v):
+                out = fields.pick_by_rank(v, grouping, n_groups, k, _reduce)
             else:
-                uf = np.fmin if k == "min" else np.fmax
-                fill = _minmax_identity(v.dtype, k)
-                out = _reduce(v, grouping, n_groups, uf, fill)
+                out = _reduce(v, grouping, n_groups, fields.minmax_ufunc(v.dtype, k), fields.minmax_identity(v.dtype, k))
             return {"v": out, "cnt": _reduce(acc["cnt"], grouping, n_groups, np.add, 0)}
         if k in ("count_distinct", "collect_set"):
             out = np.empty(n_groups, dtype=object)
@@ -262,25 +289,21 @@ class Aggregate:
             picked["v"][gs] = acc["v"][take]
             picked["has"][gs] = _reduce(acc["has"], grouping, n_groups, np.add, 0)[gs]
             return picked
-        # variance family, Chan et al. parallel combination
-        n = _reduce(acc["n"], grouping, n_groups, np.add, 0.0)
-        total = _reduce(acc["n"] * acc["mean"], grouping, n_groups, np.add, 0.0)
-        mean = np.divide(total, n, out=np.zeros(n_groups), where=n > 0)
-        dev = acc["n"] * (acc["mean"] - mean[group]) ** 2
-        m2 = _reduce(acc["m2"] + dev, grouping, n_groups, np.add, 0.0)
-        return {"n": n, "mean": mean, "m2": m2}
+        return _merge_moments(acc, grouping, n_groups)
 
     # ------------------------------------------------------------------ extract
 
     def extract(self, acc: dict) -> pd.Series:
-        """Spark's value of each accumulator row (nullable dtypes where Spark gives NULL)."""
+        """Spark's value of each accumulator row (nullable dtypes where Spark gives NULL; a
+        floating-point result keeps NaN apart from NULL). An overflowed SUM gives its wrapped
+        BIGINT (Spark's non-ANSI result) or a NULL decimal: `overflow` tells which rows."""
         k = self.kind
         if k in ("count_star", "count"):
             return pd.Series(acc["cnt"].astype(np.int64))
         if k == "count_distinct":
             return pd.Series(np.fromiter((len(s) for s in acc["set"]), np.int64, len(acc["set"])))
         if k == "collect_set":
-            return pd.Series([_sorted_list(s) for s in acc["set"]], dtype=object)
+            return pd.Series([fields.sorted_list(s) for s in acc["set"]], dtype=object)
         if k == "collect_list":
             return pd.Series([[v for _, _, v in sorted(items, key=lambda i: (i[0], i[1]))]
                               for items in acc["items"]], dtype=object)
@@ -288,25 +311,33 @@ class Aggregate:
             vals = acc["v"].copy()
             vals[acc["has"] == 0] = None
             return pd.Series(vals, dtype=object)
+        if "d0" in acc:
+            return pd.Series(pd.arrays.ArrowExtensionArray(fields.decimal_sums(acc)))
         if k in ("sum", "avg", "min", "max"):
             cnt = acc["cnt"]
             if k == "avg":
                 s = acc["s"]
                 if s.dtype == object:
-                    vals = [None if c == 0 else s_ / c for s_, c in zip(s.tolist(), cnt.tolist())]
+                    with decimal.localcontext() as exactly:
+                        exactly.prec = 100
+                        vals = [None if c == 0 else s_ / c for s_, c in zip(s.tolist(), cnt.tolist())]
                     return pd.Series(vals, dtype=object)
                 out = np.divide(s.astype(np.float64), cnt, out=np.zeros(len(cnt)), where=cnt > 0)
-                return pd.Series(pd.array(out, dtype="Float64")).mask(cnt == 0)
+                return fields.floats(out, cnt == 0)
             v = acc["s"] if k == "sum" else acc["v"]
+            if isinstance(v, pd.api.extensions.ExtensionArray):
+                return pd.Series(v).mask(cnt == 0)
             if v.dtype == object:
-                return pd.Series([None if c == 0 else x for x, c in zip(v.tolist(), cnt.tolist())], dtype=object)
+                out = v.copy()
+                out[cnt == 0] = None
+                return pd.Series(out, dtype=object)
             if v.dtype.kind in "iu":
-                return pd.Series(pd.array(v.astype(np.int64), dtype="Int64")).mask(cnt == 0)
+                return pd.Series(pd.arrays.IntegerArray(v.astype(np.int64), cnt == 0))
             if v.dtype.kind == "M":
                 return pd.Series(v).mask(cnt == 0)
             if v.dtype.kind == "b":
                 return pd.Series(pd.array(v, dtype="boolean")).mask(cnt == 0)
-            return pd.Series(pd.array(v.astype(np.float64), dtype="Float64")).mask(cnt == 0)
+            return fields.floats(v, cnt == 0)
         # variance family
         n, m2 = acc["n"], acc["m2"]
         if k in ("var_samp", "stddev_samp"):
@@ -315,52 +346,64 @@ class Aggregate:
         else:
             ok = n >= 1
             var = np.divide(m2, n, out=np.zeros(len(n)), where=ok)
-        val = np.sqrt(np.maximum(var, 0.0)) if k.startswith("stddev") else var
-        return pd.Series(pd.array(val, dtype="Float64")).mask(~ok)
+        val = np.sqrt(var) if k.startswith("stddev") else var
+        return fields.floats(val, ~ok)
+
+    def overflow(self, acc: dict) -> np.ndarray | None:
+        """Per accumulator row, whether the SUM overflowed its Spark type (BIGINT, or the 38
+        digits of a DECIMAL); None for aggregates that cannot overflow."""
+        if not self.may_overflow:
+            return None
+        has = acc["cnt"] > 0
+        if "d0" in acc:
+            return has & ~exact.decimal_total(np.stack([acc[f] for f in DECIMAL_LIMBS], axis=1))[1]
+        if "hb" in acc:
+            return has & exact.bigint_overflow(acc["s"], acc["hb"])
+        return np.zeros(len(has), bool)
 
 
 # ---------------------------------------------------------------------- helpers
 
 #: the field whose type follows the input column, per kind
 _VALUE_FIELD = {"sum": "s", "avg": "s", "min": "v", "max": "v"}
+DECIMAL_LIMBS = fields.DECIMAL_LIMBS
 
-_ADD, _FMIN, _FMAX = kernels.FOLD_ADD, kernels.FOLD_FMIN, kernels.FOLD_FMAX
+_ADD, _FMIN, _MAX = kernels.FOLD_ADD, kernels.FOLD_FMIN, kernels.FOLD_MAX
 #: per kind, each accumulator field's merge when it is a ufunc of two rows (kernels.lineage_fold)
-_FIELDWISE = {"count_star": {"cnt": _ADD}, "count": {"cnt": _ADD}, "sum": {"s": _ADD, "cnt": _ADD},
-              "avg": {"s": _ADD, "cnt": _ADD}, "min": {"v": _FMIN, "cnt": _ADD}, "max": {"v": _FMAX, "cnt": _ADD}}
+_FIELDWISE = {"count_star": {"cnt": _ADD}, "count": {"cnt": _ADD},
+              "sum": {"s": _ADD, "hb": _ADD, "cnt": _ADD, **{f: _ADD for f in DECIMAL_LIMBS}, "scale": _MAX},
+              "avg": {"s": _ADD, "cnt": _ADD}, "min": {"v": _FMIN, "cnt": _ADD}, "max": {"v": _MAX, "cnt": _ADD}}
 
 
 def fieldwise_merges(agg: "Aggregate", acc: dict) -> dict | None:
-    """{field: kernels.FOLD_ADD | FOLD_FMIN | FOLD_FMAX} when `agg` merges every field of `acc` by
+    """{field: kernels.FOLD_ADD | FOLD_FMIN | FOLD_MAX} when `agg` merges every field of `acc` by
     that ufunc of two rows and the fields are int64 or float64 arrays (no objects, dates or
     booleans), else None."""
     ops = _FIELDWISE.get(agg.kind)
-    if ops is None or any(acc[f].dtype not in (np.int64, np.float64) for f in ops):
+    if ops is None or any(f not in ops or not isinstance(a, np.ndarray) or a.dtype not in (np.int64, np.float64)
+                          for f, a in acc.items()):
         return None
-    return ops
+    return {f: ops[f] for f in acc}
 
 
-def _unify(parts: list[dict], field: str, kind: str) -> list[dict]:
-    """`parts` with `field` of one type (see Aggregate.concat)."""
-    typed = {p[field].dtype for p in parts if p["cnt"].any()} or {p[field].dtype for p in parts}
-    if len(typed) == 1:
-        target = typed.pop()
-    elif any(d == np.dtype(object) for d in typed) or len({d.kind == "M" for d in typed}) > 1:
-        target = np.dtype(object)
-    else:
-        target = np.result_type(*typed)
-    identity = 0 if kind in ("sum", "avg") else _minmax_identity(target, kind)
-    out = []
-    for p in parts:
-        v = p[field]
-        if v.dtype != target:
-            has = p["cnt"] > 0
-            w = np.full(len(v), identity, dtype=target)
-            w[has] = v[has].astype(target)
-            p = {**p, field: w}
-        out.append(p)
-    return out
-
+def _merge_moments(acc: dict, grouping: Grouping, n_groups: int) -> dict:
+    """(n, mean, m2) of the variance family merged per group, without overflow or cancellation:
+    every group is shifted by the mean of one of its rows, so equal values give exactly 0 (two
+    DOUBLEs of 1e308 have no spread, and their sum is never formed) and a large common offset
+    costs no precision. Rows without values (n = 0) take no part."""
+    group = grouping.group
+    n_row, mean_row, m2_row = acc["n"], acc["mean"], acc["m2"]
+    has = n_row > 0
+    shift = np.zeros(n_groups)
+    shift[group[has]] = mean_row[has]
+    n = _reduce(n_row, grouping, n_groups, np.add, 0.0)
+    safe_n = np.where(n > 0, n, 1.0)
+    weight = np.where(has, n_row / safe_n[group], 0.0)
+    offset = np.where(has, mean_row - shift[group], 0.0)
+    mean = shift + _reduce(weight * offset, grouping, n_groups, np.add, 0.0)
+    dev = np.where(has, mean_row - mean[group], 0.0)
+    m2 = _reduce(np.where(has, m2_row + n_row * dev * dev, 0.0), grouping, n_groups, np.add, 0.0)
+    return {"n": n, "mean": np.where(n > 0, mean, 0.0), "m2": m2}
 
 
 def _clip(a: np.ndarray) -> np.ndarray:
@@ -376,86 +419,3 @@ def _empty_first_last(n_groups: int, kind: str) -> dict:
         "v": np.full(n_groups, None, dtype=object),
         "has": np.zeros(n_groups, np.int64),
     }
-
-
-def _hashable(v):
-    if isinstance(v, list):
-        return tuple(_hashable(x) for x in v)
-    if isinstance(v, np.ndarray):
-        return tuple(_hashable(x) for x in v.tolist())
-    if isinstance(v, dict):
-        return tuple(sorted((k, _hashable(x)) for k, x in v.items()))
-    return v
-
-
-def _sorted_list(s) -> list:
-    try:
-        return sorted(s)
-    except TypeError:
-        return sorted(s, key=repr)
-
-
-def _sum_values(x: pd.Series, null: np.ndarray, as_float: bool) -> np.ndarray:
-    """The per-row sum field: Decimal objects for decimals, int64 for integers (Spark's bigint, NULLs
-    or not, however pandas holds them), float64 otherwise. A column with no value holds no type:
-    its rows are int64 zeros, the identity that merges with any of the three."""
-    n = len(x)
-    if null.all():
-        return np.zeros(n, np.int64)
-    dtype = x.dtype
-    kind = dtype.kind
-    if kind == "O":  # Python objects (or an Arrow type numpy has no kind for, such as decimal)
-        vals = x.to_numpy(dtype=object)
-        present = vals[~null]
-        inferred = pd.api.types.infer_dtype(present, skipna=False)
-        if inferred == "decimal":
-            zeroed = vals.copy()
-            zeroed[null] = decimal.Decimal(0)
-            return zeroed
-        if inferred in ("integer", "boolean"):
-            out = np.zeros(n, np.int64)
-            out[~null] = present.astype(np.int64)
-            return out.astype(np.float64) if as_float else out
-        numbers = pd.to_numeric(pd.Series(present), errors="raise").to_numpy()
-        if numbers.dtype == object:
-            raise SqlflowUnsupportedError(f"cannot sum values of type {inferred}", clause="SELECT")
-        out = np.zeros(n, numbers.dtype)
-        out[~null] = numbers
-        return out.astype(np.float64) if (as_float or kind == "f") else out
-    if as_float or kind == "f":
-        return x.to_numpy(dtype=np.float64, na_value=0.0)
-    if kind in "iu":
-        return x.to_numpy(dtype=np.int64, na_value=0)
-    if kind == "b":
-        return x.to_numpy(dtype=bool, na_value=False).astype(np.int64)
-    raise SqlflowUnsupportedError(f"cannot sum values of type {dtype}", clause="SELECT")
-
-
-def _minmax_identity(dtype: np.dtype, kind: str):
-    if dtype.kind == "f":
-        return np.nan
-    if dtype.kind in "iu":
-        return np.iinfo(np.int64).max if kind == "min" else np.iinfo(np.int64).min
-    if dtype.kind == "M":
-        return np.datetime64("NaT")
-    if dtype.kind == "b":
-        return kind == "min"
-    return None
-
-
-def _minmax_values(x: pd.Series, null: np.ndarray, kind: str) -> np.ndarray:
-    dtype = x.dtype
-    if dtype.kind == "f" or str(dtype) in ("Float64", "Float32"):
-        return x.to_numpy(dtype=np.float64, na_value=np.nan)
-    if dtype.kind in "iu" or str(dtype) in ("Int64", "Int32", "Int16", "Int8"):
-        fill = I64_MAX if kind == "min" else I64_MIN
-        return x.to_numpy(dtype=np.int64, na_value=fill) if null.any() else x.to_numpy(dtype=np.int64)
-    if dtype.kind == "M":
-        # np.fmin/fmax skip NaT
-        return x.to_numpy()
-    if dtype.kind == "b" or str(dtype) == "boolean":
-        fill = kind == "min"
-        return x.to_numpy(dtype=bool, na_value=fill)
-    vals = x.to_numpy(dtype=object).copy()
-    vals[null] = None
-    return vals

@@ -166,7 +166,7 @@ def _segment_cum(values, seg_start, take_max: bool) -> np.ndarray:
 
 
 #: how `lineage_fold` merges a field: ufunc codes
-FOLD_ADD, FOLD_FMIN, FOLD_FMAX = 0, 1, 2
+FOLD_ADD, FOLD_FMIN, FOLD_MAX = 0, 1, 2
 
 
 @_compiled
@@ -180,7 +180,7 @@ def _fold(values, indptr, indices, op):
             elif op == FOLD_FMIN:
                 if acc != acc or (b == b and b < acc):  # np.fmin: NaN only if both are NaN
                     acc = b
-            elif acc != acc or (b == b and b > acc):
+            elif acc == acc and (b != b or b > acc):  # np.maximum: NaN if either is NaN
                 acc = b
         values[p] = acc
     return values
@@ -189,7 +189,8 @@ def _fold(values, indptr, indices, op):
 def lineage_fold(values: np.ndarray, indptr: np.ndarray, indices: np.ndarray, op: int) -> np.ndarray:
     """total[p] = values[p] merged, in order, with total[q] for each q in p's lineage
     (indices[indptr[p]:indptr[p + 1]]): one pass in pane order, as every pane's lineage holds
-    only earlier panes (the caller checks). `op`: FOLD_ADD (np.add), FOLD_FMIN, FOLD_FMAX.
+    only earlier panes (the caller checks). `op`: FOLD_ADD (np.add), FOLD_FMIN (np.fmin), FOLD_MAX
+    (np.maximum).
     Always compiled: the caller takes it for COMPILED_MIN_ROWS panes or more.
 
     >>> lineage_fold(np.array([1, 2, 4, 8]), np.array([0, 0, 1, 1, 3]), np.array([0, 1, 2]), FOLD_ADD).tolist()

@@ -20,7 +20,7 @@ import pandas as pd
 
 from ..time import NEG_INF
 from . import kernels
-from .aggregates import Grouping, fieldwise_merges
+from .aggregates import Grouping, fieldwise_merges, overflow_column
 from .kernels import lineage_fold
 
 EARLY, ON_TIME, LATE = "EARLY", "ON_TIME", "LATE"
@@ -292,6 +292,8 @@ def pane_frame(plan, panes: dict, accumulators: list[dict], key_frame: pd.DataFr
         cols[k] = key_frame[k].iloc[panes["key"]].reset_index(drop=True)
     for agg, acc in zip(plan.aggregates, accumulators):
         cols[agg.output] = agg.extract(acc).reset_index(drop=True)
+        if agg.may_overflow:
+            cols[overflow_column(agg.output)] = agg.overflow(acc)
     frame = pd.DataFrame(cols, index=pd.RangeIndex(n_panes))
     global_window = panes["start"] == NEG_INF
     frame["window_start"] = pd.Series(pd.array(panes["start"], dtype="Int64")).mask(global_window)

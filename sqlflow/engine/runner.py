@@ -23,7 +23,7 @@ import pandas as pd
 from .. import ast
 from ..errors import SqlflowExecutionError
 from ..time import NEG_INF, POS_INF
-from . import stream_step, vectorised
+from . import stream_step, values, vectorised
 from .keyloop import CLOSED, DROP_CODE, TOO_LATE, KeyLoop, Window
 from .panes import RETRACTION_COLUMN, PaneTable, pane_accumulators, pane_frame
 from .plan import ARRIVAL_TIME, EVENT_TIME, GAP, EnginePlan, check_durations, when_column
@@ -473,34 +473,13 @@ def _drops(rows, reason, start=None, end=None) -> pd.DataFrame:
 
 
 def _factorize_keys(rows: pd.DataFrame, keys: list[str]):
-    """Key id per row, numbered in key order (so output order does not depend on input order;
-    NULL keys are a key of their own, as in GROUP BY, and come last), and a row index per key id.
-
-    (pandas itself puts NULL first or last depending on the dtype, so NULLs are numbered here.)
+    """Key id per row, numbered in key order, and a row index per key id (`values.key_ids`).
 
     >>> codes, first = _factorize_keys(pd.DataFrame({"k": pd.Series([None, 1, 0, 1], dtype=object)}), ["k"])
     >>> codes.tolist(), first.tolist()
     ([2, 1, 0, 1], [2, 1, 0])
     """
-    try:
-        per_column = []
-        for k in keys:
-            codes, uniques = pd.factorize(rows[k], sort=True)
-            per_column.append((np.where(codes < 0, len(uniques), codes).astype(np.int64), len(uniques) + 1))
-    except TypeError:  # unorderable values (mixed types, nested values): first appearance
-        codes = rows.groupby(keys, dropna=False, sort=False).ngroup().to_numpy()
-    else:
-        codes, size = per_column[0]
-        for c, n in per_column[1:]:
-            if size * n < (1 << 62):
-                codes, size = codes * n + c, size * n
-            else:  # too many combinations to number densely: rank the pairs
-                pairs = np.stack([codes, c], axis=1)
-                codes = np.unique(pairs, axis=0, return_inverse=True)[1].reshape(-1)
-                size = int(codes.max()) + 1 if len(codes) else 1
-        if len(per_column) > 1:  # dense ids, in the same order
-            codes = pd.factorize(codes, sort=True)[0]
-    codes = np.asarray(codes, np.int64)
+    codes = values.key_ids(rows, keys)
     first = np.full(codes.max() + 1 if len(codes) else 0, -1, np.int64)
     first[codes[::-1]] = np.arange(len(codes))[::-1]
     return codes, first
