@@ -1,10 +1,17 @@
 """The engine over one hash bucket of keys: the grouped function of the engine path.
 
 Spark hash-partitions the input rows by `pmod(hash(keys), N)` and calls a `BucketJob` once per
-partition (bucket) with all of its rows (`mapInArrow` via `ArrowBuckets`, or `mapInPandas`):
-many keys per Python call, one `Engine.run` per call. One Python call per key is about 20x slower
+partition (bucket) with all of its rows (`mapInArrow` via `ArrowBuckets`): many keys per Python
+call, one `Engine.run` per call. One Python call per key is about 20x slower
 (docs/spark-internals.md). The watermark timeline and the end of input are global: the driver
 computed them with Spark and they travel inside the job, so every bucket sees the same watermark.
+
+The rows cross from Arrow to the engine's pandas columns and back column by column, exactly
+(`engine_column`, `arrow_piece`): integers with NULLs as nullable Int64 (float64 would merge 2^53
+and 2^53 + 1), FLOAT/DOUBLE as masked floats when a NaN must stay apart from NULL, dates, times
+and day-time intervals as their integer count of days or microseconds (Spark's type again on the
+way out), decimals, binary, ARRAY, STRUCT and MAP as Arrow-backed columns, which the engine
+compares as Spark does (`sqlflow.engine.values`).
 
 The output holds three kinds of rows (column `__sqlflow_kind`):
 
@@ -16,26 +23,25 @@ The output holds three kinds of rows (column `__sqlflow_kind`):
 
 Runs on Spark's Python workers: imports only the engine (with its numba kernels), numpy, pandas and pyarrow.
 
->>> import numpy as np, pandas as pd
+>>> import pyarrow as pa
 >>> from sqlflow import ast
 >>> from sqlflow.engine.aggregates import Aggregate
 >>> from sqlflow.engine.plan import EnginePlan, EVENT_TIME
 >>> plan = EnginePlan(ast.Windowing(ast.WindowClause(ast.Fixed(ast.Duration(10)))),
 ...                   (Aggregate("sum", "a0", "agg0"),), keys=("k0",))
->>> job = BucketJob(plan, columns=OUTPUT_COLUMNS + ("k0", "agg0", "a0"), keys=("k0",), args=("a0",),
-...                 integral=("a0",), coerce=(("agg0", "int", 0),))
->>> rows = pd.DataFrame({"k0": ["x", "x", "y", "x"], "a0": [1.0, 2.0, np.nan, 4.0],
-...                      EVENT_TIME: [3.0, 12.0, 5.0, np.nan]})
->>> out = job((0,), rows)
->>> panes = out[out[KIND] == "P"].sort_values(["k0", "window_start"])
->>> panes[["k0", "agg0", "window_start", "pane_timing", FINAL]].values.tolist()
-[['x', 1, 0, 'ON_TIME', True], ['x', 2, 10, 'ON_TIME', True], ['y', <NA>, 0, 'ON_TIME', True]]
->>> out[out[KIND] == "D"][["k0", "a0", REASON]].values.tolist()
-[['x', 4, 'null event time']]
+>>> schema = pa.schema([(KIND, pa.string()), (REASON, pa.string()), ("window_start", pa.int64()),
+...                     ("k0", pa.string()), ("agg0", pa.int64()), ("a0", pa.int32())])
+>>> job = BucketJob(plan, columns=tuple(schema.names), keys=("k0",), args=("a0",))
+>>> rows = pa.table({"k0": ["x", "x", "y", "x"], "a0": pa.array([1, 2, None, 4], pa.int32()),
+...                  EVENT_TIME: pa.array([3, 12, 5, None], pa.int64())})
+>>> out = job.table(arrow_frame(rows), schema).to_pylist()
+>>> sorted((r["k0"], r["window_start"], r["agg0"]) for r in out if r[KIND] == "P")
+[('x', 0, 1), ('x', 10, 2), ('y', 0, None)]
+>>> [(r["k0"], r["a0"], r[REASON]) for r in out if r[KIND] == "D"]
+[('x', 4, 'null event time')]
 """
 from __future__ import annotations
 
-import decimal
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,8 +49,10 @@ import pandas as pd
 
 from sqlflow.engine.plan import ARRIVAL_TIME, EVENT_TIME, EnginePlan
 from sqlflow.engine.runner import Engine
+from sqlflow.engine import values
 from sqlflow.engine.kernels import lex_order
 from sqlflow.engine.watermarks import Timeline
+
 
 KIND = "__sqlflow_kind"
 REASON = "__sqlflow_reason"
@@ -68,46 +76,28 @@ class BucketJob:
 
     - `columns`: the output columns, in the order of the Spark schema;
     - `keys`, `args`: key and aggregate-argument input columns (args are echoed for dropped rows);
-    - `integral`: input columns of an integer type (Spark hands them to pandas as float64 when
-      they hold NULLs; the engine wants exact integers);
-    - `masked`: BIGINT input columns shipped as value + NULL mask (`restore_nulls`): float64
-      cannot hold every BIGINT;
-    - `coerce`: (aggregate column, "int" | "float" | "decimal", scale) conversions to the Spark
-      result type;
     - `timeline`, `p_end`, `replay`: the global watermark and end of input of a replay (or
       `shared`: the timeline as a broadcast variable, loaded once per Python worker);
     - `weight`: the column of how many input rows each element stands for when Spark combined
-      rows before the shuffle (sqlflow/spark/engine_path.py), for the input-rows metric;
-    - `kinds`: per output column, "long" or "bool" when its Spark type is BIGINT or BOOLEAN (the
-      output then holds it as a nullable Int64 or boolean column), else "".
+      rows before the shuffle (sqlflow/spark/engine_path.py), for the input-rows metric.
     """
 
     plan: EnginePlan
     columns: tuple
     keys: tuple = ()
     args: tuple = ()
-    integral: tuple = ()
-    coerce: tuple = ()
-    masked: tuple = ()
     timeline: Timeline | None = None
     p_end: int | None = None
     replay: bool = False
     weight: str | None = None  # a column of how many input rows each element stands for
     shared: object = None  # the timeline as a Spark broadcast variable (instead of `timeline`)
-    kinds: tuple = ()  # per output column: "long" (BIGINT), "bool" (BOOLEAN) or "" (other)
-
-    def __call__(self, key, rows: pd.DataFrame) -> pd.DataFrame:
-        rows, result = self._run(rows)
-        parts = [self._panes(result.panes), self._dropped(rows, result.dropped), self._metrics(rows)]
-        return _stack([p for p in parts if len(p)], self.columns, self.kinds)
 
     def table(self, rows: pd.DataFrame, schema):
-        """The output as one Arrow table of `schema` (`ArrowBuckets`: plain types only), built
-        column by column from the parts' arrays rather than through one stacked pandas frame."""
+        """The output as one Arrow table of `schema`, built column by column from the parts'
+        arrays (`arrow_stack`), not through one stacked pandas frame."""
         rows, result = self._run(rows)
-        parts = [self._panes(result.panes, kind=False), self._dropped(rows, result.dropped, kind=False),
-                 self._metrics(rows, kind=False)]
-        return _arrow_stack([(k, p) for k, p in zip((PANE, DROPPED, METRICS), parts) if len(p)], schema)
+        parts = [self._panes(result.panes), self._dropped(rows, result.dropped), self._metrics(rows)]
+        return arrow_stack([(k, p) for k, p in zip((PANE, DROPPED, METRICS), parts) if len(p)], schema)
 
     def _run(self, rows: pd.DataFrame):
         rows = self._prepare(rows)
@@ -119,11 +109,8 @@ class BucketJob:
         return rows, Engine(self.plan).run(rows, timeline=timeline, replay=self.replay, p_end=self.p_end,
                                            ordered=False, final=final)
 
-    def _metrics(self, rows: pd.DataFrame, kind: bool = True) -> pd.DataFrame:
-        frame = pd.DataFrame({ROWS: [int(rows[self.weight].sum()) if self.weight else len(rows)]})
-        if kind:
-            frame[KIND] = METRICS
-        return frame
+    def _metrics(self, rows: pd.DataFrame) -> pd.DataFrame:
+        return pd.DataFrame({ROWS: [int(rows[self.weight].sum()) if self.weight else len(rows)]})
 
     # ------------------------------------------------------------------ input
 
@@ -132,15 +119,11 @@ class BucketJob:
         # stable sort merges); the engine orders keys itself. `take` copies: the caller's frame stays
         et = _filled(rows[EVENT_TIME])
         at = _filled(rows[ARRIVAL_TIME]) if self.replay else et
-        rows = restore_nulls(rows.take(lex_order(at, et)).reset_index(drop=True), self.masked)
-        for column in self.integral + (EVENT_TIME,) + ((ARRIVAL_TIME,) if self.replay else ()):
-            if column in rows and rows[column].dtype.kind == "f":
-                rows[column] = rows[column].astype("Int64")
-        return rows
+        return rows.take(lex_order(at, et)).reset_index(drop=True)
 
     # ------------------------------------------------------------------ output
 
-    def _panes(self, panes: pd.DataFrame, kind: bool = True) -> pd.DataFrame:
+    def _panes(self, panes: pd.DataFrame) -> pd.DataFrame:
         if not len(panes):
             return panes
         panes = panes.copy(deep=False)  # columns are replaced, never written into
@@ -148,23 +131,17 @@ class BucketJob:
         panes["is_retraction"] = retraction.astype(bool)
         if FINAL not in panes:
             panes[FINAL] = _final(panes, list(self.keys), self.plan.mode)
-        for column, how, scale in self.coerce:
-            panes[column] = _coerce(panes[column], how, scale)
-        if kind:
-            panes[KIND] = PANE
         return panes
 
-    def _dropped(self, rows: pd.DataFrame, dropped: pd.DataFrame, kind: bool = True) -> pd.DataFrame:
+    def _dropped(self, rows: pd.DataFrame, dropped: pd.DataFrame) -> pd.DataFrame:
         if not len(dropped):
             return dropped.iloc[:0]
         picked = rows.iloc[dropped["row"].to_numpy()].reset_index(drop=True)
         cols = [c for c in self.keys + self.args + (EVENT_TIME, ARRIVAL_TIME) if c in picked]
         out = picked[cols].copy()
         out[REASON] = dropped["reason"].to_numpy()
-        out[DROPPED_START] = dropped["window_start"].to_numpy()
-        out[DROPPED_END] = dropped["window_end"].to_numpy()
-        if kind:
-            out[KIND] = DROPPED
+        out[DROPPED_START] = dropped["window_start"].array
+        out[DROPPED_END] = dropped["window_end"].array
         return out
 
 
@@ -173,9 +150,9 @@ class ArrowBuckets:
     """The `mapInArrow` function of the engine path: one `BucketJob` over all batches of a partition.
 
     The Arrow batches become one pandas frame (`arrow_frame`) and the job's output one Arrow table
-    of `schema` (`BucketJob.table`). Cheaper than PySpark's pandas conversion, which converts each batch of
-    `spark.sql.execution.arrow.maxRecordsPerBatch` rows on its own, and exact for BIGINTs without
-    NULL-mask columns (measured: 2M rows handed over in 0.8 s instead of 1.0-1.3 s)."""
+    of `schema` (`BucketJob.table`). Cheaper than PySpark's pandas conversion, which converts each
+    batch of `spark.sql.execution.arrow.maxRecordsPerBatch` rows on its own, and exact (measured:
+    2M rows handed over in 0.8 s instead of 1.0-1.3 s)."""
 
     job: BucketJob
     schema: object  # pyarrow.Schema of the output (sqlflow.spark.engine_path.arrow_schema)
@@ -190,25 +167,87 @@ class ArrowBuckets:
 
 
 def arrow_frame(table) -> pd.DataFrame:
-    """An Arrow table as the pandas frame `BucketJob` takes: a BIGINT column with NULLs becomes an
-    exact nullable Int64 column (PySpark would make it float64: 2^53 + 1 would become 2^53), every
-    other column what PySpark's mapInPandas gives for these plain types (`arrow_ready`)."""
+    """An Arrow table as the pandas frame `BucketJob` takes (`engine_column`)."""
+    return pd.DataFrame({name: engine_column(column) for name, column in zip(table.column_names, table.columns)},
+                        index=pd.RangeIndex(table.num_rows))
+
+
+def engine_column(column):
+    """One Arrow column as the engine takes it (see the module doc): integers, and the integer
+    count of dates, times and day-time intervals, exact with NULLs; FLOAT/DOUBLE masked when a
+    NaN must stay apart from NULL; strings and booleans as pandas holds them; anything else
+    Arrow-backed.
+
+    >>> import pyarrow as pa
+    >>> engine_column(pa.array([1.5, float("nan"), None])).isna().tolist()
+    [False, False, True]
+    >>> engine_column(pa.array([2**53 + 1, None])).tolist()
+    [9007199254740993, <NA>]
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+    t = column.type
+    if pa.types.is_date32(t):
+        column, t = column.cast(pa.int32()), pa.int32()
+    elif pa.types.is_temporal(t) and not pa.types.is_interval(t):  # timestamps, times, durations
+        column, t = column.cast(pa.int64()), pa.int64()
+    if pa.types.is_integer(t):
+        if column.null_count:
+            values = np.asarray(column.fill_null(0)).astype(np.int64)
+            return pd.arrays.IntegerArray(values, np.asarray(column.is_null()))
+        return column.to_numpy()
+    if pa.types.is_floating(t):
+        if column.null_count and pc.any(pc.is_nan(column)).as_py():
+            return pd.arrays.FloatingArray(np.asarray(column.fill_null(0)), np.asarray(column.is_null()))
+        return column.to_numpy(zero_copy_only=False)  # NaN: a number without NULLs, NULL without NaN
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_boolean(t) or pa.types.is_null(t):
+        return column.to_pandas()
+    return pd.arrays.ArrowExtensionArray(column)
+
+
+def arrow_piece(values: pd.Series, arrow_type):
+    """An output column's values (as the engine or the input gave them) as an Arrow array of
+    `arrow_type`: Arrow-backed values as they are, masked numbers with their mask (NaN stays a
+    number), integer counts of days and microseconds as dates and timestamps, Python objects
+    exactly (None is NULL, NaN a number), plain numpy numbers with NaN as NULL.
+
+    >>> import pyarrow as pa, numpy as np
+    >>> arrow_piece(pd.Series([18000, None], dtype="Int64"), pa.date32()).to_pylist()
+    [datetime.date(2019, 4, 14), None]
+    >>> arrow_piece(pd.Series([[1.0, float("nan")], None], dtype=object), pa.list_(pa.float64())).to_pylist()
+    [[1.0, nan], None]
+    """
     import pyarrow as pa
 
-    columns = {}
-    for name, column in zip(table.column_names, table.columns):
-        if pa.types.is_int64(column.type) and column.null_count:
-            columns[name] = pd.arrays.IntegerArray(np.asarray(column.fill_null(0)), np.asarray(column.is_null()))
+    array = values.array
+    if isinstance(array, pd.arrays.ArrowExtensionArray):
+        out = array._pa_array  # noqa: SLF001  (the Arrow data, without a copy)
+        out = out.combine_chunks() if out.num_chunks != 1 else out.chunk(0)
+    elif values.dtype == object:
+        return pa.array(values.to_numpy(dtype=object), type=arrow_type, from_pandas=False)
+    elif isinstance(array, pd.api.extensions.ExtensionArray):
+        out = pa.array(array)
+    else:
+        numbers = values.to_numpy()
+        if numbers.dtype.kind == "f" and not pa.types.is_floating(arrow_type):  # NaN: NULL of an integer type
+            missing = np.isnan(numbers)
+            out = pa.array(np.where(missing, 0, numbers).astype(np.int64), mask=missing)
         else:
-            columns[name] = column.to_pandas()
-    return pd.DataFrame(columns, index=pd.RangeIndex(table.num_rows))
+            out = pa.array(numbers, from_pandas=True)
+    if out.type == arrow_type:
+        return out
+    if pa.types.is_date32(arrow_type) and pa.types.is_integer(out.type):
+        out = out.cast(pa.int32())
+    return out.cast(arrow_type, safe=not pa.types.is_floating(arrow_type))
 
 
-def _arrow_stack(parts: list, schema):
+def arrow_stack(parts: list, schema):
     """The parts ((kind, frame) for panes, dropped rows, metrics; each frame with some of the
     schema's columns) one under the other as an Arrow table: each column chunked by part, a part's
-    piece converted from its pandas column (pyarrow's pandas conversion: NaN and None are NULL,
-    as in `pa.Table.from_pandas`) or NULLs where the part lacks it, the kind column a repeated
+    piece converted by `arrow_piece` or NULLs where the part lacks it, the kind column a repeated
     string."""
     import pyarrow as pa
 
@@ -219,56 +258,11 @@ def _arrow_stack(parts: list, schema):
             if field.name == KIND:
                 pieces.append(pa.repeat(kind, len(part)).cast(field.type))
             elif field.name in part:
-                pieces.append(pa.Array.from_pandas(part[field.name], type=field.type))
+                pieces.append(arrow_piece(part[field.name], field.type))
             else:
                 pieces.append(pa.nulls(len(part), field.type))
         columns.append(pa.chunked_array(pieces, type=field.type))
     return pa.Table.from_arrays(columns, schema=schema)
-
-
-#: pandas dtypes of the output columns whose Spark type is BIGINT or BOOLEAN (`BucketJob.kinds`)
-_TYPED = {"long": "Int64", "bool": "boolean"}
-
-
-def _stack(parts: list, columns, kinds) -> pd.DataFrame:
-    """The parts (panes, dropped rows, metrics; each with some of `columns`) one under the other.
-
-    A column is stacked on its own, each part's piece (or NULLs where the part lacks it) cast to
-    the column's nullable dtype first: a pandas concat would turn an integer column next to a part
-    without it into float64 (2^53 + 1 becomes 2^53), and Arrow converts nullable integer and
-    boolean arrays without a Python object per value. Object columns get None for missing values
-    (Spark wants None for arrays and structs)."""
-    sizes = [len(p) for p in parts]
-    index = pd.RangeIndex(sum(sizes))
-    out = {}
-    for i, column in enumerate(columns):
-        dtype = _TYPED.get(kinds[i]) if i < len(kinds) else None
-        if dtype is None:  # a nullable extension column (Int64 aggregates) keeps its dtype
-            present = [p[column].dtype for p in parts if column in p]
-            if present and all(d == present[0] for d in present) and pd.api.types.is_extension_array_dtype(present[0]):
-                dtype = present[0]
-        pieces = []
-        for part, size in zip(parts, sizes):
-            if column in part:
-                piece = part[column].reset_index(drop=True)
-                pieces.append(piece.astype(dtype) if dtype is not None else piece)
-            else:
-                pieces.append(_nulls(size, dtype))
-        series = pieces[0] if len(pieces) == 1 else pd.concat(pieces, ignore_index=True)
-        if series.dtype == object and series.hasnans:
-            series = series.where(series.notna(), None)
-        out[column] = series.set_axis(index)
-    return pd.DataFrame(out, index=index)
-
-
-def _nulls(size: int, dtype) -> pd.Series:
-    """`size` NULLs of `dtype` (None: object), without a Python object per value."""
-    if dtype is None:
-        return pd.Series(np.empty(size, dtype=object))  # an empty object array holds None
-    dtype = pd.api.types.pandas_dtype(dtype)
-    if isinstance(dtype, pd.core.dtypes.dtypes.BaseMaskedDtype):  # Int64, boolean, Float64
-        return pd.Series(dtype.construct_array_type()(np.zeros(size, dtype.numpy_dtype), np.ones(size, bool)))
-    return pd.Series(np.full(size, np.nan)).astype(dtype)
 
 
 def restore_nulls(rows: pd.DataFrame, columns) -> pd.DataFrame:
@@ -298,31 +292,8 @@ def _final(panes: pd.DataFrame, keys: list[str], mode) -> np.ndarray:
         return np.ones(n, bool)
     if mode.retracting:
         raise AssertionError("in retracting mode the engine marks the final rows")
-    ident = keys + ["window_start", "window_end"]
-    frame = panes[ident + ["pane_index"]].copy()
-    frame["_row"] = np.arange(n)
-    latest = frame.groupby(ident, dropna=False, sort=False)["pane_index"].transform("max")
-    final = np.ones(n, bool)
-    final[frame["_row"].to_numpy()[frame["pane_index"].to_numpy() < latest.to_numpy()]] = False
-    return final
-
-
-def _coerce(values: pd.Series, kind: str, scale: int) -> pd.Series:
-    """An engine result column as the Spark type of the aggregate."""
-    if kind == "int":
-        if values.dtype == object:
-            return pd.Series(pd.array([None if _missing(v) else int(v) for v in values], dtype="Int64"))
-        return values.astype("Int64")
-    if kind == "float":
-        if values.dtype == object:
-            return pd.Series(pd.array([None if _missing(v) else float(v) for v in values], dtype="Float64"))
-        return values.astype("Float64")
-    if kind == "decimal":
-        quantum = decimal.Decimal(1).scaleb(-scale)
-        return pd.Series([None if _missing(v) else decimal.Decimal(v).quantize(quantum, rounding=decimal.ROUND_HALF_UP)
-                          for v in values], dtype=object)
-    return values
-
-
-def _missing(v) -> bool:
-    return v is None or v is pd.NA or (isinstance(v, float) and v != v)
+    ident = values.key_ids(panes, keys + ["window_start", "window_end"])
+    index = panes["pane_index"].to_numpy()
+    latest = np.full(int(ident.max()) + 1 if n else 0, np.iinfo(np.int64).min)
+    np.maximum.at(latest, ident, index)
+    return index >= latest[ident]

@@ -4,12 +4,13 @@ The input rows get the engine's column types (times as microseconds) and are has
 by their keys into N buckets, `pmod(hash(keys), N)` (`by_bucket`); a `BucketJob`
 (sqlflow/udfs/bucket.py) runs the engine once per partition, i.e. per bucket, on the executors.
 (`groupBy(bucket).applyInPandas` did the same after sorting every partition by bucket: 10% slower
-on benchmarks/compare.py scenario 2.) When the keys, arguments and aggregates all have plain
-types (`arrow_ready`: integers, floating point, strings, booleans), `mapInArrow` hands the job
-the partition's Arrow batches, which it turns into one pandas frame itself (`ArrowBuckets`),
-BIGINTs with NULLs exact; otherwise `mapInPandas` with PySpark's conversion, each BIGINT
-shipped with a NULL mask. The Arrow way measured 8-15% faster on scenarios 2 and 2b. Nothing is collected
-on the driver except the watermark timeline of a replay (`timeline.py`).
+on benchmarks/compare.py scenario 2.) `mapInArrow` hands the job the partition's Arrow batches,
+which it turns into one pandas frame itself (`ArrowBuckets`), exactly, for every Spark type an
+Arrow batch carries (PySpark's pandas conversion measured 8-15% slower on scenarios 2 and 2b, and
+makes BIGINTs with NULLs float64). Keys are first normalised as Spark's GROUP BY normalises them
+(`normalised_key`: -0.0 is 0.0 and every NaN the same, also inside arrays, structs and map
+values), so that equal keys hash to the same bucket. Nothing is collected on the driver except
+the watermark timeline of a replay (`timeline.py`).
 
 **Combining before the shuffle** (`lifted_rows`): bounded sessions with a static gap, a trigger
 that only fires at the end of input and aggregates that combine (COUNT, SUM of exact numbers, MIN,
@@ -25,7 +26,8 @@ and the sessions query runs about 1.35x faster). Rows without an event time skip
 as before.
 
 The result columns get Spark's types: the aggregates take the types Spark's analysis gives the
-original aggregate calls (`agg_types`), so `SUM(int)` is a BIGINT even though pandas saw floats.
+original aggregate calls (`agg_types`), and what depends on Spark's type rules (overflow, decimal
+precision, AVG of decimals) is finished by Spark on the engine's exact output (`handover.py`).
 """
 from __future__ import annotations
 
@@ -36,15 +38,9 @@ from ..engine.plan import ARRIVAL_TIME, EVENT_TIME, GAP, EnginePlan, when_column
 from ..engine.windows import registered_window_fn
 from .. import ast
 from ..engine import vectorised
+from . import handover
 from .inputs import InputRelation, agg_column
 
-#: Spark types the bucket job outputs as nullable pandas columns (udfs.bucket.BucketJob.kinds)
-_KINDS = {"LongType": "long", "BooleanType": "bool"}
-#: Spark types whose Arrow and pandas forms are plain (no time zone, no Python objects per value
-#: beyond strings): a query whose keys, arguments and aggregates all have one of them runs its
-#: bucket jobs on Arrow batches (`mapInArrow`), others on PySpark's pandas conversion
-_ARROW = {"LongType": "int64", "IntegerType": "int32", "ShortType": "int16", "ByteType": "int8",
-          "DoubleType": "float64", "FloatType": "float32", "BooleanType": "bool_", "StringType": "string"}
 #: how many input rows an engine element stands for (combined rows: see lifted_rows)
 WEIGHT = "__sqlflow_weight"
 #: aggregate kinds whose partial results combine (the engine then sums COUNTs)
@@ -69,39 +65,48 @@ class EngineRun:
     combined: bool = False  # rows were combined before the shuffle (lifted_rows)
 
 
-def _coercion(dtype) -> tuple[str, int] | None:
+def arrow_schema(schema, spark):
+    """The Arrow schema of a Spark StructType as mapInArrow wants it back: timestamps in the
+    session time zone, strings and binary as large types when Spark's
+    `spark.sql.execution.arrow.useLargeVarTypes` is on."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    large = (spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false") or "").lower() == "true"
+    return to_arrow_schema(schema, timezone=spark.conf.get("spark.sql.session.timeZone"), prefers_large_types=large)
+
+
+def normalised_key(expr: str, dtype, depth: int = 0) -> str | None:
+    """SQL for a GROUP BY key as Spark's grouping compares it (-0.0 as 0.0, every NaN the same
+    NaN, in nested values too), or None when the type has nothing to normalise.
+
+    >>> from pyspark.sql import types as T
+    >>> normalised_key("k", T.DoubleType())
+    "CASE WHEN isnan(k) THEN CAST('NaN' AS DOUBLE) WHEN k = 0 THEN CAST(0 AS DOUBLE) ELSE k END"
+    >>> print(normalised_key("k", T.ArrayType(T.FloatType())))
+    transform(k, x0 -> CASE WHEN isnan(x0) THEN CAST('NaN' AS FLOAT) WHEN x0 = 0 THEN CAST(0 AS FLOAT) ELSE x0 END)
+    >>> normalised_key("k", T.StructType([T.StructField("a", T.StringType())])) is None
+    True
+    """
     from pyspark.sql import types as T
 
-    if isinstance(dtype, (T.ByteType, T.ShortType, T.IntegerType, T.LongType)):
-        return "int", 0
     if isinstance(dtype, (T.FloatType, T.DoubleType)):
-        return "float", 0
-    if isinstance(dtype, T.DecimalType):
-        return "decimal", dtype.scale
+        t = dtype.simpleString().upper()
+        return f"CASE WHEN isnan({expr}) THEN CAST('NaN' AS {t}) WHEN {expr} = 0 THEN CAST(0 AS {t}) ELSE {expr} END"
+    if isinstance(dtype, T.ArrayType):
+        var = f"x{depth}"
+        inner = normalised_key(var, dtype.elementType, depth + 1)
+        return None if inner is None else f"transform({expr}, {var} -> {inner})"
+    if isinstance(dtype, T.MapType):  # keys stay: -0.0 and 0.0 would become one key twice
+        var = f"x{depth}"
+        inner = normalised_key(f"v{depth}", dtype.valueType, depth + 1)
+        return None if inner is None else f"transform_values({expr}, ({var}, v{depth}) -> {inner})"
+    if isinstance(dtype, T.StructType):
+        fields = [(f.name, normalised_key(f"{expr}.{_q(f.name)}", f.dataType, depth)) for f in dtype.fields]
+        if all(n is None for _, n in fields):
+            return None
+        parts = ", ".join(f"{_string(name)}, {n or f'{expr}.{_q(name)}'}" for name, n in fields)
+        return f"IF({expr} IS NULL, NULL, named_struct({parts}))"
     return None
-
-
-def arrow_ready(types) -> bool:
-    """Whether Spark types `types` all have a plain Arrow form (`_ARROW`)."""
-    return all(type(t).__name__ in _ARROW for t in types)
-
-
-def arrow_schema(schema, large_strings: bool):
-    """The Arrow schema of a Spark StructType of `_ARROW` types (strings as large_string when
-    Spark's `spark.sql.execution.arrow.useLargeVarTypes` is on: mapInArrow wants exactly its types)."""
-    import pyarrow as pa
-
-    def arrow_type(t):
-        name = _ARROW[type(t).__name__]
-        return pa.large_string() if name == "string" and large_strings else getattr(pa, name)()
-
-    return pa.schema([pa.field(f.name, arrow_type(f.dataType), True) for f in schema.fields])
-
-
-def _integral(dtype) -> bool:
-    from pyspark.sql import types as T
-
-    return isinstance(dtype, (T.ByteType, T.ShortType, T.IntegerType, T.LongType))
 
 
 def exact_bigints(columns, schema) -> tuple:
@@ -110,6 +115,11 @@ def exact_bigints(columns, schema) -> tuple:
 
     fields = {f.name: f for f in schema.fields}
     return tuple(c for c in columns if isinstance(fields[c].dataType, T.LongType) and fields[c].nullable)
+
+
+def _string(text: str) -> str:
+    """A Spark SQL string literal."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def _q(name: str) -> str:
@@ -146,28 +156,32 @@ def run_engine(ws, rel: InputRelation, raw, agg_types: list, *, buckets: int, ti
     from ..udfs.bucket import (DROPPED, DROPPED_END, DROPPED_START, FINAL, KIND, OUTPUT_COLUMNS, PANE, REASON,
                                ArrowBuckets, BucketJob)
 
+    spark = raw.sparkSession
     schema = {f.name: f.dataType for f in raw.schema.fields}
-    aggregates = tuple(Aggregate(call.kind, arg, agg_column(j), call.ignore_nulls)
-                       for j, (call, arg) in enumerate(zip(ws.calls, rel.call_args)))
+    outputs = handover.plan_outputs(ws, rel, schema, agg_types, ansi_mode=handover.ansi(spark), name=agg_column)
+    # keys as Spark's GROUP BY compares them (so equal keys share a bucket), derived arguments
+    columns = []
+    for c in raw.columns:
+        norm = normalised_key(_q(c), schema[c]) if c in rel.keys else None
+        columns.append(_q(c) if norm is None else f"{norm} AS {_q(c)}")
+    columns += [f"{sql} AS {_q(name)}" for name, sql in outputs.derived.items()]
+    raw = raw.selectExpr(*columns)
+    schema = {f.name: f.dataType for f in raw.schema.fields}
+    args = rel.args + list(outputs.derived)
     fn = ws.window
     custom = {}
     if isinstance(fn, ast.CustomWindow):
         cls = registered_window_fn(fn.name)
         if cls is not None:
             custom[fn.name.lower()] = cls
-    plan = EnginePlan(ws.windowing, aggregates, keys=tuple(rel.keys), custom_windows=custom)
+    plan = EnginePlan(ws.windowing, tuple(outputs.aggregates), keys=tuple(rel.keys), custom_windows=custom)
 
-    # Arrow batches hand BIGINTs with NULLs over exactly (udfs.bucket.arrow_frame); PySpark's pandas
-    # conversion makes them float64, so that path ships them with NULL masks (exact_bigint_exprs)
-    arrow = arrow_ready([schema[c] for c in rel.keys + rel.args] + list(agg_types))
-    lifted = lifted_rows(plan, rel, raw, schema, buckets, masks=not arrow) if liftable(plan, rel, schema) else None
+    lifted = lifted_rows(plan, rel, raw, buckets) if liftable(plan, rel, schema) else None
     if lifted is not None:
-        rows, plan, masked, extra_integral = lifted
+        rows, plan = lifted
     else:
-        masked = exact_bigints(rel.keys + rel.args, raw.schema) if not arrow else ()
-        extra_integral = ()
-        # engine input: times in microseconds; BIGINTs with a NULL mask (see exact_bigint_exprs)
-        columns = exact_bigint_exprs(rel.keys + rel.args, masked)
+        # engine input: times in microseconds
+        columns = [_q(c) for c in rel.keys + args]
         columns.append(f"unix_micros(CAST({_q(EVENT_TIME)} AS TIMESTAMP)) AS {_q(EVENT_TIME)}")
         if rel.replay:
             columns.append(f"unix_micros(CAST({_q(ARRIVAL_TIME)} AS TIMESTAMP)) AS {_q(ARRIVAL_TIME)}")
@@ -186,37 +200,22 @@ def run_engine(ws, rel: InputRelation, raw, agg_types: list, *, buckets: int, ti
     }
     fields = [T.StructField(name, bookkeeping[name], True) for name in OUTPUT_COLUMNS]
     fields += [T.StructField(k, schema[k], True) for k in rel.keys]
-    fields += [T.StructField(agg_column(j), t, True) for j, t in enumerate(agg_types)]
+    fields += [T.StructField(c, t, True) for c, t in outputs.types]
     fields += [T.StructField(a, schema[a], True) for a in rel.args]
     out_schema = T.StructType(fields)
-    coerce = tuple((agg_column(j), *_coercion(t)) for j, t in enumerate(agg_types) if _coercion(t))
-    integral = tuple(c for c in rel.keys + rel.args if _integral(schema[c])) + extra_integral
     shared = None
     if timeline is not None and len(timeline.times) > _BROADCAST_STEPS:
         try:  # once per executor process rather than inside every task's closure
-            shared = raw.sparkSession.sparkContext.broadcast(timeline)
+            shared = spark.sparkContext.broadcast(timeline)
             timeline = None
         except Exception:  # noqa: BLE001  (Spark Connect has no broadcast variables)
             shared = None
     job = BucketJob(plan, columns=tuple(out_schema.fieldNames()), keys=tuple(rel.keys), args=tuple(rel.args),
-                    integral=integral, masked=masked, coerce=coerce, timeline=timeline, p_end=p_end, replay=rel.replay,
-                    weight=WEIGHT if lifted is not None else None, shared=shared,
-                    kinds=tuple(_KINDS.get(type(f.dataType).__name__, "") for f in out_schema.fields))
+                    timeline=timeline, p_end=p_end, replay=rel.replay,
+                    weight=WEIGHT if lifted is not None else None, shared=shared)
+    output = rows.mapInArrow(ArrowBuckets(job, arrow_schema(out_schema, spark)), schema=out_schema)
 
-    if arrow:
-        large = (raw.sparkSession.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false") or "").lower() == "true"
-        output = rows.mapInArrow(ArrowBuckets(job, arrow_schema(out_schema, large)), schema=out_schema)
-    else:
-        def run_partition(batches):
-            import pandas as pd
-
-            frames = list(batches)
-            if frames:
-                yield job(None, frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True))
-
-        output = rows.mapInPandas(run_partition, schema=out_schema)
-
-    pane_columns = [_q(k) for k in rel.keys] + [_q(agg_column(j)) for j in range(len(agg_types))]
+    pane_columns = [_q(k) for k in rel.keys] + outputs.decode
     for name, kind in PANE_TYPES:
         pane_columns.append(f"timestamp_micros({_q(name)}) AS {_q(name)}" if kind == "timestamp" else _q(name))
     if ws.windowing.mode.retracting:
@@ -255,17 +254,21 @@ def liftable(plan: EnginePlan, rel: InputRelation, schema: dict) -> bool:
             return False
         if agg.kind == "sum" and isinstance(schema[agg.column], (T.FloatType, T.DoubleType)):
             return False  # combining would change the order of floating-point additions
+        dtype = schema[agg.column] if agg.column else None
+        if agg.kind == "sum" and isinstance(dtype, T.DecimalType) and dtype.precision > 28:
+            # a slice's partial sum is a DECIMAL(p + 10, s): below p = 28 no slice of fewer than
+            # 10^10 rows can overflow it (an overflowed partial would be NULL, not an overflow)
+            return False
     return True
 
 
-def lifted_rows(plan: EnginePlan, rel: InputRelation, raw, schema: dict, buckets: int, *, masks: bool = True):
+def lifted_rows(plan: EnginePlan, rel: InputRelation, raw, buckets: int):
     """The engine input with rows combined per key and gap-aligned slice of event time (module doc).
 
     The rows are hash-partitioned by bucket first, so the combining aggregate and the bucket jobs
     share that one shuffle. Rows without an event time stay single (a unique id joins their
     grouping key) and keep their argument values, so they are dropped and reported as before.
-    Returns (rows partitioned by bucket, plan over the partial columns, masked BIGINT columns,
-    integral partial columns)."""
+    Returns the rows partitioned by bucket and the plan over the partial columns."""
     from pyspark.sql import functions as F
 
     gap = plan.window.gap.micros
@@ -298,9 +301,6 @@ def lifted_rows(plan: EnginePlan, rel: InputRelation, raw, schema: dict, buckets
         *[F.expr(p) for p in partials + echoes])
     rows = combined.selectExpr(
         *keys, f"explode(IF(__hi > __lo, array({first}, {last}), array({first}))) AS __e").selectExpr(*keys, "__e.*")
-    types = {f.name: f.dataType for f in rows.schema.fields}
-    masked = exact_bigints(rel.keys + rel.args + partial_names, rows.schema) if masks else ()
-    rows = rows.selectExpr(*exact_bigint_exprs(rel.keys + rel.args + partial_names, masked), et, _q(WEIGHT))
-    integral = tuple(n for n in partial_names if _integral(types[n]))
+    rows = rows.selectExpr(*[_q(c) for c in rel.keys + rel.args + partial_names], et, _q(WEIGHT))
     lifted_plan = EnginePlan(plan.windowing, tuple(aggregates), keys=plan.keys, custom_windows=plan.custom_windows)
-    return rows, lifted_plan, masked, integral
+    return rows, lifted_plan

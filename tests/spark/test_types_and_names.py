@@ -163,9 +163,9 @@ def test_bigint_keys_and_sums_beyond_2_53_stay_exact_without_nulls(spark, one_bu
     assert got == [(BIG + 1, BIG + 1, BIG + 1), (BIG + 3, BIG + 3, BIG + 3)]
 
 
-def test_bigint_keys_beyond_2_53_stay_apart_on_the_pandas_path_too(spark, one_bucket):
-    """A DECIMAL aggregate has no plain Arrow form: the bucket jobs take PySpark's pandas
-    conversion, where BIGINTs travel with NULL masks (sqlflow/spark/engine_path.py)."""
+def test_bigint_keys_beyond_2_53_stay_apart_next_to_a_decimal(spark, one_bucket):
+    """Every type crosses to the bucket jobs as Arrow (sqlflow/udfs/bucket.py), a DECIMAL too:
+    BIGINTs with NULLs stay exact next to it (PySpark's pandas conversion made them float64)."""
     spark.sql(f"""CREATE OR REPLACE TEMP VIEW big_decimal AS SELECT * FROM VALUES
         ({BIG}L, {BIG + 1}L, 1.5BD, TIMESTAMP'2024-01-01 00:00:10'),
         ({BIG + 1}L, {BIG + 3}L, 2.25BD, TIMESTAMP'2024-01-01 00:00:20'),
@@ -173,7 +173,7 @@ def test_bigint_keys_beyond_2_53_stay_apart_on_the_pandas_path_too(spark, one_bu
         AS t(k, v, d, ts)""")
     df = sqlflow.sql(spark, "SELECT k, MAX(v) AS m, SUM(d) AS s FROM big_decimal GROUP BY k "
                             "WINDOW GLOBAL ON ts", path="engine")
-    assert "MapInPandas" in df._jdf.queryExecution().executedPlan().toString()
+    assert "MapInArrow" in df._jdf.queryExecution().executedPlan().toString()
     got = sorted((tuple(r) for r in df.select("k", "m", "s").collect()), key=lambda r: (r[0] is not None, r))
     assert [(k, m, None if s is None else str(s)) for k, m, s in got] == [
         (None, None, None), (BIG, BIG + 1, "1.50"), (BIG + 1, BIG + 3, "2.25")]

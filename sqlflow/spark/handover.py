@@ -1,0 +1,138 @@
+"""Spark's types across the engine: what the engine computes for each aggregate call, and the
+Spark SQL that turns its output into Spark's own answer.
+
+The engine computes every aggregate exactly (`sqlflow.engine.aggregates`); Spark, which already
+implements its own type rules, finishes what depends on them, on the engine's output:
+
+- SUM of integers: the engine's BIGINT total is Spark's non-ANSI answer (it wraps around); with
+  an overflow flag per pane, ANSI mode (`spark.sql.ansi.enabled`, Spark 4's default) fails with
+  Spark's ARITHMETIC_OVERFLOW error, whose query context names the call in the user's query;
+- SUM of DECIMAL(p, s): the engine's exact total (38 digits, NULL and flagged beyond), checked
+  against DECIMAL(min(38, p + 10), s) by Spark: NULL, or ARITHMETIC_OVERFLOW in ANSI mode;
+- AVG of DECIMAL(p, s): the engine's exact SUM and COUNT; Spark divides as its own Average does
+  (`CAST(try_divide(sum, CAST(count AS DECIMAL(20,0))) AS DECIMAL(p + 4, s + 4))`), so precision,
+  rounding and overflow are Spark's;
+- SUM and AVG of day-time intervals: the engine's exact microseconds; an overflow fails with
+  Spark's INTERVAL_ARITHMETIC_OVERFLOW, AVG is Spark's own interval division;
+- the variance family of a DECIMAL: Spark casts the argument to DOUBLE first, as its own
+  aggregates do.
+
+Everything else is the engine's value with Spark's result type (`udfs.bucket.arrow_piece`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..engine.aggregates import Aggregate, overflow_column
+from ..errors import SqlflowExecutionError
+
+#: the engine kinds whose argument Spark turns into a DOUBLE first
+VARIANCE_KINDS = frozenset({"stddev_samp", "stddev_pop", "var_samp", "var_pop"})
+_BIGINT_MAX = "9223372036854775807L"
+
+
+@dataclass
+class Outputs:
+    """The engine's work for the aggregate calls of one windowed SELECT."""
+
+    aggregates: list = field(default_factory=list)   # engine Aggregates
+    types: list = field(default_factory=list)        # (engine output column, Spark type)
+    decode: list = field(default_factory=list)       # SQL per call, aliased agg_column(j)
+    derived: dict = field(default_factory=dict)      # extra input column -> SQL over the input relation
+
+    @property
+    def columns(self) -> list[str]:
+        return [c for c, _ in self.types]
+
+
+def _q(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def ansi(spark) -> bool:
+    """Whether Spark's ANSI mode is on (the default of Spark 4)."""
+    return (spark.conf.get("spark.sql.ansi.enabled", "true") or "true").strip().lower() == "true"
+
+
+def overflow_error(message: str, flag: str, interval: bool = False) -> str:
+    """SQL that fails, when `flag` holds, with Spark's own overflow error (ARITHMETIC_OVERFLOW,
+    SQLSTATE 22003, or INTERVAL_ARITHMETIC_OVERFLOW, 22015), whose query context shows
+    `message`: an addition past the largest BIGINT (or interval) that Spark cannot fold away."""
+    comment = "/* " + message.replace("*/", "* /") + " */"
+    if interval:
+        return f"make_dt_interval(106751991) {comment} + make_dt_interval(CAST({flag} AS INT) * 106751991)"
+    return f"{_BIGINT_MAX} {comment} + CAST({flag} AS BIGINT)"
+
+
+def plan_outputs(ws, rel, schema: dict, agg_types: list, *, ansi_mode: bool, name) -> Outputs:
+    """The engine aggregates, output columns and decoding SQL of `ws`'s aggregate calls.
+
+    `schema`: input column -> Spark type; `agg_types`: the Spark type of each call; `name(j)`:
+    the output column of call j."""
+    from pyspark.sql import types as T
+
+    out = Outputs()
+    for j, (call, arg, result) in enumerate(zip(ws.calls, rel.call_args, agg_types)):
+        col = name(j)
+        kind = call.kind
+        arg_type = schema.get(arg)
+        where = ws.error(SqlflowExecutionError, f"{call.node.sql(dialect='spark')} overflows {result.simpleString().upper()}",
+                         "SELECT", node=call.node)
+        message = str(where).splitlines()[0]
+        if kind in VARIANCE_KINDS and not isinstance(arg_type, (T.DoubleType, T.NullType)):
+            double = f"{arg}__double"
+            out.derived[double] = f"CAST({_q(arg)} AS DOUBLE)"
+            arg = double
+        if kind == "sum" and isinstance(arg_type, T.DecimalType):
+            _decimal_sum(out, Aggregate("sum", arg, col), result, ansi_mode, message, col)
+        elif kind == "avg" and isinstance(arg_type, (T.DecimalType, T.DayTimeIntervalType)):
+            total, count = f"{col}__sum", f"{col}__count"
+            out.aggregates += [Aggregate("sum", arg, total), Aggregate("count", arg, count)]
+            if isinstance(arg_type, T.DecimalType):
+                sum_type = T.DecimalType(min(38, arg_type.precision + 10), arg_type.scale)
+                out.types += [(total, T.DecimalType(38, arg_type.scale)), (overflow_column(total), T.BooleanType()),
+                              (count, T.LongType())]
+                checked = _checked_decimal(total, sum_type, ansi_mode, message)
+                ratio = f"try_divide({checked}, CAST({_q(count)} AS DECIMAL(20,0)))"
+                out.decode.append(f"IF({_q(count)} = 0, NULL, CAST({ratio} AS {result.simpleString()})) AS {_q(col)}")
+            else:
+                out.types += [(total, arg_type), (overflow_column(total), T.BooleanType()), (count, T.LongType())]
+                flag = _q(overflow_column(total))
+                value = f"CASE WHEN {flag} THEN {overflow_error(message, flag, interval=True)} ELSE {_q(total)} END"
+                out.decode.append(f"CAST({value} / {_q(count)} AS {result.simpleString()}) AS {_q(col)}")
+        elif kind == "sum" and isinstance(arg_type, (T.ByteType, T.ShortType, T.IntegerType, T.LongType,
+                                                     T.DayTimeIntervalType)):
+            interval = isinstance(arg_type, T.DayTimeIntervalType)
+            out.aggregates.append(Aggregate("sum", arg, col))
+            out.types += [(col, result), (overflow_column(col), T.BooleanType())]
+            flag = _q(overflow_column(col))
+            if ansi_mode or interval:  # an interval sum fails in both modes, as Spark's does
+                value = f"CASE WHEN {flag} THEN {overflow_error(message, flag, interval)} ELSE {_q(col)} END"
+                out.decode.append(f"{value} AS {_q(col)}")
+            else:
+                out.decode.append(_q(col))
+        else:
+            out.aggregates.append(Aggregate(kind, arg, col, call.ignore_nulls))
+            out.types.append((col, result))
+            out.decode.append(_q(col))
+    return out
+
+
+def _decimal_sum(out: Outputs, agg: Aggregate, result, ansi_mode: bool, message: str, col: str) -> None:
+    from pyspark.sql import types as T
+
+    out.aggregates.append(agg)
+    out.types += [(col, T.DecimalType(38, result.scale)), (overflow_column(col), T.BooleanType())]
+    out.decode.append(f"{_checked_decimal(col, result, ansi_mode, message)} AS {_q(col)}")
+
+
+def _checked_decimal(column: str, dtype, ansi_mode: bool, message: str) -> str:
+    """The engine's exact DECIMAL(38, s) total as `dtype` (DECIMAL(P, s)), or Spark's overflow:
+    NULL, or the ANSI error."""
+    flag = _q(overflow_column(column))
+    value = _q(column)
+    test = flag
+    if dtype.precision < 38:  # 10^(P - s) fits in DECIMAL(38, s): the comparison is exact
+        test = f"({flag} OR abs({value}) >= CAST('1E{dtype.precision - dtype.scale}' AS DECIMAL(38,{dtype.scale})))"
+    failed = f"CAST({overflow_error(message, test)} AS {dtype.simpleString()})" if ansi_mode else "NULL"
+    return f"CASE WHEN {test} THEN {failed} ELSE CAST({value} AS {dtype.simpleString()}) END"
