@@ -60,8 +60,6 @@ FINAL = "__sqlflow_final"
 ROWS = "__sqlflow_rows"
 DROPPED_START = "__sqlflow_dropped_start"
 DROPPED_END = "__sqlflow_dropped_end"
-#: prefix of the NULL mask of a BIGINT input column (the column itself then holds 0 for NULL)
-NULL_MASK = "__sqlflow_null_"
 PANE, DROPPED, METRICS = "P", "D", "M"
 
 #: columns every job outputs besides keys, aggregates and argument values
@@ -263,17 +261,6 @@ def arrow_stack(parts: list, schema):
                 pieces.append(pa.nulls(len(part), field.type))
         columns.append(pa.chunked_array(pieces, type=field.type))
     return pa.Table.from_arrays(columns, schema=schema)
-
-
-def restore_nulls(rows: pd.DataFrame, columns) -> pd.DataFrame:
-    """Rebuild each BIGINT column of `columns` from its value (0 for NULL) and its NULL mask
-    column (dropped) as an exact nullable Int64 column."""
-    for column in columns:
-        mask = NULL_MASK + column
-        if column in rows and mask in rows:
-            values = rows[column].to_numpy(dtype=np.int64, na_value=0)
-            rows[column] = pd.arrays.IntegerArray(values, rows.pop(mask).to_numpy(dtype=bool, na_value=True))
-    return rows
 
 
 def _filled(values: pd.Series) -> np.ndarray:

@@ -49,12 +49,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from sqlflow.engine.aggregates import overflow_column
 from sqlflow.engine.panes import RETRACTION_COLUMN
 from sqlflow.engine.plan import EnginePlan
 from sqlflow.engine.keyloop import CLOSED, TOO_LATE
 from sqlflow.engine.runner import BAD_GAP, NULL_EVENT_TIME, Engine
 from sqlflow.time import NEG_INF, POS_INF
-from sqlflow.udfs.bucket import restore_nulls
 from sqlflow.udfs.pack import PACK, unpack
 
 #: columns added by the driver to the operator's input
@@ -65,6 +65,11 @@ WM_COLUMN = "__sqlflow_wm"
 WEIGHT = "__sqlflow_weight"
 #: ... and the largest event time among them (defines Spark's watermark, then dropped)
 LATEST = "__sqlflow_latest"
+
+#: prefix of the NULL mask of a BIGINT, FLOAT or DOUBLE input column (the column itself then
+#: holds 0 for NULL): PySpark's pandas conversion makes a BIGINT with NULLs float64 (2^53 + 1
+#: becomes 2^53) and a NULL DOUBLE NaN (a NaN value becomes NULL)
+NULL_MASK = "__sqlflow_null_"
 
 #: input row kinds (PACKED: a bucket's data rows in one row, udfs/pack.py)
 DATA, HEARTBEAT, FINISH, PACKED = 0, 1, 2, 3
@@ -145,7 +150,7 @@ class StreamSpec:
     input_columns: tuple[str, ...]  # engine input columns, in order
     frame_columns: tuple[str, ...] = ()  # the operator's input columns, in order
     integral_columns: tuple[str, ...] = ()  # Spark integral types: arrive as float64 when NULLs occur
-    masked_columns: tuple[str, ...] = ()  # BIGINTs shipped as value + NULL mask (udfs.bucket.restore_nulls)
+    masked_columns: tuple[str, ...] = ()  # numbers shipped as value + NULL mask (`restore_nulls`)
     shift: int = 0  # engine time = watermark-column time - shift (us)
     keep_dropped: bool = False  # emit dropped rows (KIND == DROPPED) as a side output
     weight: str | None = None  # rows were combined: this column says how many each element stands for
@@ -259,6 +264,8 @@ class BucketStep:
             out[c] = panes[c].to_numpy(dtype=object)
         for a in self.spec.plan.aggregates:
             out[a.output] = panes[a.output]
+            if a.may_overflow:  # Spark's overflow rules read it (sqlflow/spark/handover.py)
+                out[overflow_column(a.output)] = panes[overflow_column(a.output)].astype(bool)
         out[OUT_START] = panes["window_start"].astype("Int64")
         out[OUT_END] = panes["window_end"].astype("Int64")
         out[OUT_INDEX] = panes["pane_index"].astype(np.int64)
@@ -496,3 +503,23 @@ def heartbeats(n_buckets: int, fill: dict | None = None, time_column: str | None
         yield pa.RecordBatch.from_arrays(columns, schema=schema)
 
     return emit
+
+
+def restore_nulls(rows: pd.DataFrame, columns) -> pd.DataFrame:
+    """Rebuild each column of `columns` from its value (0 for NULL) and its NULL mask column
+    (dropped): an exact nullable Int64 column, or a masked float column whose NaN are numbers.
+
+    >>> rows = pd.DataFrame({"x": [2.0**53 + 1, 0.0, float("nan")], NULL_MASK + "x": [False, True, False]})
+    >>> restore_nulls(rows, ["x"])["x"].isna().tolist()
+    [False, True, False]
+    """
+    for column in columns:
+        mask = NULL_MASK + column
+        if column in rows and mask in rows:
+            null = rows.pop(mask).to_numpy(dtype=bool, na_value=True)
+            if rows[column].dtype.kind == "f":  # a FLOAT or DOUBLE (a masked BIGINT has no NULL: int64)
+                rows[column] = pd.arrays.FloatingArray(rows[column].to_numpy(dtype=np.float64), null)
+            else:
+                values = rows[column].to_numpy(dtype=np.int64, na_value=0)
+                rows[column] = pd.arrays.IntegerArray(values, null)
+    return rows

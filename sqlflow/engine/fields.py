@@ -73,13 +73,14 @@ def decimal_input(x: pd.Series, null: np.ndarray) -> tuple[np.ndarray, int]:
     through Arrow, which reads them in C++."""
     import pyarrow as pa
 
-    arr = as_arrow(x)
-    if not pa.types.is_decimal(arr.type):
-        arr = pa.array(x.to_numpy(dtype=object), from_pandas=True)
-    scale = arr.type.scale
-    if not (pa.types.is_decimal128(arr.type) and arr.type.precision <= 38):
-        arr = arr.cast(pa.decimal128(38, scale))
-    return exact.decimal_limbs(arr), scale
+    arr = as_arrow(x) if isinstance(x.dtype, pd.ArrowDtype) else None
+    if arr is None or not pa.types.is_decimal(arr.type):
+        objects = x.to_numpy(dtype=object, na_value=None)
+        scale = pa.array(objects, from_pandas=True).type.scale  # the largest scale of the values
+        arr = pa.array(objects, type=pa.decimal128(38, scale), from_pandas=True)
+    elif not pa.types.is_decimal128(arr.type):
+        arr = arr.cast(pa.decimal128(38, arr.type.scale))
+    return exact.decimal_limbs(arr), arr.type.scale
 
 
 def decimal_sums(acc: dict):

@@ -32,6 +32,7 @@ import pandas as pd
 
 from ..errors import SqlflowExecutionError
 from ..time import NEG_INF, POS_INF
+from .aggregates import overflow_column
 from .keyloop import CLOSED, DROP_CODE, TOO_LATE
 from .kernels import order_by, segment_cummax
 from .panes import EARLY, LATE, ON_TIME, RETRACTION_COLUMN, TIMING_CODE, TIMINGS
@@ -393,6 +394,8 @@ class _Batch:
                 cols[k] = kf[k].array  # keeps nullable integers exact (to_numpy would make them float)
         for agg, acc in zip(self.aggs, values):
             cols[agg.output] = agg.extract(acc).array
+            if agg.may_overflow:
+                cols[overflow_column(agg.output)] = agg.overflow(acc)
         glob = cat["start"] == NEG_INF
         cols["window_start"] = pd.arrays.IntegerArray(cat["start"].astype(_I64), glob)
         cols["window_end"] = pd.arrays.IntegerArray(cat["end"].astype(_I64), glob.copy())

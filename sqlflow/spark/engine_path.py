@@ -109,14 +109,6 @@ def normalised_key(expr: str, dtype, depth: int = 0) -> str | None:
     return None
 
 
-def exact_bigints(columns, schema) -> tuple:
-    """The nullable BIGINT columns among `columns` (`schema`: a Spark StructType)."""
-    from pyspark.sql import types as T
-
-    fields = {f.name: f for f in schema.fields}
-    return tuple(c for c in columns if isinstance(fields[c].dataType, T.LongType) and fields[c].nullable)
-
-
 def _string(text: str) -> str:
     """A Spark SQL string literal."""
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
@@ -125,23 +117,6 @@ def _string(text: str) -> str:
 def _q(name: str) -> str:
     """A column name quoted for Spark SQL."""
     return "`" + name.replace("`", "``") + "`"
-
-
-def exact_bigint_exprs(columns, masked) -> list[str]:
-    """`columns` as SQL expressions for `selectExpr`, each BIGINT of `masked` as its value with
-    NULL as 0 plus a boolean NULL mask (`udfs.bucket.NULL_MASK`): Arrow hands pandas an integer
-    column with NULLs as float64, where 2^53 and 2^53 + 1 are one number (two keys would become
-    one group). `udfs.bucket.restore_nulls` rebuilds the exact nullable column on the executor.
-    SQL text rather than `pyspark.sql.functions` calls: those are a dozen py4j round trips each."""
-    from ..udfs.bucket import NULL_MASK
-
-    out = []
-    for c in columns:
-        if c in masked:
-            out += [f"coalesce({_q(c)}, 0L) AS {_q(c)}", f"{_q(c)} IS NULL AS {_q(NULL_MASK + c)}"]
-        else:
-            out.append(_q(c))
-    return out
 
 
 def run_engine(ws, rel: InputRelation, raw, agg_types: list, *, buckets: int, timeline=None,

@@ -192,12 +192,14 @@ class Runner:
             if raw.isStreaming:  # the streaming path (sqlflow/spark/streaming/, docs/streaming.md)
                 from .streaming.sql_stage import streaming_stage
                 return streaming_stage(self, number, ws, rel, raw, finish_dir=self.finish_dir)
-            check_input_types(ws, rel, raw.schema)
+            keys_blocked = check_input_types(ws, rel, raw.schema)
             # a native rewrite without pane columns among the items needs no naming query: Spark
             # analyses the user's SELECT once, in the rewrite (`mentions_panes`)
             if choice is None or choice.path != "native" or mentions_panes(ws):
                 named = self.sql(to_spark_sql(naming_query(ws)), select, ws.position)
                 names, agg_types = names_and_types(ws, named.schema)
+            if choice is None or choice.path == "engine":  # the types may rule the engine out
+                choice = choose(ws, self.path, engine_blocked=keys_blocked)
         if choice is None:
             choice = choose(ws, self.path)
         stage = Stage(number, ws.label(), choice.path, choice.why, ws.windowing.mode.value)

@@ -44,6 +44,15 @@ class Outputs:
     def columns(self) -> list[str]:
         return [c for c, _ in self.types]
 
+    def decode_by_column(self) -> dict:
+        """{aggregate output column: its SQL} for the calls whose output Spark finishes."""
+        out = {}
+        for sql in self.decode:
+            body, _, alias = sql.rpartition(" AS ")
+            if body:
+                out[alias.strip("`").replace("``", "`")] = body
+        return out
+
 
 def _q(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
@@ -64,11 +73,13 @@ def overflow_error(message: str, flag: str, interval: bool = False) -> str:
     return f"{_BIGINT_MAX} {comment} + CAST({flag} AS BIGINT)"
 
 
-def plan_outputs(ws, rel, schema: dict, agg_types: list, *, ansi_mode: bool, name) -> Outputs:
+def plan_outputs(ws, rel, schema: dict, agg_types: list, *, ansi_mode: bool, name, rewrite: bool = True) -> Outputs:
     """The engine aggregates, output columns and decoding SQL of `ws`'s aggregate calls.
 
     `schema`: input column -> Spark type; `agg_types`: the Spark type of each call; `name(j)`:
-    the output column of call j."""
+    the output column of call j. `rewrite=False` keeps one engine aggregate per call, over the
+    call's own argument (AVG and the variance family then stay the engine's: the streaming
+    operator, whose plan Spark's native streaming aggregation may also run)."""
     from pyspark.sql import types as T
 
     out = Outputs()
@@ -79,13 +90,13 @@ def plan_outputs(ws, rel, schema: dict, agg_types: list, *, ansi_mode: bool, nam
         where = ws.error(SqlflowExecutionError, f"{call.node.sql(dialect='spark')} overflows {result.simpleString().upper()}",
                          "SELECT", node=call.node)
         message = str(where).splitlines()[0]
-        if kind in VARIANCE_KINDS and not isinstance(arg_type, (T.DoubleType, T.NullType)):
+        if rewrite and kind in VARIANCE_KINDS and not isinstance(arg_type, (T.DoubleType, T.NullType)):
             double = f"{arg}__double"
             out.derived[double] = f"CAST({_q(arg)} AS DOUBLE)"
             arg = double
         if kind == "sum" and isinstance(arg_type, T.DecimalType):
             _decimal_sum(out, Aggregate("sum", arg, col), result, ansi_mode, message, col)
-        elif kind == "avg" and isinstance(arg_type, (T.DecimalType, T.DayTimeIntervalType)):
+        elif rewrite and kind == "avg" and isinstance(arg_type, (T.DecimalType, T.DayTimeIntervalType)):
             total, count = f"{col}__sum", f"{col}__count"
             out.aggregates += [Aggregate("sum", arg, total), Aggregate("count", arg, count)]
             if isinstance(arg_type, T.DecimalType):

@@ -45,8 +45,10 @@ def to_timestamp_hint(column: str, dtype=None) -> str:
     return f"convert it in a subquery, e.g. timestamp_seconds({column}) or to_timestamp({column})"
 
 
-def check_input_types(ws: WindowedSelect, rel: InputRelation, schema) -> None:
-    """Raise a located SqlflowAnalysisError for an input column of the wrong type."""
+def check_input_types(ws: WindowedSelect, rel: InputRelation, schema) -> str | None:
+    """Raise a located SqlflowAnalysisError for an input column of the wrong type; mark the
+    aggregate calls the engine cannot compute for their argument's type (the native path runs
+    them); return why the engine cannot take the GROUP BY keys, if it cannot."""
     from pyspark.sql import types as T
 
     types = {f.name: f.dataType for f in schema.fields}
@@ -76,10 +78,12 @@ def check_input_types(ws: WindowedSelect, rel: InputRelation, schema) -> None:
             raise ws.error(SqlflowAnalysisError, f"WHEN needs a boolean predicate, {predicate.sql} is "
                            f"{_type_name(dtype)}", "TRIGGER", pos=predicate.pos,
                            hint="compare it, e.g. WHEN(x > 0)")
-    numeric = (T.NumericType, T.NullType)
+    numeric = (T.NumericType, T.NullType, T.DayTimeIntervalType)
     for call, arg in zip(ws.calls, rel.call_args):
-        if call.kind in NUMERIC_KINDS and arg is not None:
-            dtype = types[arg]
+        if arg is None or call.kind is None:
+            continue
+        dtype = types[arg]
+        if call.kind in NUMERIC_KINDS:
             if isinstance(dtype, T.StringType):
                 text = call.node.sql(dialect="spark")
                 raise ws.error(SqlflowAnalysisError,
@@ -88,6 +92,38 @@ def check_input_types(ws: WindowedSelect, rel: InputRelation, schema) -> None:
                                hint=f"cast it explicitly, e.g. {call.name}(CAST({call.arg.sql(dialect='spark')} AS DOUBLE))")
             if not isinstance(dtype, numeric):
                 call.kind, call.why_not = None, f"the sqlflow engine computes {call.name} of numbers, not {_type_name(dtype)}"
+                continue
+        carried = uncarried(dtype)
+        if carried is not None:
+            call.kind, call.why_not = None, f"the sqlflow engine cannot carry {carried} values"
+    for key, node in zip(rel.keys, ws.keys):
+        carried = uncarried(types[key])
+        if carried is not None:
+            return f"GROUP BY {node.sql(dialect='spark')}: the sqlflow engine cannot carry {carried} values"
+    return None
+
+
+def uncarried(dtype) -> str | None:
+    """The type within `dtype` that cannot cross to the engine (Arrow, and PySpark, carry neither
+    year-month nor calendar intervals), or None.
+
+    >>> from pyspark.sql import types as T
+    >>> uncarried(T.ArrayType(T.YearMonthIntervalType()))
+    'INTERVAL YEAR TO MONTH'
+    >>> uncarried(T.StructType([T.StructField("a", T.LongType())])) is None
+    True
+    """
+    from pyspark.sql import types as T
+
+    if isinstance(dtype, (T.YearMonthIntervalType, T.CalendarIntervalType)):
+        return _type_name(dtype)
+    if isinstance(dtype, T.ArrayType):
+        return uncarried(dtype.elementType)
+    if isinstance(dtype, T.MapType):
+        return uncarried(dtype.keyType) or uncarried(dtype.valueType)
+    if isinstance(dtype, T.StructType):
+        return next((u for u in (uncarried(f.dataType) for f in dtype.fields) if u is not None), None)
+    return None
 
 
 def naming_query(ws: WindowedSelect) -> exp.Select:

@@ -23,7 +23,8 @@ def build_stream(input_df: DataFrame, plan: EnginePlan, *, delay: int, buckets: 
                  native: bool | None = None, heartbeat: bool | None = None, finish_dir: str | None = None,
                  keep_dropped: bool = False, time_shift: int = 0, output_schema: T.StructType | None = None,
                  metrics_name: str = METRICS_NAME, grouping: str = "bucket",
-                 spark_drops_late: bool = False) -> PaneStream:
+                 spark_drops_late: bool = False, engine_types: dict | None = None,
+                 decode: dict | None = None) -> PaneStream:
     """Build the pane stream of `plan` over the streaming DataFrame `input_df`.
 
     - `input_df` has the engine input columns (event time as int64 microseconds, keys, aggregate
@@ -46,7 +47,10 @@ def build_stream(input_df: DataFrame, plan: EnginePlan, *, delay: int, buckets: 
     - `grouping`: "bucket" (default) or "key" (one call per key: for measurements only);
     - `spark_drops_late`: let Spark drop rows too late for all their windows before the operator
       (`lateness_shift`; counted as rows in `spark_dropped_late`) instead of shipping them to the
-      engine (counted per (row, window) in `dropped_too_late`, and returned with keep_dropped).
+      engine (counted per (row, window) in `dropped_too_late`, and returned with keep_dropped);
+    - `engine_types`, `decode`: the stateful operator's Spark types of aggregate outputs (and
+      their overflow columns) where they differ from `output_schema`'s, and the SQL that turns
+      them into it (sqlflow.spark.handover: Spark's overflow rules for SUM).
     """
     spark = input_df.sparkSession
     data = input_df.select(*engine_columns(input_df, plan))
@@ -60,7 +64,8 @@ def build_stream(input_df: DataFrame, plan: EnginePlan, *, delay: int, buckets: 
     return stateful_panes(spark, data, plan, delay=delay, buckets=buckets, heartbeat=heartbeat,
                           finish_dir=finish_dir, keep_dropped=keep_dropped, time_shift=time_shift, schema=schema,
                           metrics_name=metrics_name, grouping=grouping,
-                          shift=lateness_shift(plan) if spark_drops_late else UNBOUNDED_SHIFT)
+                          shift=lateness_shift(plan) if spark_drops_late else UNBOUNDED_SHIFT,
+                          engine_types=engine_types or {}, decode=decode or {})
 
 
 def engine_columns(df: DataFrame, plan: EnginePlan) -> list[str]:

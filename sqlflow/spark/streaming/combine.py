@@ -68,7 +68,7 @@ def combined(data: DataFrame, plan: EnginePlan) -> tuple[DataFrame, EnginePlan]:
         parts.append((name, partial, agg.column))
         aggregates.append(Aggregate(final, name, agg.output, agg.ignore_nulls))
         kind = fields[agg.column].dataType if agg.kind in ("min", "max") else T.LongType()
-        # counts are never NULL: declared so, they travel without a NULL mask (engine_path.exact_bigints)
+        # counts are never NULL: declared so, they travel without a NULL mask (stateful.masked_numbers)
         out.append(T.StructField(name, kind, partial not in ("count", "count_all")))
     out.append(T.StructField(op.WEIGHT, T.LongType(), False))
     job = Combine(group=(*plan.keys, start), time=EVENT_TIME, parts=tuple(parts), weight=op.WEIGHT,

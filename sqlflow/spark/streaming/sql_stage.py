@@ -11,12 +11,11 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ... import ast
-from ...engine.aggregates import Aggregate
 from ...engine.plan import EVENT_TIME, GAP, EnginePlan, when_column
 from ...engine.windows import registered_window_fn
 from ...errors import SqlflowSemanticError, SqlflowUnsupportedError
 from ...frontend.validate import validate
-from .. import conf
+from .. import conf, handover
 from ..inputs import agg_column
 from ..output import panes_select
 from ..pipelines import STAGE_KEY, StageLink, one_pane_per_window
@@ -59,8 +58,10 @@ def streaming_stage(runner, number: int, ws, rel, raw, *, finish_dir: str | None
         columns.append(F.unix_micros(F.timestamp_micros(F.lit(0)) + F.col(GAP)).alias(GAP))
     columns += [F.col(when_column(i)) for i in range(rel.n_when)]
     engine_input = raw.select(*columns)
-    aggregates = tuple(Aggregate(call.kind, arg, agg_column(j), call.ignore_nulls)
-                       for j, (call, arg) in enumerate(zip(ws.calls, rel.call_args)))
+    # the engine's exact sums, finished by Spark's type rules (overflow: handover.py)
+    outputs = handover.plan_outputs(ws, rel, schema, agg_types, ansi_mode=handover.ansi(runner.spark),
+                                    name=agg_column, rewrite=False)
+    aggregates = tuple(outputs.aggregates)
     custom = {}
     if isinstance(ws.window, ast.CustomWindow):
         cls = registered_window_fn(ws.window.name)
@@ -84,6 +85,7 @@ def streaming_stage(runner, number: int, ws, rel, raw, *, finish_dir: str | None
         buckets=int(buckets) if buckets else None,
         finish_dir=finish_dir or conf.get(spark, conf.STREAMING_FINISH_DIR),
         time_shift=_interval_micros(spark, shift) if shift else 0,
+        engine_types=dict(outputs.types), decode=outputs.decode_by_column(),
         metrics_name=METRICS_NAME if number == 1 else f"{METRICS_NAME}_{number}")
     if stream.operator == "stateful" and not runner.starts_query:
         check_state_store(spark, ws)

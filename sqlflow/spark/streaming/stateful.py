@@ -12,12 +12,11 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from ...engine.aggregates import overflow_column
 from ...engine.plan import EVENT_TIME, EnginePlan
 from ...time import MILLISECOND
 from ...udfs import streaming as op
-from ...udfs.bucket import NULL_MASK
 from ...udfs.pack import PACK, Pack
-from ..engine_path import arrow_ready, exact_bigint_exprs, exact_bigints
 from .combine import combinable, combined
 from .metrics import observe_input
 from .pane_stream import PaneStream
@@ -30,7 +29,8 @@ BUCKETS_PER_PARTITION = 4
 
 def stateful_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, *, delay: int, buckets, heartbeat,
                    finish_dir, keep_dropped, time_shift, schema: T.StructType, metrics_name: str,
-                   grouping: str, shift: int) -> PaneStream:
+                   grouping: str, shift: int, engine_types: dict | None = None,
+                   decode: dict | None = None) -> PaneStream:
     """The pane stream of `plan` by the stateful operator (see `build.build_stream` for the
     arguments; `shift` is the watermark column's shift, `watermark.lateness_shift`)."""
     data = observe_input(data, metrics_name, null_event_time=False)
@@ -59,15 +59,15 @@ def stateful_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, *, de
     if packed:  # one row per bucket and input partition, BIGINTs exact (udfs/pack.py)
         rows = packed_rows(spark, rows)
     else:
-        # BIGINT keys and arguments as value + NULL mask: pandas would see them as float64 (engine_path)
-        masked = exact_bigints(list(dict.fromkeys([*plan.keys, *(a.column for a in plan.aggregates if a.column)])),
-                               data.schema)
+        # BIGINT and FLOAT/DOUBLE keys and arguments as value + NULL mask (udfs.streaming.NULL_MASK)
+        masked = masked_numbers(list(dict.fromkeys([*plan.keys, *(a.column for a in plan.aggregates if a.column)])),
+                                data.schema)
         if masked:
-            rows = rows.selectExpr(*exact_bigint_exprs(rows.columns, masked))
+            rows = rows.selectExpr(*masked_number_exprs(rows.columns, masked))
     columns = rows.columns
     # control rows (heartbeats, finish) put 0 / TRUE (= NULL) in the masked BIGINTs: a NULL there
     # would turn the whole int64 column of an Arrow batch into float64 for pandas
-    fill = {**{c: 0 for c in masked}, **{NULL_MASK + c: True for c in masked}}
+    fill = {**{c: 0 for c in masked}, **{op.NULL_MASK + c: True for c in masked}}
     parts = [rows]
     heartbeat = heartbeat is not False and not by_key  # default on
     if heartbeat:
@@ -103,7 +103,7 @@ def stateful_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, *, de
         shift=time_shift, keep_dropped=keep_dropped, weight=weight,
         column_shift=time_shift + shift, delay_ms=(delay + shift) // MILLISECOND if heartbeat else None,
         packed=packed)
-    out_schema = operator_schema(spec, schema)
+    out_schema = operator_schema(spec, schema, engine_types)
     group_cols = list(plan.keys) if by_key else [op.BUCKET]
     initial = None
     if not by_key:
@@ -116,7 +116,7 @@ def stateful_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, *, de
     gauges = [F.max(op.METRIC_PREFIX + m).alias(m) for m in op.GAUGE_COLUMNS]
     live = [F.sum(op.METRIC_PREFIX + m).alias(m) for m in op.LIVE_COLUMNS]  # over the buckets
     observed = raw.observe(metrics_name, *sums, *gauges, *live)
-    pane_projection = pane_columns(spec, schema)
+    pane_projection = pane_columns(spec, schema, decode)
     panes = observed.where(F.col(op.KIND) == op.PANE).select(*pane_projection)
     dropped = dropped_projection = None
     if keep_dropped:
@@ -132,10 +132,16 @@ def stateful_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, *, de
                       pane_projection, dropped_projection)
 
 
+#: Spark types whose pandas form the operator gets alike packed or not (udfs/pack.py)
+_PLAIN = (T.LongType, T.IntegerType, T.ShortType, T.ByteType, T.DoubleType, T.FloatType, T.BooleanType,
+          T.StringType)
+
+
 def packable(schema: T.StructType) -> bool:
-    """The operator's input columns all have a plain Arrow form (`engine_path.arrow_ready`), so
-    they can travel packed (udfs/pack.py) and come out as the engine path's pandas frame."""
-    return arrow_ready([f.dataType for f in schema.fields])
+    """The operator's input columns all have a plain Arrow form, so they can travel packed
+    (udfs/pack.py) and come out as the engine path's pandas frame (`bucket.arrow_frame`: BIGINTs
+    with NULLs exact, NaN apart from NULL)."""
+    return all(isinstance(f.dataType, _PLAIN) for f in schema.fields)
 
 
 def packed_rows(spark: SparkSession, rows: DataFrame) -> DataFrame:
@@ -153,12 +159,17 @@ def packed_rows(spark: SparkSession, rows: DataFrame) -> DataFrame:
     return rows.mapInArrow(job, schema)
 
 
-def operator_schema(spec: op.StreamSpec, schema: T.StructType) -> T.StructType:
-    """The operator's output: kind, pane columns (times as int64 us), dropped-row and metric columns."""
-    by_name = {f.name: f for f in schema.fields}
+def operator_schema(spec: op.StreamSpec, schema: T.StructType, engine_types: dict | None = None) -> T.StructType:
+    """The operator's output: kind, pane columns (times as int64 us), dropped-row and metric
+    columns; an aggregate in its `engine_types` type when given (with its overflow column)."""
+    by_name = {f.name: f.dataType for f in schema.fields}
+    types = {**by_name, **(engine_types or {})}
     fields = [T.StructField(op.KIND, T.IntegerType(), False)]
-    fields += [T.StructField(k, by_name[k].dataType, True) for k in spec.plan.keys]
-    fields += [T.StructField(a.output, by_name[a.output].dataType, True) for a in spec.plan.aggregates]
+    fields += [T.StructField(k, by_name[k], True) for k in spec.plan.keys]
+    for a in spec.plan.aggregates:
+        fields.append(T.StructField(a.output, types[a.output], True))
+        if overflow_column(a.output) in types:
+            fields.append(T.StructField(overflow_column(a.output), T.BooleanType(), True))
     fields += [T.StructField(c, t, True) for c, t in (
         (op.OUT_START, T.LongType()), (op.OUT_END, T.LongType()), (op.OUT_INDEX, T.LongType()),
         (op.OUT_TIMING, T.StringType()), (op.OUT_LAST, T.BooleanType()), (op.OUT_EMIT, T.LongType()))]
@@ -169,13 +180,15 @@ def operator_schema(spec: op.StreamSpec, schema: T.StructType) -> T.StructType:
     return T.StructType(fields)
 
 
-def pane_columns(spec: op.StreamSpec, schema: T.StructType) -> list:
-    """The pane columns of `schema` from the operator's output (times back to TIMESTAMP)."""
+def pane_columns(spec: op.StreamSpec, schema: T.StructType, decode: dict | None = None) -> list:
+    """The pane columns of `schema` from the operator's output (times back to TIMESTAMP, an
+    aggregate by its `decode` SQL when given)."""
     source = {"window_start": F.timestamp_micros(F.col(op.OUT_START)),
               "window_end": F.timestamp_micros(F.col(op.OUT_END)),
               "pane_index": F.col(op.OUT_INDEX), "pane_timing": F.col(op.OUT_TIMING),
               "is_last": F.col(op.OUT_LAST), "emit_time": F.timestamp_micros(F.col(op.OUT_EMIT)),
               RETRACTION_COLUMN: F.col(op.OUT_RETRACTION) if spec.retracting else None}
+    source.update({name: F.expr(sql) for name, sql in (decode or {}).items()})
     out = []
     for f in schema.fields:
         expr = source.get(f.name)
@@ -189,3 +202,28 @@ def project_batch(raw: DataFrame, stream: PaneStream, kind: int) -> DataFrame:
     if kind == op.PANE:
         return rows.select(*stream.pane_projection)
     return rows.select(*stream.dropped_projection)
+
+
+def masked_numbers(columns, schema) -> tuple:
+    """The nullable BIGINT, FLOAT and DOUBLE columns among `columns` (`schema`: a StructType):
+    PySpark's pandas conversion would make a BIGINT with NULLs float64 and a NULL DOUBLE NaN."""
+    fields = {f.name: f for f in schema.fields}
+    numbers = (T.LongType, T.FloatType, T.DoubleType)
+    return tuple(c for c in columns if isinstance(fields[c].dataType, numbers) and fields[c].nullable)
+
+
+def masked_number_exprs(columns, masked) -> list[str]:
+    """`columns` as SQL expressions for `selectExpr`, each of `masked` as its value with NULL as 0
+    plus a boolean NULL mask (`udfs.streaming.NULL_MASK`), which `udfs.streaming.restore_nulls`
+    turns back into an exact nullable column on the executor. SQL text rather than
+    `pyspark.sql.functions` calls: those are a dozen py4j round trips each."""
+    def q(name: str) -> str:
+        return "`" + name.replace("`", "``") + "`"
+
+    out = []
+    for c in columns:
+        if c in masked:
+            out += [f"coalesce({q(c)}, 0) AS {q(c)}", f"{q(c)} IS NULL AS {q(op.NULL_MASK + c)}"]
+        else:
+            out.append(q(c))
+    return out
