@@ -198,9 +198,9 @@ def engine_column(column):
             return pd.arrays.IntegerArray(values, np.asarray(column.is_null()))
         return column.to_numpy()
     if pa.types.is_floating(t):
-        if column.null_count and pc.any(pc.is_nan(column)).as_py():
+        if pc.any(pc.is_nan(column)).as_py():  # pandas takes a NaN in a numpy column for NULL
             return pd.arrays.FloatingArray(np.asarray(column.fill_null(0)), np.asarray(column.is_null()))
-        return column.to_numpy(zero_copy_only=False)  # NaN: a number without NULLs, NULL without NaN
+        return column.to_numpy(zero_copy_only=False)  # no NaN: a NaN here is a NULL
     if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_boolean(t) or pa.types.is_null(t):
         return column.to_pandas()
     return pd.arrays.ArrowExtensionArray(column)
@@ -221,6 +221,8 @@ def arrow_piece(values: pd.Series, arrow_type):
     import pyarrow as pa
 
     array = values.array
+    if isinstance(array, pd.arrays.NumpyExtensionArray):
+        array = None  # a numpy column: NaN is NULL there (below)
     if isinstance(array, pd.arrays.ArrowExtensionArray):
         out = array._pa_array  # noqa: SLF001  (the Arrow data, without a copy)
         out = out.combine_chunks() if out.num_chunks != 1 else out.chunk(0)

@@ -1,0 +1,198 @@
+"""Issue 21's differences between the engine path and Spark, one regression test each: GROUP BY an
+ARRAY or STRUCT key, FLOAT/DOUBLE keys, DECIMAL(38,18) near 1E+20, STDDEV of two 1.0E308, and
+BIGINT SUM overflow under `spark.sql.ansi.enabled` on bounded, replayed and streaming paths, each
+against Spark's own answer (docs/semantics.md, 7.1)."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from decimal import Decimal
+
+import pytest
+from pyspark.errors import PySparkException
+
+import sqlflow
+from sqlflow.spark import streaming as S
+
+T = "TIMESTAMP'2024-01-01 00:00:01'"
+I64_MAX = 2**63 - 1
+NEAR = Decimal("99999999999999999999.999999999999999999")
+
+
+@pytest.fixture
+def ansi(spark):
+    """Set spark.sql.ansi.enabled for one test (`ansi(False)`), back to Spark 4's default after."""
+    def set_mode(on: bool):
+        spark.conf.set("spark.sql.ansi.enabled", "true" if on else "false")
+    yield set_mode
+    spark.conf.set("spark.sql.ansi.enabled", "true")
+
+
+def view(spark, name, rows, columns):
+    spark.sql(f"CREATE OR REPLACE TEMP VIEW {name} AS SELECT * FROM VALUES {', '.join(rows)} AS t({columns})")
+
+
+def rows_of(df, columns):
+    return sorted((tuple(r) for r in df.select(*columns).collect()), key=repr)
+
+
+def both_paths(spark, query):
+    return [sqlflow.sql(spark, query, path=p) for p in ("engine", "native")]
+
+
+# ------------------------------------------------------------------------------------- keys
+
+
+@pytest.mark.parametrize("window, spark_window", [
+    ("FIXED(SIZE 1m)", "window(ts, '1 minute')"),
+    ("SESSIONS(GAP 1m)", "session_window(ts, '59999999 microseconds')"),
+])
+@pytest.mark.parametrize("key", ["array", "struct", "map"])
+def test_array_struct_and_map_keys_group_as_in_spark(spark, key, window, spark_window):
+    keys = {"array": ["array(1, 2)", "array(1, 2)", "array(3)", "CAST(NULL AS ARRAY<INT>)", "array(1, NULL)"],
+            "struct": ["named_struct('a', 1, 'b', 'x')", "named_struct('a', 1, 'b', 'x')",
+                       "named_struct('a', 2, 'b', CAST(NULL AS STRING))", "CAST(NULL AS STRUCT<a: INT, b: STRING>)",
+                       "named_struct('a', CAST(NULL AS INT), 'b', 'x')"],
+            "map": ["map(1, 2, 3, 4)", "map(3, 4, 1, 2)", "map(1, 2)", "CAST(NULL AS MAP<INT, INT>)", "map(1, 3)"]}[key]
+    view(spark, "keyed", [f"({k}, {T}, {i})" for i, k in enumerate(keys)], "k, ts, v")
+    expected = rows_of(spark.sql(f"SELECT k, SUM(v) AS s, COUNT(*) AS n FROM keyed GROUP BY k, {spark_window}"),
+                       ["k", "s", "n"])
+    assert len(expected) == 4  # the first two keys are one group
+    got = sqlflow.sql(spark, f"SELECT k, SUM(v) AS s, COUNT(*) AS n FROM keyed GROUP BY k WINDOW {window} ON ts",
+                      path="engine")
+    assert rows_of(got, ["k", "s", "n"]) == expected
+    assert dict(got.dtypes)["k"] == dict(spark.table("keyed").dtypes)["k"]
+
+
+@pytest.mark.parametrize("dtype", ["FLOAT", "DOUBLE"])
+def test_float_keys_group_as_in_spark(spark, dtype):
+    # Spark normalises -0.0 to 0.0 and makes every NaN one NaN: four groups, not five or three
+    values = ["0.0", "-0.0", "'NaN'", "'-NaN'", "1.0", "NULL"]
+    view(spark, "float_keys", [f"(CAST({v} AS {dtype}), {T}, {i})" for i, v in enumerate(values)], "k, ts, v")
+    for df in both_paths(spark, "SELECT k, SUM(v) AS s FROM float_keys GROUP BY k WINDOW FIXED(SIZE 1m) ON ts"):
+        got = {("NaN" if r.k is not None and math.isnan(r.k) else r.k): r.s for r in df.collect()}
+        assert got == {0.0: 1, "NaN": 5, 1.0: 4, None: 5}
+        assert dict(df.dtypes)["k"] == dtype.lower()
+
+
+def test_a_nan_key_is_not_a_null_key(spark):
+    view(spark, "nan_null", [f"(CAST('NaN' AS DOUBLE), {T}, 1)", f"(CAST(NULL AS DOUBLE), {T}, 2)"], "k, ts, v")
+    df = sqlflow.sql(spark, "SELECT k, SUM(v) AS s FROM nan_null GROUP BY k WINDOW GLOBAL ON ts", path="engine")
+    got = sorted((r.k is None, r.s) for r in df.collect())
+    assert got == [(False, 1), (True, 2)]
+
+
+# ------------------------------------------------------------------------------------- values
+
+
+def test_decimals_near_1e20_keep_sparks_precision_and_overflow(spark, ansi):
+    view(spark, "near", [f"('a', {T}, CAST('{NEAR}' AS DECIMAL(38,18)))", f"('a', {T}, CAST(1 AS DECIMAL(38,18)))",
+                         f"('b', {T}, CAST('{NEAR}' AS DECIMAL(38,18)))"], "k, ts, v")
+    query = "SELECT k, MAX(v) AS mx, LAST(v) AS l, MIN(v) AS mn FROM near GROUP BY k WINDOW FIXED(SIZE 1m) ON ts"
+    for df in both_paths(spark, query):
+        assert rows_of(df, ["k", "mx", "mn"]) == [("a", NEAR, Decimal(1)), ("b", NEAR, NEAR)]
+        assert [t for c, t in df.dtypes if c in ("mx", "l", "mn")] == ["decimal(38,18)"] * 3
+    # SUM and AVG of 'a' overflow DECIMAL(38,18) and DECIMAL(38,22): Spark fails in ANSI mode, NULL otherwise
+    query = "SELECT k, SUM(v) AS s, AVG(v) AS m FROM near GROUP BY k WINDOW FIXED(SIZE 1m) ON ts"
+    spark_query = "SELECT k, SUM(v) AS s, AVG(v) AS m FROM near GROUP BY k, window(ts, '1 minute')"
+    for on in (True, False):
+        ansi(on)
+        if on:
+            with pytest.raises(PySparkException) as expected:
+                spark.sql(spark_query).collect()
+            for df in both_paths(spark, query):
+                with pytest.raises(PySparkException) as got:
+                    df.collect()
+                assert got.value.getSqlState() == expected.value.getSqlState() == "22003"
+        else:
+            expected = rows_of(spark.sql(spark_query), ["k", "s", "m"])
+            # AVG is a DECIMAL(38,22): 16 digits before the point, so even b's average overflows
+            assert expected == [("a", None, None), ("b", NEAR, None)]
+            for df in both_paths(spark, query):
+                assert rows_of(df, ["k", "s", "m"]) == expected
+                assert [t for c, t in df.dtypes if c in ("s", "m")] == ["decimal(38,18)", "decimal(38,22)"]
+
+
+def test_avg_of_a_decimal_rounds_as_spark_does(spark):
+    values = ["0.01", "0.02", "0.02", "-0.005", "12345678901234567.89"]
+    view(spark, "avg_dec", [f"('a', {T}, CAST('{v}' AS DECIMAL(20,2)))" for v in values], "k, ts, v")
+    expected = spark.sql("SELECT k, AVG(v) AS m, SUM(v) AS s FROM avg_dec GROUP BY k")
+    for df in both_paths(spark, "SELECT k, AVG(v) AS m, SUM(v) AS s FROM avg_dec GROUP BY k WINDOW GLOBAL ON ts"):
+        assert rows_of(df, ["k", "m", "s"]) == rows_of(expected, ["k", "m", "s"])
+        assert df.select("m", "s").dtypes == expected.select("m", "s").dtypes
+
+
+def test_stddev_of_two_1e308_is_zero(spark):
+    view(spark, "huge", [f"('a', {T}, 1.0E308D)", f"('a', {T}, 1.0E308D)", f"('b', {T}, 5.0D)"], "k, ts, v")
+    query = ("SELECT k, STDDEV(v) AS s, VARIANCE(v) AS var, STDDEV_POP(v) AS sp, VAR_POP(v) AS vp FROM huge "
+             "GROUP BY k WINDOW FIXED(SIZE 1m) ON ts")
+    expected = rows_of(spark.sql("SELECT k, STDDEV(v) AS s, VARIANCE(v) AS var, STDDEV_POP(v) AS sp, "
+                                 "VAR_POP(v) AS vp FROM huge GROUP BY k"), ["k", "s", "var", "sp", "vp"])
+    assert expected == [("a", 0.0, 0.0, 0.0, 0.0), ("b", None, None, 0.0, 0.0)]
+    for df in both_paths(spark, query):
+        assert rows_of(df, ["k", "s", "var", "sp", "vp"]) == expected
+
+
+# ------------------------------------------------------------------------------------- BIGINT overflow
+
+
+BIG_ROWS = [f"('a', TIMESTAMP'2024-01-01 00:00:0{i}', {I64_MAX}L, TIMESTAMP'2024-01-01 00:00:1{i}')" for i in (1, 2)]
+BIG_ROWS.append("('b', TIMESTAMP'2024-01-01 00:00:03', 5L, TIMESTAMP'2024-01-01 00:00:13')")
+
+
+@pytest.mark.parametrize("source", ["bounded", "replay"])
+def test_bigint_sum_overflow_follows_ansi_mode(spark, ansi, source):
+    view(spark, "big_sum", BIG_ROWS, "k, ts, v, at")
+    src = "big_sum" if source == "bounded" else "big_sum WATERMARK ts DELAY OF INTERVAL 1 SECOND ARRIVAL at"
+    on = "ON ts" if source == "bounded" else ""
+    query = f"SELECT k, SUM(v) AS s FROM {src}\nGROUP BY k WINDOW FIXED(SIZE 1m) {on}"
+    ansi(True)
+    with pytest.raises(PySparkException) as expected:
+        spark.sql("SELECT k, SUM(v) FROM big_sum GROUP BY k, window(ts, '1 minute')").collect()
+    with pytest.raises(PySparkException) as got:
+        sqlflow.sql(spark, query, path="engine").collect()
+    assert got.value.getCondition() == expected.value.getCondition() == "ARITHMETIC_OVERFLOW"
+    assert got.value.getSqlState() == "22003"
+    # Spark's message, and the call in the user's query with its line and column
+    assert str(got.value).startswith(str(expected.value).splitlines()[0])
+    assert "sqlflow: SELECT: SUM(v) overflows BIGINT (line 1, column 11)" in str(got.value)
+    ansi(False)
+    expected = rows_of(spark.sql("SELECT k, SUM(v) AS s FROM big_sum GROUP BY k, window(ts, '1 minute')"), ["k", "s"])
+    assert expected == [("a", -2), ("b", 5)]
+    assert rows_of(sqlflow.sql(spark, query, path="engine"), ["k", "s"]) == expected
+
+
+@pytest.fixture
+def stateful(spark, tmp_path):
+    keys = {S.CONF_OPERATOR: "stateful", S.CONF_BUCKETS: "1", S.CONF_FINISH_DIR: str(tmp_path / "finish")}
+    for k, v in keys.items():
+        spark.conf.set(k, v)
+    yield
+    for k in keys:
+        spark.conf.unset(k)
+
+
+@pytest.mark.parametrize("on", [True, False], ids=["ansi", "non-ansi"])
+def test_bigint_sum_overflow_on_a_stream(spark, ansi, tmp_path, stateful, on):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    rows = [{"k": "a", "v": I64_MAX, "ts": "2024-01-01T00:00:01Z"}, {"k": "a", "v": I64_MAX, "ts": "2024-01-01T00:00:02Z"},
+            {"k": "b", "v": 5, "ts": "2024-01-01T00:00:03Z"}]
+    (folder / "part-0.json").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    os.utime(folder / "part-0.json", (time.time() - 100, time.time() - 100))
+    spark.readStream.schema("k STRING, v BIGINT, ts TIMESTAMP").json(str(folder)).createOrReplaceTempView("big_stream")
+    ansi(on)
+    df = sqlflow.sql(spark, "SELECT k, SUM(v) AS s FROM big_stream WATERMARK ts DELAY OF INTERVAL 1 SECOND "
+                            "GROUP BY k WINDOW FIXED(SIZE 1m)")
+    name = f"big_stream_out_{int(on)}"
+    if on:
+        with pytest.raises(Exception) as failed:
+            S.start(df, format="memory", query_name=name, available_now=True, finish=True)
+        text = str(failed.value)
+        assert "ARITHMETIC_OVERFLOW" in text and "SUM(v) overflows BIGINT" in text
+        assert "PYTHON_EXCEPTION" not in text  # Spark's error, not a Python worker's traceback
+    else:
+        S.start(df, format="memory", query_name=name, available_now=True, finish=True)
+        assert rows_of(spark.table(name), ["k", "s"]) == [("a", -2), ("b", 5)]
