@@ -17,6 +17,13 @@ operator's metrics count. pyarrow groups the batch: no Python work per row.
 >>> out.to_pydict()
 {'k': [1, 2, None, None], 's': [0, 0, 0, None], 't': [5, 5, 1, None], 'n': [2, 1, 1, 1], 'total': [10, 3, 4, 6], 'top': [10, 3, 4, 6], 'w': [2, 1, 1, 1]}
 
+A batch whose sums could leave BIGINT stays row by row (pyarrow's sum would wrap around where
+Spark's ANSI mode fails; the engine tells the overflow from the rows):
+
+>>> big = pa.record_batch({"k": [1, 1], "t": [5, 7], "s": [0, 0], "v": [2**62, 2**62]})
+>>> pa.Table.from_batches(list(job(iter([big])))).to_pydict()["total"]
+[4611686018427387904, 4611686018427387904]
+
 `latest` also keeps the largest event time (Spark's watermark is the max over its column):
 
 >>> job = Combine(group=("k", "s"), time="t", parts=(), weight="w", latest="last")
@@ -29,6 +36,8 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from sqlflow.engine.exact import bigint_sums_fit
 
 
 @dataclass(frozen=True)
@@ -44,6 +53,9 @@ class Combine:
         if not batches:
             return
         table = pa.Table.from_batches(batches)
+        if not self._exact(table):
+            yield from self._single(table).to_batches()
+            return
         specs = [(self.time, "min"), ([], "count_all")]
         names = [self.time, self.weight]
         if self.latest is not None:
@@ -68,3 +80,30 @@ class Combine:
         order = [c for c in cols if c != self.weight] + [self.weight]
         out = pa.table({c: cols[c] for c in order})
         yield from out.to_batches()
+
+    def _exact(self, table) -> bool:
+        """Whether pyarrow's partial sums are exact: no sum of a batch's values can leave int64
+        (it would wrap around, and the engine could no longer tell Spark's overflow)."""
+        for _, fn, column in self.parts:
+            if fn == "sum":
+                values = table.column(column)
+                if values.null_count < len(values) and not bigint_sums_fit(values.drop_null().to_numpy()):
+                    return False
+        return True
+
+    def _single(self, table):
+        """Every row its own element (weight 1): for a batch whose values are too large to sum."""
+        n = table.num_rows
+        cols = {g: table.column(g) for g in self.group if g not in (self.time, self.weight)}
+        cols[self.time] = table.column(self.time)
+        if self.latest is not None:
+            cols[self.latest] = table.column(self.time)
+        for out, fn, column in self.parts:
+            if fn == "count_all":
+                cols[out] = pa.repeat(1, n).cast(pa.int64())
+            elif fn == "count":
+                cols[out] = pc.cast(table.column(column).is_valid(), pa.int64())
+            else:
+                cols[out] = table.column(column)
+        cols[self.weight] = pa.repeat(1, n).cast(pa.int64())
+        return pa.table(cols)

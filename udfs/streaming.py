@@ -165,8 +165,10 @@ class StreamSpec:
         return self.plan.mode.retracting
 
     def output_columns(self) -> list[str]:
-        cols = [KIND, *self.plan.keys, *(a.output for a in self.plan.aggregates),
-                OUT_START, OUT_END, OUT_INDEX, OUT_TIMING, OUT_LAST, OUT_EMIT]
+        cols = [KIND, *self.plan.keys]
+        for a in self.plan.aggregates:
+            cols += [a.output, overflow_column(a.output)] if a.may_overflow else [a.output]
+        cols += [OUT_START, OUT_END, OUT_INDEX, OUT_TIMING, OUT_LAST, OUT_EMIT]
         if self.retracting:
             cols.append(OUT_RETRACTION)
         cols += [OUT_EVENT_TIME, OUT_REASON]

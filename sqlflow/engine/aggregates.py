@@ -167,7 +167,7 @@ class Aggregate:
                     "cnt": cnt}
         if k in ("sum", "avg"):
             s = fields.sum_values(x, null, k == "avg")
-            if k == "sum" and s.dtype == np.int64:
+            if k == "sum" and s.dtype == np.int64 and not exact.bigint_sums_fit(s):
                 return {"s": s, "hb": s >> 32, "cnt": cnt}
             return {"s": s, "cnt": cnt}
         if k in ("min", "max"):
@@ -243,8 +243,11 @@ class Aggregate:
             else:
                 out = _reduce(s, grouping, n_groups, np.add, 0)
             merged = {"s": out, "cnt": _reduce(acc["cnt"], grouping, n_groups, np.add, 0)}
-            if "hb" in acc:
-                merged["hb"] = _reduce(acc["hb"], grouping, n_groups, np.add, 0)
+            hb = acc.get("hb")
+            if hb is None and k == "sum" and s.dtype == np.int64 and not exact.bigint_sums_fit(s):
+                hb = s >> 32  # exact totals until now: their upper bits tell the new ones
+            if hb is not None:
+                merged["hb"] = _reduce(hb, grouping, n_groups, np.add, 0)
             return merged
         if k in ("min", "max"):
             v = acc["v"]

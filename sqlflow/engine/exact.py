@@ -4,10 +4,11 @@ Spark's SUM of BIGINTs wraps around in non-ANSI mode and fails in ANSI mode (Spa
 its SUM of DECIMAL(p, s) is exact up to the 38 digits of DECIMAL(min(38, p + 10), s), then NULL
 (or an error in ANSI mode). The engine sums with numpy int64 arithmetic only:
 
-- a BIGINT sum keeps its wrapped total `s` and `hb`, the sum of each value's upper 32 bits
-  (`v >> 32`, exact for fewer than 2^31 values). The true total T lies in
-  `[hb * 2^32, (hb + n) * 2^32)`, so it fits in 64 bits exactly when `hb` and `s >> 32` are
-  less than 2^31 apart (`bigint_overflow`);
+- a BIGINT sum keeps its wrapped total `s` and, once its values are large enough for a sum of
+  them to overflow (`bigint_sums_fit`), `hb`, the sum of each value's upper 32 bits (`v >> 32`,
+  exact for fewer than 2^31 values). The true total T lies in `[hb * 2^32, (hb + n) * 2^32)`,
+  so it fits in 64 bits exactly when `hb` and `s >> 32` are less than 2^31 apart
+  (`bigint_overflow`);
 - a decimal is its unscaled 128-bit integer, as four 32-bit limbs (the Arrow decimal128 layout),
   each summed on its own in int64 (exact for fewer than 2^31 values) and carried at the end.
 
@@ -33,6 +34,19 @@ import numpy as np
 _LOW = np.int64(0xFFFFFFFF)
 #: 10^38: the first unscaled value a DECIMAL(38, s) cannot hold
 _TEN_38 = 10**38
+
+
+def bigint_sums_fit(values: np.ndarray) -> bool:
+    """Whether no sum of any of these int64 values can leave the int64 range (all of them
+    together stay below 2^62 in magnitude): the common case, where `hb` is not needed.
+
+    >>> bigint_sums_fit(np.array([1, -99, 5])), bigint_sums_fit(np.array([2**62, 1]))
+    (True, False)
+    """
+    if len(values) == 0:
+        return True
+    biggest = max(float(values.max()), -float(values.min()))
+    return biggest * len(values) < 2.0**62
 
 
 def bigint_overflow(s: np.ndarray, hb: np.ndarray) -> np.ndarray:

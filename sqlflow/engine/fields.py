@@ -119,13 +119,14 @@ def no_decimal(part: dict) -> dict:
 
 
 def upper_bits(parts: list[dict]) -> list[dict]:
-    """Integer sum tables, each with its `hb` field (`exact.py`): from `s >> 32` where a table
-    has none (its sums are exact: floor(T / 2^32) is then within its bounds); floating-point
-    sums have none."""
+    """Integer sum tables, all with an `hb` field (`exact.py`) when one has it: from `s >> 32`
+    where a table has none (its sums are exact: floor(T / 2^32) is then within its bounds);
+    floating-point sums have none."""
+    wanted = any("hb" in p for p in parts)
     out = []
     for p in parts:
         if p["s"].dtype == np.int64:
-            if "hb" not in p:
+            if wanted and "hb" not in p:
                 p = {**p, "hb": p["s"] >> 32}
         elif "hb" in p:
             p = {f: a for f, a in p.items() if f != "hb"}

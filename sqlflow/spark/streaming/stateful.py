@@ -168,7 +168,7 @@ def operator_schema(spec: op.StreamSpec, schema: T.StructType, engine_types: dic
     fields += [T.StructField(k, by_name[k], True) for k in spec.plan.keys]
     for a in spec.plan.aggregates:
         fields.append(T.StructField(a.output, types[a.output], True))
-        if overflow_column(a.output) in types:
+        if a.may_overflow:  # every SUM says where it overflowed (udfs.streaming.StreamSpec.output_columns)
             fields.append(T.StructField(overflow_column(a.output), T.BooleanType(), True))
     fields += [T.StructField(c, t, True) for c, t in (
         (op.OUT_START, T.LongType()), (op.OUT_END, T.LongType()), (op.OUT_INDEX, T.LongType()),
