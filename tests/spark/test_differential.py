@@ -29,7 +29,9 @@ from __future__ import annotations
 import datetime as dt
 import math
 import os
+import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -37,7 +39,8 @@ from hypothesis import strategies as st
 
 import sqlflow
 
-EXAMPLES = int(os.environ.get("SQLFLOW_DIFFERENTIAL_EXAMPLES", "12"))
+CI_EXAMPLES = 12
+EXAMPLES = int(os.environ.get("SQLFLOW_DIFFERENTIAL_EXAMPLES", str(CI_EXAMPLES)))
 TIME_ZONES = ("UTC", "America/Los_Angeles")
 #: around the two DST changes of 2024 in Los Angeles (UTC microseconds): 2024-03-10 10:00 UTC
 #: (02:00 local becomes 03:00) and 2024-11-03 09:00 UTC (02:00 local becomes 01:00 again)
@@ -385,3 +388,12 @@ REGRESSIONS = {
 @pytest.mark.parametrize("name", list(REGRESSIONS))
 def test_regressions(spark, name):
     check(spark, REGRESSIONS[name])
+
+
+def test_the_release_run_is_documented(repo_root):
+    """docs/bounded-execution.md's command for the long run sets the variable this module reads."""
+    text = (repo_root / "docs" / "bounded-execution.md").read_text(encoding="utf-8")
+    command = re.search(r"^(\w+)=(\d+) python -m pytest (\S+)$", text, re.M)
+    assert command is not None
+    assert command.group(1) == "SQLFLOW_DIFFERENTIAL_EXAMPLES" and int(command.group(2)) > CI_EXAMPLES
+    assert (repo_root / command.group(3)).resolve() == Path(__file__).resolve()
