@@ -224,7 +224,7 @@ def arrow_piece(values: pd.Series, arrow_type):
     if isinstance(array, pd.arrays.NumpyExtensionArray):
         array = None  # a numpy column: NaN is NULL there (below)
     if isinstance(array, pd.arrays.ArrowExtensionArray):
-        out = array._pa_array  # noqa: SLF001  (the Arrow data, without a copy)
+        out = array._pa_array  # the Arrow data, without a copy
         out = out.combine_chunks() if out.num_chunks != 1 else out.chunk(0)
     elif values.dtype == object:
         return pa.array(values.to_numpy(dtype=object), type=arrow_type, from_pandas=False)

@@ -227,10 +227,10 @@ class Aggregate:
         if k in ("count_star", "count"):
             return {"cnt": _reduce(acc["cnt"], grouping, n_groups, np.add, 0)}
         if "d0" in acc:  # decimal sum: limbs add up, every row has the column's scale
-            out = {f: _reduce(acc[f], grouping, n_groups, np.add, 0) for f in DECIMAL_LIMBS}
-            out["scale"] = _reduce(acc["scale"], grouping, n_groups, np.maximum, -1)
-            out["cnt"] = _reduce(acc["cnt"], grouping, n_groups, np.add, 0)
-            return out
+            limbs = {f: _reduce(acc[f], grouping, n_groups, np.add, 0) for f in DECIMAL_LIMBS}
+            limbs["scale"] = _reduce(acc["scale"], grouping, n_groups, np.maximum, -1)
+            limbs["cnt"] = _reduce(acc["cnt"], grouping, n_groups, np.add, 0)
+            return limbs
         if k in ("sum", "avg"):
             s = acc["s"]
             if s.dtype == object:  # AVG of Python Decimals: exact (Spark's decimals have 38 digits)

@@ -187,7 +187,7 @@ def unify(parts: list[dict], field: str, kind: str) -> list[dict]:
             has = p["cnt"] > 0
             if isinstance(target, np.dtype):
                 w = np.full(len(v), identity, dtype=target)
-                w[has] = np.asarray(v[has], dtype=object if target == object else None).astype(target)
+                w[has] = np.asarray(v[has], dtype=object if target.kind == "O" else None).astype(target)
             else:  # Arrow-backed values: rows without a value become NULLs of that type
                 w = pd.array([None] * len(v), dtype=target)
                 if has.any():

@@ -46,7 +46,7 @@ def as_arrow(values):
     if isinstance(values, pd.Series):
         values = values.array
     if isinstance(values, pd.arrays.ArrowExtensionArray):
-        return as_arrow(values._pa_array)  # noqa: SLF001  (the Arrow data, without a copy)
+        return as_arrow(values._pa_array)  # the Arrow data, without a copy
     if isinstance(values, pd.api.extensions.ExtensionArray):
         # masked numbers and booleans: pyarrow keeps NaN a number and takes NULLs from the mask
         return pa.array(values)
