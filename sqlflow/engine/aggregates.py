@@ -192,9 +192,11 @@ class Aggregate:
                 "v": x.to_numpy(dtype=object, na_value=None),  # a NaN stays a number where it is one
                 "has": usable.astype(np.int64),
             }
-        # variance family: (n, mean, m2)
+        # variance family: (n, mean, m2), and the range of the values (lo, hi) that tells when
+        # their differences leave DOUBLE (_merge_moments)
         v = pd.to_numeric(x, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
-        return {"n": cnt.astype(np.float64), "mean": np.where(null, 0.0, v), "m2": np.zeros(n)}
+        return {"n": cnt.astype(np.float64), "mean": np.where(null, 0.0, v), "m2": np.zeros(n),
+                "lo": np.where(null, np.inf, v), "hi": np.where(null, -np.inf, v)}
 
     # ------------------------------------------------------------------ concat
 
@@ -393,7 +395,11 @@ def _merge_moments(acc: dict, grouping: Grouping, n_groups: int) -> dict:
     """(n, mean, m2) of the variance family merged per group, without overflow or cancellation:
     every group is shifted by the mean of one of its rows, so equal values give exactly 0 (two
     DOUBLEs of 1e308 have no spread, and their sum is never formed) and a large common offset
-    costs no precision. Rows without values (n = 0) take no part."""
+    costs no precision. Rows without values (n = 0) take no part.
+
+    A group whose values lie further apart than the largest DOUBLE (1e308 and -1e308) has a NaN
+    m2, whatever the order of its rows: no DOUBLE holds their difference, and Spark's moments
+    turn NaN when they form it (docs/semantics.md 7.1). Its values' range (lo, hi) tells."""
     group = grouping.group
     n_row, mean_row, m2_row = acc["n"], acc["mean"], acc["m2"]
     has = n_row > 0
@@ -402,11 +408,16 @@ def _merge_moments(acc: dict, grouping: Grouping, n_groups: int) -> dict:
     n = _reduce(n_row, grouping, n_groups, np.add, 0.0)
     safe_n = np.where(n > 0, n, 1.0)
     weight = np.where(has, n_row / safe_n[group], 0.0)
-    offset = np.where(has, mean_row - shift[group], 0.0)
-    mean = shift + _reduce(weight * offset, grouping, n_groups, np.add, 0.0)
-    dev = np.where(has, mean_row - mean[group], 0.0)
-    m2 = _reduce(np.where(has, m2_row + n_row * dev * dev, 0.0), grouping, n_groups, np.add, 0.0)
-    return {"n": n, "mean": np.where(n > 0, mean, 0.0), "m2": m2}
+    lo = _reduce(acc.get("lo", np.where(has, mean_row, np.inf)), grouping, n_groups, np.minimum, np.inf)
+    hi = _reduce(acc.get("hi", np.where(has, mean_row, -np.inf)), grouping, n_groups, np.maximum, -np.inf)
+    with np.errstate(over="ignore", invalid="ignore"):
+        wide = np.isfinite(hi) & np.isfinite(lo) & np.isinf(hi - lo)
+        offset = np.where(has & ~wide[group], mean_row - shift[group], 0.0)
+        mean = shift + _reduce(weight * offset, grouping, n_groups, np.add, 0.0)
+        dev = np.where(has, mean_row - mean[group], 0.0)
+        m2 = _reduce(np.where(has, m2_row + n_row * dev * dev, 0.0), grouping, n_groups, np.add, 0.0)
+    m2[wide] = np.nan
+    return {"n": n, "mean": np.where(n > 0, mean, 0.0), "m2": m2, "lo": lo, "hi": hi}
 
 
 def _clip(a: np.ndarray) -> np.ndarray:

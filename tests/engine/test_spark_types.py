@@ -157,6 +157,22 @@ def test_the_variance_family_is_stable(values, kind, batches):
         assert got == pytest.approx(expected, rel=1e-12)
 
 
+@pytest.mark.parametrize("values", [[1e308, -1e308], [1e308, 0.0, -1e308], [-1e308, 5.0, 1e308, 1e308]])
+@pytest.mark.parametrize("batches", [1, 2, 3])
+def test_values_further_apart_than_the_largest_double_have_a_nan_variance(values, batches):
+    # no DOUBLE holds their difference: NaN in any order, as Spark's moments when they form it
+    for kind in ("var_samp", "var_pop", "stddev_samp", "stddev_pop"):
+        agg = Aggregate(kind, "x", "out")
+        for order in (values, values[::-1]):
+            partials = []  # each batch merged into one row first, as panes and micro-batches are
+            for idx in np.array_split(np.arange(len(order)), min(batches, len(order))):
+                acc = agg.create(pd.DataFrame({"x": [order[i] for i in idx]}), np.arange(len(idx)),
+                                 np.zeros(len(idx), np.int64))
+                partials.append(agg.merge(acc, np.zeros(len(idx), np.int64), 1))
+            acc = agg.merge(agg.concat(partials), np.zeros(len(partials), np.int64), 1)
+            assert math.isnan(agg.extract(acc).tolist()[0]), (kind, order, batches)
+
+
 def test_the_variance_of_infinities_and_nan_is_nan():
     assert math.isnan(merged("stddev_samp", [math.inf, 1.0])[0])
     assert math.isnan(merged("var_pop", [math.inf, math.inf])[0])
