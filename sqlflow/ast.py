@@ -20,7 +20,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Union
 
-from .time import format_duration
+from .time import POS_INF, format_duration
 
 
 @dataclass(frozen=True)
@@ -145,8 +145,9 @@ class Watermark:
 
 @dataclass(frozen=True)
 class Period:
-    """Fires once, at the first processing-time boundary k * `period` (aligned to the epoch) at or
-    after the arrival of the first element it sees since it started (the paper's AtPeriod).
+    """Fires once, at the first processing-time boundary k * `period` + `offset` (aligned to the
+    epoch, shifted by the offset: Beam's alignedTo) at or after the arrival of the first element
+    it sees since it started (the paper's AtPeriod).
 
     An element arriving exactly on a boundary fires at that boundary, in that pane; one arriving
     just after waits for the next. In REPEAT(PERIOD d) the next firing is armed by the next
@@ -155,6 +156,7 @@ class Period:
     """
 
     period: Duration
+    offset: Duration = Duration(0)
     pos: Position | None = _pos()
 
 
@@ -322,18 +324,40 @@ class AccumulationMode(enum.Enum):
 
 @dataclass(frozen=True)
 class Emit:
-    """`EMIT DISCARDING | ACCUMULATING | ACCUMULATING AND RETRACTING`."""
+    """`EMIT <mode> [ON TIME ALWAYS] [CLOSING ALWAYS]`.
+
+    By default a firing emits a pane only when the window received input since its last pane.
+    `on_time_always`: the firing when the watermark passes the window's end emits its ON_TIME pane
+    even without new input (Beam's OnTimeBehavior.FIRE_ALWAYS, Beam's default); `closing_always`:
+    the window's closing (its trigger finishing, or its expiry) emits a last pane even without new
+    input, so every window ends with an `is_last` pane (Beam's ClosingBehavior.FIRE_ALWAYS).
+    """
 
     mode: AccumulationMode
+    on_time_always: bool = False
+    closing_always: bool = False
+    pos: Position | None = _pos()
+
+
+@dataclass(frozen=True)
+class Unbounded:
+    """`UNBOUNDED`: no horizon (the paper's section 2.3 without garbage collection)."""
+
     pos: Position | None = _pos()
 
 
 @dataclass(frozen=True)
 class AllowedLateness:
-    """`ALLOWED LATENESS d`: window state is kept until the watermark passes end + d."""
+    """`ALLOWED LATENESS d`: window state is kept until the watermark passes end + d.
+    `ALLOWED LATENESS UNBOUNDED`: until the end of input (the watermark reaches +inf)."""
 
-    lateness: Duration
+    lateness: Union[Duration, Unbounded]
     pos: Position | None = _pos()
+
+    @property
+    def micros(self) -> int:
+        """The lateness in microseconds; +inf when unbounded."""
+        return POS_INF if isinstance(self.lateness, Unbounded) else self.lateness.micros
 
 
 @dataclass(frozen=True)
@@ -357,7 +381,16 @@ class Windowing:
 
     @property
     def lateness_micros(self) -> int:
-        return self.allowed_lateness.lateness.micros if self.allowed_lateness is not None else 0
+        """Allowed lateness in microseconds: 0 by default, +inf for UNBOUNDED."""
+        return self.allowed_lateness.micros if self.allowed_lateness is not None else 0
+
+    @property
+    def on_time_always(self) -> bool:
+        return self.emit is not None and self.emit.on_time_always
+
+    @property
+    def closing_always(self) -> bool:
+        return self.emit is not None and self.emit.closing_always
 
 
 # --------------------------------------------------------------------------- sources

@@ -25,7 +25,7 @@ from .. import ast
 from ..errors import SqlflowError, SqlflowSemanticError, SqlflowSyntaxError
 from ..grammar import START_RULES, grammar_text
 from ..time import parse_duration
-from . import intervals, limits, sqlexpr, suggest, syntax_errors
+from . import intervals, limits, printer, sqlexpr, suggest, syntax_errors
 from .scan import PUNCT, scan
 from .source import Source
 
@@ -167,11 +167,12 @@ class _ToAst(Transformer_NonRecursive):
                              seen.get("ALLOWED LATENESS"), seen.get("EMIT"), pos=self._pos(meta))
 
     def _repeated(self, name: str, first, second) -> SqlflowError:
-        if name == "EMIT" and first.mode != second.mode:
+        if name == "EMIT" and first != second:
             return self.source.error_at(
                 SqlflowSemanticError,
-                f"EMIT {second.mode.value} contradicts the earlier EMIT {first.mode.value}",
-                second.pos, clause=name, hint="a query has one accumulation mode")
+                f"EMIT {printer.emit_text(second)} contradicts the earlier EMIT {printer.emit_text(first)}",
+                second.pos, clause=name, hint="a query has one accumulation mode" if first.mode != second.mode
+                else "a query has one EMIT clause: write its options in it")
         hints = {"WINDOW": "a SELECT has one window function; to window twice, window the result "
                            "of a subquery",
                  "TRIGGER": "combine triggers in one clause with SEQUENCE, FIRST_OF or ALL_OF"}
@@ -193,8 +194,18 @@ class _ToAst(Transformer_NonRecursive):
     def allowed_lateness(self, meta, children):
         return ast.AllowedLateness(children[0], pos=self._pos(meta))
 
+    def unbounded(self, meta, _):
+        return ast.Unbounded(pos=self._pos(meta))
+
     def emit(self, meta, children):
-        return ast.Emit(children[0], pos=self._pos(meta))
+        mode, on_time, closing = children
+        return ast.Emit(mode, on_time is not None, closing is not None, pos=self._pos(meta))
+
+    def on_time_always(self, meta, _):
+        return True
+
+    def closing_always(self, meta, _):
+        return True
 
     def discarding(self, meta, _):
         return ast.AccumulationMode.DISCARDING
@@ -273,7 +284,8 @@ class _ToAst(Transformer_NonRecursive):
         return ast.WatermarkPercentile(float(children[0]), pos=self._pos(meta))
 
     def period(self, meta, children):
-        return ast.Period(children[0], pos=self._pos(meta))
+        period, offset = children
+        return ast.Period(period, offset or ast.Duration(0), pos=self._pos(meta))
 
     def delay(self, meta, children):
         return ast.Delay(children[0], pos=self._pos(meta))
@@ -423,6 +435,7 @@ def qualified_name(parts) -> str:
     >>> qualified_name(["e", "`event_time`"]), qualified_name(["`event time`"]), qualified_name(["`order`"])
     ('e.event_time', '`event time`', '`order`')
     """
+    from .keywords import OPTION_WORDS
     from .locate import SQL_WORDS
 
     out = []
@@ -431,7 +444,7 @@ def qualified_name(parts) -> str:
         if part.startswith("`"):
             part = part[1:-1].replace("``", "`")
         simple = _SIMPLE_NAME.match(part) and part.upper() not in SQL_WORDS \
-            and part.upper() not in suggest.KEYWORDS
+            and (part.upper() not in suggest.KEYWORDS or part.upper() in OPTION_WORDS)
         out.append(part if simple else "`" + part.replace("`", "``") + "`")
     return ".".join(out)
 

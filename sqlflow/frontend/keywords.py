@@ -106,6 +106,10 @@ TRIGGER_STARTS = starts("trigger")
 EMIT_MODES = starts("accumulation_mode")
 #: the watermark models of a source's WATERMARK clause
 WATERMARK_MODELS = starts("watermark_model")
+#: the words of the options after EMIT's mode and of ALLOWED LATENESS UNBOUNDED: they follow only
+#: a keyword, never stand where a name may, so a column may be named `time` without quotes
+OPTION_WORDS = frozenset(k.upper() for r in ("on_time_always", "closing_always", "unbounded")
+                         for k in _KEYWORD.findall(_RULES[r])) - {"ON"}
 
 
 def _interval_units() -> frozenset[str]:

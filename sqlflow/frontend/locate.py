@@ -163,12 +163,30 @@ def _tail_end(tokens: list[Token], i: int) -> int:
                 break
             depth -= 1
         elif depth == 0 and tok.kind == WORD and not _after_dot(tokens, j):
-            if tok.upper in TAIL_END and not _is(tokens, j + 1, "("):
+            if tok.upper in TAIL_END and not _is(tokens, j + 1, "(") and not _period_offset(tokens, j):
                 break
             if tok.upper == "WINDOW" and _word(tokens, j + 2) == "AS":  # Spark's named window
                 break
         j += 1
     return j
+
+
+def _period_offset(tokens: list[Token], j: int) -> bool:
+    """OFFSET at token j is our `PERIOD d OFFSET o`: a duration follows (`30s`, `INTERVAL ...`),
+    where Spark's OFFSET takes a row count.
+
+    >>> from sqlflow.frontend.scan import scan
+    >>> [_period_offset(scan(q), 2) for q in ("PERIOD 1m OFFSET 30s", "LIMIT 5 OFFSET 10", "PERIOD 1m OFFSET -5s")]
+    [True, False, True]
+    """
+    if _is(tokens, j + 1, "-"):  # a negative duration: ours, so validation reports it
+        j += 1
+    nxt = tokens[j + 1] if j + 1 < len(tokens) else None
+    if nxt is None:
+        return False
+    if nxt.kind == WORD:
+        return nxt.upper == "INTERVAL"
+    return nxt.kind == NUMBER and not nxt.text.replace(".", "").isdigit()
 
 
 def _starts_source(tokens: list[Token], i: int) -> bool:

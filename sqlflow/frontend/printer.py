@@ -24,10 +24,29 @@ def windowing_clauses(w: ast.Windowing) -> list[str]:
     if w.trigger is not None:
         clauses.append(f"TRIGGER {trigger(w.trigger)}")
     if w.allowed_lateness is not None:
-        clauses.append(f"ALLOWED LATENESS {duration(w.allowed_lateness.lateness)}")
+        clauses.append(f"ALLOWED LATENESS {lateness(w.allowed_lateness)}")
     if w.emit is not None:
-        clauses.append(f"EMIT {w.emit.mode.value}")
+        clauses.append(f"EMIT {emit_text(w.emit)}")
     return clauses
+
+
+def lateness(a: ast.AllowedLateness) -> str:
+    """What follows ALLOWED LATENESS.
+
+    >>> lateness(ast.AllowedLateness(ast.Unbounded()))
+    'UNBOUNDED'
+    """
+    return "UNBOUNDED" if isinstance(a.lateness, ast.Unbounded) else duration(a.lateness)
+
+
+def emit_text(e: ast.Emit) -> str:
+    """What follows EMIT.
+
+    >>> emit_text(ast.Emit(ast.AccumulationMode.DISCARDING, on_time_always=True, closing_always=True))
+    'DISCARDING ON TIME ALWAYS CLOSING ALWAYS'
+    """
+    return (e.mode.value + (" ON TIME ALWAYS" if e.on_time_always else "")
+            + (" CLOSING ALWAYS" if e.closing_always else ""))
 
 
 def window_clause(clause: ast.WindowClause) -> str:
@@ -62,7 +81,8 @@ def trigger(t: ast.Trigger) -> str:
     if isinstance(t, ast.WatermarkPercentile):
         return f"WATERMARK PERCENTILE {number(t.percentile)}"
     if isinstance(t, ast.Period):
-        return f"PERIOD {duration(t.period)}"
+        offset = f" OFFSET {duration(t.offset)}" if t.offset.micros != 0 else ""
+        return f"PERIOD {duration(t.period)}{offset}"
     if isinstance(t, ast.Delay):
         return f"DELAY {duration(t.delay)}"
     if isinstance(t, ast.Count):

@@ -66,6 +66,8 @@ def from_lark(source: Source, start: int, end: int, rule: str,
         hint = "sqlflow needs a column name after WATERMARK; compute the column in a subquery"
     if clause == "EMIT" and got is not None and (got.upper() == "RETRACTING" or suggest.nearest(got, ["RETRACTING"])):
         hint = "did you mean ACCUMULATING AND RETRACTING?"
+    if clause == "EMIT" and got is not None and got.upper() in ("ON", "CLOSING") and "$END" in expected:
+        hint = "write EMIT <mode> [ON TIME ALWAYS] [CLOSING ALWAYS], each option once, in this order"
     if hint is None and clause == "WINDOW":
         hint = _window_fn_arguments(source, start, offset, got)
     return source.error(SqlflowSyntaxError, message, offset, clause=clause, hint=hint)

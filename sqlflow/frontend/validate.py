@@ -82,11 +82,11 @@ class _Checker:
         if abs(d.micros) > limits.MAX_DURATION:
             self.fail(limits.too_long(f"{what} {printer.duration(d)}"), d.pos, clause)
 
-    def offset(self, offset: ast.Duration, bound: ast.Duration, bound_name: str) -> None:
-        self.not_negative(offset, "OFFSET", "WINDOW")
+    def offset(self, offset: ast.Duration, bound: ast.Duration, bound_name: str, clause: str = "WINDOW") -> None:
+        self.not_negative(offset, "OFFSET", clause)
         if offset.micros >= bound.micros:
             self.fail(f"OFFSET {printer.duration(offset)} must be less than {bound_name} "
-                      f"{printer.duration(bound)}", offset.pos, "WINDOW")
+                      f"{printer.duration(bound)}", offset.pos, clause)
 
     # ---------------------------------------------------------------- clauses
 
@@ -95,7 +95,7 @@ class _Checker:
         if w.trigger is not None:
             for t in ast.walk_triggers(w.trigger):
                 self.trigger(t)
-        if w.allowed_lateness is not None:
+        if w.allowed_lateness is not None and isinstance(w.allowed_lateness.lateness, ast.Duration):
             self.not_negative(w.allowed_lateness.lateness, "the lateness", "ALLOWED LATENESS")
 
     def windows_per_element(self, n: int, pos, ratio: str) -> None:
@@ -150,6 +150,7 @@ class _Checker:
     def trigger(self, t: ast.Trigger) -> None:
         if isinstance(t, ast.Period):
             self.positive(t.period, "PERIOD", "TRIGGER")
+            self.offset(t.offset, t.period, "PERIOD", "TRIGGER")
         elif isinstance(t, ast.Delay):
             self.positive(t.delay, "DELAY", "TRIGGER")
         elif isinstance(t, ast.Count) and t.n < 1:

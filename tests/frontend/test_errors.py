@@ -968,3 +968,66 @@ def test_columns_of_the_clauses_know_where_they_are_written():
     assert (windowing.window.on, windowing.window.on_pos) == ("e.ts", ast.Position(2, 37))
     assert (source.event_time, source.event_time_pos) == ("ts", ast.Position(1, 37))
     assert (source.arrival, source.arrival_pos) == ("at", ast.Position(1, 60))
+
+
+# --------------------------------------------------------------------------- the options Beam users need
+
+
+def caret(sql: str, column: int) -> str:
+    return f"  {sql}\n  " + " " * (column - 1) + "^"
+
+
+def test_emit_options_out_of_order():
+    sql = G + "WINDOW GLOBAL EMIT DISCARDING CLOSING ALWAYS ON TIME ALWAYS"
+    e = error(sql)
+    assert type(e) is SqlflowSyntaxError
+    assert str(e) == ("sqlflow: EMIT: expected the end of the clauses, got 'ON' (line 1, column 83)\n"
+                      + caret(sql, 83) + "\nwrite EMIT <mode> [ON TIME ALWAYS] [CLOSING ALWAYS], each option once, "
+                      "in this order")
+
+
+def test_emit_options_contradict_an_earlier_emit():
+    sql = G + "WINDOW GLOBAL EMIT ACCUMULATING EMIT ACCUMULATING CLOSING ALWAYS"
+    e = error(sql)
+    assert type(e) is SqlflowSemanticError
+    assert str(e) == ("sqlflow: EMIT: EMIT ACCUMULATING CLOSING ALWAYS contradicts the earlier EMIT ACCUMULATING "
+                      "(line 1, column 70)\n" + caret(sql, 70) + "\na query has one EMIT clause: write its options in it")
+
+
+def test_on_time_needs_always():
+    sql = G + "WINDOW GLOBAL EMIT ACCUMULATING ON TIME"
+    e = error(sql)
+    assert type(e) is SqlflowSyntaxError
+    assert str(e) == ("sqlflow: EMIT: expected ALWAYS, got the end of the statement (line 1, column 77)\n"
+                      + caret(sql, 77))
+
+
+def test_period_offset_below_the_period():
+    sql = G + "WINDOW GLOBAL ON ts TRIGGER REPEAT(PERIOD 1m OFFSET 90s)"
+    e = error(sql)
+    assert type(e) is SqlflowSemanticError
+    assert str(e) == "sqlflow: TRIGGER: OFFSET 90s must be less than PERIOD 1m (line 1, column 90)\n" + caret(sql, 90)
+
+
+def test_period_offset_not_negative():
+    sql = G + "WINDOW GLOBAL ON ts TRIGGER PERIOD 1m OFFSET -5s"
+    e = error(sql)
+    assert type(e) is SqlflowSemanticError
+    assert str(e) == "sqlflow: TRIGGER: OFFSET cannot be negative, got -5s (line 1, column 83)\n" + caret(sql, 83)
+
+
+def test_unbounded_misspelt():
+    sql = G + "WINDOW GLOBAL ALLOWED LATENESS UNBOUND"
+    e = error(sql)
+    assert type(e) is SqlflowSyntaxError
+    assert str(e) == ("sqlflow: ALLOWED LATENESS: expected UNBOUNDED or a duration (like 30m or INTERVAL 5 MINUTES), "
+                      "got 'UNBOUND' (line 1, column 69)\n" + caret(sql, 69) + "\ndid you mean UNBOUNDED?")
+
+
+def test_spark_offset_after_a_period_offset():
+    """OFFSET after a PERIOD's duration is ours; Spark's OFFSET (a row count) still ends the clauses."""
+    statement = parse(G + "WINDOW GLOBAL ON ts TRIGGER WATERMARK EARLY PERIOD 1m OFFSET 10s EMIT DISCARDING "
+                          "ORDER BY k LIMIT 2 OFFSET 1")
+    (_, windowing), = statement.windowed_selects()
+    assert windowing.trigger == ast.WatermarkEarlyLate(early=ast.Period(ast.Duration(60_000_000), ast.Duration(10_000_000)))
+    assert to_sql(statement).endswith("EMIT DISCARDING ORDER BY k LIMIT 2 OFFSET 1")

@@ -80,7 +80,7 @@ PREDICATES = ["kind = 'flush'", "x > 10 AND NOT y IS NULL", "is_last", "note LIK
 
 primitives = st.one_of(
     st.just(ast.Watermark()),
-    st.builds(ast.Period, durations()),
+    durations().flatmap(lambda d: st.builds(ast.Period, st.just(d), offsets_below(d))),
     st.builds(ast.Delay, durations()),
     st.builds(ast.Count, st.integers(1, 1000)),
     st.builds(ast.WatermarkPercentile, st.sampled_from([50.0, 90.0, 99.5, 100.0])),
@@ -111,8 +111,9 @@ def windowings(draw):
     return ast.Windowing(
         ast.WindowClause(fn, draw(st.sampled_from([None, "ts", "e.ts", "`event time`"]))),
         draw(st.none() | triggers),
-        draw(st.none() | st.builds(ast.AllowedLateness, durations(low=0))),
-        draw(st.none() | st.builds(ast.Emit, st.sampled_from(list(ast.AccumulationMode)))),
+        draw(st.none() | st.builds(ast.AllowedLateness, durations(low=0) | st.just(ast.Unbounded()))),
+        draw(st.none() | st.builds(ast.Emit, st.sampled_from(list(ast.AccumulationMode)), st.booleans(),
+                                   st.booleans())),
     )
 
 
@@ -195,7 +196,8 @@ class Writer:
         if isinstance(t, ast.WatermarkPercentile):
             return f"{self.kw('WATERMARK PERCENTILE')} {t.percentile:g}"
         if isinstance(t, ast.Period):
-            return f"{self.kw('PERIOD')} {self.duration(t.period)}"
+            offset = f" {self.kw('OFFSET')} {self.duration(t.offset)}" if t.offset.micros else ""
+            return f"{self.kw('PERIOD')} {self.duration(t.period)}{offset}"
         if isinstance(t, ast.Delay):
             return f"{self.kw('DELAY')} {self.duration(t.delay)}"
         if isinstance(t, ast.Count):
@@ -233,9 +235,15 @@ class Writer:
         if w.trigger is not None:
             text += f"{self.sep()}{self.kw('TRIGGER')} {self.trigger(w.trigger)}"
         if w.allowed_lateness is not None:
-            text += f"{self.sep()}{self.kw('ALLOWED LATENESS')} {self.duration(w.allowed_lateness.lateness)}"
+            lateness = w.allowed_lateness.lateness
+            lateness = self.kw("UNBOUNDED") if isinstance(lateness, ast.Unbounded) else self.duration(lateness)
+            text += f"{self.sep()}{self.kw('ALLOWED LATENESS')} {lateness}"
         if w.emit is not None:
             text += f"{self.sep()}{self.kw('EMIT')} {self.kw(w.emit.mode.value)}"
+            if w.emit.on_time_always:
+                text += f"{self.sep()}{self.kw('ON TIME ALWAYS')}"
+            if w.emit.closing_always:
+                text += f"{self.sep()}{self.kw('CLOSING ALWAYS')}"
         return text
 
 
