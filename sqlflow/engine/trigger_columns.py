@@ -71,16 +71,17 @@ def _group_sum(v, grp, inc, n):
     return out
 
 
-def ceil_to(now, period: int):
-    """The first multiple of `period` at or after `now` (+inf past the largest int64).
+def ceil_to(now, period: int, offset: int = 0):
+    """The first boundary k*period + offset at or after `now` (+inf past the largest int64);
+    0 <= offset < period.
 
-    >>> ceil_to(np.array([0, 1, 10, 11]), 10).tolist()
-    [0, 10, 10, 20]
-    >>> int(ceil_to(np.array([POS_INF - 3]), 10)[0]) == POS_INF
-    True
+    >>> ceil_to(np.array([0, 1, 10, 11]), 10).tolist(), ceil_to(np.array([0, 3, 4, 13]), 10, 3).tolist()
+    ([0, 10, 10, 20], [3, 3, 13, 13])
+    >>> int(ceil_to(np.array([POS_INF - 3]), 10)[0]) == POS_INF, int(ceil_to(np.array([POS_INF - 1]), 10, 5)[0]) == POS_INF
+    (True, True)
     """
-    q = -((-np.asarray(now, _I64)) // period)
-    return np.where(q > POS_INF // period, POS_INF, q * period)
+    q = -((-(np.asarray(now, _I64) - offset)) // period)
+    return np.where(q > (POS_INF - offset) // period, POS_INF, q * period + offset)
 
 
 def add_saturating(now, delay: int):
@@ -164,18 +165,19 @@ class Percentile(Watermark):
 
 
 class Period(Node):
-    """Fires once at the first boundary k*period at or after its first element. Columns: timer, fired."""
+    """Fires once at the first boundary k*period + offset at or after its first element.
+    Columns: timer, fired."""
 
-    def __init__(self, name, period: int):
+    def __init__(self, name, period: int, offset: int = 0):
         super().__init__(name)
-        self.period = period
+        self.period, self.offset = period, offset
         self.t, self.f = name + "t", name + "f"
 
     def columns(self):
         return {self.t: _I64(NO_TIMER), self.f: False}
 
     def _arm(self, now):
-        return ceil_to(now, self.period)
+        return ceil_to(now, self.period, self.offset)
 
     def on_elements(self, T, rows, ctx):
         arm = (T[self.t][rows] == NO_TIMER) & ~T[self.f][rows]
@@ -493,7 +495,7 @@ def columns_of(trigger, name: str = "0") -> Node:
     if isinstance(trigger, tr.DelayTrigger):
         return Delay(name, trigger.delay)
     if isinstance(trigger, tr.PeriodTrigger):
-        return Period(name, trigger.period)
+        return Period(name, trigger.period, trigger.offset)
     if isinstance(trigger, tr.CountTrigger):
         return Count(name, trigger.n)
     if isinstance(trigger, tr.WhenTrigger):

@@ -106,19 +106,29 @@ class PercentileTrigger(WatermarkTrigger):
         return False
 
 
-class PeriodTrigger:
-    """Fires once at the first boundary k*period at or after its first element. State: [timer, fired]."""
+def next_boundary(now: int, period: int, offset: int = 0) -> int:
+    """The first processing-time boundary k*period + offset at or after `now` (a boundary itself
+    stays; +inf past the largest int64).
 
-    def __init__(self, period: int):
-        self.period = period
+    >>> next_boundary(10, 10), next_boundary(11, 10), next_boundary(11, 10, 3), next_boundary(13, 10, 3)
+    (10, 20, 13, 13)
+    """
+    return min(-((-(now - offset)) // period) * period + offset, POS_INF)
+
+
+class PeriodTrigger:
+    """Fires once at the first boundary k*period + offset at or after its first element.
+    State: [timer, fired]."""
+
+    def __init__(self, period: int, offset: int = 0):
+        self.period, self.offset = period, offset
 
     def new(self):
         return [None, False]
 
     def on_elements(self, st, ctx, n, when):
         if st[0] is None and not st[1] and ctx.now is not None:
-            p = self.period
-            st[0] = min(-((-ctx.now) // p) * p, POS_INF)  # ceil to the boundary; a boundary itself stays
+            st[0] = next_boundary(ctx.now, self.period, self.offset)
 
     def step(self, st, ctx):
         if not st[1] and st[0] is not None and ctx.now is not None and ctx.now >= st[0]:
@@ -408,7 +418,7 @@ def _compile(t, counter):
     if isinstance(t, ast.WatermarkPercentile):
         return WatermarkTrigger() if t.percentile >= 100 else PercentileTrigger(t.percentile)
     if isinstance(t, ast.Period):
-        return PeriodTrigger(t.period.micros)
+        return PeriodTrigger(t.period.micros, t.offset.micros)
     if isinstance(t, ast.Delay):
         return DelayTrigger(t.delay.micros)
     if isinstance(t, ast.Count):

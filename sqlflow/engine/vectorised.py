@@ -36,6 +36,7 @@ from ..time import NEG_INF, POS_INF
 from .kernels import lex_order, order_by, segment_cummax, segment_cummin
 from .panes import EARLY, LATE, NO_EMIT_TIME, ON_TIME, TIMING_CODE, PaneTable
 from .sessions import final_sessions
+from .trigger_columns import ceil_to
 
 _BOUNDARY, _LATE_ARRIVAL, _CROSSING, _END = 0, 1, 2, 3
 
@@ -54,7 +55,8 @@ def collapsible(trigger: "ast.Trigger") -> bool:
 
 
 def schedule_shape(trigger: "ast.Trigger"):
-    """('default', None) or ('early_period', d) if watermark_schedule handles this trigger, else None."""
+    """('default', None) or ('early_period', (period, offset)) if watermark_schedule handles this trigger,
+    else None."""
     t = ast.desugar(trigger)
     W = ast.Watermark()
     if t == ast.Repeat(W) or t == ast.Sequence((W, ast.Repeat(W))):
@@ -65,7 +67,7 @@ def schedule_shape(trigger: "ast.Trigger"):
         if isinstance(early, ast.Repeat):  # REPEAT_UNTIL restarts its child itself: the same trigger
             early = early.trigger
         if isinstance(early, ast.Period):
-            return ("early_period", early.period.micros)
+            return ("early_period", (early.period.micros, early.offset.micros))
     return None
 
 
@@ -299,14 +301,14 @@ def _schedule(inst: _Instants, timeline, lateness, shape, p_end, table: PaneTabl
     kind = np.where(found, ev_kind[nxt_c], _END)
 
     if shape[0] == "early_period":
-        d = shape[1]
+        d, o = shape[1]
         j1 = nxt[inst.first_of_group]  # the group's first watermark event ends the early stage
         has_j1 = j1 <= inst.last_of_group
         j1c = np.minimum(j1, n - 1)
         t1 = np.where(has_j1, ev_time[j1c], POS_INF)
         t1_cross = has_j1 & (ev_kind[j1c] == _CROSSING)
         early = ~has_j1 | (pos < j1) | ((pos == j1) & t1_cross)
-        boundary = -((-inst.at) // d) * d
+        boundary = ceil_to(inst.at, d, o)
         at_boundary = (boundary < t1) | ((boundary == t1) & t1_cross)
         f = np.where(early, np.where(at_boundary, boundary, t1), f)
         kind = np.where(early, np.where(at_boundary, _BOUNDARY, np.where(t1_cross, _CROSSING, _LATE_ARRIVAL)),

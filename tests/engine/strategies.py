@@ -26,9 +26,13 @@ windows = st.one_of(
     st.builds(lambda s, k: ast.Cumulate(s, D(s.micros * k)), durations(3, 6), st.integers(1, 3)),
 )
 
+#: PERIOD d [OFFSET o]: boundaries aligned to the epoch or shifted (Beam's alignedTo)
+periods = durations(1, 6).flatmap(
+    lambda d: st.one_of(st.just(D(0)), st.integers(1, d.micros - 1).map(D)).map(lambda o: ast.Period(d, o)))
+
 primitives = st.one_of(
     st.just(ast.Watermark()),
-    st.builds(ast.Period, durations(1, 6)),
+    periods,
     st.builds(ast.Delay, durations(1, 6)),
     st.builds(ast.Count, st.integers(1, 4)),
     st.builds(ast.When, st.just(ast.SqlExpr("flag"))),
@@ -53,8 +57,8 @@ triggers = st.one_of(st.none(), st.recursive(primitives, _extend, max_leaves=5),
 schedule_triggers = st.one_of(
     st.none(),
     st.just(ast.Sequence((ast.Watermark(), ast.Repeat(ast.Watermark())))),
-    st.builds(lambda p: ast.WatermarkEarlyLate(early=p), st.builds(ast.Period, durations(1, 6))),
-    st.builds(lambda p: ast.WatermarkEarlyLate(early=ast.Repeat(p)), st.builds(ast.Period, durations(1, 6))),
+    st.builds(lambda p: ast.WatermarkEarlyLate(early=p), periods),
+    st.builds(lambda p: ast.WatermarkEarlyLate(early=ast.Repeat(p)), periods),
 )
 
 
