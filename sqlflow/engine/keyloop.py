@@ -3,7 +3,10 @@
 For one key it walks instants in processing-time order. At each instant: arrivals (window
 assignment, session merging, lateness), then processing-time timers, then the watermark advance
 (watermark triggers, garbage collection). Triggers are evaluated where the rules say; a firing
-emits a pane when the window holds unemitted input. Panes go to a shared PaneTable; each
+emits a pane when the window holds unemitted input, or (EMIT ... ON TIME ALWAYS) it is the
+window's ON_TIME firing, or (EMIT ... CLOSING ALWAYS) it closes the window; an expiry emits a
+last pane of what is pending, or (CLOSING ALWAYS) always, unless this instant's pane was already
+the last. Panes go to a shared PaneTable; each
 (row, window) assignment records the pane that first emits it.
 
 The loop can start from stored windows (streaming state) and can stop after an instant instead
@@ -33,7 +36,7 @@ class Window:
     """The state of one live window of one key."""
 
     __slots__ = ("start", "end", "st", "pending", "lineage", "next_index", "had_nonearly",
-                 "closed", "count", "expected", "timer", "alive")
+                 "closed", "count", "expected", "timer", "alive", "sent_last")
 
     def __init__(self, start, end, st):
         self.start, self.end, self.st = start, end, st
@@ -46,6 +49,7 @@ class Window:
         self.expected = 0
         self.timer = None
         self.alive = True
+        self.sent_last = False  # an is_last pane was emitted (only ever at its last instant)
 
 
 class KeyLoop:
@@ -57,6 +61,8 @@ class KeyLoop:
         self.wfn = engine.wfn
         self.merging = engine.wfn.merging
         self.lateness = engine.lateness
+        self.on_time_always = engine.plan.windowing.on_time_always
+        self.closing_always = engine.plan.windowing.closing_always
         self.table, self.key = table, key
         self.a_start, self.a_end, self.when, self.expected = a_start, a_end, when, expected
         self.first_pane, self.drop_reason = first_pane, drop_reason
@@ -135,6 +141,7 @@ class KeyLoop:
         w.pending = []
         w.lineage = [pid]
         w.next_index += 1
+        w.sent_last = is_last
 
     def _evaluate(self, w: Window, p, phase, wm_cur, wm_prev, wm_new) -> None:
         if not w.alive or w.closed:
@@ -143,14 +150,16 @@ class KeyLoop:
         ctx = Context(p if self.replay else None, wm_cur, w.end, w.count, w.expected)
         if trig.step(w.st, ctx):
             finished = trig.finished(w.st)
-            if w.pending:
+            if w.pending or (finished and self.closing_always) or (
+                    self.on_time_always and phase == WATERMARK and wm_prev < w.end <= wm_new
+                    and w.end <= wm_cur and not w.had_nonearly):
                 self._emit(w, p, phase, wm_cur, wm_prev, wm_new, finished)
             if finished:
                 w.closed = True
         self._schedule_timer(w, p)
 
     def _expire(self, w: Window, p, wm_prev, wm_new) -> None:
-        if w.pending and not w.closed:
+        if not w.closed and (w.pending or (self.closing_always and not w.sent_last)):
             self._emit(w, p, WATERMARK, wm_new, wm_prev, wm_new, True)
         w.alive = False
         if self.merging:

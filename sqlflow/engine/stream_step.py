@@ -17,8 +17,9 @@ these phases is one vectorised step over all windows that see it:
    none is armed; then, at its key's last timer (or `p`), every window fires at +inf and expires.
 
 Triggers run as columns (`trigger_columns.py`), windows as a table (`window_table.py`). A firing
-emits a pane when the window holds unemitted input: its pending accumulator, plus (accumulating
-modes) the totals of its lineage, which retracting mode also emits as retraction rows. Panes come
+emits a pane when the window holds unemitted input (or EMIT ... ALWAYS asks for it, as in the
+loop): its pending accumulator (empty: the aggregates' identity), plus (accumulating modes) the
+totals of its lineage, which retracting mode also emits as retraction rows. Panes come
 out in the order the per-key loop gives them (docs/semantics.md, 4).
 
 tests/engine/test_stream_step.py checks panes, drops, counters and the state's summary against the
@@ -63,6 +64,8 @@ class StreamStep:
         self.accumulating = plan.mode.accumulating
         self.retracting = plan.mode.retracting
         self.merging = engine.wfn.merging
+        self.on_time_always = plan.windowing.on_time_always
+        self.closing_always = plan.windowing.closing_always
         self.trig = columns_of(engine.trigger)
 
     def run(self, state, rows: pd.DataFrame, *, p: int, wm_prev: int, wm_new: int, end_of_input: bool = False,
@@ -101,6 +104,7 @@ class _Batch:
         self.aggs = step.aggs
         self.p, self.wm_prev, self.wm_new = p, wm_prev, wm_new
         self.alive = np.ones(table.n, bool)
+        self.sent_last = np.zeros(table.n, bool)  # emitted an is_last pane in this batch
         self.records: list[dict] = []
         self.seq = 0
 
@@ -244,6 +248,7 @@ class _Batch:
     def _append(self, key, start, end) -> np.ndarray:
         rows = self.W.append(key, start, end, self.inputs)
         self.alive = np.r_[self.alive, np.ones(len(rows), bool)]
+        self.sent_last = np.r_[self.sent_last, np.zeros(len(rows), bool)]
         return rows
 
     def _timers(self) -> None:
@@ -300,7 +305,8 @@ class _Batch:
 
     def _evaluate(self, rows, ctx, *, on_watermark: bool, wm_cur: int, time, wm_prev=None, wm_new=None) -> None:
         """One trigger evaluation of windows `rows` (time: scalar, or one per row); a firing emits
-        a pane of a window holding unemitted input; a finished trigger closes the window."""
+        a pane of a window holding unemitted input (or, with EMIT ... ALWAYS, its ON_TIME or closing
+        firing); a finished trigger closes the window."""
         c = self.W.cols
         live = ~c["closed"][rows]
         rows = rows[live]
@@ -309,16 +315,24 @@ class _Batch:
         fired = self.trig.step(self.W.T, rows, ctx)
         hit = rows[fired]
         finished = self.trig.finished(self.W.T, hit)
-        pending = c["has_pending"][hit]
-        t = time if isinstance(time, (int, np.integer)) else time[fired][pending]
-        self._emit(hit[pending], finished[pending], on_watermark=on_watermark, wm_cur=wm_cur, time=t,
-                   wm_prev=self.wm_prev if wm_prev is None else wm_prev,
-                   wm_new=self.wm_new if wm_new is None else wm_new)
+        wm_prev = self.wm_prev if wm_prev is None else wm_prev
+        wm_new = self.wm_new if wm_new is None else wm_new
+        emit = c["has_pending"][hit]
+        if self.step.closing_always:
+            emit = emit | finished
+        if self.step.on_time_always and on_watermark:
+            end = c["end"][hit]
+            emit = emit | ((wm_prev < end) & (end <= wm_new) & (end <= wm_cur) & ~c["had_nonearly"][hit])
+        t = time if isinstance(time, (int, np.integer)) else time[fired][emit]
+        self._emit(hit[emit], finished[emit], on_watermark=on_watermark, wm_cur=wm_cur, time=t,
+                   wm_prev=wm_prev, wm_new=wm_new)
         c["closed"][hit[finished]] = True
 
     def _expire(self, rows, *, wm_prev, wm_new, time) -> None:
         c = self.W.cols
         last = c["has_pending"][rows] & ~c["closed"][rows]
+        if self.step.closing_always:
+            last |= ~c["closed"][rows] & ~self.sent_last[rows]
         t = time if isinstance(time, (int, np.integer)) else np.asarray(time)[last]
         self._emit(rows[last], np.ones(int(last.sum()), bool), on_watermark=True, wm_cur=wm_new, time=t,
                    wm_prev=wm_prev, wm_new=wm_new)
@@ -329,12 +343,17 @@ class _Batch:
         if not k:
             return
         W, c, aggs = self.W, self.W.cols, self.aggs
+        empty = rows[~c["has_pending"][rows]]
+        if len(empty):  # EMIT ... ALWAYS: a pane without new input adds nothing
+            for i, agg in enumerate(aggs):
+                W.pending[i] = replace_rows(agg, W.pending[i], empty, identity(agg, W.pending[i], len(empty)))
         end = c["end"][rows]
         nonearly = end <= wm_cur
         on_time = nonearly & on_watermark & (wm_prev < end) & (end <= wm_new) & ~c["had_nonearly"][rows]
         timing = np.where(nonearly, np.where(on_time, _ON_TIME, _LATE), _EARLY)
         c["had_nonearly"][rows] |= nonearly
         is_last = finished | (wm_new >= sat_add(end, self.step.lateness))
+        self.sent_last[rows] = is_last
         time = np.broadcast_to(np.asarray(time, _I64), (k,))
         seq = self.seq + np.arange(k)
         self.seq += k

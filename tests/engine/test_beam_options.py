@@ -93,3 +93,197 @@ def test_an_arrival_on_a_shifted_boundary_is_in_that_boundarys_pane():
         (1, 1, 0, "EARLY", False, 13),
         (2, 3, 1, "EARLY", False, 23),
     ]
+
+
+# ------------------------------------------------------------------ EMIT ... ON TIME ALWAYS
+
+#: early panes at 10 and 20 leave nothing for the watermark's pass at 50
+EARLY_ONLY_BATCHES = [1, 10, 12, 14, 20, 50, 60]
+
+
+def test_by_default_a_firing_without_new_input_emits_no_on_time_pane():
+    assert every_path(engine(EARLY_PERIOD), DATA, CROSS_AT_50, batches=EARLY_ONLY_BATCHES) == [
+        (1, 1, 0, "EARLY", False, 10),
+        (3, 7, 1, "EARLY", False, 20),
+    ]
+
+
+@pytest.mark.parametrize("mode, expected", [
+    (A.ACCUMULATING, [(1, 1, 0, "EARLY", False, 10), (3, 7, 1, "EARLY", False, 20), (3, 7, 2, "ON_TIME", True, 50)]),
+    # no new input: count 0, sum NULL (Spark's aggregates over no rows)
+    (A.DISCARDING, [(1, 1, 0, "EARLY", False, 10), (2, 6, 1, "EARLY", False, 20), (0, None, 2, "ON_TIME", True, 50)]),
+])
+def test_on_time_always_emits_the_on_time_pane_without_new_input(mode, expected):
+    e = engine(EARLY_PERIOD, mode=mode, on_time=True)
+    assert every_path(e, DATA, CROSS_AT_50, batches=EARLY_ONLY_BATCHES) == expected
+
+
+def test_on_time_always_in_retracting_mode_supersedes_the_early_pane():
+    e = engine(EARLY_PERIOD, mode=A.ACCUMULATING_AND_RETRACTING, on_time=True)
+    assert every_path(e, DATA, CROSS_AT_50, batches=EARLY_ONLY_BATCHES) == [
+        (1, 1, 0, "EARLY", False, 10, False),
+        (1, 1, 0, "EARLY", False, 20, True),
+        (3, 7, 1, "EARLY", False, 20, False),
+        (3, 7, 1, "EARLY", False, 50, True),
+        (3, 7, 2, "ON_TIME", True, 50, False),
+    ]
+
+
+def test_on_time_always_needs_a_firing_at_the_watermark():
+    """REPEAT(PERIOD 10) does not fire when the watermark passes the end: no ON_TIME pane."""
+    e = engine(ast.Repeat(ast.Period(D(10))), on_time=True)
+    assert every_path(e, DATA, CROSS_AT_50, batches=EARLY_ONLY_BATCHES) == [
+        (1, 1, 0, "EARLY", False, 10),
+        (3, 7, 1, "EARLY", False, 20),
+    ]
+
+
+def test_on_time_always_at_the_end_of_bounded_input():
+    """The end of input moves the watermark to +inf: a pass over the window's end."""
+    e = engine(EARLY_PERIOD, on_time=True)
+    assert every_path(e, DATA, Timeline.from_steps([], [])) == [
+        (1, 1, 0, "EARLY", False, 10),
+        (3, 7, 1, "EARLY", False, 20),
+        (3, 7, 2, "ON_TIME", True, 20),
+    ]
+
+
+# ------------------------------------------------------------------ EMIT ... CLOSING ALWAYS
+
+#: ON_TIME at 50, a late element at 60, the window expires (lateness 100) at 80
+LATE_DATA = rows((5, 1, 1), (6, 12, 2), (8, 60, 4))
+EXPIRES_AT_80 = Timeline.from_steps([50, 80], [100, 250])
+LATE_BATCHES = [1, 12, 50, 60, 80]
+
+
+def test_by_default_an_expiry_without_new_input_emits_nothing():
+    assert every_path(engine(lateness=D(100)), LATE_DATA, EXPIRES_AT_80, batches=LATE_BATCHES) == [
+        (2, 3, 0, "ON_TIME", False, 50),
+        (3, 7, 1, "LATE", False, 60),
+    ]
+
+
+@pytest.mark.parametrize("mode, expected", [
+    (A.ACCUMULATING, [(2, 3, 0, "ON_TIME", False, 50), (3, 7, 1, "LATE", False, 60), (3, 7, 2, "LATE", True, 80)]),
+    (A.DISCARDING, [(2, 3, 0, "ON_TIME", False, 50), (1, 4, 1, "LATE", False, 60), (0, None, 2, "LATE", True, 80)]),
+])
+def test_closing_always_emits_a_last_pane_at_expiry(mode, expected):
+    e = engine(lateness=D(100), mode=mode, closing=True)
+    assert every_path(e, LATE_DATA, EXPIRES_AT_80, batches=LATE_BATCHES) == expected
+
+
+def test_closing_always_emits_one_last_pane_when_the_expiry_has_input():
+    """Lateness 0: the ON_TIME pane is the last one; no second pane at the same instant."""
+    e = engine(closing=True, on_time=True)
+    assert every_path(e, LATE_DATA, EXPIRES_AT_80, batches=LATE_BATCHES) == [(2, 3, 0, "ON_TIME", True, 50)]
+
+
+def test_closing_always_when_the_trigger_finishes_without_new_input():
+    """SEQUENCE(COUNT 2, WATERMARK): COUNT 2 takes both elements; WATERMARK then fires and finishes
+    the trigger with nothing new: by default nothing, with CLOSING ALWAYS a last pane."""
+    t = ast.Sequence((ast.Count(2), ast.Watermark()))
+    assert every_path(engine(t), LATE_DATA, EXPIRES_AT_80, batches=LATE_BATCHES) == [(2, 3, 0, "EARLY", False, 12)]
+    assert every_path(engine(t, closing=True), LATE_DATA, EXPIRES_AT_80, batches=LATE_BATCHES) == [
+        (2, 3, 0, "EARLY", False, 12),
+        (2, 3, 1, "ON_TIME", True, 50),
+    ]
+
+
+def test_closing_always_on_sessions_closes_the_merged_window_once():
+    e = engine(window=ast.Sessions(D(10)), lateness=D(100), closing=True)
+    data = rows((5, 1, 1), (12, 2, 2), (30, 3, 4))
+    tl = Timeline.from_steps([50, 80], [100, 500])
+    assert every_path(e, data, tl, batches=[1, 2, 3, 50, 80]) == [
+        (2, 3, 0, "ON_TIME", False, 50),
+        (1, 4, 0, "ON_TIME", False, 50),
+        (2, 3, 1, "LATE", True, 80),
+        (1, 4, 1, "LATE", True, 80),
+    ]
+
+
+# ------------------------------------------------------------------ ALLOWED LATENESS UNBOUNDED
+
+FAR_AHEAD = Timeline.from_steps([50, 90], [10**9, 10**9])
+
+
+def test_unbounded_lateness_keeps_every_window():
+    """A watermark a billion past the window's end: with any finite lateness below it the element
+    arriving at 60 is too late; with UNBOUNDED it fires a LATE pane."""
+    assert every_path(engine(lateness=D(1000)), LATE_DATA, FAR_AHEAD, batches=[1, 12, 50, 60, 90]) == [
+        (2, 3, 0, "ON_TIME", True, 50),
+    ]
+    e = engine(lateness=ast.Unbounded())
+    assert every_path(e, LATE_DATA, FAR_AHEAD, batches=[1, 12, 50, 60, 90]) == [
+        (2, 3, 0, "ON_TIME", False, 50),
+        (3, 7, 1, "LATE", False, 60),
+    ]
+    assert e.run(LATE_DATA, timeline=FAR_AHEAD, replay=True).metrics["dropped_too_late"] == 0
+
+
+def test_unbounded_lateness_state_is_never_collected_on_a_stream():
+    """Without an end of input a window's state stays (state grows; docs/streaming.md); the
+    operator is told no watermark ever expires it, and the end of input still closes it."""
+    e = engine(lateness=ast.Unbounded(), closing=True)
+    for reference in (False, True):
+        state = None
+        _, state = e.advance(state, LATE_DATA.iloc[:2].drop(columns=[ARRIVAL_TIME]), p=12, wm_prev=NEG_INF,
+                             wm_new=10**9, reference=reference)
+        assert e.state_summary(state, 10**9)[:2] == (1, 1)
+        assert e.state_summary(state, 10**9)[3] == POS_INF
+        result, state = e.advance(state, LATE_DATA.iloc[2:].drop(columns=[ARRIVAL_TIME]), p=60, wm_prev=10**9,
+                                  wm_new=10**12, end_of_input=True, reference=reference)
+        assert panes(result.panes) == [(3, 7, 1, "LATE", False, 60), (3, 7, 2, "LATE", True, 60)]
+        assert not state
+
+
+# ------------------------------------------------------------------ every path, on random input
+
+from hypothesis import HealthCheck, assume, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from .strategies import inputs, schedule_triggers, triggers, windows  # noqa: E402
+from .test_stream_step import micro_batches, run_both  # noqa: E402
+
+PROPERTY = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+OPTIONS = st.tuples(st.booleans(), st.booleans())
+LATENESS = st.sampled_from([D(0), D(25), ast.Unbounded()])
+PROPERTY_AGGS = (Aggregate("sum", "v", "total"), Aggregate("count_star", None, "n"), Aggregate("max", "v", "top"))
+
+
+@PROPERTY
+@given(inputs(), windows, st.one_of(triggers, schedule_triggers), st.sampled_from(list(A)), LATENESS, OPTIONS,
+       st.booleans())
+def test_the_engine_as_dispatched_equals_the_reference_with_the_options(data, window, trigger, mode, lateness,
+                                                                        options, replay):
+    rows_, tl = data
+    w = ast.Windowing(ast.WindowClause(window), trigger, ast.AllowedLateness(lateness), ast.Emit(mode, *options))
+    e = Engine(EnginePlan(w, PROPERTY_AGGS, keys=("k",)))
+    ref = e.run(rows_, timeline=tl, replay=replay, reference=True)
+    got = e.run(rows_, timeline=tl, replay=replay)
+    pd.testing.assert_frame_equal(got.panes, ref.panes)
+    assert got.metrics == ref.metrics
+    pd.testing.assert_frame_equal(got.dropped, ref.dropped)
+
+
+@PROPERTY
+@given(st.data(), inputs(), windows, triggers, st.sampled_from(list(A)), st.sampled_from([0, 25, ast.Unbounded()]),
+       OPTIONS)
+def test_the_stream_step_equals_the_per_key_loop_with_the_options(data, drawn, window, trigger, mode, lateness,
+                                                                  options):
+    rows_, tl = drawn
+    run_both(rows_, window, trigger, mode, lateness, data.draw(micro_batches(rows_, tl)), options=options)
+
+
+@PROPERTY
+@given(inputs(), windows, triggers, LATENESS)
+def test_closing_always_ends_every_window_with_exactly_one_last_pane(data, window, trigger, lateness):
+    """On recorded input run to its end, every window that emitted ends with one is_last pane,
+    its last; by default a window may end on a pane that is not marked last. (A session merged
+    into a bigger one lives on in it: its panes are continued by the merged window's.)"""
+    assume(not isinstance(window, ast.Sessions))
+    rows_, tl = data
+    w = ast.Windowing(ast.WindowClause(window), trigger, ast.AllowedLateness(lateness),
+                      ast.Emit(A.ACCUMULATING, closing_always=True))
+    panes_ = Engine(EnginePlan(w, PROPERTY_AGGS, keys=("k",))).run(rows_, timeline=tl, replay=True).panes
+    for _, g in panes_.groupby(["k", "window_start", "window_end"], dropna=False, sort=False):
+        assert g["is_last"].tolist() == [False] * (len(g) - 1) + [True]

@@ -63,8 +63,10 @@ def micro_batches(draw, rows, tl):
     return cuts, marks, batch_of, finish
 
 
-def run_both(rows, window, trigger, mode, lateness, batches, *, prepare=lambda b: b):
-    w = ast.Windowing(ast.WindowClause(window), trigger, ast.AllowedLateness(D(lateness)), ast.Emit(mode))
+def run_both(rows, window, trigger, mode, lateness, batches, *, prepare=lambda b: b, options=(False, False)):
+    """`lateness`: microseconds or ast.Unbounded(); `options`: EMIT's (ON TIME ALWAYS, CLOSING ALWAYS)."""
+    lateness = lateness if isinstance(lateness, ast.Unbounded) else D(lateness)
+    w = ast.Windowing(ast.WindowClause(window), trigger, ast.AllowedLateness(lateness), ast.Emit(mode, *options))
     engine = Engine(EnginePlan(w, AGGS, keys=("k",)))
     step = StreamStep(engine)
     cuts, marks, batch_of, finish = batches
