@@ -5,8 +5,9 @@ assignment, session merging, lateness), then processing-time timers, then the wa
 (watermark triggers, garbage collection). Triggers are evaluated where the rules say; a firing
 emits a pane when the window holds unemitted input, or (EMIT ... ON TIME ALWAYS) it is the
 window's ON_TIME firing, or (EMIT ... CLOSING ALWAYS) it closes the window; an expiry emits a
-last pane of what is pending, or (CLOSING ALWAYS) always, unless this instant's pane was already
-the last. Panes go to a shared PaneTable; each
+last pane of what is pending, or (CLOSING ALWAYS) always. The options never add a second pane at
+an instant where the window already emitted one: with CLOSING ALWAYS that pane is then marked
+last. Panes go to a shared PaneTable; each
 (row, window) assignment records the pane that first emits it.
 
 The loop can start from stored windows (streaming state) and can stop after an instant instead
@@ -36,7 +37,7 @@ class Window:
     """The state of one live window of one key."""
 
     __slots__ = ("start", "end", "st", "pending", "lineage", "next_index", "had_nonearly",
-                 "closed", "count", "expected", "timer", "alive", "sent_last")
+                 "closed", "count", "expected", "timer", "alive", "emitted_at", "last_pane")
 
     def __init__(self, start, end, st):
         self.start, self.end, self.st = start, end, st
@@ -49,7 +50,8 @@ class Window:
         self.expected = 0
         self.timer = None
         self.alive = True
-        self.sent_last = False  # an is_last pane was emitted (only ever at its last instant)
+        self.emitted_at = None  # the instant of its last pane (EMIT ... ALWAYS: one pane per instant)
+        self.last_pane = None  # ... and its id
 
 
 class KeyLoop:
@@ -141,7 +143,7 @@ class KeyLoop:
         w.pending = []
         w.lineage = [pid]
         w.next_index += 1
-        w.sent_last = is_last
+        w.emitted_at, w.last_pane = p, pid
 
     def _evaluate(self, w: Window, p, phase, wm_cur, wm_prev, wm_new) -> None:
         if not w.alive or w.closed:
@@ -150,17 +152,22 @@ class KeyLoop:
         ctx = Context(p if self.replay else None, wm_cur, w.end, w.count, w.expected)
         if trig.step(w.st, ctx):
             finished = trig.finished(w.st)
-            if w.pending or (finished and self.closing_always) or (
-                    self.on_time_always and phase == WATERMARK and wm_prev < w.end <= wm_new
-                    and w.end <= wm_cur and not w.had_nonearly):
+            if w.pending or (w.emitted_at != p and (
+                    (finished and self.closing_always) or (
+                        self.on_time_always and phase == WATERMARK and wm_prev < w.end <= wm_new
+                        and w.end <= wm_cur and not w.had_nonearly))):
                 self._emit(w, p, phase, wm_cur, wm_prev, wm_new, finished)
+            elif finished and self.closing_always and w.emitted_at == p:
+                self.table.mark_last(w.last_pane)  # this instant's pane was the window's last
             if finished:
                 w.closed = True
         self._schedule_timer(w, p)
 
     def _expire(self, w: Window, p, wm_prev, wm_new) -> None:
-        if not w.closed and (w.pending or (self.closing_always and not w.sent_last)):
+        if not w.closed and (w.pending or (self.closing_always and w.emitted_at != p)):
             self._emit(w, p, WATERMARK, wm_new, wm_prev, wm_new, True)
+        elif not w.closed and self.closing_always:
+            self.table.mark_last(w.last_pane)  # this instant's pane was the window's last
         w.alive = False
         if self.merging:
             self.sessions.remove(w)

@@ -62,6 +62,16 @@ class PaneTable:
         self.size += 1
         return pid
 
+    def mark_last(self, pid: int) -> None:
+        """Pane `pid` is its window's last after all (EMIT ... CLOSING ALWAYS: the window closed at
+        the instant of that pane, with nothing new)."""
+        base = self.size - len(self._gen)
+        if pid >= base:
+            self._rows["is_last"][pid - base] = True
+            return
+        b = next(b for b in self._blocks if b["first"] <= pid < b["first"] + len(b["key"]))
+        b["is_last"][pid - b["first"]] = True
+
     def gen_of(self, pid: int) -> int:
         base = self.size - len(self._gen)
         if pid >= base:

@@ -104,7 +104,8 @@ class _Batch:
         self.aggs = step.aggs
         self.p, self.wm_prev, self.wm_new = p, wm_prev, wm_new
         self.alive = np.ones(table.n, bool)
-        self.sent_last = np.zeros(table.n, bool)  # emitted an is_last pane in this batch
+        self.emitted_at = np.full(table.n, NEG_INF, _I64)  # instant of each window's last pane in this batch
+        self.pane_at = np.full((table.n, 2), -1, _I64)  # ... and where it is: (record, position)
         self.records: list[dict] = []
         self.seq = 0
 
@@ -248,7 +249,8 @@ class _Batch:
     def _append(self, key, start, end) -> np.ndarray:
         rows = self.W.append(key, start, end, self.inputs)
         self.alive = np.r_[self.alive, np.ones(len(rows), bool)]
-        self.sent_last = np.r_[self.sent_last, np.zeros(len(rows), bool)]
+        self.emitted_at = np.r_[self.emitted_at, np.full(len(rows), NEG_INF, _I64)]
+        self.pane_at = np.r_[self.pane_at, np.full((len(rows), 2), -1, _I64)]
         return rows
 
     def _timers(self) -> None:
@@ -318,11 +320,14 @@ class _Batch:
         wm_prev = self.wm_prev if wm_prev is None else wm_prev
         wm_new = self.wm_new if wm_new is None else wm_new
         emit = c["has_pending"][hit]
-        if self.step.closing_always:
-            emit = emit | finished
-        if self.step.on_time_always and on_watermark:
-            end = c["end"][hit]
-            emit = emit | ((wm_prev < end) & (end <= wm_new) & (end <= wm_cur) & ~c["had_nonearly"][hit])
+        if self.step.closing_always or self.step.on_time_always:  # one pane per instant
+            fresh = self.emitted_at[hit] != (time if isinstance(time, (int, np.integer)) else time[fired])
+            if self.step.closing_always:
+                emit = emit | (finished & fresh)
+                self._mark_last(hit[finished & ~emit])  # this instant's pane was the window's last
+            if self.step.on_time_always and on_watermark:
+                end = c["end"][hit]
+                emit = emit | (fresh & (wm_prev < end) & (end <= wm_new) & (end <= wm_cur) & ~c["had_nonearly"][hit])
         t = time if isinstance(time, (int, np.integer)) else time[fired][emit]
         self._emit(hit[emit], finished[emit], on_watermark=on_watermark, wm_cur=wm_cur, time=t,
                    wm_prev=wm_prev, wm_new=wm_new)
@@ -332,7 +337,10 @@ class _Batch:
         c = self.W.cols
         last = c["has_pending"][rows] & ~c["closed"][rows]
         if self.step.closing_always:
-            last |= ~c["closed"][rows] & ~self.sent_last[rows]
+            at = time if isinstance(time, (int, np.integer)) else np.asarray(time)
+            fresh = self.emitted_at[rows] != at
+            self._mark_last(rows[~last & ~c["closed"][rows] & ~fresh])
+            last |= ~c["closed"][rows] & fresh
         t = time if isinstance(time, (int, np.integer)) else np.asarray(time)[last]
         self._emit(rows[last], np.ones(int(last.sum()), bool), on_watermark=True, wm_cur=wm_new, time=t,
                    wm_prev=wm_prev, wm_new=wm_new)
@@ -353,8 +361,8 @@ class _Batch:
         timing = np.where(nonearly, np.where(on_time, _ON_TIME, _LATE), _EARLY)
         c["had_nonearly"][rows] |= nonearly
         is_last = finished | (wm_new >= sat_add(end, self.step.lateness))
-        self.sent_last[rows] = is_last
         time = np.broadcast_to(np.asarray(time, _I64), (k,))
+        self.emitted_at[rows] = time
         seq = self.seq + np.arange(k)
         self.seq += k
         values = [take(W.pending[i], rows) for i in range(len(aggs))]
@@ -376,8 +384,16 @@ class _Batch:
             L.add(aggs, rows, c["start"][rows], end, c["next_index"][rows], timing, values)
         self._record(c["key"][rows], c["start"][rows], end, c["next_index"][rows], timing, is_last, time, seq,
                      values, retraction=False)
+        self.pane_at[rows, 0] = len(self.records) - 1
+        self.pane_at[rows, 1] = np.arange(k)
         c["next_index"][rows] += 1
         c["has_pending"][rows] = False
+
+    def _mark_last(self, rows) -> None:
+        """The panes these windows emitted at this instant are their last (EMIT ... CLOSING ALWAYS)."""
+        at = self.pane_at[rows]
+        for rec in np.unique(at[:, 0]).tolist():
+            self.records[rec]["is_last"][at[at[:, 0] == rec, 1]] = True
 
     def _record(self, key, start, end, index, timing, is_last, time, seq, values, *, retraction: bool):
         self.records.append({"key": key, "start": start, "end": end, "index": index, "timing": timing,

@@ -138,14 +138,32 @@ def test_on_time_always_needs_a_firing_at_the_watermark():
     ]
 
 
-def test_on_time_always_at_the_end_of_bounded_input():
-    """The end of input moves the watermark to +inf: a pass over the window's end."""
-    e = engine(EARLY_PERIOD, on_time=True)
-    assert every_path(e, DATA, Timeline.from_steps([], [])) == [
+def test_the_end_of_input_is_the_instant_of_the_last_timer():
+    """The input ends at the last timer that fired (20): the watermark's pass to +inf is at the
+    instant of the EARLY pane, so ON TIME ALWAYS adds no pane, and CLOSING ALWAYS marks that pane
+    last (it is the window's last)."""
+    no_watermark = Timeline.from_steps([], [])
+    assert every_path(engine(EARLY_PERIOD, on_time=True), DATA, no_watermark) == [
         (1, 1, 0, "EARLY", False, 10),
         (3, 7, 1, "EARLY", False, 20),
-        (3, 7, 2, "ON_TIME", True, 20),
     ]
+    assert every_path(engine(EARLY_PERIOD, closing=True), DATA, no_watermark) == [
+        (1, 1, 0, "EARLY", False, 10),
+        (3, 7, 1, "EARLY", True, 20),
+    ]
+
+
+def test_the_options_add_no_second_pane_at_an_instant():
+    """The PERIOD boundary at 50 is also where the watermark passes the end: the timer's EARLY pane
+    (step 2) holds everything and is the last; neither option adds a pane after it (a window
+    emits at most one pane per instant)."""
+    data = rows((5, 1, 1), (6, 42, 2))
+    for on_time, closing in ((False, False), (True, False), (False, True), (True, True)):
+        e = engine(EARLY_PERIOD, on_time=on_time, closing=closing)
+        assert every_path(e, data, CROSS_AT_50, batches=[1, 10, 42, 50, 60]) == [
+            (1, 1, 0, "EARLY", False, 10),
+            (2, 3, 1, "EARLY", True, 50),
+        ]
 
 
 # ------------------------------------------------------------------ EMIT ... CLOSING ALWAYS
@@ -232,7 +250,7 @@ def test_unbounded_lateness_state_is_never_collected_on_a_stream():
         assert e.state_summary(state, 10**9)[3] == POS_INF
         result, state = e.advance(state, LATE_DATA.iloc[2:].drop(columns=[ARRIVAL_TIME]), p=60, wm_prev=10**9,
                                   wm_new=10**12, end_of_input=True, reference=reference)
-        assert panes(result.panes) == [(3, 7, 1, "LATE", False, 60), (3, 7, 2, "LATE", True, 60)]
+        assert panes(result.panes) == [(3, 7, 1, "LATE", True, 60)]  # the end of input is this instant
         assert not state
 
 
