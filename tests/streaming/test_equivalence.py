@@ -132,3 +132,19 @@ def test_combined_rows_give_the_same_panes_and_counts(spark, stream_files, tmp_p
     assert metrics["dropped_too_late"] >= 5
     assert {"EARLY", "ON_TIME"} <= set(panes["pane_timing"])
     assert (panes.groupby(["k", "window_start"], dropna=False).size() > 1).any()
+
+
+def test_beam_options_on_a_stream(spark, stream_files, tmp_path):
+    """Issue 19, item 15 on a live stream: PERIOD OFFSET early firings, ALLOWED LATENESS UNBOUNDED
+    (no window is ever collected until the input finishes: the stream runs on, state and all) and
+    EMIT ... ON TIME ALWAYS CLOSING ALWAYS give the engine's panes, and every window ends with one
+    is_last pane."""
+    trigger = ast.WatermarkEarlyLate(early=ast.Repeat(ast.Period(D(SECOND), D(SECOND // 2))), late=ast.Count(1))
+    windowing = ast.Windowing(ast.WindowClause(ast.Fixed(D(2 * MINUTE))), trigger, ast.AllowedLateness(ast.Unbounded()),
+                              ast.Emit(A, on_time_always=True, closing_always=True))
+    plan = EnginePlan(windowing, (Aggregate("sum", "v", "total"), Aggregate("count_star", None, "n")), keys=("k",))
+    panes, _, metrics = check(spark, stream_files, tmp_path, "beam_options", plan, random_batches(3),
+                              delay=30 * SECOND, buckets=2)
+    assert metrics["dropped_too_late"] == 0
+    for _, g in panes.groupby(["k", "window_start"]):
+        assert g["is_last"].tolist() == [False] * (len(g) - 1) + [True]
