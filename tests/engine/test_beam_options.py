@@ -305,3 +305,24 @@ def test_closing_always_ends_every_window_with_exactly_one_last_pane(data, windo
     panes_ = Engine(EnginePlan(w, PROPERTY_AGGS, keys=("k",))).run(rows_, timeline=tl, replay=True).panes
     for _, g in panes_.groupby(["k", "window_start", "window_end"], dropna=False, sort=False):
         assert g["is_last"].tolist() == [False] * (len(g) - 1) + [True]
+
+
+@PROPERTY
+@given(inputs(), windows, triggers, st.sampled_from(list(A)), LATENESS, OPTIONS)
+def test_the_options_change_nothing_where_the_native_paths_run(data, window, trigger, mode, lateness, options):
+    """Why the native rewrite (bounded data without arrival times, a trigger that cannot fire
+    before the end: sqlflow/spark/native.py) and Spark's native streaming aggregation (default
+    trigger, no lateness: sqlflow/spark/streaming/native.py) need no check of the options: there
+    every window fires once, with all its input, and that pane is its last."""
+    from sqlflow.engine.vectorised import collapsible
+
+    rows_, tl = data
+
+    def run(opts, lateness, trigger, replay):
+        w = ast.Windowing(ast.WindowClause(window), trigger, ast.AllowedLateness(lateness), ast.Emit(mode, *opts))
+        return Engine(EnginePlan(w, PROPERTY_AGGS, keys=("k",))).run(rows_, timeline=tl, replay=replay,
+                                                                      reference=True).panes
+
+    if collapsible(trigger or ast.default_trigger()):
+        pd.testing.assert_frame_equal(run(options, lateness, trigger, False), run((False, False), lateness, trigger, False))
+    pd.testing.assert_frame_equal(run(options, D(0), None, True), run((False, False), D(0), None, True))
