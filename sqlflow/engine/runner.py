@@ -172,12 +172,8 @@ class Engine:
         if not replay and vectorised.collapsible(trigger):
             first_pane[:] = vectorised.collapse(inp.a_key, inp.a_start, inp.a_end, merging, table, p_end)
             return np.zeros(n, bool), vectorised.NO_ENDS
-        shape = vectorised.schedule_shape(trigger)
-        # the schedule emits panes of new input only: EMIT ... ALWAYS goes to the per-key loop
-        # (on bounded data without arrival times the collapse above is exact for them: every
-        # window fires once, at the end, with all its input)
-        always = self.plan.windowing.on_time_always or self.plan.windowing.closing_always
-        if replay and shape is not None and not self.plan.per_row_gap and not always:
+        shape = vectorised.windowing_schedule(self.plan.windowing)
+        if replay and shape is not None and not self.plan.per_row_gap:
             too_late = np.zeros(n, bool)
             left, ends = vectorised.watermark_schedule(
                 a_key=inp.a_key, a_at=inp.a_at, a_start=inp.a_start, a_end=inp.a_end, merging=merging,

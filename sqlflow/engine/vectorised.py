@@ -54,6 +54,16 @@ def collapsible(trigger: "ast.Trigger") -> bool:
                    for t in ast.walk_triggers(ast.desugar(trigger)))
 
 
+def windowing_schedule(windowing: "ast.Windowing"):
+    """`schedule_shape` of this windowing's trigger, or None when it needs what the schedule does
+    not do: it emits panes of new input only, so EMIT ... ON TIME ALWAYS / CLOSING ALWAYS go to
+    the per-key loop. (On bounded data without arrival times `collapse` stays exact for them:
+    every window fires once, at the end, with all its input.)"""
+    if windowing.on_time_always or windowing.closing_always:
+        return None
+    return schedule_shape(windowing.effective_trigger)
+
+
 def schedule_shape(trigger: "ast.Trigger"):
     """('default', None) or ('early_period', (period, offset)) if watermark_schedule handles this trigger,
     else None."""

@@ -62,7 +62,7 @@ def engine_mode(ws: WindowedSelect) -> str:
     if not ws.replay and vectorised.collapsible(trigger):
         return "vectorised (one pane per window)"
     per_row_gap = isinstance(fn, ast.Sessions) and isinstance(fn.gap, ast.SqlExpr)
-    if ws.replay and vectorised.schedule_shape(trigger) is not None and not per_row_gap:
+    if ws.replay and vectorised.windowing_schedule(ws.windowing) is not None and not per_row_gap:
         return "vectorised watermark schedule"
     return "per-key event loop (the definition of the semantics)"
 

@@ -326,3 +326,15 @@ def test_the_options_change_nothing_where_the_native_paths_run(data, window, tri
     if collapsible(trigger or ast.default_trigger()):
         pd.testing.assert_frame_equal(run(options, lateness, trigger, False), run((False, False), lateness, trigger, False))
     pd.testing.assert_frame_equal(run(options, D(0), None, True), run((False, False), D(0), None, True))
+
+
+def test_the_watermark_schedule_hands_the_options_to_the_per_key_loop():
+    """One predicate for the engine's dispatch and the planner's explanation (planner.engine_mode)."""
+    from sqlflow.engine.vectorised import windowing_schedule
+
+    def w(**emit):
+        return ast.Windowing(ast.WindowClause(ast.Fixed(D(100))), EARLY_PERIOD, None, ast.Emit(A.ACCUMULATING, **emit))
+
+    assert windowing_schedule(w()) == ("early_period", (10, 0))
+    assert windowing_schedule(w(on_time_always=True)) is None
+    assert windowing_schedule(w(closing_always=True)) is None
