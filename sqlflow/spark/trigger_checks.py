@@ -9,7 +9,9 @@ what it knows without running anything, and `sqlflow.sql` warns (`SqlflowTrigger
   counts its rows to build the timeline, and Spark knows the row count of some relations (local
   data, analysed tables);
 - `WHEN(p)` on a replay when `p` is true for no input row (one aggregation over the input, which
-  the replay reads anyway).
+  the replay reads anyway);
+- `EMIT ... ON TIME ALWAYS` with a trigger that never fires as the watermark passes a window's
+  end (no WATERMARK in it): the option adds nothing.
 
 Streams get none of these: their processing time and rows are still to come.
 
@@ -21,6 +23,9 @@ PERIOD 1m never fires on bounded data: there is no processing time without ARRIV
 >>> s = parse("SELECT k, COUNT(*) FROM t GROUP BY k WINDOW GLOBAL ON ts TRIGGER REPEAT(COUNT 100000)")
 >>> print(*bounded_notes(describe(s, *s.windowed_selects()[0]), rows=2000), sep="\\n")
 COUNT 100000 never fires: the input has 2,000 rows
+>>> s = parse("SELECT k, COUNT(*) FROM t GROUP BY k WINDOW GLOBAL ON ts TRIGGER REPEAT(COUNT 5) EMIT DISCARDING ON TIME ALWAYS")
+>>> print(*option_notes(describe(s, *s.windowed_selects()[0])))
+ON TIME ALWAYS adds no pane: the trigger never fires when the watermark passes a window's end (it has no WATERMARK)
 """
 from __future__ import annotations
 
@@ -57,7 +62,17 @@ def bounded_notes(ws: WindowedSelect, rows: int | None) -> list[str]:
     for t in timed:
         notes.append(f"{printer.trigger(t)} never fires on bounded data: there is no processing time "
                      f"without ARRIVAL{ending}")
-    return notes + count_notes(ws, rows)
+    return notes + count_notes(ws, rows) + option_notes(ws)
+
+
+def option_notes(ws: WindowedSelect) -> list[str]:
+    """EMIT ... ON TIME ALWAYS with a trigger that has no WATERMARK: only a watermark trigger fires
+    as the watermark passes a window's end (docs/semantics.md 5.1)."""
+    if ws.windowing.on_time_always and not any(isinstance(t, (ast.Watermark, ast.WatermarkPercentile))
+                                               for t in _primitives(ws)):
+        return ["ON TIME ALWAYS adds no pane: the trigger never fires when the watermark passes a window's end "
+                "(it has no WATERMARK)"]
+    return []
 
 
 def count_notes(ws: WindowedSelect, rows: int | None) -> list[str]:
@@ -75,7 +90,7 @@ def replay_notes(ws: WindowedSelect, raw, rows: int) -> list[str]:
 
     predicates = when_predicates(ws.windowing.effective_trigger)
     if not predicates:
-        return count_notes(ws, rows)
+        return count_notes(ws, rows) + option_notes(ws)
     counts = raw.agg(F.count(F.lit(1)).alias("rows"),
                      *[F.count_if(F.col(when_column(i))).alias(f"when{i}") for i in range(len(predicates))]).first()
     rows = min(rows, int(counts["rows"]))
@@ -85,7 +100,7 @@ def replay_notes(ws: WindowedSelect, raw, rows: int) -> list[str]:
         if not counts[f"when{i}"] and predicate.sql not in seen:
             seen.add(predicate.sql)
             notes.append(f"WHEN({predicate.sql}) never fires: it is true for none of the {rows:,} input rows")
-    return notes
+    return notes + option_notes(ws)
 
 
 def row_count_estimate(df) -> int | None:

@@ -338,3 +338,26 @@ def test_the_watermark_schedule_hands_the_options_to_the_per_key_loop():
     assert windowing_schedule(w()) == ("early_period", (10, 0))
     assert windowing_schedule(w(on_time_always=True)) is None
     assert windowing_schedule(w(closing_always=True)) is None
+
+
+def _without_watermark():
+    from .strategies import _extend, durations, periods
+
+    leaves = st.one_of(periods, st.builds(ast.Delay, durations(1, 6)), st.builds(ast.Count, st.integers(1, 4)),
+                       st.just(ast.When(ast.SqlExpr("flag"))))
+    return st.recursive(leaves, _extend, max_leaves=4)
+
+
+@PROPERTY
+@given(inputs(), windows, _without_watermark(), st.sampled_from(list(A)), LATENESS, st.booleans())
+def test_on_time_always_adds_nothing_to_a_trigger_without_watermark(data, window, trigger, mode, lateness, replay):
+    """What sqlflow.spark.trigger_checks.option_notes warns: without a WATERMARK in the trigger no
+    firing happens as the watermark passes a window's end, so ON TIME ALWAYS changes nothing."""
+    rows_, tl = data
+
+    def run(on_time):
+        w = ast.Windowing(ast.WindowClause(window), trigger, ast.AllowedLateness(lateness), ast.Emit(mode, on_time))
+        return Engine(EnginePlan(w, PROPERTY_AGGS, keys=("k",))).run(rows_, timeline=tl, replay=replay,
+                                                                      reference=True).panes
+
+    pd.testing.assert_frame_equal(run(True), run(False))

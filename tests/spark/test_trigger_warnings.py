@@ -88,3 +88,15 @@ def test_the_docs_example(spark, repo_root, capsys):
     assert capsys.readouterr().out.strip() == shown == (
         "sqlflow: the SELECT with WINDOW FIXED at line 1, column 60: PERIOD 1m never fires on bounded data: "
         "there is no processing time without ARRIVAL; each window emits one pane, at the end of the input")
+
+
+def test_on_time_always_with_a_trigger_that_never_fires_on_the_watermark(spark, paper_views):
+    """EMIT ... ON TIME ALWAYS (issue 19, item 15) adds nothing when no firing happens as the
+    watermark passes a window's end: said, and the panes are the ones without the option."""
+    query = REPLAY.format(trigger="REPEAT(PERIOD 1m) EMIT ACCUMULATING ON TIME ALWAYS")
+    messages, totals = warned(spark, query)
+    assert messages == ["sqlflow: the SELECT with WINDOW FIXED at line 1, column 93: ON TIME ALWAYS adds no "
+                        "pane: the trigger never fires when the watermark passes a window's end (it has no WATERMARK)"]
+    assert totals == warned(spark, REPLAY.format(trigger="REPEAT(PERIOD 1m)"))[1]
+    messages, _ = warned(spark, REPLAY.format(trigger="WATERMARK EARLY PERIOD 1m EMIT ACCUMULATING ON TIME ALWAYS"))
+    assert messages == []
