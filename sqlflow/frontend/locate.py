@@ -172,13 +172,21 @@ def _tail_end(tokens: list[Token], i: int) -> int:
 
 
 def _period_offset(tokens: list[Token], j: int) -> bool:
-    """OFFSET at token j is our `PERIOD d OFFSET o`: a duration follows (`30s`, `INTERVAL ...`),
-    where Spark's OFFSET takes a row count.
+    """OFFSET at token j is our `PERIOD d OFFSET o`: it follows a PERIOD's duration (so `OFFSET 10`
+    there is a duration without its unit, reported as such, never Spark's row offset silently), or
+    a duration follows (`30s`, `INTERVAL ...`), where Spark's OFFSET takes a row count.
 
     >>> from sqlflow.frontend.scan import scan
     >>> [_period_offset(scan(q), 2) for q in ("PERIOD 1m OFFSET 30s", "LIMIT 5 OFFSET 10", "PERIOD 1m OFFSET -5s")]
     [True, False, True]
+    >>> _period_offset(scan("PERIOD 1m OFFSET 10"), 2), _period_offset(scan("PERIOD INTERVAL 1 MINUTE OFFSET 10"), 4)
+    (True, True)
     """
+    k = j - 1
+    while k >= 0 and (tokens[k].kind in (NUMBER, STRING) or _word(tokens, k) in INTERVAL_UNITS | {"INTERVAL", "TO"}):
+        k -= 1
+    if k < j - 1 and _word(tokens, k) == "PERIOD":
+        return True
     if _is(tokens, j + 1, "-"):  # a negative duration: ours, so validation reports it
         j += 1
     nxt = tokens[j + 1] if j + 1 < len(tokens) else None

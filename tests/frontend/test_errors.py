@@ -1031,3 +1031,12 @@ def test_spark_offset_after_a_period_offset():
     (_, windowing), = statement.windowed_selects()
     assert windowing.trigger == ast.WatermarkEarlyLate(early=ast.Period(ast.Duration(60_000_000), ast.Duration(10_000_000)))
     assert to_sql(statement).endswith("EMIT DISCARDING ORDER BY k LIMIT 2 OFFSET 1")
+
+
+def test_an_offset_without_unit_after_a_period_is_ours():
+    """`PERIOD 1m OFFSET 10` is never read as Spark's OFFSET (skip 10 rows): the unit is missing."""
+    sql = G + "WINDOW GLOBAL ON ts TRIGGER PERIOD 1m OFFSET 10"
+    e = error(sql)
+    assert type(e) is SqlflowSyntaxError
+    assert str(e).splitlines()[0] == ("sqlflow: TRIGGER: expected a duration (like 30m or INTERVAL 5 MINUTES), "
+                                      "got '10' (line 1, column 83)")
