@@ -51,7 +51,7 @@ class Window:
         self.timer = None
         self.alive = True
         self.emitted_at = None  # the instant of its last pane (EMIT ... ALWAYS: one pane per instant)
-        self.last_pane = None  # ... and its id
+        self.last_pane = -1  # ... and its id
 
 
 class KeyLoop:

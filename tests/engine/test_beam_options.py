@@ -18,9 +18,10 @@ D = ast.Duration
 A = ast.AccumulationMode
 AGGS = (Aggregate("count_star", None, "n"), Aggregate("sum", "v", "total"))
 EARLY_PERIOD = ast.WatermarkEarlyLate(early=ast.Period(D(10)))
+NO_LATENESS = D(0)
 
 
-def engine(trigger=None, *, mode=A.ACCUMULATING, lateness=D(0), on_time=False, closing=False, window=None):
+def engine(trigger=None, *, mode=A.ACCUMULATING, lateness=NO_LATENESS, on_time=False, closing=False, window=None):
     w = ast.Windowing(ast.WindowClause(window or ast.Fixed(D(100))), trigger, ast.AllowedLateness(lateness),
                       ast.Emit(mode, on_time_always=on_time, closing_always=closing))
     return Engine(EnginePlan(w, AGGS, keys=("k",)))
