@@ -52,20 +52,20 @@ import json
 import os
 import platform
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-sys.modules.setdefault("compare", sys.modules[__name__])  # run as a script: flink_compare imports this module
 
 import events  # noqa: E402
 import flink_compare  # noqa: E402
+from finals import finals, live_sessions, same_rows  # noqa: E402
+from measure import SHORT_REPEAT, SHORT_WARMUP, WARMUP, measure, noop  # noqa: E402
+from report import NAMES, README, beam_version, machine, markdown, readme_with  # noqa: E402
 
 SCENARIOS = ("1", "2", "2b", "3", "3b", "3c", "4", "5", *flink_compare.SCENARIOS)
 #: the streaming scenarios: measured by every run, `--only` or not, so that the README's streaming
@@ -101,111 +101,6 @@ ALLOWED LATENESS 30m EMIT ACCUMULATING AND RETRACTING"""
 
 
 # --------------------------------------------------------------------------------------------
-# measuring
-
-
-class PeakMemory:
-    """Samples the resident memory of this process and its descendants in a background thread,
-    except the processes in `foreign` and theirs (a reference measuring its own, as Flink's)."""
-
-    foreign: set[int] = set()
-
-    def __init__(self, interval: float = 0.05):
-        import psutil
-
-        self.psutil = psutil
-        self.interval = interval
-        self.peak_total = self.peak_workers = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _sample(self) -> None:
-        me = self.psutil.Process()
-        total = workers = 0
-        skip = set()
-        for pid in self.foreign:
-            try:
-                skip |= {pid, *(c.pid for c in self.psutil.Process(pid).children(recursive=True))}
-            except self.psutil.Error:
-                continue
-        for p in [me, *me.children(recursive=True)]:
-            if p.pid in skip:
-                continue
-            try:
-                rss = p.memory_info().rss
-                name = p.name()
-            except self.psutil.Error:
-                continue
-            total += rss
-            if p.pid != me.pid and name.startswith("python"):
-                workers += rss
-        self.peak_total = max(self.peak_total, total)
-        self.peak_workers = max(self.peak_workers, workers)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self._sample()
-            self._stop.wait(self.interval)
-
-    def __enter__(self) -> "PeakMemory":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
-        self._sample()
-
-
-WARMUP = 1  # runs of each side before the measured ones (--warmup)
-#: the bounded scenarios on up to --rows rows (1, 2b, and 2 at 1M and 2M rows: a few seconds per
-#: round) warm up 5 times and repeat 11 times (--repeat and --warmup override). Both sides keep
-#: getting faster over their first rounds (the JVM compiling their code): at one warm-up and 3
-#: rounds the medians moved by +-25% between runs (scenario 1 with the same code: 1.05x to 1.55x),
-#: at 2 and 7 by +-15% (1.00x to 1.16x); 15 rounds of scenario 1 went from 0.66-0.71 s (both
-#: sides) in the first rounds to 0.47-0.53 s in the last ones
-SHORT_WARMUP, SHORT_REPEAT = 5, 11
-
-
-def measure(sides: dict, rows: int, repeat: int, warmup: int | None = None) -> dict:
-    """Run each side's callable `warmup` (default WARMUP) times to warm up and then `repeat`
-    times, interleaved."""
-    warmup = WARMUP if warmup is None else warmup
-    runs = {name: [] for name in sides}
-    for i in range(repeat + warmup):
-        for name, fn in sides.items():
-            with PeakMemory() as memory:
-                start = time.perf_counter()
-                extra = fn()
-                seconds = time.perf_counter() - start
-            run = {"seconds": round(seconds, 3), "peak_rss_mb": round(memory.peak_total / 2**20),
-                   "peak_python_workers_mb": round(memory.peak_workers / 2**20)}
-            if isinstance(extra, dict):
-                run.update(extra)
-                if "timed_s" in run:  # the side timed its own work (Beam: the pipeline, not the process)
-                    run["wall_s"], run["seconds"] = run["seconds"], run.pop("timed_s")
-            if i >= warmup:
-                runs[name].append(run)
-            print(f"    {name}{' (warm-up)' if i < warmup else ''}: {run['seconds']} s, "
-                  f"{run['peak_rss_mb']} MB", flush=True)
-    out = {}
-    for name, rs in runs.items():
-        median = statistics.median(r["seconds"] for r in rs)
-        out[name] = {"median_s": round(median, 3), "rows_per_s": round(rows / median),
-                     "seconds": [r["seconds"] for r in rs],
-                     "peak_rss_mb": max(r["peak_rss_mb"] for r in rs),
-                     "peak_python_workers_mb": max(r["peak_python_workers_mb"] for r in rs)}
-        for key in rs[0]:
-            if key not in ("seconds", "peak_rss_mb", "peak_python_workers_mb"):
-                out[name][key] = rs[-1][key]
-    return out
-
-
-def noop(df) -> None:
-    df.write.format("noop").mode("overwrite").save()
-
-
-# --------------------------------------------------------------------------------------------
 # the two sides of each scenario
 
 
@@ -230,50 +125,6 @@ def hand_sessions(spark):
             .agg(F.count("*").alias("clicks"), F.sum("amount").alias("total"))
             .select("user_id", F.col("session_window.start").alias("window_start"),
                     F.col("session_window.end").alias("window_end"), "clicks", "total"))
-
-
-def finals(df):
-    """The final value of every window. With retractions: the sum of each window's panes, a
-    retraction counting negatively (what a downstream consumer computes), windows that were
-    retracted completely (merged into a bigger session) dropped. Otherwise the window's last pane.
-    (`is_last` cannot be used: a window's last pane is only marked when it is emitted at the
-    window's expiry, and after an on-time pane with no late data nothing is emitted then.)"""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    keys = ["user_id", "window_start", "window_end"]
-    if "is_retraction" in df.columns:
-        sign = F.when(F.col("is_retraction"), -1).otherwise(1)
-        return (df.groupBy(*keys).agg(F.sum(sign * F.col("clicks")).alias("clicks"),
-                                      F.sum(sign * F.col("total")).alias("total"))
-                .where("clicks <> 0"))
-    if "pane_index" not in df.columns:
-        return df
-    last = Window.partitionBy(*keys).orderBy(F.col("pane_index").desc())
-    return df.withColumn("_n", F.row_number().over(last)).where("_n = 1").select(*keys, "clicks", "total")
-
-
-def live_sessions(panes):
-    """Beam's final session values: its last pane per window, without the windows that were merged
-    into a bigger session later (Beam has no retractions: their panes just stay in the output).
-    A merged-away session lies inside the session it joined, so a key's live sessions are those
-    not contained in another of its windows."""
-    last = (panes.sort_values("pane_index").groupby(["user_id", "window_start", "window_end"], as_index=False)
-            .last().sort_values(["user_id", "window_start", "window_end"], ascending=[True, True, False]))
-    reach = last.groupby("user_id")["window_end"].cummax()
-    before = reach.groupby(last["user_id"]).shift(1)  # the furthest end of the windows before this one
-    return last[before.isna() | (last["window_end"] > before)]
-
-
-def same_rows(a, b) -> dict:
-    cols = ["user_id", "window_start", "window_end", "clicks", "total"]
-    a, b = a.select(*cols).cache(), b.select(*cols).cache()
-    out = {"rows": a.count(), "reference_rows": b.count(),
-           "only_sqlflow": a.exceptAll(b).count(), "only_reference": b.exceptAll(a).count()}
-    a.unpersist()
-    b.unpersist()
-    out["equal"] = out["only_sqlflow"] == 0 and out["only_reference"] == 0
-    return out
 
 
 def bounded_pair(spark, query: str, hand):
@@ -466,7 +317,7 @@ def beam_check(spark, prefix: Path, panes_path: Path) -> dict:
 
 
 def bounded_scenario(spark, query: str, hand, rows: int, repeat: int, *, final_only: bool,
-                     floor: Path | None = None, warmup: int | None = None) -> dict:
+                     floor: Path | None = None, warmup: int = WARMUP) -> dict:
     """sqlflow's `query` against `hand` on dataset(rows), timed, then checked for equal values;
     with `floor` (a work folder), the design's floor (`replay_floor`) and sqlflow with a zero-cost
     engine (`engine_free`) are measured in the same rounds."""
@@ -504,6 +355,9 @@ def summarise(name: str, result: dict) -> dict:
     return result
 
 
+DEFAULT_OUT = HERE / "results" / "compare.json"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rows", type=int, default=2_000_000, help="rows for scenarios 1, 2, 2b and 3")
@@ -521,12 +375,11 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=str(DEFAULT_OUT), help="results file (the default one also rewrites "
                     "the README's table)")
     args = ap.parse_args(argv)
-    global WARMUP
-    WARMUP = 1 if args.warmup is None else args.warmup
+    warmup = 1 if args.warmup is None else args.warmup
     repeat = args.repeat or 3
     # the bounded scenarios on up to --rows rows (see SHORT_REPEAT), unless told otherwise
     short = {"repeat": args.repeat or (repeat if args.quick else SHORT_REPEAT),
-             "warmup": args.warmup if args.warmup is not None else (WARMUP if args.quick else SHORT_WARMUP)}
+             "warmup": args.warmup if args.warmup is not None else (warmup if args.quick else SHORT_WARMUP)}
     if args.quick:
         args.rows, args.scaling, args.beam_rows, args.files = 200_000, "100000,200000,1000000", 5_000, 5
         args.stream_rows = 200_000
@@ -560,7 +413,7 @@ def main(argv=None) -> int:
             sizes = sorted({rows} | ({int(s) for s in args.scaling.split(",")} if "5" in only else set()))
             for n in sizes:
                 print(f"scenario 2: sessions, early/late firings, retracting, replayed, {n:,} rows", flush=True)
-                rounds = short if n <= rows else {"repeat": repeat, "warmup": WARMUP}
+                rounds = short if n <= rows else {"repeat": repeat, "warmup": warmup}
                 scaling[n] = bounded_scenario(spark, Q_SESSIONS_REPLAY, hand_sessions, n, rounds["repeat"],
                                               final_only=True,
                                               floor=work / "engine-free" if "2" in only and n == rows else None,
@@ -575,14 +428,14 @@ def main(argv=None) -> int:
             n = args.stream_rows
             print(f"scenario {name}: {NAMES[name]}, {n:,} rows in {args.files} files", flush=True)
             files = events.stream_files(n, args.files)
-            r = measure(streaming_pair(spark, files, work, name), n, repeat)
+            r = measure(streaming_pair(spark, files, work, name), n, repeat, warmup)
             results[name] = summarise(name, dict(r, rows=n, files=args.files))
         if "4" in only:
             print(f"scenario 4: scenario 2 in Apache Beam (DirectRunner), first {args.beam_rows:,} arrivals of "
                   f"{rows:,}", flush=True)
             prefix = events.prefix(args.beam_rows, rows)
             sides, state = beam_pair(spark, prefix, work)
-            r = measure(sides, args.beam_rows, repeat)
+            r = measure(sides, args.beam_rows, repeat, warmup)
             r["check"] = beam_check(spark, prefix, state[max(state)][0])
             results["4"] = summarise("4", dict(r, rows=args.beam_rows, of=rows))
         if "5" in only:
@@ -601,7 +454,7 @@ def main(argv=None) -> int:
                                                                                         for v in per_row.values())}
         flink = [s for s in flink_compare.SCENARIOS if s in only]
         if flink:
-            r = flink_compare.run(spark, flink, args.flink_rows or rows, args.files, repeat, WARMUP, work)
+            r = flink_compare.run(spark, flink, args.flink_rows or rows, args.files, repeat, warmup, work)
             for name in flink:
                 results[name] = summarise(name, dict(r[name], spark_startup_s=spark_startup))
     finally:
@@ -628,117 +481,6 @@ def main(argv=None) -> int:
         README.write_text(readme_with(README.read_text(), table))
     print(table)
     return 0
-
-
-DEFAULT_OUT = HERE / "results" / "compare.json"
-README = HERE.parent / "README.md"
-TABLE_BEGIN, TABLE_END = "<!-- benchmarks/results/compare.md: begin -->", "<!-- benchmarks/results/compare.md: end -->"
-
-
-def readme_with(readme: str, table: str) -> str:
-    """`readme` with `table` between the two markers (the table is rewritten by every run).
-
-    >>> readme_with(f"a\\n{TABLE_BEGIN}\\nold\\n{TABLE_END}\\nb\\n", "new\\n").splitlines()[1:4]
-    ['<!-- benchmarks/results/compare.md: begin -->', 'new', '<!-- benchmarks/results/compare.md: end -->']
-    """
-    head, begin, rest = readme.partition(TABLE_BEGIN)
-    _, end, tail = rest.partition(TABLE_END)
-    if not begin or not end:
-        raise ValueError(f"README.md has no {TABLE_BEGIN} ... {TABLE_END} region for the table")
-    return f"{head}{TABLE_BEGIN}\n{table}{TABLE_END}{tail}"
-
-
-def machine() -> dict:
-    info = {"cpus": os.cpu_count(), "platform": platform.platform()}
-    try:
-        import psutil
-
-        info["memory_gib"] = round(psutil.virtual_memory().total / 2**30)
-    except ImportError:
-        pass
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                info["cpu"] = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return info
-
-
-def beam_version() -> str | None:
-    try:
-        from importlib.metadata import version
-
-        return version("apache-beam")
-    except Exception:  # noqa: BLE001 - not installed
-        return None
-
-
-NAMES = {
-    "1": "1. fixed windows, default trigger, bounded: vs hand-written `groupBy(window(...))`",
-    "2": "2. sessions, early/late firings, accumulating and retracting, replayed: vs native `session_window`",
-    "2b": "2b. sessions, default trigger, bounded: vs native `session_window`",
-    "3": "3. streaming fixed windows, early and late firings: vs native streaming window aggregation, update mode",
-    "3b": "3b. streaming fixed windows, default trigger, sqlflow's stateful operator: vs native streaming window "
-          "aggregation, append mode",
-    "3c": "3c. streaming sessions, early firings every second, late firings, retracting, 30m lateness: vs native "
-          "streaming `session_window` (final sessions only), append mode",
-    "4": "4. scenario 2: vs Apache Beam Python SDK, DirectRunner",
-    "f1": "f1. fixed windows, default trigger, bounded: vs Flink SQL TUMBLE, batch mode",
-    "f2": "f2. sessions, default trigger, bounded: vs Flink SQL SESSION, streaming mode over the file",
-    "f3": "f3. streaming fixed windows, default trigger, finished: vs Flink SQL TUMBLE, streaming mode",
-    "f4": "f4. streaming sessions, default trigger, finished: vs Flink SQL SESSION, streaming mode",
-}
-
-
-def markdown(out: dict) -> str:
-    m = out["machine"]
-    lines = [f"Machine: {m.get('cpus')} cores ({m.get('cpu', '?')}), {m.get('memory_gib', '?')} GiB, "
-             f"{m['platform']}; Python {out['versions']['python']}, PySpark {out['versions']['pyspark']}, "
-             f"Beam {out['versions']['beam']}, Flink {out['versions'].get('flink')}. Command: "
-             f"`{out['command'].strip()}` ({out['minutes']} minutes, {out['finished']}"
-             + (f"; load average over 1 minute {out['load_average'][0]} at the start, {out['load_average'][1]} at the end"
-                if out.get("load_average") else "") + ").", "",
-             "| scenario | rows | sqlflow | reference | ratio | target | met | same final values | peak memory sqlflow / reference |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    for key, name in NAMES.items():
-        r = out["results"].get(key)
-        if not r:
-            continue
-        ours, ref = r["sqlflow"], r["reference"]
-        own = ref.get("beam_peak_rss_mb") or ref.get("flink_peak_rss_mb")  # a reference in its own process
-        memory = f"{ours['peak_rss_mb']:,} / {own or ref['peak_rss_mb']:,} MB"
-        check = r.get("check")
-        same = "n/a" if check is None else ("yes" if check["equal"] else
-                                            f"NO ({check['only_sqlflow']} / {check['only_reference']} differ)")
-        lines.append(f"| {name} | {r['rows']:,} | {ours['rows_per_s']:,} rows/s ({ours['median_s']} s) | "
-                     f"{ref['rows_per_s']:,} rows/s ({ref['median_s']} s) | {r['ratio']} ({r['ratio_kind']}) | "
-                     f"{r['target']} | {'yes' if r['met'] else '**no**'} | {same} | {memory} |")
-    floor = out["results"].get("2", {}).get("floor")
-    if floor:
-        lines += ["", f"Scenario 2's floor (`replay_floor` in benchmarks/compare.py, same rounds): the global "
-                  f"watermark pass {floor['floor_watermark_pass']} s + handing the rows to the Python workers in "
-                  f"their buckets {floor['floor_bucket_transfer']} s = {floor['total_s']} s, "
-                  f"{floor['share_of_reference']:.0%} of the native reference's time, before sqlflow's engine "
-                  f"computes a single pane."]
-    free = out["results"].get("2", {}).get("engine_free")
-    if free:
-        lines += ["", f"Scenario 2 with a zero-cost engine (`engine_free`: every bucket job yields the output the "
-                  f"engine computed for its bucket before, so all the rest runs): {free['median_s']} s, "
-                  f"{free['ratio']}x the reference's throughput; the engine's own share of sqlflow's time: "
-                  f"{free['engine_s']} s."]
-    lines += flink_compare.notes(out["results"])
-    if "5" in out["results"]:
-        r = out["results"]["5"]
-        lines += ["", "| scenario 5: scenario 2 at | sqlflow µs/row | sqlflow rows/s | native `session_window` µs/row "
-                  "| sqlflow / native throughput | same final values |", "|---|---|---|---|---|---|"]
-        for v in r["sizes"].values():
-            lines.append(f"| {v['rows']:,} rows | {v['sqlflow_us_per_row']} | {v['sqlflow_rows_per_s']:,} | "
-                         f"{v['reference_us_per_row']} | {v['ratio']} | {'yes' if v['check_equal'] else 'NO'} |")
-        lines.append(f"\nPer-row time, largest size over smallest: {r['per_row_growth']} "
-                     f"(target: {r['target']}; met: {'yes' if r['met'] else '**no**'}).")
-    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

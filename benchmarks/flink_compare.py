@@ -44,6 +44,8 @@ import tempfile
 from pathlib import Path
 
 import events
+from finals import finals, same_rows
+from measure import PeakMemory, measure, noop
 
 HERE = Path(__file__).resolve().parent
 REQUIREMENT = "apache-flink==2.3.*"
@@ -98,7 +100,6 @@ class FlinkSide:
             self.proc = subprocess.Popen([str(flink_python()), str(HERE / "flink_side.py")], stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, stderr=err, text=True, bufsize=1)
         self.ready = self._answer()
-        from compare import PeakMemory
         PeakMemory.foreign.add(self.proc.pid)  # measured on its own (flink_side.peak_rss_mb)
 
     def _answer(self) -> dict:
@@ -116,7 +117,6 @@ class FlinkSide:
         return self._answer()
 
     def close(self) -> None:
-        from compare import PeakMemory
         PeakMemory.foreign.discard(self.proc.pid)
         try:
             self.proc.stdin.close()
@@ -169,8 +169,6 @@ def batch_profile(query) -> dict:
 def sides(spark, flink: FlinkSide, name: str, inputs: dict, work: Path) -> dict:
     import sqlflow
 
-    from compare import noop
-
     window, mode, streaming = SHAPES[name]
     query = sqlflow_query(window, streaming)
     if streaming:
@@ -191,8 +189,6 @@ def sides(spark, flink: FlinkSide, name: str, inputs: dict, work: Path) -> dict:
 def check(spark, flink: FlinkSide, name: str, inputs: dict, work: Path) -> dict:
     """One untimed run of each side writing its rows; both sets of final values must be equal."""
     import sqlflow
-
-    from compare import finals, same_rows
 
     window, mode, streaming = SHAPES[name]
     query = sqlflow_query(window, streaming)
@@ -215,8 +211,6 @@ def check(spark, flink: FlinkSide, name: str, inputs: dict, work: Path) -> dict:
 
 def run(spark, only: list[str], rows: int, files: int, repeat: int, warmup: int, work: Path) -> dict:
     """Scenarios `only` (of f1-f4) on `rows` rows; returns their results (summarised by compare.py)."""
-    from compare import measure
-
     inputs = register_inputs(spark, rows, files)
     flink = FlinkSide(work / "flink-side.log")
     results = {}

@@ -36,7 +36,7 @@ def test_events_are_deterministic_and_shaped_as_documented():
 
 
 def test_live_sessions_drop_windows_merged_into_a_bigger_one():
-    import compare
+    import finals
 
     panes = pd.DataFrame(
         [  # user, start, end, pane index, clicks
@@ -47,7 +47,7 @@ def test_live_sessions_drop_windows_merged_into_a_bigger_one():
             (1, 40, 50, 0, 2),   # a separate session
             (2, 0, 10, 0, 5),    # another user: not contained in user 1's windows
         ], columns=["user_id", "window_start", "window_end", "pane_index", "clicks"])
-    live = compare.live_sessions(panes)
+    live = finals.live_sessions(panes)
     assert live[["user_id", "window_start", "window_end", "clicks"]].values.tolist() == [
         [1, 0, 25, 4], [1, 40, 50, 2], [2, 0, 10, 5]]
 
@@ -94,6 +94,7 @@ def flink_result(name: str, ratio_kind_seconds: tuple[float, float]) -> dict:
 
 def test_the_table_renders_the_flink_rows_with_their_notes():
     import compare
+    import report
 
     results = {name: compare.summarise(name, flink_result(name, times))
                for name, times in {"f1": (1.0, 2.0), "f4": (4.0, 1.0)}.items()}
@@ -103,7 +104,7 @@ def test_the_table_renders_the_flink_rows_with_their_notes():
                                                                        "beam": None, "flink": "2.3.0"},
            "command": "python benchmarks/compare.py --only f", "minutes": 1.0, "finished": "2026-01-01 00:00:00",
            "load_average": [3.5, 4.25], "results": results}
-    table = compare.markdown(out)
+    table = report.markdown(out)
     assert "Flink 2.3.0. Command: `python benchmarks/compare.py --only f` (1.0 minutes, 2026-01-01 00:00:00; " \
            "load average over 1 minute 3.5 at the start, 4.25 at the end)." in table
     assert ("| f1. fixed windows, default trigger, bounded: vs Flink SQL TUMBLE, batch mode | 1,000 | "
