@@ -2,6 +2,14 @@
 
 The public functions are loaded lazily, so that code running on Spark executors
 (`sqlflow.engine`, `sqlflow.udfs`) imports neither sqlglot nor lark nor pyspark's SQL layer.
+Everything a user needs is here: `sql`, `transpile`, `explain`, `register`, `dropped`,
+`metrics`, `parse`, `parse_script`, `to_sql`, `register_window_fn`, `plot`, and the session,
+script and stream helpers `local_session` (sqlflow.spark.session), `run_script`
+(sqlflow.spark.script) and `start` (sqlflow.spark.streaming), still importable from there.
+
+>>> import sqlflow
+>>> sqlflow.start.__module__, sqlflow.run_script.__module__, sqlflow.local_session.__module__
+('sqlflow.spark.streaming.sink', 'sqlflow.spark.script', 'sqlflow.spark.session')
 """
 from __future__ import annotations
 
@@ -62,6 +70,9 @@ _LAZY = {
     "metrics": "sqlflow.spark.api",
     "register_window_fn": "sqlflow.engine.windows",
     "plot": "sqlflow.diagram",
+    "local_session": "sqlflow.spark.session",
+    "run_script": "sqlflow.spark.script",
+    "start": "sqlflow.spark.streaming",
 }
 
 
