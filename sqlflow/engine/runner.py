@@ -23,8 +23,9 @@ import pandas as pd
 from .. import ast
 from ..errors import SqlflowExecutionError
 from ..time import NEG_INF, POS_INF
-from . import stream_step, values, vectorised
+from . import stream_step, vectorised
 from .keyloop import CLOSED, DROP_CODE, TOO_LATE, KeyLoop, Window
+from .keys import factorize_keys, key_columns, key_tuples, sortable_key
 from .panes import RETRACTION_COLUMN, PaneTable, pane_accumulators, pane_frame
 from .plan import ARRIVAL_TIME, EVENT_TIME, GAP, EnginePlan, check_durations, when_column
 from .sessions import final_sessions
@@ -205,16 +206,16 @@ class Engine:
         rows = rows.copy()
         rows[ARRIVAL_TIME] = p
         keys = list(self.plan.keys)
-        row_keys = _key_tuples(rows, keys)
+        row_keys = key_tuples(rows, keys)
         due = [k for k, ws in state.items()
                if end_of_input or self._due(ws, p, wm_prev, wm_new)]
         all_keys = list(dict.fromkeys(list(dict.fromkeys(row_keys)) + due))
         try:
-            all_keys.sort(key=_sortable)
+            all_keys.sort(key=sortable_key)
         except TypeError:
             pass
         key_pos = {k: i for i, k in enumerate(all_keys)}
-        key_frame = _key_frame(all_keys, keys, rows) if keys else pd.DataFrame(index=range(len(all_keys)))
+        key_frame = key_columns(all_keys, keys, rows) if keys else pd.DataFrame(index=range(len(all_keys)))
         inp = self._prepare(rows, replay=True, key_id=np.fromiter((key_pos[k] for k in row_keys), np.int64,
                                                                     len(row_keys)), key_frame=key_frame)
         # W is wm_prev before this instant and wm_new after its watermark step
@@ -368,7 +369,7 @@ class Engine:
         if key_id is None:
             keys = list(self.plan.keys)
             if keys:
-                key_id, first = _factorize_keys(rows, keys)
+                key_id, first = factorize_keys(rows, keys)
                 key_frame = rows[keys].iloc[first].reset_index(drop=True)
             else:
                 key_id = np.zeros(n, np.int64)
@@ -470,57 +471,6 @@ def _drops(rows, reason, start=None, end=None) -> pd.DataFrame:
         "window_start": pd.array(start if start is not None else [None] * n, dtype="Int64"),
         "window_end": pd.array(end if end is not None else [None] * n, dtype="Int64"),
     })
-
-
-def _factorize_keys(rows: pd.DataFrame, keys: list[str]):
-    """Key id per row, numbered in key order, and a row index per key id (`values.key_ids`).
-
-    >>> codes, first = _factorize_keys(pd.DataFrame({"k": pd.Series([None, 1, 0, 1], dtype=object)}), ["k"])
-    >>> codes.tolist(), first.tolist()
-    ([2, 1, 0, 1], [2, 1, 0])
-    """
-    codes = values.key_ids(rows, keys)
-    first = np.full(codes.max() + 1 if len(codes) else 0, -1, np.int64)
-    first[codes[::-1]] = np.arange(len(codes))[::-1]
-    return codes, first
-
-
-def _key_tuples(rows: pd.DataFrame, keys: list[str]) -> list[tuple]:
-    """The key of each row as a tuple, every NULL (None, NaN, pd.NA, NaT) as None, so that a key
-    hashes and compares the same whichever batch, and whichever pandas dtype, it came in."""
-    if not keys:
-        return [()] * len(rows)
-    cols = []
-    for k in keys:
-        col = rows[k].to_numpy(dtype=object)
-        null = pd.isna(rows[k]).to_numpy()
-        if null.any():
-            col = col.copy()
-            col[null] = None
-        cols.append(col)
-    return list(zip(*cols))
-
-
-def _key_frame(key_tuples: list[tuple], keys: list[str], rows: pd.DataFrame) -> pd.DataFrame:
-    """Key columns from key tuples, typed as the batch's key columns where the values allow it
-    (an integer key with a NULL stays integer, not float as pandas would infer)."""
-    cols = {}
-    for i, k in enumerate(keys):
-        col = pd.Series([t[i] for t in key_tuples], dtype=object)
-        typed, dtype = None, rows[k].dtype
-        if dtype != np.dtype(object):
-            try:
-                typed = col.astype(dtype)
-                if not typed.astype(object).where(typed.notna(), None).equals(col):
-                    typed = None  # the values do not fit the batch's type (keys of earlier batches)
-            except (TypeError, ValueError, OverflowError):
-                typed = None
-        cols[k] = typed if typed is not None else (col if col.isna().any() else col.infer_objects())
-    return pd.DataFrame(cols, index=pd.RangeIndex(len(key_tuples)))
-
-
-def _sortable(key: tuple):
-    return tuple((v is None, v) for v in key)
 
 
 _NO_DROPS = pd.DataFrame({"row": np.empty(0, np.int64), "reason": np.empty(0, dtype=object),

@@ -36,6 +36,7 @@ from ..time import NEG_INF, POS_INF
 from .aggregates import overflow_column
 from .keyloop import CLOSED, DROP_CODE, TOO_LATE
 from .kernels import order_by, segment_cummax
+from .keys import factorize_keys
 from .panes import EARLY, LATE, ON_TIME, RETRACTION_COLUMN, TIMING_CODE, TIMINGS
 from .trigger_columns import NO_TIMER, Context, columns_of
 from .vectorised import _factorize_windows, sat_add
@@ -414,10 +415,8 @@ class _Batch:
         if n > 1 and ordered:
             rank = np.zeros(n, _I64)
             if step.keys:
-                from .runner import _factorize_keys
-
                 used, inverse = np.unique(cat["key"], return_inverse=True)
-                codes, _ = _factorize_keys(W.keys.iloc[used].reset_index(drop=True), step.keys)
+                codes, _ = factorize_keys(W.keys.iloc[used].reset_index(drop=True), step.keys)
                 rank = codes[inverse.reshape(-1)]
             order = np.lexsort((cat["seq"], rank, cat["end"], cat["start"], cat["first"], cat["time"]))
             cat = {f: a[order] for f, a in cat.items()}

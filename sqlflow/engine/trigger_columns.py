@@ -212,23 +212,25 @@ class Delay(Period):
         return add_saturating(now, self.period)
 
 
-class Count(Node):
-    """Fires once `n` elements have arrived since it started. Columns: count, fired."""
+class _Latch(Node):
+    """`triggers._LatchTrigger` over a table: fires once what a window has seen (column `seen`,
+    from `start`) is `enough`; a merged window's is its sources' `together`. Columns: seen, fired."""
 
-    def __init__(self, name, n: int):
+    def __init__(self, name, seen: str, start):
         super().__init__(name)
-        self.n = n
-        self.c, self.f = name + "c", name + "f"
+        self.s, self.f, self.start = name + seen, name + "f", start
 
     def columns(self):
-        return {self.c: _I64(0), self.f: False}
+        return {self.s: self.start, self.f: False}
 
-    def on_elements(self, T, rows, ctx):
-        live = rows[~T[self.f][rows]]
-        T[self.c][live] += np.broadcast_to(np.asarray(ctx.get("n", live), _I64), live.shape)
+    def enough(self, seen) -> np.ndarray:
+        raise NotImplementedError
+
+    def together(self, seen, grp, inc, n) -> np.ndarray:
+        raise NotImplementedError
 
     def step(self, T, rows, ctx):
-        fire = ~T[self.f][rows] & (T[self.c][rows] >= self.n)
+        fire = ~T[self.f][rows] & self.enough(T[self.s][rows])
         T[self.f][rows[fire]] = True
         return fire
 
@@ -237,37 +239,44 @@ class Count(Node):
 
     def merge(self, T, dst, src, grp, inc):
         n = len(dst)
-        T[self.c][dst] = _group_sum(T[self.c][src], grp, inc, n)
+        T[self.s][dst] = self.together(T[self.s][src], grp, inc, n)
         T[self.f][dst] = _group_all(T[self.f][src], grp, inc, n)
 
 
-class When(Node):
+class Count(_Latch):
+    """Fires once `n` elements have arrived since it started. Columns: count, fired."""
+
+    def __init__(self, name, n: int):
+        super().__init__(name, "c", _I64(0))
+        self.n = n
+
+    def on_elements(self, T, rows, ctx):
+        live = rows[~T[self.f][rows]]
+        T[self.s][live] += np.broadcast_to(np.asarray(ctx.get("n", live), _I64), live.shape)
+
+    def enough(self, count):
+        return count >= self.n
+
+    def together(self, count, grp, inc, n):
+        return _group_sum(count, grp, inc, n)
+
+
+class When(_Latch):
     """Fires once an element arrives whose predicate `index` is true. Columns: seen, fired."""
 
     def __init__(self, name, index: int):
-        super().__init__(name)
+        super().__init__(name, "s", False)
         self.index = index
-        self.s, self.f = name + "s", name + "f"
-
-    def columns(self):
-        return {self.s: False, self.f: False}
 
     def on_elements(self, T, rows, ctx):
         seen = ~T[self.f][rows] & ctx.when[rows, self.index]
         T[self.s][rows[seen]] = True
 
-    def step(self, T, rows, ctx):
-        fire = ~T[self.f][rows] & T[self.s][rows]
-        T[self.f][rows[fire]] = True
-        return fire
+    def enough(self, seen):
+        return seen
 
-    def finished(self, T, rows):
-        return T[self.f][rows].copy()
-
-    def merge(self, T, dst, src, grp, inc):
-        n = len(dst)
-        T[self.s][dst] = _group_any(T[self.s][src], grp, inc, n)
-        T[self.f][dst] = _group_all(T[self.f][src], grp, inc, n)
+    def together(self, seen, grp, inc, n):
+        return _group_any(seen, grp, inc, n)
 
 
 # ---------------------------------------------------------------------- composites
@@ -286,6 +295,36 @@ class Composite(Node):
         for c in self.children:
             out.update(c.columns())
         return out
+
+
+class _Finishing(Composite):
+    """A composite that fires and then finishes (own column: finished): its children see elements,
+    and their timers count, until then; a merged window has finished when all its sources had."""
+
+    def _own(self):
+        return {self.name: False}
+
+    def on_elements(self, T, rows, ctx):
+        live = rows[~T[self.name][rows]]
+        for c in self.children:
+            c.on_elements(T, live, ctx)
+
+    def finished(self, T, rows):
+        return T[self.name][rows].copy()
+
+    def merge(self, T, dst, src, grp, inc):
+        for c in self.children:
+            c.merge(T, dst, src, grp, inc)
+        T[self.name][dst] = _group_all(T[self.name][src], grp, inc, len(dst))
+
+    def timer(self, T, rows):
+        t = np.full(len(rows), NO_TIMER, _I64)
+        for i, c in enumerate(self.children):
+            t = np.minimum(t, self._timer(i, c, T, rows))
+        return np.where(T[self.name][rows], NO_TIMER, t)
+
+    def _timer(self, i: int, child, T, rows):
+        return child.timer(T, rows)
 
 
 class Repeat(Composite):
@@ -310,17 +349,9 @@ class Repeat(Composite):
         return self.children[0].timer(T, rows)
 
 
-class RepeatUntil(Composite):
+class RepeatUntil(_Finishing):
     """REPEAT(child) while `until` runs alongside; when `until` fires, fires and finishes.
     Own column: finished."""
-
-    def _own(self):
-        return {self.name: False}
-
-    def on_elements(self, T, rows, ctx):
-        live = rows[~T[self.name][rows]]
-        for c in self.children:
-            c.on_elements(T, live, ctx)
 
     def step(self, T, rows, ctx):
         child, until = self.children
@@ -335,19 +366,6 @@ class RepeatUntil(Composite):
         out[act[u]] = True
         out[act[~u]] = fired
         return out
-
-    def finished(self, T, rows):
-        return T[self.name][rows].copy()
-
-    def merge(self, T, dst, src, grp, inc):
-        for c in self.children:
-            c.merge(T, dst, src, grp, inc)
-        T[self.name][dst] = _group_all(T[self.name][src], grp, inc, len(dst))
-
-    def timer(self, T, rows):
-        child, until = self.children
-        t = np.minimum(child.timer(T, rows), until.timer(T, rows))
-        return np.where(T[self.name][rows], NO_TIMER, t)
 
 
 class Sequence(Composite):
@@ -398,16 +416,8 @@ class Sequence(Composite):
         return out
 
 
-class FirstOf(Composite):
+class FirstOf(_Finishing):
     """Fires when any child fires, then finishes. Own column: finished."""
-
-    def _own(self):
-        return {self.name: False}
-
-    def on_elements(self, T, rows, ctx):
-        live = rows[~T[self.name][rows]]
-        for c in self.children:
-            c.on_elements(T, live, ctx)
 
     def step(self, T, rows, ctx):
         out = np.zeros(len(rows), bool)
@@ -420,22 +430,8 @@ class FirstOf(Composite):
         out[act] = fired
         return out
 
-    def finished(self, T, rows):
-        return T[self.name][rows].copy()
 
-    def merge(self, T, dst, src, grp, inc):
-        for c in self.children:
-            c.merge(T, dst, src, grp, inc)
-        T[self.name][dst] = _group_all(T[self.name][src], grp, inc, len(dst))
-
-    def timer(self, T, rows):
-        t = np.full(len(rows), NO_TIMER, _I64)
-        for c in self.children:
-            t = np.minimum(t, c.timer(T, rows))
-        return np.where(T[self.name][rows], NO_TIMER, t)
-
-
-class AllOf(Composite):
+class AllOf(_Finishing):
     """Fires when every child has fired (children that fired wait), then finishes. Own columns:
     finished, and one done flag per child."""
 
@@ -464,21 +460,13 @@ class AllOf(Composite):
         out[act] = every
         return out
 
-    def finished(self, T, rows):
-        return T[self.name][rows].copy()
-
     def merge(self, T, dst, src, grp, inc):
-        n = len(dst)
-        for i, c in enumerate(self.children):
-            c.merge(T, dst, src, grp, inc)
-            T[self._done(i)][dst] = _group_all(T[self._done(i)][src], grp, inc, n)
-        T[self.name][dst] = _group_all(T[self.name][src], grp, inc, n)
+        super().merge(T, dst, src, grp, inc)
+        for i in range(len(self.children)):
+            T[self._done(i)][dst] = _group_all(T[self._done(i)][src], grp, inc, len(dst))
 
-    def timer(self, T, rows):
-        t = np.full(len(rows), NO_TIMER, _I64)
-        for i, c in enumerate(self.children):
-            t = np.minimum(t, np.where(T[self._done(i)][rows], NO_TIMER, c.timer(T, rows)))
-        return np.where(T[self.name][rows], NO_TIMER, t)
+    def _timer(self, i: int, child, T, rows):  # a child that fired waits: its timer does not count
+        return np.where(T[self._done(i)][rows], NO_TIMER, child.timer(T, rows))
 
 
 # ---------------------------------------------------------------------- from triggers.py

@@ -157,62 +157,73 @@ class DelayTrigger(PeriodTrigger):
             st[0] = min(ctx.now + self.delay, POS_INF)  # +inf: never, in int64 microseconds
 
 
-class CountTrigger:
+class _LatchTrigger:
+    """Fires once what it has seen since it started (`st[0]`, from `start`) is `enough`.
+    State: [seen, fired]; a merged window has seen what its sources saw together (`together`)."""
+
+    start: object = 0
+
+    def enough(self, seen) -> bool:
+        raise NotImplementedError
+
+    def together(self, seen):
+        raise NotImplementedError
+
+    def new(self):
+        return [self.start, False]
+
+    def step(self, st, ctx):
+        if not st[1] and self.enough(st[0]):
+            st[1] = True
+            return True
+        return False
+
+    def finished(self, st):
+        return st[1]
+
+    def merge(self, states):
+        return [self.together(s[0] for s in states), all(s[1] for s in states)]
+
+    def timer(self, st):
+        return None
+
+
+class CountTrigger(_LatchTrigger):
     """Fires once `n` elements have arrived since it started. State: [count, fired]."""
+
+    start = 0
 
     def __init__(self, n: int):
         self.n = n
-
-    def new(self):
-        return [0, False]
 
     def on_elements(self, st, ctx, n, when):
         if not st[1]:
             st[0] += n
 
-    def step(self, st, ctx):
-        if not st[1] and st[0] >= self.n:
-            st[1] = True
-            return True
-        return False
+    def enough(self, count) -> bool:
+        return count >= self.n
 
-    def finished(self, st):
-        return st[1]
-
-    def merge(self, states):
-        return [sum(s[0] for s in states), all(s[1] for s in states)]
-
-    def timer(self, st):
-        return None
+    def together(self, counts):
+        return sum(counts)
 
 
-class WhenTrigger:
+class WhenTrigger(_LatchTrigger):
     """Fires once an element arrives whose predicate (column `index`) is true. State: [seen, fired]."""
+
+    start = False
 
     def __init__(self, index: int):
         self.index = index
-
-    def new(self):
-        return [False, False]
 
     def on_elements(self, st, ctx, n, when):
         if not st[1] and when[self.index]:
             st[0] = True
 
-    def step(self, st, ctx):
-        if not st[1] and st[0]:
-            st[1] = True
-            return True
-        return False
+    def enough(self, seen) -> bool:
+        return bool(seen)
 
-    def finished(self, st):
-        return st[1]
-
-    def merge(self, states):
-        return [any(s[0] for s in states), all(s[1] for s in states)]
-
-    def timer(self, st):
-        return None
+    def together(self, seen):
+        return any(seen)
 
 
 # ---------------------------------------------------------------------- composites

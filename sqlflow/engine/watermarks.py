@@ -165,14 +165,19 @@ def _fmt(t) -> str:
     return format_time(int(t))
 
 
-def bounded_delay(arrival, event, delay: int) -> Timeline:
-    """W(p) = max event time arrived by p, minus delay (advancing at each arrival instant)."""
+def _by_arrival(arrival, event) -> tuple[np.ndarray, np.ndarray]:
+    """Arrival and event times as int64 arrays, sorted by arrival (then event) time."""
     a = np.asarray(arrival, dtype=_I64)
     e = np.asarray(event, dtype=_I64)
+    order = np.lexsort((e, a))
+    return a[order], e[order]
+
+
+def bounded_delay(arrival, event, delay: int) -> Timeline:
+    """W(p) = max event time arrived by p, minus delay (advancing at each arrival instant)."""
+    a, e = _by_arrival(arrival, event)
     if a.size == 0:
         return EMPTY_TIMELINE
-    order = np.lexsort((e, a))
-    a, e = a[order], e[order]
     w = np.maximum.accumulate(e)
     w = np.where(w == NEG_INF, NEG_INF, w - delay)
     return Timeline.from_steps(a, w)
@@ -180,12 +185,9 @@ def bounded_delay(arrival, event, delay: int) -> Timeline:
 
 def perfect(arrival, event) -> Timeline:
     """W(p) = min event time of rows arriving after p; +inf once all have arrived."""
-    a = np.asarray(arrival, dtype=_I64)
-    e = np.asarray(event, dtype=_I64)
+    a, e = _by_arrival(arrival, event)
     if a.size == 0:
         return EMPTY_TIMELINE
-    order = np.lexsort((e, a))
-    a, e = a[order], e[order]
     # pending after the instant at a[i]: rows with arrival > a[i]; suffix minimum over later rows
     suffix_min = np.minimum.accumulate(e[::-1])[::-1]
     after = np.r_[suffix_min[1:], POS_INF].astype(_I64)
