@@ -47,6 +47,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from sqlflow.engine.arrival_combine import combine
 from sqlflow.engine.plan import ARRIVAL_TIME, EVENT_TIME, EnginePlan
 from sqlflow.engine.runner import Engine
 from sqlflow.engine import values
@@ -77,7 +78,11 @@ class BucketJob:
     - `timeline`, `p_end`, `replay`: the global watermark and end of input of a replay (or
       `shared`: the timeline as a broadcast variable, loaded once per Python worker);
     - `weight`: the column of how many input rows each element stands for when Spark combined
-      rows before the shuffle (sqlflow/spark/engine_path.py), for the input-rows metric.
+      rows before the shuffle (sqlflow/spark/engine_path.py), for the input-rows metric;
+    - `combine`: (gap, period, offset, parts) when the replayed rows are combined per key,
+      gap-aligned slice and arrival period before the engine runs
+      (sqlflow/engine/arrival_combine.py; `plan` then aggregates the partials `parts` and
+      `weight` counts the rows).
     """
 
     plan: EnginePlan
@@ -89,6 +94,7 @@ class BucketJob:
     replay: bool = False
     weight: str | None = None  # a column of how many input rows each element stands for
     shared: object = None  # the timeline as a Spark broadcast variable (instead of `timeline`)
+    combine: tuple | None = None  # (gap, period, offset, parts): see sqlflow.engine.arrival_combine
 
     def table(self, rows: pd.DataFrame, schema):
         """The output as one Arrow table of `schema`, built column by column from the parts'
@@ -102,6 +108,10 @@ class BucketJob:
         # a broadcast value is loaded once per worker process and kept: every bucket job of the
         # process shares that Timeline (and the lookup lists it builds when first asked)
         timeline = self.timeline if self.shared is None else self.shared.value
+        if self.combine is not None:
+            gap, period, offset, parts = self.combine
+            rows = combine(rows, keys=self.keys, gap=gap, period=period, offset=offset, timeline=timeline,
+                           parts=parts, weight=self.weight)
         # in retracting mode the engine tells which rows are final from the panes' lineage
         final = FINAL if self.plan.mode.retracting else None
         return rows, Engine(self.plan).run(rows, timeline=timeline, replay=self.replay, p_end=self.p_end,

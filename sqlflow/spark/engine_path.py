@@ -63,6 +63,7 @@ class EngineRun:
     dropped: object       # dropped input rows (internal column names)
     buckets: int
     combined: bool = False  # rows were combined before the shuffle (lifted_rows)
+    replay_combined: bool = False  # replayed rows combined in the bucket jobs (replay_combining)
 
 
 def arrow_schema(schema, spark):
@@ -152,6 +153,9 @@ def run_engine(ws, rel: InputRelation, raw, agg_types: list, *, buckets: int, ti
     plan = EnginePlan(ws.windowing, tuple(outputs.aggregates), keys=tuple(rel.keys), custom_windows=custom)
 
     lifted = lifted_rows(plan, rel, raw, buckets) if liftable(plan, rel, schema) else None
+    combining = replay_combining(plan, rel, schema) if lifted is None else None
+    if combining is not None:
+        plan, combining = combining
     if lifted is not None:
         rows, plan = lifted
     else:
@@ -187,7 +191,8 @@ def run_engine(ws, rel: InputRelation, raw, agg_types: list, *, buckets: int, ti
             shared = None
     job = BucketJob(plan, columns=tuple(out_schema.fieldNames()), keys=tuple(rel.keys), args=tuple(rel.args),
                     timeline=timeline, p_end=p_end, replay=rel.replay,
-                    weight=WEIGHT if lifted is not None else None, shared=shared)
+                    weight=WEIGHT if lifted is not None or combining is not None else None, shared=shared,
+                    combine=combining)
     output = rows.mapInArrow(ArrowBuckets(job, arrow_schema(out_schema, spark)), schema=out_schema)
 
     pane_columns = [_q(k) for k in rel.keys] + outputs.decode
@@ -205,7 +210,8 @@ def run_engine(ws, rel: InputRelation, raw, agg_types: list, *, buckets: int, ti
         f"{_q(REASON)} AS reason",
         f"timestamp_micros({_q(DROPPED_START)}) AS window_start",
         f"timestamp_micros({_q(DROPPED_END)}) AS window_end")
-    return EngineRun(output, panes, final, dropped, buckets, combined=lifted is not None)
+    return EngineRun(output, panes, final, dropped, buckets, combined=lifted is not None,
+                     replay_combined=combining is not None)
 
 
 def by_bucket(rows, keys, buckets: int):
@@ -235,6 +241,35 @@ def liftable(plan: EnginePlan, rel: InputRelation, schema: dict) -> bool:
             # 10^10 rows can overflow it (an overflowed partial would be NULL, not an overflow)
             return False
     return True
+
+
+def replay_combining(plan: EnginePlan, rel: InputRelation, schema: dict):
+    """(plan over the partial aggregates, BucketJob.combine) when the replayed rows of each bucket
+    are combined per key, gap-aligned slice and arrival period before its engine runs
+    (sqlflow/engine/arrival_combine.py: static-gap sessions, a trigger that rule allows, no WHEN,
+    COUNT of anything and SUM/MIN/MAX of integers), else None. The bucket jobs do it, where the
+    timeline already is: combining in Spark before the hand-over (a broadcast join for the
+    watermark, an aggregation, an explode) cost more than the rows it saved (docs/bounded-execution.md)."""
+    from pyspark.sql import types as T
+
+    from ..engine.arrival_combine import arrival_grid
+
+    if not rel.replay or rel.gap or rel.n_when or not isinstance(plan.window, ast.Sessions):
+        return None
+    grid = arrival_grid(plan.windowing)
+    if grid is None:
+        return None
+    integers = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
+    parts, aggregates = [], []
+    for j, agg in enumerate(plan.aggregates):
+        if agg.kind not in _LIFTABLE or (agg.kind in ("sum", "min", "max")
+                                         and not isinstance(schema[agg.column], integers)):
+            return None
+        name = f"__sqlflow_part{j}"
+        parts.append((name, agg.kind, agg.column))
+        aggregates.append(Aggregate(_LIFTABLE[agg.kind], name, agg.output, agg.ignore_nulls))
+    combined = EnginePlan(plan.windowing, tuple(aggregates), keys=plan.keys, custom_windows=plan.custom_windows)
+    return combined, (plan.window.gap.micros, *grid, tuple(parts))
 
 
 def lifted_rows(plan: EnginePlan, rel: InputRelation, raw, buckets: int):

@@ -283,6 +283,9 @@ class Runner:
         if run.combined:
             stage.engine_mode += ("; rows combined per key and gap-aligned slice of event time before the "
                                   "shuffle (COUNT/SUM/MIN/MAX combine)")
+        if run.replay_combined:
+            stage.engine_mode += ("; replayed rows combined per key, gap-aligned slice and arrival period "
+                                  "in the bucket jobs where nothing can fire between their arrivals")
         renamed = dict(_user_columns(ws, rel))
         stage.dropped_rows = lambda: run.dropped.toDF(*[renamed.get(c, c) for c in run.dropped.columns])
         panes_view = self.view(run.panes, "panes")

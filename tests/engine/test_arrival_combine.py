@@ -1,0 +1,92 @@
+"""Replayed rows combined per key, gap-aligned slice and arrival period (sqlflow/engine/arrival_combine.py)
+give the panes and dropped rows of the single rows, by the per-key reference loop."""
+import pandas as pd
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sqlflow import ast
+from sqlflow.engine.aggregates import Aggregate
+from sqlflow.engine.arrival_combine import arrival_grid, combine
+from sqlflow.engine.plan import ARRIVAL_TIME, EVENT_TIME, EnginePlan
+from sqlflow.engine.runner import Engine
+
+from .strategies import D, durations, inputs, schedule_triggers
+
+SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+AGGS = (Aggregate("count_star", None, "n"), Aggregate("count", "v", "nv"), Aggregate("sum", "v", "total"),
+        Aggregate("min", "v", "lo"), Aggregate("max", "v", "hi"))
+PARTS = (("p0", "count_star", None), ("p1", "count", "v"), ("p2", "sum", "v"), ("p3", "min", "v"),
+         ("p4", "max", "v"))
+#: the engine over the partials: COUNTs add up, SUM/MIN/MAX as before
+LIFTED = (Aggregate("sum", "p0", "n"), Aggregate("sum", "p1", "nv"), Aggregate("sum", "p2", "total"),
+          Aggregate("min", "p3", "lo"), Aggregate("max", "p4", "hi"))
+
+
+def _windowing(gap, trigger, mode, lateness):
+    return ast.Windowing(ast.WindowClause(ast.Sessions(D(gap))), trigger, ast.AllowedLateness(D(lateness)),
+                         ast.Emit(mode))
+
+
+def _dropped(result, rows):
+    d = result.dropped
+    picked = rows.iloc[d["row"].to_numpy()]
+    return sorted(zip(picked["k"].tolist(), picked[EVENT_TIME].tolist(), picked[ARRIVAL_TIME].tolist(),
+                      d["reason"].tolist(), d["window_start"].tolist(), d["window_end"].tolist()), key=repr)
+
+
+@SETTINGS
+@given(inputs(max_rows=60, nulls=True), durations(1, 8), schedule_triggers,
+       st.sampled_from(list(ast.AccumulationMode)), st.sampled_from([0, 25, 1000]), st.booleans())
+def test_combined_rows_give_the_reference_panes(data, gap, trigger, mode, lateness, missing_times):
+    rows, tl = data
+    rows = rows[["k", "v", EVENT_TIME, ARRIVAL_TIME]].copy()
+    if missing_times and len(rows):  # rows without an event or arrival time stay single and are dropped
+        rows[EVENT_TIME] = rows[EVENT_TIME].astype("Int64")
+        rows[ARRIVAL_TIME] = rows[ARRIVAL_TIME].astype("Int64")
+        rows.loc[rows.index[::7], EVENT_TIME] = pd.NA
+        rows.loc[rows.index[3::11], ARRIVAL_TIME] = pd.NA
+    windowing = _windowing(gap.micros, trigger, mode, lateness)
+    grid = arrival_grid(windowing)
+    assert grid is not None
+    period, offset = grid
+    p_end = int(rows[ARRIVAL_TIME].max()) if rows[ARRIVAL_TIME].notna().any() else 0
+    p_end = max(p_end, tl.end)
+    ref = Engine(EnginePlan(windowing, AGGS, keys=("k",))).run(rows, timeline=tl, replay=True, p_end=p_end,
+                                                                 reference=True)
+    elements = combine(rows, keys=("k",), gap=gap.micros, period=period, offset=offset, timeline=tl, parts=PARTS, weight="w")
+    got = Engine(EnginePlan(windowing, LIFTED, keys=("k",))).run(elements, timeline=tl, replay=True, p_end=p_end)
+    assert int(elements["w"].sum()) == len(rows)
+    # COUNTs become SUMs of partial counts: their overflow flags (sqlflow/engine/exact.py) are extra, never set
+    extra = [c for c in got.panes.columns if c not in ref.panes.columns]
+    assert extra == [c for c in ("n__overflow", "nv__overflow") if c in got.panes.columns]
+    assert not got.panes[extra].to_numpy().any()
+    pd.testing.assert_frame_equal(got.panes[list(ref.panes.columns)], ref.panes, check_dtype=False)
+    assert _dropped(got, elements) == _dropped(ref, rows)
+
+
+def _grid(trigger, **emit):
+    return arrival_grid(ast.Windowing(ast.WindowClause(ast.Sessions(D(60))), trigger,
+                                      emit=ast.Emit(ast.AccumulationMode.ACCUMULATING, **emit)))
+
+
+def test_arrival_grid_follows_the_trigger():
+    W = ast.Watermark()
+    assert _grid(ast.WatermarkEarlyLate(early=ast.Period(D(60)))) == (60, 0)
+    assert _grid(ast.WatermarkEarlyLate(early=ast.Period(D(60), D(25)))) == (60, 25)
+    assert _grid(ast.Repeat(W)) == (60_000_000, 0)  # watermark triggers only: any grid, whole minutes
+    assert _grid(ast.Repeat(ast.Count(2))) is None
+    assert _grid(ast.WatermarkEarlyLate(early=ast.Delay(D(60)))) is None
+    assert _grid(ast.Repeat(W), on_time_always=True) is None  # emits without new input
+
+
+def test_a_partial_sum_that_could_overflow_keeps_the_rows_single():
+    from sqlflow.engine.watermarks import bounded_delay
+    rows = pd.DataFrame({"k": [1, 1, 1], "v": [2**62, 2**62, -(2**62)], EVENT_TIME: [0, 1, 2],
+                         ARRIVAL_TIME: [1, 2, 3]})  # one arrival period (0, 10]
+    out = combine(rows, keys=("k",), gap=10, period=10, timeline=bounded_delay(rows[ARRIVAL_TIME], rows[EVENT_TIME], 5),
+                  parts=(("s", "sum", "v"),), weight="w")
+    assert out["w"].tolist() == [1, 1, 1] and out["s"].tolist() == [2**62, 2**62, -(2**62)]
+    small = rows.assign(v=[1, 2, 3])
+    out = combine(small, keys=("k",), gap=10, period=10, timeline=bounded_delay(rows[ARRIVAL_TIME], rows[EVENT_TIME], 5),
+                  parts=(("s", "sum", "v"),), weight="w")
+    assert out["w"].tolist() == [3, 0] and out["s"].tolist() == [6, None]
