@@ -141,11 +141,9 @@ def _partials(rows, kind, column, idx, starts, ends, two, single) -> pd.array:
     counts = np.add.reduceat(seen[idx].astype(np.int64), starts) if len(idx) else np.zeros(0, np.int64)
     if kind == "count":
         return np.r_[counts, np.zeros(n_hi, np.int64), seen[single].astype(np.int64)]
-    if kind == "sum":
-        v, ufunc = values.to_numpy(np.int64, na_value=0), np.add
-    else:
-        extreme = np.iinfo(np.int64).max if kind == "min" else np.iinfo(np.int64).min
-        v, ufunc = values.to_numpy(np.int64, na_value=extreme), np.minimum if kind == "min" else np.maximum
+    identity = {"sum": 0, "min": np.iinfo(np.int64).max, "max": np.iinfo(np.int64).min}[kind]
+    ufunc: np.ufunc = {"sum": np.add, "min": np.minimum, "max": np.maximum}[kind]
+    v = values.to_numpy(np.int64, na_value=identity)
     part = ufunc.reduceat(v[idx], starts) if len(idx) else np.zeros(0, np.int64)
     data = np.r_[part, np.zeros(n_hi, np.int64), v[single]]
     null = np.r_[counts == 0, np.ones(n_hi, bool), ~seen[single]]
