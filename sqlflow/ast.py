@@ -360,6 +360,33 @@ class AllowedLateness:
         return POS_INF if isinstance(self.lateness, Unbounded) else self.lateness.micros
 
 
+class OutputTime(enum.Enum):
+    """Which event time a pane carries (column `output_time`): the Flink time note's options 1-4.
+
+    END OF WINDOW, the default, is the largest instant inside the window (Beam's maxTimestamp), so
+    the result stays in its own window; EARLIEST and LATEST are over the event times of the pane's
+    on-time elements (docs/semantics.md, 8).
+    """
+
+    END_OF_WINDOW = "END OF WINDOW"
+    START_OF_WINDOW = "START OF WINDOW"
+    EARLIEST = "EARLIEST"
+    LATEST = "LATEST"
+
+    @property
+    def of_elements(self) -> bool:
+        """Computed from the pane's elements (EARLIEST, LATEST), not from its window's bounds."""
+        return self in (OutputTime.EARLIEST, OutputTime.LATEST)
+
+
+@dataclass(frozen=True)
+class OutputTimestamp:
+    """`OUTPUT TIMESTAMP END OF WINDOW | START OF WINDOW | EARLIEST | LATEST`."""
+
+    policy: OutputTime
+    pos: Position | None = _pos()
+
+
 @dataclass(frozen=True)
 class Windowing:
     """All sqlflow clauses of one windowed SELECT."""
@@ -369,6 +396,7 @@ class Windowing:
     allowed_lateness: AllowedLateness | None = None
     emit: Emit | None = None
     pos: Position | None = _pos()
+    output: OutputTimestamp | None = None
 
     @property
     def effective_trigger(self) -> Trigger:
@@ -378,6 +406,11 @@ class Windowing:
     @property
     def mode(self) -> AccumulationMode:
         return self.emit.mode if self.emit is not None else AccumulationMode.ACCUMULATING
+
+    @property
+    def output_time(self) -> OutputTime:
+        """The output timestamp policy: END OF WINDOW unless OUTPUT TIMESTAMP says otherwise."""
+        return self.output.policy if self.output is not None else OutputTime.END_OF_WINDOW
 
     @property
     def lateness_micros(self) -> int:

@@ -58,7 +58,7 @@ class KeyLoop:
     """Runs the semantics for the assignments of one key."""
 
     def __init__(self, engine, table: PaneTable, key: int, *, a_start, a_end, when, expected,
-                 first_pane, drop_reason, timeline, replay: bool, clamp=None):
+                 first_pane, drop_reason, timeline, replay: bool, clamp=None, stranded=None):
         self.trig = engine.trigger
         self.wfn = engine.wfn
         self.merging = engine.wfn.merging
@@ -68,6 +68,9 @@ class KeyLoop:
         self.table, self.key = table, key
         self.a_start, self.a_end, self.when, self.expected = a_start, a_end, when, expected
         self.first_pane, self.drop_reason = first_pane, drop_reason
+        # assignments still pending after the instant the watermark passed their window's end:
+        # they no longer count for EARLIEST / LATEST (output_time.py)
+        self.stranded = stranded
         self.timeline = timeline
         self.has_wm = len(timeline.times) > 0
         self.replay = replay
@@ -303,6 +306,8 @@ class KeyLoop:
                     self._evaluate(w, p, WATERMARK, wm_new, wm_prev, wm_new)
                     if w.alive and wm_new >= saturating_add(w.end, self.lateness):
                         self._expire(w, p, wm_prev, wm_new)
+                    if w.alive and w.pending and self.stranded is not None and wm_prev < w.end <= wm_new:
+                        self.stranded[w.pending] = True
         if p_end is not None:
             self.end(max(p_end, self.last_timer))
 

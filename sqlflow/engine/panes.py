@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from ..time import NEG_INF
-from . import kernels
+from . import kernels, output_time
 from .aggregates import Grouping, fieldwise_merges, overflow_column
 from .kernels import lineage_fold
 
@@ -29,7 +29,7 @@ TIMING_CODE = {EARLY: 0, ON_TIME: 1, LATE: 2}
 NO_EMIT_TIME = np.iinfo(np.int64).min  # marks panes of bounded data, which have no processing time
 
 #: pane columns added to every result, in output order
-PANE_COLUMNS = ("window_start", "window_end", "pane_index", "pane_timing", "is_last", "emit_time")
+PANE_COLUMNS = ("window_start", "window_end", "pane_index", "pane_timing", "is_last", "emit_time", "output_time")
 RETRACTION_COLUMN = "is_retraction"
 
 
@@ -312,6 +312,8 @@ def pane_frame(plan, panes: dict, accumulators: list[dict], key_frame: pd.DataFr
     frame["pane_timing"] = TIMINGS[panes["timing"]]
     frame["is_last"] = panes["is_last"].astype(bool)
     frame["emit_time"] = pd.Series(pd.array(panes["emit"], dtype="Int64")).mask(panes["emit"] == NO_EMIT_TIME)
+    values, null = output_time.column(plan.output_time, start=panes["start"], end=panes["end"], otime=panes["otime"])
+    frame["output_time"] = pd.arrays.IntegerArray(values, null)
     visible = np.ones(n_panes, bool) if hidden is None else ~hidden
     sort_time, sort_key = panes["time"], panes["key"]
     sort_start = np.where(global_window, NEG_INF, panes["start"])

@@ -43,6 +43,10 @@ class EnginePlan:
         return self.windowing.mode
 
     @property
+    def output_time(self) -> ast.OutputTime:
+        return self.windowing.output_time
+
+    @property
     def lateness(self) -> int:
         return self.windowing.lateness_micros
 

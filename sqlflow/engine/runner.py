@@ -23,7 +23,7 @@ import pandas as pd
 from .. import ast
 from ..errors import SqlflowExecutionError
 from ..time import NEG_INF, POS_INF
-from . import stream_step, vectorised
+from . import output_time, stream_step, vectorised
 from .keyloop import CLOSED, DROP_CODE, TOO_LATE, KeyLoop, Window
 from .keys import factorize_keys, key_columns, key_tuples, sortable_key
 from .panes import RETRACTION_COLUMN, PaneTable, pane_accumulators, pane_frame
@@ -127,6 +127,7 @@ class Engine:
         table = PaneTable()
         first_pane = np.full(n_assign, -1, np.int64)
         drop_reason = np.full(n_assign, "", dtype=object)
+        stranded = np.zeros(n_assign, bool)
         todo = np.ones(n_assign, bool)
         ends = vectorised.NO_ENDS
         if not reference and timer_instants is None:
@@ -146,7 +147,8 @@ class Engine:
                 key = int(a_key[ids[0]])
                 loop = KeyLoop(self, table, key, a_start=inp.a_start, a_end=inp.a_end,
                                when=when, expected=expected, first_pane=first_pane,
-                               drop_reason=drop_reason, timeline=timeline, replay=replay, clamp=clamp)
+                               drop_reason=drop_reason, timeline=timeline, replay=replay, clamp=clamp,
+                               stranded=stranded)
                 # the key's input ends after its last timer, wherever its windows ran
                 own_end = max(p_end, ends.time(key))
                 loop.run(ids, a_at[ids], p_end=own_end)
@@ -156,6 +158,10 @@ class Engine:
                 moved = np.isin(ends.pane_key, list(later))
                 table.retime(ends.panes[moved], np.array([later[k] for k in ends.pane_key[moved].tolist()], np.int64))
         panes = table.finish()
+        a_et = inp.et[inp.a_row]
+        timely = ~stranded & (a_et >= timeline.before_many(a_at)) if replay else ~stranded
+        panes["otime"] = output_time.pane_times(self.plan.output_time, len(panes["key"]), first_pane=first_pane,
+                                                et=a_et, timely=timely)
         order_seq = inp.at if replay else np.zeros(len(inp.at), np.int64)
         inputs = self._accumulators(inp, order_seq)
         accs = pane_accumulators(self.plan, inputs, first_pane, panes)
@@ -226,7 +232,9 @@ class Engine:
         pseudo_acc: list[list] = [[] for _ in self.plan.aggregates]
         pseudo_start: list[int] = []
         pseudo_end: list[int] = []
+        pseudo_time: list[int] = []  # their output-time combination (output_time.py)
         fixed: dict = {}
+        fixed_time: dict = {}
         hidden: list[int] = []
         loops: dict = {}
         windows_of: dict = {}
@@ -239,12 +247,14 @@ class Engine:
                 for ref in s.lineage:
                     pid = table.add(kid, ref.start, ref.end, ref.index, ref.timing, ref.is_last, p, p, ())
                     fixed[pid] = ref.total
+                    fixed_time[pid] = ref.output_time
                     hidden.append(pid)
                     w.lineage.append(pid)
                 if s.pending is not None:
                     w.pending.append(n_new + len(pseudo_start))
                     pseudo_start.append(s.start)
                     pseudo_end.append(s.end)
+                    pseudo_time.append(s.pending_time)
                     for i, acc in enumerate(s.pending):
                         pseudo_acc[i].append(acc)
                 ws.append(w)
@@ -252,6 +262,10 @@ class Engine:
         n_assign = n_new + len(pseudo_start)
         first_pane = np.full(n_assign, -1, np.int64)
         drop_reason = np.full(n_assign, "", dtype=object)
+        stranded = np.zeros(n_assign, bool)
+        policy = self.plan.output_time
+        a_et = np.r_[inp.et[inp.a_row], np.asarray(pseudo_time, np.int64)]
+        a_timely = np.r_[a_et[:n_new] >= wm_prev, a_et[n_new:] != output_time.NONE[policy]]
         a_start = np.r_[inp.a_start, np.asarray(pseudo_start, np.int64)]
         a_end = np.r_[inp.a_end, np.asarray(pseudo_end, np.int64)]
         a_key = inp.a_key
@@ -268,7 +282,7 @@ class Engine:
             kid = key_pos[k]
             loop = KeyLoop(self, table, kid, a_start=a_start, a_end=a_end, when=when, expected=None,
                            first_pane=first_pane, drop_reason=drop_reason, timeline=timeline, replay=True,
-                           clamp=np.asarray([p], np.int64))
+                           clamp=np.asarray([p], np.int64), stranded=stranded)
             for w in windows_of[kid]:
                 loop.load(w, p)
             ids = bounds.get(kid, empty)
@@ -277,6 +291,11 @@ class Engine:
                 loop.run(empty, empty, p_end=p)
             loops[kid] = loop
         panes = table.finish()
+        a_timely &= ~stranded
+        panes["otime"] = output_time.pane_times(policy, len(panes["key"]), first_pane=first_pane, et=a_et,
+                                                timely=a_timely)
+        for pid, t in fixed_time.items():
+            panes["otime"][pid] = t
         inputs = self._accumulators(inp, inp.at)
         for i, agg in enumerate(self.plan.aggregates):
             if pseudo_acc[i]:
@@ -289,9 +308,13 @@ class Engine:
         new_state = {k: v for k, v in state.items() if k not in key_pos}
         live = {k: loops[key_pos[k]].windows() for k in all_keys}
         pending = self._pending_accumulators([w for ws in live.values() for w in ws], inputs)
+        values, null = output_time.column(policy, start=panes["start"], end=panes["end"], otime=panes["otime"])
+        pane_time = np.where(null, output_time.NONE[policy], values)
         for k, ws in live.items():
             if ws:
-                new_state[k] = [self._snapshot(w, panes, accs, pending) for w in ws]
+                new_state[k] = [self._snapshot(w, panes, accs, pending, pane_time,
+                                               output_time.combine(policy, a_et[[a for a in w.pending if a_timely[a]]]))
+                                for w in ws]
         result = self._result(inp, frame, drop_reason[:n_new])
         return result, new_state
 
@@ -334,15 +357,16 @@ class Engine:
                   for agg, a in zip(self.plan.aggregates, inputs)]
         return {id(w): tuple({f: m[f][i:i + 1] for f in m} for m in merged) for i, w in enumerate(with_pending)}
 
-    def _snapshot(self, w: Window, panes: dict, accs: list[dict], pending: dict) -> WindowState:
+    def _snapshot(self, w: Window, panes: dict, accs: list[dict], pending: dict, pane_time: np.ndarray,
+                  pending_time: int) -> WindowState:
         keep_lineage = self.plan.mode.accumulating  # discarding panes never build on earlier ones
         lineage = [] if not keep_lineage else [
             PaneRef(int(panes["start"][q]), int(panes["end"][q]), int(panes["index"][q]),
                     int(panes["timing"][q]), bool(panes["is_last"][q]),
-                    tuple({f: a[f][q:q + 1] for f in a} for a in accs))
+                    tuple({f: a[f][q:q + 1] for f in a} for a in accs), int(pane_time[q]))
             for q in w.lineage]
         return WindowState(w.start, w.end, w.st, w.next_index, w.had_nonearly, w.closed, w.count,
-                           lineage, pending.get(id(w)))
+                           lineage, pending.get(id(w)), pending_time)
 
     # ------------------------------------------------------------------ helpers
 

@@ -20,6 +20,8 @@ class PaneRef:
     timing: int
     is_last: bool
     total: tuple  # one accumulator (dict of 1-row arrays) per aggregate
+    #: its output_time (microseconds; output_time.NONE of the policy for NULL): a retraction repeats it
+    output_time: int = 0
 
 
 @dataclass
@@ -33,6 +35,8 @@ class WindowState:
     count: int
     lineage: list[PaneRef] = field(default_factory=list)
     pending: tuple | None = None  # one accumulator per aggregate, or None when nothing is pending
+    #: EARLIEST / LATEST of its timely pending input (output_time.NONE of the policy for none)
+    pending_time: int = 0
 
 
 #: key (tuple of the GROUP BY values) -> its live windows

@@ -35,6 +35,7 @@ from ..errors import SqlflowExecutionError
 from ..time import NEG_INF, POS_INF
 from .aggregates import overflow_column
 from .keyloop import CLOSED, DROP_CODE, TOO_LATE
+from . import output_time
 from .kernels import order_by, segment_cummax
 from .keys import factorize_keys
 from .panes import EARLY, LATE, ON_TIME, RETRACTION_COLUMN, TIMING_CODE, TIMINGS
@@ -68,6 +69,8 @@ class StreamStep:
         self.on_time_always = plan.windowing.on_time_always
         self.closing_always = plan.windowing.closing_always
         self.trig = columns_of(engine.trigger)
+        self.policy = plan.output_time
+        self.no_time = output_time.NONE[self.policy]
 
     def run(self, state, rows: pd.DataFrame, *, p: int, wm_prev: int, wm_new: int, end_of_input: bool = False,
             ordered: bool = True):
@@ -75,7 +78,8 @@ class StreamStep:
             raise SqlflowExecutionError(
                 "the stored streaming state was written by another version of sqlflow's engine",
                 hint="start the query from a new checkpoint (docs/streaming.md, 10)")
-        table = WindowTable.from_state(state, self.trig, self.aggs, self.keys, lineage=self.accumulating)
+        table = WindowTable.from_state(state, self.trig, self.aggs, self.keys, lineage=self.accumulating,
+                                       no_time=self.no_time)
         batch = _Batch(self, table, int(p), int(wm_prev), int(wm_new))
         result = batch.run(rows, end_of_input, ordered)
         table.keep(np.flatnonzero(batch.alive))
@@ -125,7 +129,8 @@ class _Batch:
         kept = np.flatnonzero(~too_late)
         if len(kept):
             when = eng._when(inp, kept)[kept]
-            closed = self._arrive(kept, a_key[kept], inp.a_start[kept], inp.a_end[kept], when)
+            et = inp.et[inp.a_row[kept]]
+            closed = self._arrive(kept, a_key[kept], inp.a_start[kept], inp.a_end[kept], when, et)
             drop_reason[kept[closed]] = DROP_CODE[CLOSED]
         self._timers()
         self._watermark()
@@ -134,9 +139,9 @@ class _Batch:
         frame = self._frame(ordered)
         return eng._result(inp, frame, drop_reason)
 
-    def _arrive(self, kept, k, s, e, when) -> np.ndarray:
-        """Step 1 for the assignments `kept` (key ids k, bounds s, e); returns which of them were
-        dropped for a closed window."""
+    def _arrive(self, kept, k, s, e, when, et) -> np.ndarray:
+        """Step 1 for the assignments `kept` (key ids k, bounds s, e, event times et); returns which
+        of them were dropped for a closed window."""
         W, c = self.W, self.W.cols
         n_stored = W.n
         if self.step.merging:
@@ -166,6 +171,12 @@ class _Batch:
                 parts.append(take(W.pending[i], src))
             merged = agg.merge(agg.concat(parts), group, len(touched))
             W.pending[i] = replace_rows(agg, W.pending[i], touched, merged)
+        if self.step.policy.of_elements:  # the output-time combination of the timely pending input
+            pt = c["pending_time"]
+            if len(src):
+                output_time.combine_at(self.step.policy, pt, dst, pt[src])
+            timely = et[ok] >= self.wm_prev
+            output_time.combine_at(self.step.policy, pt, tgt[timely], et[ok][timely])
         n_new = np.bincount(tgt, minlength=W.n)
         c["count"] += n_new
         c["has_pending"][touched] = True
@@ -277,6 +288,10 @@ class _Batch:
         self._evaluate(crossing, ctx, on_watermark=True, wm_cur=hi, time=self.p)
         gone = crossing[hi >= sat_add(c["end"][crossing], lateness)]
         self._expire(gone, wm_prev=lo, wm_new=hi, time=self.p)
+        # input still pending once the watermark passed its window's end no longer counts for
+        # EARLIEST / LATEST (output_time.py)
+        passed = crossing[self.alive[crossing] & (lo < c["end"][crossing]) & (c["end"][crossing] <= hi)]
+        c["pending_time"][passed] = self.step.no_time
 
     def _end(self) -> None:
         """Step 4: the end of input."""
@@ -362,6 +377,9 @@ class _Batch:
         timing = np.where(nonearly, np.where(on_time, _ON_TIME, _LATE), _EARLY)
         c["had_nonearly"][rows] |= nonearly
         is_last = finished | (wm_new >= sat_add(end, self.step.lateness))
+        values_t, null_t = output_time.column(self.step.policy, start=c["start"][rows], end=end,
+                                              otime=c["pending_time"][rows])
+        otime = np.where(null_t, self.step.no_time, values_t)
         time = np.broadcast_to(np.asarray(time, _I64), (k,))
         self.emitted_at[rows] = time
         seq = self.seq + np.arange(k)
@@ -380,15 +398,16 @@ class _Batch:
                 if self.step.retracting:
                     self._record(c["key"][L.cols["owner"][lin]], L.cols["start"][lin], L.cols["end"][lin],
                                  L.cols["index"][lin], L.cols["timing"][lin], np.zeros(len(lin), bool),
-                                 time[of[lin]], seq[of[lin]], old, retraction=True)
+                                 time[of[lin]], seq[of[lin]], old, L.cols["output_time"][lin], retraction=True)
                 L.keep(np.flatnonzero(of < 0))
-            L.add(aggs, rows, c["start"][rows], end, c["next_index"][rows], timing, values)
+            L.add(aggs, rows, c["start"][rows], end, c["next_index"][rows], timing, otime, values)
         self._record(c["key"][rows], c["start"][rows], end, c["next_index"][rows], timing, is_last, time, seq,
-                     values, retraction=False)
+                     values, otime, retraction=False)
         self.pane_at[rows, 0] = len(self.records) - 1
         self.pane_at[rows, 1] = np.arange(k)
         c["next_index"][rows] += 1
         c["has_pending"][rows] = False
+        c["pending_time"][rows] = self.step.no_time
 
     def _mark_last(self, rows) -> None:
         """The panes these windows emitted at this instant are their last (EMIT ... CLOSING ALWAYS)."""
@@ -396,9 +415,9 @@ class _Batch:
         for rec in np.unique(at[:, 0]).tolist():
             self.records[rec]["is_last"][at[at[:, 0] == rec, 1]] = True
 
-    def _record(self, key, start, end, index, timing, is_last, time, seq, values, *, retraction: bool):
+    def _record(self, key, start, end, index, timing, is_last, time, seq, values, otime, *, retraction: bool):
         self.records.append({"key": key, "start": start, "end": end, "index": index, "timing": timing,
-                             "is_last": is_last, "time": np.array(time), "seq": seq,
+                             "is_last": is_last, "time": np.array(time), "seq": seq, "otime": otime,
                              "first": np.full(len(key), 0 if retraction else 1, _I64), "values": values})
 
     def _frame(self, ordered: bool) -> pd.DataFrame:
@@ -406,7 +425,7 @@ class _Batch:
         step, W = self.step, self.W
         recs = self.records
         cat = {f: np.concatenate([r[f] for r in recs]) if recs else np.empty(0, _I64)
-               for f in ("key", "start", "end", "index", "timing", "is_last", "time", "seq", "first")}
+               for f in ("key", "start", "end", "index", "timing", "is_last", "time", "seq", "first", "otime")}
         n = len(cat["key"])
         if recs:
             values = [agg.concat([r["values"][i] for r in recs]) for i, agg in enumerate(self.aggs)]
@@ -437,6 +456,9 @@ class _Batch:
         cols["pane_timing"] = TIMINGS[cat["timing"]]
         cols["is_last"] = cat["is_last"].astype(bool)
         cols["emit_time"] = pd.arrays.IntegerArray(cat["time"].astype(_I64), np.zeros(n, bool))
+        values_t, null_t = output_time.column(step.policy, start=cat["start"], end=cat["end"],
+                                              otime=cat["otime"].astype(_I64))
+        cols["output_time"] = pd.arrays.IntegerArray(values_t, null_t)
         if step.retracting:
             cols[RETRACTION_COLUMN] = cat["first"] == 0
         return pd.DataFrame(cols, index=pd.RangeIndex(n))

@@ -25,9 +25,10 @@ import numpy as np
 import pandas as pd
 
 _I64 = np.int64
-INT_FIELDS = ("key", "start", "end", "next_index", "count")
+INT_FIELDS = ("key", "start", "end", "next_index", "count", "pending_time")
 BOOL_FIELDS = ("had_nonearly", "closed", "has_pending")
-LINEAGE_FIELDS = ("owner", "start", "end", "index", "timing")
+#: a lineage pane's output_time, as output_time.column gives it (NONE of the policy for NULL)
+LINEAGE_FIELDS = ("owner", "start", "end", "index", "timing", "output_time")
 
 
 def take(acc: dict, rows) -> dict:
@@ -68,8 +69,8 @@ class Lineage:
         self.cols = {f: a[rows] for f, a in self.cols.items()}
         self.totals = [None if t is None else take(t, rows) for t in self.totals]
 
-    def add(self, aggs, owner, start, end, index, timing, totals: list[dict]) -> None:
-        for f, v in zip(LINEAGE_FIELDS, (owner, start, end, index, timing)):
+    def add(self, aggs, owner, start, end, index, timing, output_time, totals: list[dict]) -> None:
+        for f, v in zip(LINEAGE_FIELDS, (owner, start, end, index, timing, output_time)):
             self.cols[f] = np.r_[self.cols[f], np.asarray(v, _I64)]
         self.totals = [new if old is None else agg.concat([old, new])
                        for agg, old, new in zip(aggs, self.totals, totals)]
@@ -79,18 +80,19 @@ class WindowTable:
     """Live windows (see the module doc). `keys` holds the key values, one row per key id."""
 
     def __init__(self, trig, aggs, key_names, keys: pd.DataFrame, cols: dict, T: dict, pending: list,
-                 lineage: Lineage | None):
+                 lineage: Lineage | None, no_time: int = 0):
         self.trig, self.aggs, self.key_names = trig, aggs, list(key_names)
+        self.no_time = no_time  # pending_time of a window without timely pending input (output_time.NONE)
         self.keys, self.cols, self.T, self.pending, self.lineage = keys, cols, T, pending, lineage
 
     @staticmethod
-    def empty(trig, aggs, key_names, *, lineage: bool) -> "WindowTable":
+    def empty(trig, aggs, key_names, *, lineage: bool, no_time: int = 0) -> "WindowTable":
         cols = {f: np.empty(0, _I64) for f in INT_FIELDS}
         cols.update({f: np.empty(0, bool) for f in BOOL_FIELDS})
         keys = pd.DataFrame({k: pd.Series([], dtype=object) for k in key_names}) if key_names \
             else pd.DataFrame(index=range(1))
         return WindowTable(trig, aggs, key_names, keys, cols, trig.table(0), [None] * len(aggs),
-                           Lineage.empty(aggs) if lineage else None)
+                           Lineage.empty(aggs) if lineage else None, no_time)
 
     @property
     def n(self) -> int:
@@ -146,7 +148,7 @@ class WindowTable:
         accumulator per aggregate whose types the empty pending rows take when there are none yet."""
         k = len(start)
         first = self.n
-        vals = {"key": key, "start": start, "end": end}
+        vals = {"key": key, "start": start, "end": end, "pending_time": np.full(k, self.no_time, _I64)}
         for f in INT_FIELDS:
             self.cols[f] = np.r_[self.cols[f], np.asarray(vals.get(f, np.zeros(k, _I64)), _I64)]
         for f in BOOL_FIELDS:
@@ -187,14 +189,20 @@ class WindowTable:
                 "lineage": None if self.lineage is None else (self.lineage.cols, self.lineage.totals)}
 
     @staticmethod
-    def from_state(state: dict, trig, aggs, key_names, *, lineage: bool) -> "WindowTable":
+    def from_state(state: dict, trig, aggs, key_names, *, lineage: bool, no_time: int = 0) -> "WindowTable":
         """The table of a stored state (copies: the caller's state stays as it was)."""
         if not state:
-            return WindowTable.empty(trig, aggs, key_names, lineage=lineage)
+            return WindowTable.empty(trig, aggs, key_names, lineage=lineage, no_time=no_time)
         cols = {f: a.copy() for f, a in state["windows"].items()}
+        if "pending_time" not in cols:  # a checkpoint from before output timestamps: END OF WINDOW
+            cols["pending_time"] = np.full(len(cols["start"]), no_time, _I64)
         T = {c: a.copy() for c, a in state["trigger"].items()}
         lin = None
         if lineage:
             lc, lt = state["lineage"]
-            lin = Lineage({f: a.copy() for f, a in lc.items()}, list(lt))
-        return WindowTable(trig, aggs, key_names, state["keys"], cols, T, list(state["pending"]), lin)
+            lc = {f: a.copy() for f, a in lc.items()}
+            if "output_time" not in lc:
+                end = lc["end"]
+                lc["output_time"] = np.where(lc["start"] == np.iinfo(_I64).min, no_time, end - 1)
+            lin = Lineage(lc, list(lt))
+        return WindowTable(trig, aggs, key_names, state["keys"], cols, T, list(state["pending"]), lin, no_time)

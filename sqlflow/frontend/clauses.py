@@ -122,7 +122,8 @@ _NULL = object()  # the NULL literal while transforming (None is lark's "absent"
 
 #: clause AST type -> (name, rank in the language's order)
 _CLAUSES = {ast.WindowClause: ("WINDOW", 0), _TriggerClause: ("TRIGGER", 1),
-            ast.AllowedLateness: ("ALLOWED LATENESS", 2), ast.Emit: ("EMIT", 3)}
+            ast.AllowedLateness: ("ALLOWED LATENESS", 2), ast.Emit: ("EMIT", 3),
+            ast.OutputTimestamp: ("OUTPUT TIMESTAMP", 4)}
 
 
 @v_args(meta=True)
@@ -164,7 +165,8 @@ class _ToAst(Transformer_NonRecursive):
                 clause=name, hint="write WINDOW GLOBAL for one window over all of event time")
         trigger = seen.get("TRIGGER")
         return ast.Windowing(seen["WINDOW"], trigger.trigger if trigger else None,
-                             seen.get("ALLOWED LATENESS"), seen.get("EMIT"), pos=self._pos(meta))
+                             seen.get("ALLOWED LATENESS"), seen.get("EMIT"), pos=self._pos(meta),
+                             output=seen.get("OUTPUT TIMESTAMP"))
 
     def _repeated(self, name: str, first, second) -> SqlflowError:
         if name == "EMIT" and first != second:
@@ -173,6 +175,11 @@ class _ToAst(Transformer_NonRecursive):
                 f"EMIT {printer.emit_text(second)} contradicts the earlier EMIT {printer.emit_text(first)}",
                 second.pos, clause=name, hint="a query has one accumulation mode" if first.mode != second.mode
                 else "a query has one EMIT clause: write its options in it")
+        if name == "OUTPUT TIMESTAMP" and first.policy != second.policy:
+            return self.source.error_at(
+                SqlflowSemanticError,
+                f"OUTPUT TIMESTAMP {second.policy.value} contradicts the earlier OUTPUT TIMESTAMP "
+                f"{first.policy.value}", second.pos, clause=name, hint="a pane carries one output timestamp")
         hints = {"WINDOW": "a SELECT has one window function; to window twice, window the result "
                            "of a subquery",
                  "TRIGGER": "combine triggers in one clause with SEQUENCE, FIRST_OF or ALL_OF"}
@@ -206,6 +213,21 @@ class _ToAst(Transformer_NonRecursive):
 
     def closing_always(self, meta, _):
         return True
+
+    def output_timestamp(self, meta, children):
+        return ast.OutputTimestamp(children[0], pos=self._pos(meta))
+
+    def end_of_window(self, meta, _):
+        return ast.OutputTime.END_OF_WINDOW
+
+    def start_of_window(self, meta, _):
+        return ast.OutputTime.START_OF_WINDOW
+
+    def earliest(self, meta, _):
+        return ast.OutputTime.EARLIEST
+
+    def latest(self, meta, _):
+        return ast.OutputTime.LATEST
 
     def discarding(self, meta, _):
         return ast.AccumulationMode.DISCARDING

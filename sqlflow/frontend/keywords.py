@@ -8,7 +8,7 @@ starts with. tests/frontend/test_keywords.py checks every set against lark's own
 >>> WINDOW_FNS
 ('GLOBAL', 'FIXED', 'SLIDING', 'SESSIONS', 'CUMULATE')
 >>> CLAUSES
-{'WINDOW': 'WINDOW', 'TRIGGER': 'TRIGGER', 'ALLOWED': 'ALLOWED LATENESS', 'EMIT': 'EMIT'}
+{'WINDOW': 'WINDOW', 'TRIGGER': 'TRIGGER', 'ALLOWED': 'ALLOWED LATENESS', 'EMIT': 'EMIT', 'OUTPUT': 'OUTPUT TIMESTAMP'}
 >>> WATERMARK_MODELS
 ('DELAY', 'PERFECT', 'TIMELINE')
 """
@@ -104,6 +104,8 @@ WINDOW_FNS = starts("window_fn")
 TRIGGER_STARTS = starts("trigger")
 #: the accumulation modes' first words
 EMIT_MODES = starts("accumulation_mode")
+#: the output timestamps (OUTPUT TIMESTAMP ...), by first word: {'END': 'END OF WINDOW', ...}
+OUTPUT_TIMES = phrases("output_time")
 #: the watermark models of a source's WATERMARK clause
 WATERMARK_MODELS = starts("watermark_model")
 #: the words of the options after EMIT's mode and of ALLOWED LATENESS UNBOUNDED: they follow only

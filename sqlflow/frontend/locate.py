@@ -148,6 +148,8 @@ def _starts_tail(tokens: list[Token], i: int) -> bool:
         return nxt in EMIT_MODES
     if word == "ALLOWED":
         return nxt == "LATENESS"
+    if word == "OUTPUT":
+        return nxt == "TIMESTAMP"
     return False
 
 

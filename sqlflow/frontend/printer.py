@@ -27,6 +27,8 @@ def windowing_clauses(w: ast.Windowing) -> list[str]:
         clauses.append(f"ALLOWED LATENESS {lateness(w.allowed_lateness)}")
     if w.emit is not None:
         clauses.append(f"EMIT {emit_text(w.emit)}")
+    if w.output is not None:
+        clauses.append(f"OUTPUT TIMESTAMP {w.output.policy.value}")
     return clauses
 
 

@@ -28,6 +28,7 @@ from ..errors import SqlflowSyntaxError
 from . import clauses
 from .dialect import (MARKER_KEY, WATERMARK_KEY, WATERMARK_MARKER, WINDOWING_KEY,
                       WINDOWING_MARKER, SqlflowSpark)
+from .keywords import CLAUSES
 from .locate import SOURCE, TAIL, Span, locate
 from .scan import PUNCT, WORD, scan, unterminated
 from .source import Source
@@ -270,13 +271,13 @@ def _empty_set(node: exp.Expr) -> bool:
 
 
 #: where our clauses go in a SELECT (grammar/README.md, "Where the clauses go")
-CLAUSE_ORDER = ("WINDOW, TRIGGER, ALLOWED LATENESS and EMIT go, in this order, after GROUP BY and "
-                "HAVING and before ORDER BY and LIMIT")
+CLAUSE_ORDER = ("WINDOW, TRIGGER, ALLOWED LATENESS, EMIT and OUTPUT TIMESTAMP go, in this order, after "
+                "GROUP BY and HAVING and before ORDER BY and LIMIT")
 
 
 def _tail_name(source: Source, span: Span) -> str:
     word = source.text[span.start:span.end].split(None, 1)[0].upper()
-    return "ALLOWED LATENESS" if word == "ALLOWED" else word
+    return CLAUSES.get(word, word)
 
 
 def _token_at(source: Source, offsets: "Offsets", error: TokenError) -> int:

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import difflib
 
-from .keywords import CLAUSES, KEYWORDS, TRIGGER_STARTS, WINDOW_FNS
+from .keywords import CLAUSES, KEYWORDS, OUTPUT_TIMES, TRIGGER_STARTS, WINDOW_FNS
 
 #: keywords shown as the phrase they start
-_PHRASES = {word: phrase for word, phrase in CLAUSES.items() if word != phrase}
+_PHRASES = {word: phrase for word, phrase in {**CLAUSES, **OUTPUT_TIMES}.items() if word != phrase}
 _SYMBOLS = {"LPAR": "'('", "RPAR": "')'", "COMMA": "','", "DOT": "'.'"}
 _THINGS = {  # terminal -> description, in the order messages list them
     "DURATION": "a duration (like 30m or INTERVAL 5 MINUTES)",

@@ -18,12 +18,13 @@ from .source import Source
 
 def clause_at(source: Source, start: int, offset: int) -> str | None:
     """The clause (WINDOW, TRIGGER, ...) of a clause tail at `start` that `offset` falls in."""
-    depth, clause = 0, None
+    depth, clause, previous = 0, None, ""
     for tok in scan(source.code, start, offset + 1):
         if tok.kind == PUNCT and tok.text in "()":
             depth += 1 if tok.text == "(" else -1
-        elif depth == 0 and tok.upper in CLAUSES:
+        elif depth == 0 and tok.upper in CLAUSES and previous != "OF":  # not OUTPUT TIMESTAMP END OF WINDOW
             clause = CLAUSES[tok.upper]
+        previous = tok.upper
     return clause
 
 
@@ -46,7 +47,8 @@ def from_lark(source: Source, start: int, end: int, rule: str,
     else:
         offset, got = start + token.start_pos, str(token)
     clause = "WATERMARK" if rule == "source_watermark" else clause_at(source, start, offset)
-    if rule == "windowing":
+    before = [t for t in scan(source.code, start, offset) if t.end <= offset]
+    if rule == "windowing" and not (before and before[-1].upper == "OF"):  # END OF WINDOW needs WINDOW
         expected -= _settled_clauses(source, start, offset)
     misspelt = _misspelt_window_fn(source, start, offset)
     if misspelt is not None:
@@ -75,7 +77,7 @@ def from_lark(source: Source, start: int, end: int, rule: str,
 
 def _settled_clauses(source: Source, start: int, offset: int) -> set[str]:
     """Clause keywords that cannot come next: those already written, and those that go earlier."""
-    ranks = {"WINDOW": 0, "TRIGGER": 1, "ALLOWED": 2, "EMIT": 3}
+    ranks = {word: rank for rank, word in enumerate(CLAUSES)}
     depth, last = 0, -1
     for tok in scan(source.code, start, offset):
         if tok.kind == PUNCT and tok.text in "()":

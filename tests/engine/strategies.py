@@ -53,6 +53,9 @@ def _extend(children):
 triggers = st.one_of(st.none(), st.recursive(primitives, _extend, max_leaves=5),
                      st.builds(ast.WatermarkEarlyLate, st.one_of(st.none(), primitives), st.one_of(st.none(), primitives)))
 
+#: output timestamps (OUTPUT TIMESTAMP ...): None is the default, END OF WINDOW
+output_times = st.one_of(st.none(), st.sampled_from(list(ast.OutputTime)).map(ast.OutputTimestamp))
+
 #: triggers the vectorised watermark-schedule path handles
 schedule_triggers = st.one_of(
     st.none(),

@@ -17,7 +17,7 @@ from sqlflow.engine.triggers import uses_processing_time
 from sqlflow.engine.watermarks import Timeline
 from sqlflow.time import NEG_INF
 
-from .strategies import D, inputs, triggers, windows
+from .strategies import D, inputs, output_times, triggers, windows
 
 AGGS = (Aggregate("sum", "v", "total"), Aggregate("count_star", None, "n"), Aggregate("max", "v", "top"),
         Aggregate("collect_list", "v", "vs"))
@@ -47,9 +47,10 @@ def stream(engine, rows, batch_times, marks, batch_of, *, prepare=None, as_value
     return pd.concat(out, ignore_index=True), dropped
 
 
-def _batched(rows, tl, window, trigger, mode, lateness, n_batches):
+def _batched(rows, tl, window, trigger, mode, lateness, n_batches, output=None):
     """The engine of the drawn query, and `n_batches` micro-batch cuts over the drawn rows."""
-    w = ast.Windowing(ast.WindowClause(window), trigger, ast.AllowedLateness(D(lateness)), ast.Emit(mode))
+    w = ast.Windowing(ast.WindowClause(window), trigger, ast.AllowedLateness(D(lateness)), ast.Emit(mode),
+                      output=output)
     engine = Engine(EnginePlan(w, AGGS, keys=("k",)))
     last = int(rows[ARRIVAL_TIME].max())
     cuts = np.unique(np.r_[np.linspace(rows[ARRIVAL_TIME].min(), last, n_batches).astype(np.int64), last])
@@ -67,12 +68,12 @@ def _replay(engine, rows, cuts, batch_of, marks):
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(inputs(), windows, triggers, st.sampled_from(list(ast.AccumulationMode)), st.sampled_from([0, 25, 1000]),
-       st.integers(1, 6))
-def test_micro_batches_equal_the_replay(data, window, trigger, mode, lateness, n_batches):
+       st.integers(1, 6), output_times)
+def test_micro_batches_equal_the_replay(data, window, trigger, mode, lateness, n_batches, output):
     rows, tl = data
     if len(rows) == 0:
         return
-    engine, cuts, batch_of, marks = _batched(rows, tl, window, trigger, mode, lateness, n_batches)
+    engine, cuts, batch_of, marks = _batched(rows, tl, window, trigger, mode, lateness, n_batches, output)
     streamed, dropped = stream(engine, rows, cuts, marks, batch_of)
 
     replayed = _replay(engine, rows, cuts, batch_of, marks)

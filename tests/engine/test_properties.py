@@ -12,7 +12,7 @@ from sqlflow.engine.runner import Engine
 from sqlflow.engine.sessions import final_sessions
 from sqlflow.engine.windows import window_fn
 
-from .strategies import D, durations, inputs, schedule_triggers, triggers, windows
+from .strategies import D, durations, inputs, output_times, schedule_triggers, triggers, windows
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 AGGS = (Aggregate("sum", "v", "total"), Aggregate("count_star", None, "n"), Aggregate("max", "v", "top"))
@@ -25,8 +25,9 @@ def oracle_lateness(window, lateness):
     return 1000 if isinstance(window, ast.Sessions) else lateness
 
 
-def engine(window, trigger, mode, lateness):
-    w = ast.Windowing(ast.WindowClause(window), trigger, ast.AllowedLateness(D(lateness)), ast.Emit(mode))
+def engine(window, trigger, mode, lateness, output=None):
+    w = ast.Windowing(ast.WindowClause(window), trigger, ast.AllowedLateness(D(lateness)), ast.Emit(mode),
+                      output=output)
     return Engine(EnginePlan(w, AGGS, keys=("k",)))
 
 
@@ -72,11 +73,11 @@ def totals(kept_final):
     return {(k, int(s) if s > -2**62 else None, int(e) if e < 2**62 else None): int(v) for (k, s, e), v in g.items()}
 
 
-def assert_paths_agree(data, window, trigger, mode, lateness, replay):
+def assert_paths_agree(data, window, trigger, mode, lateness, replay, output=None):
     """The engine as dispatched (vectorised paths) gives the per-key loop's panes, in the same
     order, with the same metrics and dropped rows."""
     rows, tl = data
-    e = engine(window, trigger, mode, lateness)
+    e = engine(window, trigger, mode, lateness, output)
     ref = e.run(rows, timeline=tl, replay=replay, reference=True)
     got = e.run(rows, timeline=tl, replay=replay)
     pd.testing.assert_frame_equal(got.panes, ref.panes)
@@ -86,17 +87,17 @@ def assert_paths_agree(data, window, trigger, mode, lateness, replay):
 
 @SETTINGS
 @given(inputs(), windows, triggers, st.sampled_from(list(ast.AccumulationMode)), st.sampled_from([0, 25, 1000]),
-       st.booleans())
-def test_vectorised_paths_equal_the_reference(data, window, trigger, mode, lateness, replay):
-    assert_paths_agree(data, window, trigger, mode, lateness, replay)
+       st.booleans(), output_times)
+def test_vectorised_paths_equal_the_reference(data, window, trigger, mode, lateness, replay, output):
+    assert_paths_agree(data, window, trigger, mode, lateness, replay, output)
 
 
 @SETTINGS
 @given(inputs(max_rows=60), windows, schedule_triggers, st.sampled_from(list(ast.AccumulationMode)),
-       st.sampled_from([0, 25, 1000]))
-def test_watermark_schedule_equals_the_reference(data, window, trigger, mode, lateness):
+       st.sampled_from([0, 25, 1000]), output_times)
+def test_watermark_schedule_equals_the_reference(data, window, trigger, mode, lateness, output):
     rows, tl = data
-    e = engine(window, trigger, mode, lateness)
+    e = engine(window, trigger, mode, lateness, output)
     ref = e.run(rows, timeline=tl, replay=True, reference=True)
     got = e.run(rows, timeline=tl, replay=True)
     pd.testing.assert_frame_equal(got.panes, ref.panes)

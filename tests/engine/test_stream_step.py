@@ -17,7 +17,7 @@ from sqlflow.engine.runner import Engine
 from sqlflow.engine.stream_step import StreamStep
 from sqlflow.time import NEG_INF, POS_INF
 
-from .strategies import D, durations, inputs, triggers, windows
+from .strategies import D, durations, inputs, output_times, triggers, windows
 
 AGGS = (Aggregate("sum", "v", "total"), Aggregate("count_star", None, "n"), Aggregate("max", "v", "top"),
         Aggregate("collect_list", "v", "vs"), Aggregate("first", "v", "head"))
@@ -63,10 +63,12 @@ def micro_batches(draw, rows, tl):
     return cuts, marks, batch_of, finish
 
 
-def run_both(rows, window, trigger, mode, lateness, batches, *, prepare=lambda b: b, options=(False, False)):
+def run_both(rows, window, trigger, mode, lateness, batches, *, prepare=lambda b: b, options=(False, False),
+             output=None):
     """`lateness`: microseconds or ast.Unbounded(); `options`: EMIT's (ON TIME ALWAYS, CLOSING ALWAYS)."""
     lateness = lateness if isinstance(lateness, ast.Unbounded) else D(lateness)
-    w = ast.Windowing(ast.WindowClause(window), trigger, ast.AllowedLateness(lateness), ast.Emit(mode, *options))
+    w = ast.Windowing(ast.WindowClause(window), trigger, ast.AllowedLateness(lateness), ast.Emit(mode, *options),
+                      output=output)
     engine = Engine(EnginePlan(w, AGGS, keys=("k",)))
     step = StreamStep(engine)
     cuts, marks, batch_of, finish = batches
@@ -88,10 +90,10 @@ def run_both(rows, window, trigger, mode, lateness, batches, *, prepare=lambda b
 
 
 @SETTINGS
-@given(st.data(), inputs(), windows, triggers, MODES, LATENESS)
-def test_stream_step_equals_the_per_key_loop(data, drawn, window, trigger, mode, lateness):
+@given(st.data(), inputs(), windows, triggers, MODES, LATENESS, output_times)
+def test_stream_step_equals_the_per_key_loop(data, drawn, window, trigger, mode, lateness, output):
     rows, tl = drawn
-    run_both(rows, window, trigger, mode, lateness, data.draw(micro_batches(rows, tl)))
+    run_both(rows, window, trigger, mode, lateness, data.draw(micro_batches(rows, tl)), output=output)
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
