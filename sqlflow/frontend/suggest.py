@@ -2,8 +2,8 @@
 
 >>> expected_words({"DURATION", "INTERVAL"})
 'a duration (like 30m or INTERVAL 5 MINUTES)'
->>> expected_words({"ALLOWED", "EMIT", "TRIGGER", "$END", "ON"})
-'ON, TRIGGER, ALLOWED LATENESS, EMIT or the end of the clauses'
+>>> expected_words({"ALLOWED", "EMIT", "TRIGGER", "$END", "ON", "OUTPUT"})
+'ON, TRIGGER, ALLOWED LATENESS, EMIT, OUTPUT TIMESTAMP or the end of the clauses'
 >>> expected_words({"RPAR", "COMMA"})
 "')' or ','"
 >>> nearest("TRIGER", ["ON", "TRIGGER", "EMIT"])

@@ -97,6 +97,11 @@ class _Checker:
                 self.trigger(t)
         if w.allowed_lateness is not None and isinstance(w.allowed_lateness.lateness, ast.Duration):
             self.not_negative(w.allowed_lateness.lateness, "the lateness", "ALLOWED LATENESS")
+        if w.output is not None and not w.output.policy.of_elements and isinstance(w.window.fn, ast.Global):
+            self.fail(f"OUTPUT TIMESTAMP {w.output.policy.value}: the GLOBAL window has no start or end",
+                      w.output.pos, "OUTPUT TIMESTAMP",
+                      hint="use OUTPUT TIMESTAMP EARLIEST or LATEST (the event times of each pane's elements), "
+                           "or a window function with bounds")
 
     def windows_per_element(self, n: int, pos, ratio: str) -> None:
         if n > MAX_WINDOWS_PER_ELEMENT:

@@ -40,7 +40,7 @@ def expect(sql: str, kind: type[SqlflowError], text: str, **kw) -> SqlflowError:
 
 def test_misspelt_clause_keyword_suggests_the_keyword():
     e = expect(G + "WINDOW FIXED(SIZE 5m) ON ts TRIGER REPEAT(COUNT 1)", SqlflowSyntaxError, """
-        sqlflow: WINDOW: expected TRIGGER, ALLOWED LATENESS, EMIT or the end of the clauses, got 'TRIGER' (line 1, column 66)
+        sqlflow: WINDOW: expected TRIGGER, ALLOWED LATENESS, EMIT, OUTPUT TIMESTAMP or the end of the clauses, got 'TRIGER' (line 1, column 66)
           SELECT k, count(*) FROM t GROUP BY k WINDOW FIXED(SIZE 5m) ON ts TRIGER REPEAT(COUNT 1)
                                                                            ^
         did you mean TRIGGER?
@@ -109,7 +109,7 @@ def test_clauses_at_the_end_of_the_statement():
 
 def test_unexpected_character():
     expect(G + "WINDOW GLOBAL TRIGGER COUNT 1 @", SqlflowSyntaxError, """
-        sqlflow: TRIGGER: expected ALLOWED LATENESS, EMIT or the end of the clauses, got '@' (line 1, column 68)
+        sqlflow: TRIGGER: expected ALLOWED LATENESS, EMIT, OUTPUT TIMESTAMP or the end of the clauses, got '@' (line 1, column 68)
           SELECT k, count(*) FROM t GROUP BY k WINDOW GLOBAL TRIGGER COUNT 1 @
                                                                              ^
     """)
@@ -134,7 +134,7 @@ def test_clauses_out_of_order():
 
 def test_having_after_our_clauses():
     expect(G + "WINDOW GLOBAL HAVING count(*) > 1", SqlflowSyntaxError, """
-        sqlflow: WINDOW: expected ON, TRIGGER, ALLOWED LATENESS, EMIT or the end of the clauses, got 'HAVING' (line 1, column 52)
+        sqlflow: WINDOW: expected ON, TRIGGER, ALLOWED LATENESS, EMIT, OUTPUT TIMESTAMP or the end of the clauses, got 'HAVING' (line 1, column 52)
           SELECT k, count(*) FROM t GROUP BY k WINDOW GLOBAL HAVING count(*) > 1
                                                              ^
         HAVING goes before the WINDOW clause
@@ -802,7 +802,7 @@ def test_emit_after_limit():
         sqlflow: EMIT: EMIT must come before LIMIT (line 1, column 74)
           SELECT k, count(*) FROM t GROUP BY k WINDOW FIXED(SIZE 1m) ON ts LIMIT 5 EMIT DISCARDING
                                                                                    ^
-        WINDOW, TRIGGER, ALLOWED LATENESS and EMIT go, in this order, after GROUP BY and HAVING and before ORDER BY and LIMIT
+        WINDOW, TRIGGER, ALLOWED LATENESS, EMIT and OUTPUT TIMESTAMP go, in this order, after GROUP BY and HAVING and before ORDER BY and LIMIT
     """)
 
 
@@ -812,7 +812,7 @@ def test_window_after_order_by():
         sqlflow: WINDOW: WINDOW must come before ORDER BY (line 2, column 1)
           WINDOW FIXED(SIZE 1m) ON ts
           ^
-        WINDOW, TRIGGER, ALLOWED LATENESS and EMIT go, in this order, after GROUP BY and HAVING and before ORDER BY and LIMIT
+        WINDOW, TRIGGER, ALLOWED LATENESS, EMIT and OUTPUT TIMESTAMP go, in this order, after GROUP BY and HAVING and before ORDER BY and LIMIT
     """)
 
 
@@ -1040,3 +1040,46 @@ def test_an_offset_without_unit_after_a_period_is_ours():
     assert type(e) is SqlflowSyntaxError
     assert str(e).splitlines()[0] == ("sqlflow: TRIGGER: expected a duration (like 30m or INTERVAL 5 MINUTES), "
                                       "got '10' (line 1, column 83)")
+
+
+# --------------------------------------------------------------------------- OUTPUT TIMESTAMP
+
+def test_output_timestamp_goes_after_emit():
+    expect(G + "WINDOW FIXED(SIZE 1m) ON ts OUTPUT TIMESTAMP EARLIEST EMIT DISCARDING", SqlflowSyntaxError, """
+        sqlflow: EMIT: EMIT must come before OUTPUT TIMESTAMP (line 1, column 92)
+          SELECT k, count(*) FROM t GROUP BY k WINDOW FIXED(SIZE 1m) ON ts OUTPUT TIMESTAMP EARLIEST EMIT DISCARDING
+                                                                                                     ^
+    """)
+
+
+def test_misspelt_output_timestamp():
+    expect(G + "WINDOW FIXED(SIZE 1m) ON ts OUTPUT TIMESTAMP EARLIST", SqlflowSyntaxError, """
+        sqlflow: OUTPUT TIMESTAMP: expected END OF WINDOW, START OF WINDOW, EARLIEST or LATEST, got 'EARLIST' (line 1, column 83)
+          SELECT k, count(*) FROM t GROUP BY k WINDOW FIXED(SIZE 1m) ON ts OUTPUT TIMESTAMP EARLIST
+                                                                                            ^
+        did you mean EARLIEST?
+    """)
+    expect(G + "WINDOW FIXED(SIZE 1m) ON ts OUTPUT TIMESTAMP END OF WINDW", SqlflowSyntaxError, """
+        sqlflow: OUTPUT TIMESTAMP: expected WINDOW, got 'WINDW' (line 1, column 90)
+          SELECT k, count(*) FROM t GROUP BY k WINDOW FIXED(SIZE 1m) ON ts OUTPUT TIMESTAMP END OF WINDW
+                                                                                                   ^
+        did you mean WINDOW?
+    """)
+
+
+def test_two_output_timestamps_contradict():
+    expect(G + "WINDOW FIXED(SIZE 1m) ON ts OUTPUT TIMESTAMP LATEST OUTPUT TIMESTAMP EARLIEST", SqlflowSemanticError, """
+        sqlflow: OUTPUT TIMESTAMP: OUTPUT TIMESTAMP EARLIEST contradicts the earlier OUTPUT TIMESTAMP LATEST (line 1, column 90)
+          SELECT k, count(*) FROM t GROUP BY k WINDOW FIXED(SIZE 1m) ON ts OUTPUT TIMESTAMP LATEST OUTPUT TIMESTAMP EARLIEST
+                                                                                                   ^
+        a pane carries one output timestamp
+    """)
+
+
+def test_the_global_window_has_no_start_or_end():
+    expect(G + "WINDOW GLOBAL ON ts TRIGGER REPEAT(COUNT 2) OUTPUT TIMESTAMP START OF WINDOW", SqlflowSemanticError, """
+        sqlflow: OUTPUT TIMESTAMP: OUTPUT TIMESTAMP START OF WINDOW: the GLOBAL window has no start or end (line 1, column 82)
+          SELECT k, count(*) FROM t GROUP BY k WINDOW GLOBAL ON ts TRIGGER REPEAT(COUNT 2) OUTPUT TIMESTAMP START OF WINDOW
+                                                                                           ^
+        use OUTPUT TIMESTAMP EARLIEST or LATEST (the event times of each pane's elements), or a window function with bounds
+    """)

@@ -61,7 +61,7 @@ def test_the_sets_by_value():
                                        "REPEAT_UNTIL", "SEQUENCE", "FIRST_OF", "ALL_OF")
     assert keywords.EMIT_MODES == ("DISCARDING", "ACCUMULATING")
     assert keywords.CLAUSES == {"WINDOW": "WINDOW", "TRIGGER": "TRIGGER", "ALLOWED": "ALLOWED LATENESS",
-                                "EMIT": "EMIT"}
+                                "EMIT": "EMIT", "OUTPUT": "OUTPUT TIMESTAMP"}
     assert keywords.WATERMARK_PHRASES == {"DELAY": "DELAY OF", "PERFECT": "PERFECT", "TIMELINE": "TIMELINE"}
     assert keywords.KEYWORDS[:6] == ("WINDOW", "ON", "TRIGGER", "ALLOWED", "LATENESS", "EMIT")
 

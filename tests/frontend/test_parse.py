@@ -20,12 +20,13 @@ def d(text: str) -> ast.Duration:
     return ast.Duration(parse_duration(text))
 
 
-def W(fn, on="ts", trigger=None, lateness=None, emit=None) -> ast.Windowing:
+def W(fn, on="ts", trigger=None, lateness=None, emit=None, output=None) -> ast.Windowing:
     return ast.Windowing(
         ast.WindowClause(fn, on),
         trigger,
         ast.AllowedLateness(d(lateness)) if lateness else None,
         ast.Emit(ast.AccumulationMode[emit]) if emit else None,
+        output=ast.OutputTimestamp(ast.OutputTime[output]) if output else None,
     )
 
 
@@ -196,6 +197,17 @@ CLAUSES = [
     ("WINDOW SESSIONS(GAP 10m) ON ts TRIGGER REPEAT(COUNT 5) ALLOWED LATENESS 1d EMIT DISCARDING",
      W(ast.Sessions(d("10m")), trigger=ast.Repeat(ast.Count(5)), lateness="1d", emit="DISCARDING"),
      "WINDOW SESSIONS(GAP 10m) ON ts TRIGGER REPEAT(COUNT 5) ALLOWED LATENESS 1d EMIT DISCARDING"),
+    # ---- OUTPUT TIMESTAMP (after EMIT)
+    ("WINDOW FIXED(SIZE 5m) ON ts OUTPUT TIMESTAMP END OF WINDOW", W(ast.Fixed(d("5m")), output="END_OF_WINDOW"),
+     "WINDOW FIXED(SIZE 5m) ON ts OUTPUT TIMESTAMP END OF WINDOW"),
+    ("WINDOW FIXED(SIZE 5m) ON ts output timestamp start of window",
+     W(ast.Fixed(d("5m")), output="START_OF_WINDOW"), "WINDOW FIXED(SIZE 5m) ON ts OUTPUT TIMESTAMP START OF WINDOW"),
+    ("WINDOW SESSIONS(GAP 10m) ON ts TRIGGER REPEAT(COUNT 5) EMIT DISCARDING OUTPUT TIMESTAMP EARLIEST",
+     W(ast.Sessions(d("10m")), trigger=ast.Repeat(ast.Count(5)), emit="DISCARDING", output="EARLIEST"),
+     "WINDOW SESSIONS(GAP 10m) ON ts TRIGGER REPEAT(COUNT 5) EMIT DISCARDING OUTPUT TIMESTAMP EARLIEST"),
+    ("WINDOW GLOBAL ON ts TRIGGER REPEAT(COUNT 5) ALLOWED LATENESS 1m OUTPUT TIMESTAMP LATEST",
+     W(ast.Global(), trigger=ast.Repeat(ast.Count(5)), lateness="1m", output="LATEST"),
+     "WINDOW GLOBAL ON ts TRIGGER REPEAT(COUNT 5) ALLOWED LATENESS 1m OUTPUT TIMESTAMP LATEST"),
     # ---- lowercase and mixed-case keywords
     ("window sliding(size 1h, period 10m) on ts trigger watermark early period 1m late count 1 "
      "allowed lateness 5m emit accumulating and retracting",
@@ -460,6 +472,20 @@ def test_sparks_named_window_clause_still_works():
         "WINDOW FIXED(SIZE 5m) ON ts WINDOW w AS (PARTITION BY k ORDER BY x)",
         [W(ast.Fixed(d("5m")))])
     assert [w.name for w in statement.tree.args["windows"]] == ["w"]
+
+
+def test_end_of_window_closing_a_subquery_before_its_alias():
+    """`END OF WINDOW) AS x` is our clause's last word, not Spark's `WINDOW w AS (...)`."""
+    check("SELECT * FROM (SELECT k, count(*) AS n FROM t GROUP BY k WINDOW FIXED(SIZE 5m) ON ts "
+          "OUTPUT TIMESTAMP END OF WINDOW) AS x WHERE n > 1",
+          "SELECT * FROM (SELECT k, COUNT(*) AS n FROM t GROUP BY k WINDOW FIXED(SIZE 5m) ON ts "
+          "OUTPUT TIMESTAMP END OF WINDOW) AS x WHERE n > 1",
+          [W(ast.Fixed(d("5m")), output="END_OF_WINDOW")])
+    check("SELECT k, x, sum(x) OVER w, count(*) FROM t GROUP BY k, x "
+          "WINDOW FIXED(SIZE 5m) ON ts OUTPUT TIMESTAMP START OF WINDOW WINDOW w AS (PARTITION BY k)",
+          "SELECT k, x, SUM(x) OVER w, COUNT(*) FROM t GROUP BY k, x "
+          "WINDOW FIXED(SIZE 5m) ON ts OUTPUT TIMESTAMP START OF WINDOW WINDOW w AS (PARTITION BY k)",
+          [W(ast.Fixed(d("5m")), output="START_OF_WINDOW")])
 
 
 def test_sparks_named_window_before_ours():

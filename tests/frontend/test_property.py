@@ -114,6 +114,8 @@ def windowings(draw):
         draw(st.none() | st.builds(ast.AllowedLateness, durations(low=0) | st.just(ast.Unbounded()))),
         draw(st.none() | st.builds(ast.Emit, st.sampled_from(list(ast.AccumulationMode)), st.booleans(),
                                    st.booleans())),
+        output=draw(st.none() | st.builds(ast.OutputTimestamp, st.sampled_from(
+            [p for p in ast.OutputTime if p.of_elements or not isinstance(fn, ast.Global)]))),
     )
 
 
@@ -244,6 +246,8 @@ class Writer:
                 text += f"{self.sep()}{self.kw('ON TIME ALWAYS')}"
             if w.emit.closing_always:
                 text += f"{self.sep()}{self.kw('CLOSING ALWAYS')}"
+        if w.output is not None:
+            text += f"{self.sep()}{self.kw('OUTPUT TIMESTAMP')} {self.kw(w.output.policy.value)}"
         return text
 
 
