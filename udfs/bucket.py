@@ -65,7 +65,7 @@ PANE, DROPPED, METRICS = "P", "D", "M"
 
 #: columns every job outputs besides keys, aggregates and argument values
 OUTPUT_COLUMNS = (KIND, REASON, FINAL, ROWS, "window_start", "window_end", "pane_index", "pane_timing",
-                  "is_last", "emit_time", "is_retraction", EVENT_TIME, ARRIVAL_TIME, DROPPED_START,
+                  "is_last", "emit_time", "output_time", "is_retraction", EVENT_TIME, ARRIVAL_TIME, DROPPED_START,
                   DROPPED_END)
 
 

@@ -78,6 +78,7 @@ PANE, METRICS, DROPPED = 0, 1, 2
 
 #: pane columns of the operator's output (times as int64 microseconds; converted by the driver)
 OUT_START, OUT_END, OUT_EMIT = "__sqlflow_ws", "__sqlflow_we", "__sqlflow_emit"
+OUT_OUTPUT_TIME = "__sqlflow_otime"
 OUT_INDEX, OUT_TIMING, OUT_LAST, OUT_RETRACTION = "__sqlflow_index", "__sqlflow_timing", "__sqlflow_last", "__sqlflow_retraction"
 #: dropped-row columns (side output)
 OUT_EVENT_TIME, OUT_REASON = "__sqlflow_et", "__sqlflow_reason"
@@ -168,7 +169,7 @@ class StreamSpec:
         cols = [KIND, *self.plan.keys]
         for a in self.plan.aggregates:
             cols += [a.output, overflow_column(a.output)] if a.may_overflow else [a.output]
-        cols += [OUT_START, OUT_END, OUT_INDEX, OUT_TIMING, OUT_LAST, OUT_EMIT]
+        cols += [OUT_START, OUT_END, OUT_INDEX, OUT_TIMING, OUT_LAST, OUT_EMIT, OUT_OUTPUT_TIME]
         if self.retracting:
             cols.append(OUT_RETRACTION)
         cols += [OUT_EVENT_TIME, OUT_REASON]
@@ -274,6 +275,7 @@ class BucketStep:
         out[OUT_TIMING] = panes["pane_timing"].astype(object)
         out[OUT_LAST] = panes["is_last"].astype(bool)
         out[OUT_EMIT] = panes["emit_time"].astype("Int64")
+        out[OUT_OUTPUT_TIME] = panes["output_time"].astype("Int64")
         if self.spec.retracting:
             out[OUT_RETRACTION] = panes[RETRACTION_COLUMN].astype(bool)
         return pd.DataFrame({k: (v.reset_index(drop=True) if isinstance(v, pd.Series) else v)

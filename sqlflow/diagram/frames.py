@@ -16,7 +16,7 @@ from ..errors import SqlflowError
 
 #: columns every pane row carries besides the keys and the aggregates
 PANE_COLUMNS = ("window_start", "window_end", "pane_index", "pane_timing", "is_last", "emit_time",
-                "is_retraction")
+                "output_time", "is_retraction")
 
 _EVENT_NAMES = ("event_time", "__sqlflow_et", "ts", "et", "time", "timestamp")
 _ARRIVAL_NAMES = ("arrival_time", "__sqlflow_at", "arrived_at", "arrival", "proc_time", "at")

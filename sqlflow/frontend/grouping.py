@@ -21,7 +21,7 @@ from .statement import Statement
 
 #: columns a windowed SELECT may name without grouping them: they describe the pane (semantics 4)
 PANE_COLUMNS = frozenset({"window_start", "window_end", "pane_index", "pane_timing", "is_last",
-                          "emit_time", "is_retraction"})
+                          "emit_time", "output_time", "is_retraction"})
 
 
 def ungrouped_item(statement: Statement, select: exp.Select,

@@ -50,7 +50,8 @@ _BROADCAST_STEPS = 10_000
 _LIFTABLE = {"count_star": "sum", "count": "sum", "sum": "sum", "min": "min", "max": "max"}
 
 PANE_TYPES = (("window_start", "timestamp"), ("window_end", "timestamp"), ("pane_index", "bigint"),
-              ("pane_timing", "string"), ("is_last", "boolean"), ("emit_time", "timestamp"))
+              ("pane_timing", "string"), ("is_last", "boolean"), ("emit_time", "timestamp"),
+              ("output_time", "timestamp"))
 
 
 @dataclass
@@ -174,7 +175,7 @@ def run_engine(ws, rel: InputRelation, raw, agg_types: list, *, buckets: int, ti
         KIND: T.StringType(), REASON: T.StringType(), FINAL: T.BooleanType(), "__sqlflow_rows": T.LongType(),
         "window_start": T.LongType(), "window_end": T.LongType(), "pane_index": T.LongType(),
         "pane_timing": T.StringType(), "is_last": T.BooleanType(), "emit_time": T.LongType(),
-        "is_retraction": T.BooleanType(), EVENT_TIME: T.LongType(), ARRIVAL_TIME: T.LongType(),
+        "output_time": T.LongType(), "is_retraction": T.BooleanType(), EVENT_TIME: T.LongType(), ARRIVAL_TIME: T.LongType(),
         DROPPED_START: T.LongType(), DROPPED_END: T.LongType(),
     }
     fields = [T.StructField(name, bookkeeping[name], True) for name in OUTPUT_COLUMNS]

@@ -202,7 +202,8 @@ class Runner:
                 choice = choose(ws, self.path, engine_blocked=keys_blocked)
         if choice is None:
             choice = choose(ws, self.path)
-        stage = Stage(number, ws.label(), choice.path, choice.why, ws.windowing.mode.value)
+        stage = Stage(number, ws.label(), choice.path, choice.why, ws.windowing.mode.value,
+                      output_time=ws.windowing.output_time.value)
         if ws.replay:
             src = ws.arrival_source.watermark
             stage.replay = f"replay of ARRIVAL {src.arrival}, watermark {_model(src.model)}"

@@ -15,7 +15,7 @@ all its input (docs/semantics.md, 1.2). That is a GROUP BY over Spark's own `win
 >>> from sqlflow.frontend import parse
 >>> s = parse("SELECT k, SUM(v) AS total FROM t GROUP BY k WINDOW SESSIONS(GAP 5m) ON ts")
 >>> print(rewrite_statement(s))
-SELECT k, SUM(v) AS total, SESSION_WINDOW(ts, '299999999 microseconds').start AS window_start, SESSION_WINDOW(ts, '299999999 microseconds').end + INTERVAL '1' MICROSECOND AS window_end, CAST(0 AS BIGINT) AS pane_index, 'ON_TIME' AS pane_timing, TRUE AS is_last, CAST(NULL AS TIMESTAMP) AS emit_time FROM t WHERE NOT ts IS NULL GROUP BY k, SESSION_WINDOW(ts, '299999999 microseconds')
+SELECT k, SUM(v) AS total, SESSION_WINDOW(ts, '299999999 microseconds').start AS window_start, SESSION_WINDOW(ts, '299999999 microseconds').end + INTERVAL '1' MICROSECOND AS window_end, CAST(0 AS BIGINT) AS pane_index, 'ON_TIME' AS pane_timing, TRUE AS is_last, CAST(NULL AS TIMESTAMP) AS emit_time, SESSION_WINDOW(ts, '299999999 microseconds').end AS output_time FROM t WHERE NOT ts IS NULL GROUP BY k, SESSION_WINDOW(ts, '299999999 microseconds')
 """
 from __future__ import annotations
 
@@ -125,10 +125,27 @@ def pane_expressions(ws: WindowedSelect, window: exp.Expr | None) -> dict[str, e
         "pane_timing": exp.Literal.string("ON_TIME"),
         "is_last": exp.Boolean(this=True),
         "emit_time": exp.Cast(this=exp.Null(), to=timestamp),
+        "output_time": _output_time(ws, window, bound),
     }
     if ws.windowing.mode.retracting:
         values["is_retraction"] = exp.Boolean(this=False)
     return values
+
+
+def _output_time(ws: WindowedSelect, window: exp.Expr | None, bound) -> exp.Expr:
+    """The one pane's output timestamp: every element of a window is in it and none is late."""
+    policy = ws.windowing.output_time
+    if policy is ast.OutputTime.EARLIEST or policy is ast.OutputTime.LATEST:
+        fn = exp.Min if policy is ast.OutputTime.EARLIEST else exp.Max
+        return fn(this=exp.Cast(this=ws.event_time.copy(), to=exp.DataType.build("TIMESTAMP")))
+    if window is None:  # GLOBAL has no bounds (START / END OF WINDOW on it is refused earlier)
+        return exp.Cast(this=exp.Null(), to=exp.DataType.build("TIMESTAMP"))
+    if policy is ast.OutputTime.START_OF_WINDOW:
+        return bound("start")
+    if isinstance(ws.window, ast.Sessions):  # Spark's session end is already the last instant
+        return exp.Dot(this=window.copy(), expression=exp.to_identifier("end"))
+    return exp.Sub(this=bound("end"), expression=exp.Interval(this=exp.Literal.string("1"),
+                                                             unit=exp.var("MICROSECOND")))
 
 
 def rewrite_native(ws: WindowedSelect, *, names: dict[int, str] | None = None, ntz: bool = False) -> exp.Expr | None:

@@ -13,7 +13,7 @@ columns the SELECT does not name come last.
 >>> ws = describe(s, *s.windowed_selects()[0])
 >>> from sqlflow.spark.relations import to_spark_sql
 >>> print(to_spark_sql(panes_select(ws, "panes", ["k", "mean", "window_end"])))
-SELECT __sqlflow_k0 AS `k`, __sqlflow_agg0 / __sqlflow_agg1 AS mean, window_end, window_start, pane_index, pane_timing, is_last, emit_time FROM panes WHERE (__sqlflow_agg0 / __sqlflow_agg1) > 1 AND __sqlflow_agg2 < 9 ORDER BY __sqlflow_agg0 DESC LIMIT 3
+SELECT __sqlflow_k0 AS `k`, __sqlflow_agg0 / __sqlflow_agg1 AS mean, window_end, window_start, pane_index, pane_timing, is_last, emit_time, output_time FROM panes WHERE (__sqlflow_agg0 / __sqlflow_agg1) > 1 AND __sqlflow_agg2 < 9 ORDER BY __sqlflow_agg0 DESC LIMIT 3
 """
 from __future__ import annotations
 

@@ -41,6 +41,7 @@ class Stage:
     engine_mode: str | None = None
     replay: str | None = None
     buckets: str | None = None
+    output_time: str | None = None  # the OUTPUT TIMESTAMP policy (column output_time)
     # lazily evaluated DataFrames
     output: object = None         # engine path: the bucket jobs' raw output
     dropped_rows: object = None   # dropped input rows (user-facing columns), or a function building them
@@ -60,6 +61,8 @@ class Stage:
 
     def describe(self) -> str:
         lines = [f"{self.label}:", f"  path: {self.path} ({self.why})", f"  emit: {self.mode}"]
+        if self.output_time:
+            lines.append(f"  output time: {self.output_time}")
         if self.engine_mode:
             lines.append(f"  engine: {self.engine_mode}")
         lines.append(f"  input: {self.replay or 'bounded (rows in event-time order, no arrival times)'}")

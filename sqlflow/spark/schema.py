@@ -12,7 +12,7 @@
 >>> s = parse("SELECT k, SUM(v), date_format(window_start, 'HH') FROM t GROUP BY k WINDOW FIXED(SIZE 1h) ON ts")
 >>> from sqlflow.spark.relations import to_spark_sql
 >>> print(to_spark_sql(naming_query(describe(s, *s.windowed_selects()[0]))))
-SELECT k, SUM(v), DATE_FORMAT(window_start, 'HH'), SUM(v) FROM t CROSS JOIN (SELECT CAST(NULL AS TIMESTAMP) AS window_start, CAST(NULL AS TIMESTAMP) AS window_end, CAST(NULL AS BIGINT) AS pane_index, CAST(NULL AS STRING) AS pane_timing, CAST(NULL AS BOOLEAN) AS is_last, CAST(NULL AS TIMESTAMP) AS emit_time, CAST(NULL AS BOOLEAN) AS is_retraction) AS __sqlflow_pane GROUP BY k, window_start, window_end, pane_index, pane_timing, is_last, emit_time, is_retraction
+SELECT k, SUM(v), DATE_FORMAT(window_start, 'HH'), SUM(v) FROM t CROSS JOIN (SELECT CAST(NULL AS TIMESTAMP) AS window_start, CAST(NULL AS TIMESTAMP) AS window_end, CAST(NULL AS BIGINT) AS pane_index, CAST(NULL AS STRING) AS pane_timing, CAST(NULL AS BOOLEAN) AS is_last, CAST(NULL AS TIMESTAMP) AS emit_time, CAST(NULL AS TIMESTAMP) AS output_time, CAST(NULL AS BOOLEAN) AS is_retraction) AS __sqlflow_pane GROUP BY k, window_start, window_end, pane_index, pane_timing, is_last, emit_time, output_time, is_retraction
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from .relations import strip_clauses, visible_ctes, with_ctes
 from .windowed_select import PANE_ORDER, WindowedSelect, is_pane_ref
 
 PANE_TYPES = {"window_start": "TIMESTAMP", "window_end": "TIMESTAMP", "pane_index": "BIGINT",
-              "pane_timing": "STRING", "is_last": "BOOLEAN", "emit_time": "TIMESTAMP",
+              "pane_timing": "STRING", "is_last": "BOOLEAN", "emit_time": "TIMESTAMP", "output_time": "TIMESTAMP",
               "is_retraction": "BOOLEAN"}
 
 

@@ -30,7 +30,7 @@ from .aggregates import AggregateCall, aggregate_call, aggregate_calls, is_aggre
 
 #: the pane columns, in output order (docs/bounded-execution.md)
 PANE_ORDER = ("window_start", "window_end", "pane_index", "pane_timing", "is_last", "emit_time",
-              "is_retraction")
+              "output_time", "is_retraction")
 
 
 @dataclass

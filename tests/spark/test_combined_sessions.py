@@ -67,7 +67,8 @@ def test_combined_rows_give_the_panes_of_single_rows(spark, combined, monkeypatc
     assert df.dtypes == [("k", "string"), ("n", "bigint"), ("nv", "bigint"), ("sv", "bigint"),
                          ("sd", "decimal(20,2)"), ("lo", "string"), ("hi", "bigint"),
                          ("window_start", "timestamp"), ("window_end", "timestamp"), ("pane_index", "bigint"),
-                         ("pane_timing", "string"), ("is_last", "boolean"), ("emit_time", "timestamp")]
+                         ("pane_timing", "string"), ("is_last", "boolean"), ("emit_time", "timestamp"),
+                         ("output_time", "timestamp")]
     D = decimal.Decimal
     assert rows == [
         ("a", 3, 2, 1 + BIG, D("3.35"), "x", BIG, _ts(-7), _ts(12)),

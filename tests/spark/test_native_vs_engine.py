@@ -47,9 +47,12 @@ def queries(draw):
     having = draw(st.sampled_from(["", "HAVING COUNT(*) > 1"]))
     trigger = draw(st.sampled_from(["", "TRIGGER WATERMARK EARLY PERIOD 1m", "TRIGGER REPEAT(PERIOD 10s)"]))
     mode = draw(st.sampled_from(["", "EMIT DISCARDING", "EMIT ACCUMULATING AND RETRACTING"]))
+    output = draw(st.sampled_from(["", "OUTPUT TIMESTAMP EARLIEST", "OUTPUT TIMESTAMP LATEST"]
+                                  + ([] if window == "GLOBAL" else ["OUTPUT TIMESTAMP START OF WINDOW",
+                                                                    "OUTPUT TIMESTAMP END OF WINDOW"])))
     items = ", ".join((["k"] if keyed else []) + [f"{a} AS a{i}" for i, a in enumerate(aggs)])
     group = "GROUP BY k" if keyed else ""
-    return f"SELECT {items} FROM data {where} {group} {having} WINDOW {window} ON ts {trigger} {mode}"
+    return f"SELECT {items} FROM data {where} {group} {having} WINDOW {window} ON ts {trigger} {mode} {output}"
 
 
 @settings(max_examples=int(os.environ.get("SQLFLOW_PROPERTY_EXAMPLES", "15")), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,

@@ -102,11 +102,12 @@ def test_fixed_windows_like_spark_window(spark, clicks, path):
     df = sqlflow.sql(spark, FIXED_1M, path=path)
     assert df.schema.simpleString() == (
         "struct<user:string,total:bigint,n:bigint,window_start:timestamp,window_end:timestamp,"
-        "pane_index:bigint,pane_timing:string,is_last:boolean,emit_time:timestamp>")
+        "pane_index:bigint,pane_timing:string,is_last:boolean,emit_time:timestamp,output_time:timestamp>")
+    last = dt.timedelta(microseconds=1)  # output_time: END OF WINDOW, the window's last instant
     assert rows(df) == srt([
-        ("u1", 30, 2, T("00:00:00"), T("00:01:00"), 0, "ON_TIME", True, None),
-        ("u1", 30, 1, T("00:03:00"), T("00:04:00"), 0, "ON_TIME", True, None),
-        ("u2", 5, 2, T("00:01:00"), T("00:02:00"), 0, "ON_TIME", True, None),
+        ("u1", 30, 2, T("00:00:00"), T("00:01:00"), 0, "ON_TIME", True, None, T("00:01:00") - last),
+        ("u1", 30, 1, T("00:03:00"), T("00:04:00"), 0, "ON_TIME", True, None, T("00:04:00") - last),
+        ("u2", 5, 2, T("00:01:00"), T("00:02:00"), 0, "ON_TIME", True, None, T("00:02:00") - last),
     ])
 
 
@@ -122,7 +123,7 @@ def test_pane_columns_selected_by_name_keep_their_place(spark, clicks, path):
     df = sqlflow.sql(spark, "SELECT window_end, user, pane_timing AS timing, SUM(amount) AS total FROM clicks "
                             "GROUP BY user WINDOW FIXED(SIZE 1m) ON ts", path=path)
     assert df.columns == ["window_end", "user", "timing", "total", "window_start", "pane_index", "pane_timing",
-                          "is_last", "emit_time"]
+                          "is_last", "emit_time", "output_time"]
     assert rows(df, "user", "window_end", "timing") == srt([
         ("u1", T("00:01:00"), "ON_TIME"), ("u1", T("00:04:00"), "ON_TIME"), ("u2", T("00:02:00"), "ON_TIME")])
 
@@ -190,7 +191,7 @@ def test_windowed_cte_and_subquery_consumed_by_sql(spark, clicks, path):
               GROUP BY user) s ON p.user = s.user"""
     df = sqlflow.sql(spark, query, path=path)
     assert df.columns == ["user", "n", "window_start", "window_end", "pane_index", "pane_timing", "is_last",
-                          "emit_time", "sessions"]
+                          "emit_time", "output_time", "sessions"]
     assert rows(df, "user", "n", "window_start", "sessions") == srt([
         ("u1", 1, T("00:03:00"), 2), ("u1", 2, T("00:00:00"), 2), ("u2", 2, T("00:01:00"), 1)])
 

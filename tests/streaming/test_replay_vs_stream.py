@@ -18,8 +18,10 @@ import sqlflow
 from sqlflow.spark import streaming as S
 
 QUERY = """SELECT k, SUM(v) AS total FROM {source}
-    GROUP BY k WINDOW FIXED(SIZE 1m) TRIGGER WATERMARK LATE REPEAT(COUNT 1) ALLOWED LATENESS 1m"""
-COLUMNS = ["k", "total", "window_start", "window_end", "pane_index", "pane_timing", "is_last"]
+    GROUP BY k WINDOW FIXED(SIZE 1m) TRIGGER WATERMARK LATE REPEAT(COUNT 1) ALLOWED LATENESS 1m
+    OUTPUT TIMESTAMP EARLIEST"""
+#: output_time too: EARLIEST is over the timely elements, judged against the same watermark
+COLUMNS = ["k", "total", "window_start", "window_end", "pane_index", "pane_timing", "is_last", "output_time"]
 
 
 @pytest.fixture(autouse=True)

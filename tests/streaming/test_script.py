@@ -90,7 +90,7 @@ def test_sql_over_a_streaming_view(spark, tmp_path):
                                 "WATERMARK ts DELAY OF INTERVAL 10 SECONDS GROUP BY user_id WINDOW FIXED(SIZE 1m)")
         assert df.isStreaming
         assert df.columns == ["user_id", "total", "window_start", "window_end", "pane_index", "pane_timing",
-                              "is_last", "emit_time"]
+                              "is_last", "emit_time", "output_time"]
         assert [s.operator for s in S.pane_streams(df)] == ["native"]
         name = "fixed_" + source.replace("(", "_").replace(")", "")
         S.start(df, format="memory", query_name=name, available_now=True)

@@ -39,6 +39,9 @@ def native_equivalent(plan: EnginePlan, *, time_shift: int = 0) -> str | None:
             return f"aggregate {agg.kind} (order- or distinct-dependent in Spark's streaming aggregation)"
     if time_shift:
         return "a time shift"
+    if plan.output_time.of_elements:
+        return (f"OUTPUT TIMESTAMP {plan.output_time.value} (over a pane's timely elements only; Spark's "
+                "aggregation also takes rows behind the watermark in windows still open)")
     return None
 
 
@@ -69,6 +72,8 @@ def native_panes(data: DataFrame, plan: EnginePlan, *, delay: int, schema: T.Str
         F.col(f"{_WINDOW}.start").alias("window_start"), F.col(f"{_WINDOW}.end").alias("window_end"),
         F.lit(0).cast("long").alias("pane_index"), F.lit("ON_TIME").alias("pane_timing"),
         F.lit(True).alias("is_last"), F.current_timestamp().alias("emit_time"),
+        (F.col(f"{_WINDOW}.start") if plan.output_time is ast.OutputTime.START_OF_WINDOW
+         else F.col(f"{_WINDOW}.end") - F.expr("INTERVAL 1 MICROSECOND")).alias("output_time"),
         *([F.lit(False).alias(RETRACTION_COLUMN)] if plan.mode.retracting else []))
     out = out.observe(metrics_name, F.count(F.lit(1)).alias("panes"), F.max(F.unix_micros("emit_time")).alias("batch_time"))
     return out.select(*[F.col(f.name).cast(f.dataType) for f in schema.fields])

@@ -10,7 +10,7 @@ from pyspark.sql import types as T
 from ...engine.plan import EnginePlan
 
 #: the pane columns, in output order
-PANE_COLUMNS = ("window_start", "window_end", "pane_index", "pane_timing", "is_last", "emit_time")
+PANE_COLUMNS = ("window_start", "window_end", "pane_index", "pane_timing", "is_last", "emit_time", "output_time")
 RETRACTION_COLUMN = "is_retraction"
 
 _INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
@@ -30,6 +30,7 @@ def pane_schema(input_schema: T.StructType, plan: EnginePlan) -> T.StructType:
         T.StructField("pane_timing", T.StringType(), False),
         T.StructField("is_last", T.BooleanType(), False),
         T.StructField("emit_time", T.TimestampType(), True),
+        T.StructField("output_time", T.TimestampType(), True),
     ]
     if plan.mode.retracting:
         out.append(T.StructField(RETRACTION_COLUMN, T.BooleanType(), False))

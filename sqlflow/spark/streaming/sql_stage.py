@@ -91,7 +91,8 @@ def streaming_stage(runner, number: int, ws, rel, raw, *, finish_dir: str | None
         check_state_store(spark, ws)
     why = ("Spark's native streaming window aggregation (equivalent for this query)" if stream.operator == "native"
            else f"transformWithStateInPandas over {stream.buckets} hash buckets of keys")
-    stage = Stage(number, ws.label(), f"streaming {stream.operator}", why, ws.windowing.mode.value)
+    stage = Stage(number, ws.label(), f"streaming {stream.operator}", why, ws.windowing.mode.value,
+                  output_time=ws.windowing.output_time.value)
     stage.replay = f"stream, watermark DELAY OF {delays[0].delay}"
     stage.extra["stream"] = stream
     view = runner.view(stream.panes, "stream")

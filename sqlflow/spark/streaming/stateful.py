@@ -172,7 +172,8 @@ def operator_schema(spec: op.StreamSpec, schema: T.StructType, engine_types: dic
             fields.append(T.StructField(overflow_column(a.output), T.BooleanType(), True))
     fields += [T.StructField(c, t, True) for c, t in (
         (op.OUT_START, T.LongType()), (op.OUT_END, T.LongType()), (op.OUT_INDEX, T.LongType()),
-        (op.OUT_TIMING, T.StringType()), (op.OUT_LAST, T.BooleanType()), (op.OUT_EMIT, T.LongType()))]
+        (op.OUT_TIMING, T.StringType()), (op.OUT_LAST, T.BooleanType()), (op.OUT_EMIT, T.LongType()),
+        (op.OUT_OUTPUT_TIME, T.LongType()))]
     if spec.retracting:
         fields.append(T.StructField(op.OUT_RETRACTION, T.BooleanType(), True))
     fields += [T.StructField(op.OUT_EVENT_TIME, T.LongType(), True), T.StructField(op.OUT_REASON, T.StringType(), True)]
@@ -187,6 +188,7 @@ def pane_columns(spec: op.StreamSpec, schema: T.StructType, decode: dict | None 
               "window_end": F.timestamp_micros(F.col(op.OUT_END)),
               "pane_index": F.col(op.OUT_INDEX), "pane_timing": F.col(op.OUT_TIMING),
               "is_last": F.col(op.OUT_LAST), "emit_time": F.timestamp_micros(F.col(op.OUT_EMIT)),
+              "output_time": F.timestamp_micros(F.col(op.OUT_OUTPUT_TIME)),
               RETRACTION_COLUMN: F.col(op.OUT_RETRACTION) if spec.retracting else None}
     source.update({name: F.expr(sql) for name, sql in (decode or {}).items()})
     out = []
