@@ -49,7 +49,7 @@ def _run(spark, monkeypatch, combine: bool):
     if not combine:
         monkeypatch.setattr(engine_path, "liftable", lambda *a: False)
     df = sqlflow.sql(spark, QUERY, path="engine")
-    rows = sorted(map(tuple, df.drop("pane_index", "pane_timing", "is_last", "emit_time").collect()),
+    rows = sorted(map(tuple, df.drop("pane_index", "pane_timing", "is_last", "emit_time", "output_time").collect()),
                   key=lambda r: (r[0] is None, r[0] or "", r[7]))
     dropped = sorted(map(tuple, sqlflow.dropped(df).select("k", "v", "d", "s", "reason").collect()),
                      key=lambda r: (r[0] is None, r[0] or ""))
