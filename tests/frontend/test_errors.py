@@ -981,7 +981,7 @@ def test_emit_options_out_of_order():
     sql = G + "WINDOW GLOBAL EMIT DISCARDING CLOSING ALWAYS ON TIME ALWAYS"
     e = error(sql)
     assert type(e) is SqlflowSyntaxError
-    assert str(e) == ("sqlflow: EMIT: expected the end of the clauses, got 'ON' (line 1, column 83)\n"
+    assert str(e) == ("sqlflow: EMIT: expected OUTPUT TIMESTAMP or the end of the clauses, got 'ON' (line 1, column 83)\n"
                       + caret(sql, 83) + "\nwrite EMIT <mode> [ON TIME ALWAYS] [CLOSING ALWAYS], each option once, "
                       "in this order")
 
