@@ -26,7 +26,8 @@ def _shown(value) -> str:
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, dt.datetime):
-        return value.strftime("%Y-%m-%d %H:%M:%S")
+        fraction = f".{value.microsecond:06d}".rstrip("0") if value.microsecond else ""
+        return value.strftime("%Y-%m-%d %H:%M:%S") + fraction
     return str(value)
 
 
