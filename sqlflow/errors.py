@@ -29,6 +29,11 @@ class SqlflowError(Exception):
     #: how the rendered message starts; Spark's own errors, which sqlflow only locates in a
     #: script (sqlflow.interfaces.statements), keep Spark's words without it
     prefix = "sqlflow: "
+    #: for an error of Spark's that sqlflow located (an analysis error of the generated SQL):
+    #: Spark's error class (condition) and SQLSTATE, as PySparkException's getCondition() and
+    #: getSqlState() give them
+    spark_error_class: str | None = None
+    spark_sql_state: str | None = None
 
     def __init__(
         self,

@@ -24,6 +24,7 @@ import pandas as pd
 
 from ..errors import SqlflowUnsupportedError
 from . import exact, fields, kernels
+from .values import python_values
 
 I64_MAX = np.iinfo(np.int64).max
 I64_MIN = np.iinfo(np.int64).min
@@ -173,13 +174,13 @@ class Aggregate:
         if k in ("min", "max"):
             return {"v": fields.minmax_values(x, null, k), "cnt": cnt}
         if k in ("count_distinct", "collect_set"):
-            vals = x.to_numpy(dtype=object, na_value=None)
+            vals = python_values(x)
             sets = np.empty(n, dtype=object)
             for i in range(n):
                 sets[i] = frozenset() if null[i] else frozenset((fields.hashable(vals[i]),))
             return {"set": sets}
         if k == "collect_list":
-            vals = x.to_numpy(dtype=object, na_value=None)
+            vals = python_values(x)
             items = np.empty(n, dtype=object)
             for i in range(n):
                 items[i] = () if null[i] else ((int(order_et[i]), int(order_seq[i]), vals[i]),)
@@ -189,7 +190,7 @@ class Aggregate:
             return {
                 "et": np.where(usable, order_et, I64_MAX if k == "first" else I64_MIN).astype(np.int64),
                 "seq": np.where(usable, order_seq, I64_MAX if k == "first" else I64_MIN).astype(np.int64),
-                "v": x.to_numpy(dtype=object, na_value=None),  # a NaN stays a number where it is one
+                "v": python_values(x),  # a NaN stays a number where it is one
                 "has": usable.astype(np.int64),
             }
         # variance family: (n, mean, m2), and the range of the values (lo, hi) that tells when

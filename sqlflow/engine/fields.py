@@ -27,7 +27,7 @@ import pandas as pd
 
 from ..errors import SqlflowUnsupportedError
 from . import exact
-from .values import as_arrow, ranks
+from .values import as_arrow, python_values, ranks
 
 #: the 32-bit limbs of a decimal sum (sqlflow.engine.exact)
 DECIMAL_LIMBS = ("d0", "d1", "d2", "d3")
@@ -49,8 +49,7 @@ def concat(arrays: list):
     first = arrays[0]
     if all(isinstance(a, pd.api.extensions.ExtensionArray) and a.dtype == first.dtype for a in arrays):
         return type(first)._concat_same_type(arrays)
-    return np.concatenate([np.asarray(a, dtype=object) if isinstance(a, np.ndarray)
-                           else a.to_numpy(dtype=object, na_value=None) for a in arrays])
+    return np.concatenate([python_values(a) for a in arrays])
 
 
 # ---------------------------------------------------------------------- sums

@@ -56,6 +56,27 @@ def as_arrow(values):
     return pa.array(values)  # numpy numbers: NaN is a number
 
 
+def python_values(values) -> np.ndarray:
+    """A column (Series or extension array) as Python objects, None for NULL, exactly: nested
+    Arrow values (ARRAY, STRUCT, MAP) by Arrow's own conversion, since pandas converts a struct's
+    fields as pandas columns (a BIGINT field beside a NULL would become a float, its digits past
+    2^53 lost).
+
+    >>> import pyarrow as pa
+    >>> t = pa.struct([("a", pa.int64())])
+    >>> python_values(pd.Series(pd.arrays.ArrowExtensionArray(pa.array([{"a": 2**53 + 1}, {"a": None}], t)))).tolist()
+    [{'a': 9007199254740993}, {'a': None}]
+    """
+    import pyarrow as pa
+
+    array = values.array if isinstance(values, pd.Series) else values
+    if isinstance(array, pd.arrays.ArrowExtensionArray) and pa.types.is_nested(array.dtype.pyarrow_dtype):
+        return np.fromiter(as_arrow(array).to_pylist(), dtype=object, count=len(array))
+    if isinstance(array, np.ndarray):
+        return array.astype(object)
+    return array.to_numpy(dtype=object, na_value=None)
+
+
 def _normalised(arr):
     """A list-like Arrow array with offsets from 0 (a slice keeps its parent's offsets)."""
     import pyarrow as pa

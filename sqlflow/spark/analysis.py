@@ -87,7 +87,8 @@ def analysis_error(error, *, statement: Statement, original: exp.Expr | None, fa
     message = spark_message(error)
     err = SqlflowAnalysisError(message, clause=clause, sql=statement.source.text if pos else None,
                                line=pos.line if pos else None, column=pos.column if pos else None)
-    err.spark_error_class = _condition(error)  # type: ignore[attr-defined]
+    err.spark_error_class = _condition(error)
+    err.spark_sql_state = _sql_state(error)
     return err
 
 
@@ -143,6 +144,13 @@ def _condition(error) -> str | None:
             except Exception:  # noqa: BLE001
                 continue
     return None
+
+
+def _sql_state(error) -> str | None:
+    try:
+        return error.getSqlState()
+    except Exception:  # noqa: BLE001  (an error without one)
+        return None
 
 
 def _fragment(error) -> str | None:

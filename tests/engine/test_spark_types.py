@@ -299,3 +299,18 @@ def test_min_and_max_of_arrays_per_key(kind, expected):
     panes = _engine(kind).run(rows).panes.sort_values("k")
     assert panes["out"].tolist()[0] == expected
     assert pd.isna(panes["out"].tolist()[1])
+
+
+BIG = 2**53 + 1  # the first integer a DOUBLE cannot hold
+
+
+@pytest.mark.parametrize("kind", ["collect_list", "collect_set", "first", "last", "max", "min"])
+def test_nested_values_keep_every_digit_of_their_bigints(kind):
+    # pandas converts a struct's fields as columns: a BIGINT field beside a NULL became a float
+    t = pa.list_(pa.struct([("a", pa.int64()), ("b", pa.float64())]))
+    values = [[None, {"a": BIG, "b": None}], [{"a": None, "b": 1.0}, {"a": -BIG, "b": None}]]  # each has one
+    rows = pd.DataFrame({"k": ["a", "a"], EVENT_TIME: [1, 2], "x": pd.arrays.ArrowExtensionArray(pa.array(values, t))})
+    out = _engine(kind).run(rows).panes["out"].tolist()[0]
+    got = [v for v in (out if kind.startswith("collect") else [out])]
+    held = [e["a"] if isinstance(e, dict) else e[0] for v in got for e in v if e is not None]
+    assert {abs(a) for a in held if a is not None} == {BIG} and all(type(a) is int for a in held if a is not None), got

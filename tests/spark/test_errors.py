@@ -288,3 +288,13 @@ def test_a_lone_surrogate_is_a_located_error_not_a_py4j_error(spark, tables, que
     assert "\ud800" not in str(error)  # printable: the echoed line shows a blank instead
     with pytest.raises(sqlflow.SqlflowError, match=r"the value of :who holds a lone surrogate"):
         sqlflow.sql(spark, "SELECT :who AS w", args={"who": "a\udfff"})
+
+
+@pytest.mark.parametrize("path", ["native", "engine"])
+def test_a_located_spark_error_keeps_its_class_and_sqlstate(spark, tables, path):
+    # Spark refuses SUM of a string array: sqlflow locates the error and keeps Spark's codes
+    query = "SELECT user, SUM(array(page)) AS s FROM clicks GROUP BY user WINDOW GLOBAL ON ts"
+    error = error_of(spark, query, path=path)
+    assert type(error) is sqlflow.SqlflowAnalysisError
+    assert (error.spark_error_class, error.spark_sql_state) == ("DATATYPE_MISMATCH.UNEXPECTED_INPUT_TYPE", "42K09")
+    assert (error.line, error.column) == (1, query.index("SUM") + 1)
