@@ -53,6 +53,7 @@ from .. import ast
 from ..time import MINUTE
 from .plan import ARRIVAL_TIME, EVENT_TIME
 from .exact import bigint_sums_fit
+from .values import key_ids
 from .vectorised import windowing_schedule
 
 def arrival_grid(windowing: "ast.Windowing") -> tuple[int, int] | None:
@@ -83,7 +84,7 @@ def combine(rows: pd.DataFrame, *, keys: tuple, gap: int, period: int, offset: i
     if not _sums_fit(rows, parts):
         ok[:] = False  # a partial SUM could overflow where the rows' total does not: rows stay single
     many, single = np.flatnonzero(ok), np.flatnonzero(~ok)
-    code = _key_codes(rows, keys)[many]
+    code = key_ids(rows, list(keys))[many]
     sl = e[many] - np.mod(e[many], gap)
     order = np.lexsort((g[many], sl, code))
     idx = many[order]
@@ -119,15 +120,6 @@ def _sums_fit(rows: pd.DataFrame, parts: tuple) -> bool:
     total from its values, sqlflow/engine/exact.py; a wrapped partial would hide it)."""
     return all(bigint_sums_fit(rows[column].to_numpy(np.int64, na_value=0))
                for _, kind, column in parts if kind == "sum")
-
-
-def _key_codes(rows: pd.DataFrame, keys: tuple) -> np.ndarray:
-    """One int64 code per distinct key (NULL a key of its own)."""
-    code = np.zeros(len(rows), np.int64)
-    for k in keys:
-        c, uniques = pd.factorize(rows[k], use_na_sentinel=False)
-        code = pd.factorize(code * (len(uniques) + 1) + c)[0].astype(np.int64)
-    return code
 
 
 def _partials(rows, kind, column, idx, starts, ends, two, single) -> pd.array:

@@ -314,3 +314,19 @@ def test_nested_values_keep_every_digit_of_their_bigints(kind):
     got = [v for v in (out if kind.startswith("collect") else [out])]
     held = [e["a"] if isinstance(e, dict) else e[0] for v in got for e in v if e is not None]
     assert {abs(a) for a in held if a is not None} == {BIG} and all(type(a) is int for a in held if a is not None), got
+
+
+def test_replayed_rows_combine_per_key_as_spark_groups_keys():
+    # the replay's combining numbered keys by pandas: a STRUCT key failed, NaN met NULL
+    from sqlflow.engine.arrival_combine import combine
+    from sqlflow.engine.plan import ARRIVAL_TIME
+    from sqlflow.engine.watermarks import bounded_delay
+
+    keys = {"struct": pd.arrays.ArrowExtensionArray(pa.array([{"a": 1}, {"a": 1}, None, None])),
+            "double": pd.arrays.FloatingArray(np.array([math.nan, math.nan, 0.0, 0.0]),
+                                              np.array([False, False, True, True]))}
+    for name, k in keys.items():
+        rows = pd.DataFrame({"k": k, "v": [1, 2, 3, 4], EVENT_TIME: [100, 101, 100, 101], ARRIVAL_TIME: [101] * 4})
+        tl = bounded_delay(rows[ARRIVAL_TIME], rows[EVENT_TIME], 50)
+        out = combine(rows, keys=("k",), gap=60, period=60, timeline=tl, parts=(("s", "sum", "v"),), weight="w")
+        assert sorted(np.asarray(out["s"], dtype=object)[np.asarray(out["w"]) > 0].tolist()) == [3, 7], name

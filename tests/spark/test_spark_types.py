@@ -67,6 +67,19 @@ def test_array_struct_and_map_keys_group_as_in_spark(spark, key, window, spark_w
     assert dict(got.dtypes)["k"] == dict(spark.table("keyed").dtypes)["k"]
 
 
+@pytest.mark.parametrize("key", ["struct", "double"])
+def test_replayed_sessions_group_keys_as_spark(spark, key):
+    # a replay's rows are combined per key before the engine: by Spark's equality of keys too
+    keys = {"struct": ["named_struct('a', 1)", "named_struct('a', 1)", "CAST(NULL AS STRUCT<a: INT>)"],
+            "double": ["CAST('NaN' AS DOUBLE)", "CAST('-NaN' AS DOUBLE)", "CAST(NULL AS DOUBLE)"]}[key]
+    rows = [f"({k}, TIMESTAMP'2024-01-01 00:00:0{i}', {i + 1}, TIMESTAMP'2024-01-01 00:00:0{i}')"
+            for i, k in enumerate(keys)]
+    view(spark, "replayed_keys", rows, "k, ts, v, at")
+    df = sqlflow.sql(spark, "SELECT k, SUM(v) AS s, COUNT(*) AS n FROM replayed_keys WATERMARK ts DELAY OF "
+                            "INTERVAL 1 SECOND ARRIVAL at GROUP BY k WINDOW SESSIONS(GAP 1m)", path="engine")
+    assert sorted((r.k is None, r.s, r.n) for r in df.collect()) == [(False, 3, 2), (True, 3, 1)]
+
+
 @pytest.mark.parametrize("dtype", ["FLOAT", "DOUBLE"])
 def test_float_keys_group_as_in_spark(spark, dtype):
     # Spark normalises -0.0 to 0.0 and makes every NaN one NaN: four groups, not five or three
