@@ -205,8 +205,11 @@ class Runner:
         stage = Stage(number, ws.label(), choice.path, choice.why, ws.windowing.mode.value,
                       output_time=ws.windowing.output_time.value)
         if ws.replay:
-            src = ws.arrival_source.watermark
-            stage.replay = f"replay of ARRIVAL {src.arrival}, watermark {_model(src.model)}"
+            srcs = [s.watermark for s in ws.arrival_sources]
+            model = _model(srcs[0].model) if len(srcs) == 1 else (
+                f"the minimum of {len(srcs)} sources' (UNION ALL): "
+                + ", ".join(f"{_model(w.model)} on {w.event_time}" for w in srcs))
+            stage.replay = f"replay of ARRIVAL {srcs[0].arrival}, watermark {model}"
         elif raw is not None:  # bounded (a stream returned above)
             stage.notes += trigger_checks.bounded_notes(ws, trigger_checks.row_count_estimate(raw))
         if choice.path == "native":
@@ -295,7 +298,7 @@ class Runner:
         net = panes_select(ws, final_view, names)
         # merged-away windows reach the output only if a window can emit before its final pane
         merging = _merging(ws.window) and not (not ws.replay and collapsible(ws.windowing.effective_trigger))
-        new.meta[STAGE_KEY] = StageLink(ws.windowing.mode, net, merging, ws.label())
+        new.meta[STAGE_KEY] = StageLink(ws.windowing.mode, net, merging, ws.label(), replay=ws.replay)
         self._replace(ws, new)
 
     def _replace(self, ws: WindowedSelect, new: exp.Select) -> None:

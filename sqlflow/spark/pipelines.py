@@ -66,6 +66,8 @@ class StageLink:
     stream: bool = False
     one_pane: bool = False
     stage: object = None
+    #: the stage replays recorded data (ARRIVAL): its panes have processing times (emit_time)
+    replay: bool = False
 
     def __deepcopy__(self, memo) -> "StageLink":
         return self  # a copied SELECT (sqlglot copies meta) still links the same stage
@@ -147,6 +149,8 @@ def rewrite_consumer(select: exp.Select, statement, *, avg_type=None, windowed: 
     linked = []
     for relation in _relations(select):
         found = _stage_of_relation(relation, ctes)
+        if found is not None and found[0].replay and windowed and _timed(select):
+            raise _refuse_windowed_over_replay(statement, select, found[0])
         if found is not None and found[0].stream and found[0].stage is not None and not windowed:
             found[0].stage.extra["aggregated"] = True  # a streaming aggregation: complete or update mode
         if found is not None and found[0].mode is not ast.AccumulationMode.DISCARDING:
@@ -188,6 +192,38 @@ def rewrite_consumer(select: exp.Select, statement, *, avg_type=None, windowed: 
     alias = relation.args.get("alias")
     name = alias.copy() if alias is not None else exp.TableAlias(this=exp.to_identifier(relation.name))
     relation.replace(exp.Subquery(this=link.net.copy(), alias=name))
+
+
+def _timed(select: exp.Select) -> bool:
+    """Whether a windowed SELECT's panes depend on when its input arrives: all but a GLOBAL window
+    whose trigger fires only at the end of the input (its one pane is the same either way)."""
+    from ..engine.vectorised import collapsible
+    from ..frontend.dialect import WINDOWING_KEY
+
+    windowing = select.meta.get(WINDOWING_KEY) if select._meta else None
+    if not isinstance(windowing, ast.Windowing):
+        return True
+    return not (isinstance(windowing.window.fn, ast.Global) and collapsible(windowing.effective_trigger))
+
+
+def _refuse_windowed_over_replay(statement, select: exp.Select, link: StageLink) -> Exception:
+    """A windowed SELECT over the panes of a replayed stage needs time across stages (issue 17,
+    item 2: each pane arriving at its emit_time, the upstream's output watermark), which is not
+    built yet; reading the panes as bounded data would make every downstream pane ON_TIME at no
+    processing time, a silently wrong answer. So it is refused, at the downstream WINDOW clause
+    (a GLOBAL window firing only at the end of the input is the exception: its one pane is the same)."""
+    from ..frontend.dialect import WINDOWING_KEY
+
+    windowing = select.meta.get(WINDOWING_KEY) if select._meta else None
+    pos = (windowing.window.pos or windowing.pos) if isinstance(windowing, ast.Windowing) else None
+    return statement.source.error_at(
+        SqlflowUnsupportedError,
+        f"this windowed SELECT reads the panes of {link.label}, a replay (ARRIVAL): a window over another "
+        "window's replayed panes needs time to pass between the stages (each pane arriving at its emit_time "
+        "with the upstream's output watermark), which is not supported yet",
+        pos or select_position(statement, select), clause="WINDOW",
+        hint="aggregate the stage without a WINDOW clause (COUNT, SUM and AVG apply retractions), or write its "
+             "panes to a table and replay that: FROM panes WATERMARK output_time PERFECT ARRIVAL emit_time")
 
 
 def refuse_on_stream(statement, position, where: str, link: StageLink, calls) -> Exception:

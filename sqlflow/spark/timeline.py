@@ -60,10 +60,25 @@ def source_query(source: Source) -> exp.Select:
 
 def replay(spark, ws: WindowedSelect, args, run_sql) -> Replay:
     """The replay watermark of a windowed SELECT. `run_sql(sql, node)` runs a query and locates
-    analysis errors at `node` of the user's query."""
+    analysis errors at `node` of the user's query.
+
+    Several replayed sources (the branches of a UNION ALL) each have their own watermark; the
+    window's is the minimum of theirs at every processing time (seed 004: a stage's input low
+    watermark is the minimum over its inputs), and the input ends at the last of their ends."""
+    parts = [source_replay(spark, ws, source, run_sql) for source in ws.arrival_sources]
+    if len(parts) == 1:
+        return parts[0]
+    timeline = watermarks.minimum(*(p.timeline for p in parts))
+    p_end = max(max(p.p_end for p in parts), timeline.last_time)
+    model = "the minimum of " + ", ".join(f"{p.model} ({s.watermark.event_time} of source {i + 1})"
+                                          for i, (p, s) in enumerate(zip(parts, ws.arrival_sources)))
+    return Replay(timeline, p_end, sum(p.rows for p in parts), model)
+
+
+def source_replay(spark, ws: WindowedSelect, source: Source, run_sql) -> Replay:
+    """The watermark of one replayed source."""
     from pyspark.sql import functions as F
 
-    source = ws.arrival_source
     w = source.watermark
     raw = run_sql(to_spark_sql(source_query(source)), source.node)
     types = {f.name: f.dataType for f in raw.schema.fields}

@@ -86,6 +86,11 @@ class WindowedSelect:
         return self.arrival_source is not None
 
     @property
+    def arrival_sources(self) -> list[Source]:
+        """The replayed sources (several: branches of a UNION ALL, the watermark the minimum)."""
+        return sorted((s for s in self.sources if s.watermark.arrival is not None), key=_text_order)
+
+    @property
     def window(self) -> ast.WindowFn:
         return self.windowing.window.fn
 
@@ -148,13 +153,10 @@ def describe(statement: Statement, select: exp.Select, windowing: ast.Windowing)
             raise statement.source.error_at(SqlflowSemanticError, "no single event-time column for this window",
                                              windowing.window.pos, clause="WINDOW")
         event_time, clause = sources[0].column(sources[0].watermark.event_time), "WATERMARK"
-    arriving = [s for s in sources if s.watermark.arrival is not None]
+    arriving = sorted((s for s in sources if s.watermark.arrival is not None), key=_text_order)
     if len(arriving) > 1:
-        raise statement.source.error_at(
-            SqlflowUnsupportedError, f"{len(arriving)} sources with ARRIVAL feed this window; a replay "
-            "reads one recorded stream", windowing.window.pos, clause="WATERMARK",
-            hint="replay one source, and join the others without ARRIVAL")
-    if arriving and len(sources) > 1:
+        _check_union_of_replays(statement, windowing, arriving)
+    if arriving and len(sources) > len(arriving):
         other = next(s for s in sources if s.watermark.arrival is None)
         raise statement.source.error_at(
             SqlflowUnsupportedError, "a replayed source (ARRIVAL) and a source without arrival times feed "
@@ -163,6 +165,40 @@ def describe(statement: Statement, select: exp.Select, windowing: ast.Windowing)
     used = {c.name.lower() for c in _pane_refs(scopes)}
     return WindowedSelect(statement, select, windowing, keys, calls, event_time, clause, sources,
                           arriving[0] if arriving else None, used)
+
+
+def _text_order(source: Source) -> tuple[int, int]:
+    pos = source.watermark.pos
+    return (pos.line, pos.column) if pos is not None else (0, 0)
+
+
+def _check_union_of_replays(statement: Statement, windowing: ast.Windowing, arriving: list[Source]) -> None:
+    """Several replayed sources feed one window only as branches of a UNION ALL (each branch one
+    source, the rows of all of them one input), with one ARRIVAL column name: each row arrives
+    at its own source's arrival time, and the window's watermark is the minimum of theirs
+    (docs/semantics.md, 9). Rows of two replays joined to each other have no defined arrival."""
+    names = {s.watermark.arrival.lower() for s in arriving}
+    if len(names) > 1:
+        first, other = arriving[0].watermark, next(s.watermark for s in arriving
+                                                   if s.watermark.arrival.lower() != arriving[0].watermark.arrival.lower())
+        raise statement.source.error_at(
+            SqlflowUnsupportedError, f"the replayed sources of this window name their arrival columns differently "
+            f"(ARRIVAL {first.arrival}, ARRIVAL {other.arrival})", other.arrival_pos or other.pos, clause="WATERMARK",
+            hint=f"select the arrival column under one name in every branch of the UNION ALL (e.g. "
+                 f"{other.arrival} AS {first.arrival}) and name that in each ARRIVAL")
+    branches: set[int] = set()
+    for s in arriving:
+        branch = s.node.find_ancestor(exp.Select)
+        union = branch.find_ancestor(exp.Union) if branch is not None else None
+        if branch is None or union is None or union.args.get("distinct") or id(branch) in branches:
+            w = s.watermark
+            raise statement.source.error_at(
+                SqlflowUnsupportedError, f"{len(arriving)} sources with ARRIVAL feed this window, not as branches "
+                "of one UNION ALL: the arrival of rows of two replays joined together is unknown",
+                w.arrival_pos or w.pos, clause="WATERMARK",
+                hint="combine the replayed sources with UNION ALL (one source per branch), or replay one source "
+                     "and join the others without ARRIVAL")
+        branches.add(id(branch))
 
 
 def _pane_refs(scopes) -> list[exp.Column]:

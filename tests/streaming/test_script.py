@@ -108,6 +108,15 @@ def test_streaming_sql_errors(spark, tmp_path):
                       f"USING json OPTIONS (path '{tmp_path / 'in'}', streaming true)")
     with pytest.raises(sqlflow.SqlflowError, match="exactly one source with WATERMARK"):
         sqlflow.sql(spark, "SELECT user_id, SUM(amount) FROM clicks3 GROUP BY user_id WINDOW FIXED(SIZE 1m) ON ts")
+    # several watermarked streams of one window (each its own watermark, the minimum): not yet
+    with pytest.raises(SqlflowUnsupportedError) as err:
+        sqlflow.sql(spark, "SELECT user_id, SUM(amount) AS s FROM (\n"
+                           "SELECT * FROM clicks3 WATERMARK ts DELAY OF INTERVAL 1 SECOND UNION ALL\n"
+                           "SELECT * FROM clicks3 WATERMARK ts DELAY OF INTERVAL 1 MINUTE) u\n"
+                           "GROUP BY user_id WINDOW FIXED(SIZE 1m) ON ts")
+    assert str(err.value).splitlines()[0] == (
+        "sqlflow: WATERMARK: 2 watermarked streams feed this window: several inputs, each with its own "
+        "watermark (the window's the minimum of theirs), are not supported on streams yet (line 3, column 23)")
     with pytest.raises(sqlflow.SqlflowError, match="needs a checkpoint"):
         run_script(spark, f"INSERT INTO parquet.`{tmp_path / 'o'}` SELECT user_id, SUM(amount) AS s FROM clicks3 "
                           "WATERMARK ts DELAY OF INTERVAL 1 SECOND GROUP BY user_id WINDOW FIXED(SIZE 1m)")

@@ -44,6 +44,13 @@ def streaming_stage(runner, number: int, ws, rel, raw, *, finish_dir: str | None
         raise ws.error(SqlflowSemanticError, f"ARRIVAL {src.arrival} replays recorded data; on a stream a row "
                        "arrives with its micro-batch", "WATERMARK", hint="drop ARRIVAL, or read the data as a batch")
     delays = [s.watermark.model for s in ws.sources]
+    if len(delays) > 1:
+        second = ws.sources[1].watermark
+        raise ws.error(SqlflowUnsupportedError, f"{len(delays)} watermarked streams feed this window: several "
+                       "inputs, each with its own watermark (the window's the minimum of theirs), are not "
+                       "supported on streams yet", "WATERMARK", pos=second.pos,
+                       hint="give the UNION ALL one WATERMARK clause (on a subquery around it), or replay the "
+                            "recorded inputs with ARRIVAL, where each keeps its own watermark (docs/semantics.md, 9)")
     if len(delays) != 1 or not isinstance(delays[0], ast.BoundedDelay):
         raise ws.error(SqlflowUnsupportedError, f"{ws.label()} reads a stream: it needs exactly one source with "
                        "WATERMARK <column> DELAY OF <interval>", "WATERMARK")
