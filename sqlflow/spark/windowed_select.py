@@ -177,10 +177,9 @@ def _check_union_of_replays(statement: Statement, windowing: ast.Windowing, arri
     source, the rows of all of them one input), with one ARRIVAL column name: each row arrives
     at its own source's arrival time, and the window's watermark is the minimum of theirs
     (docs/semantics.md, 9). Rows of two replays joined to each other have no defined arrival."""
-    names = {s.watermark.arrival.lower() for s in arriving}
-    if len(names) > 1:
-        first, other = arriving[0].watermark, next(s.watermark for s in arriving
-                                                   if s.watermark.arrival.lower() != arriving[0].watermark.arrival.lower())
+    name = [(s.watermark.arrival or "").lower() for s in arriving]
+    if len(set(name)) > 1:
+        first, other = arriving[0].watermark, next(s.watermark for s, n in zip(arriving, name) if n != name[0])
         raise statement.source.error_at(
             SqlflowUnsupportedError, f"the replayed sources of this window name their arrival columns differently "
             f"(ARRIVAL {first.arrival}, ARRIVAL {other.arrival})", other.arrival_pos or other.pos, clause="WATERMARK",
