@@ -32,6 +32,9 @@ STREAMING_FINISH_DIR = "spark.sqlflow.streaming.finishDir"
 STREAMING_TIME_SHIFT = "spark.sqlflow.streaming.timeShift"
 
 # ---- streaming INSERTs of a SQL script (sqlflow/spark/script.py)
+#: the sink formats that write files under a path, for `start(format=...)` and a script's
+#: INSERT INTO <format>.<path> (not a key: the one list both read)
+FILE_FORMATS = ("json", "csv", "parquet", "orc", "text")
 #: checkpoints go to <checkpointLocation>/<query name>
 CHECKPOINT_LOCATION = "spark.sqlflow.checkpointLocation"
 #: the query name (default: derived from the sink)

@@ -37,12 +37,12 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import SqlflowUnsupportedError
 from . import conf
+from .conf import FILE_FORMATS
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
 #: sinks named like a database: `INSERT INTO memory.<name>`, `INSERT INTO console[.<name>]`
-FILE_FORMATS = ("json", "csv", "parquet", "orc", "text")
 PSEUDO_DATABASES = ("memory", "console")
 
 _SOURCE = re.compile(r"^\s*CREATE\s+(OR\s+REPLACE\s+)?(GLOBAL\s+)?TEMP(ORARY)?\s+VIEW\b", re.IGNORECASE)

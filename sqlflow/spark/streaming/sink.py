@@ -8,7 +8,7 @@ from pyspark.sql import DataFrame
 
 from ...errors import SqlflowUnsupportedError
 from ...udfs import streaming as op
-from ..conf import STREAMING_FINISH_DIR
+from ..conf import FILE_FORMATS, STREAMING_FINISH_DIR
 from .pane_stream import PaneStream, aggregated, pane_streams
 from .session_conf import state_store_for
 from .stateful import project_batch
@@ -17,7 +17,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql.streaming import StreamingQuery
 
 #: sinks that write files under a path
-FILE_FORMATS = ("json", "csv", "parquet", "orc", "text")
 #: sinks that keep nothing across a restart
 _SCRATCH = ("memory", "console")
 
