@@ -102,9 +102,10 @@ def _decimal(p: int, s: int) -> SqlType:
         digits = str(abs(units)).rjust(s + 1, "0")
         return f"'{sign}{digits[:-s]}.{digits[-s:]}'" if s else f"'{sign}{digits}'"
 
-    top = 10**p - 1
-    values = st.one_of(st.integers(-400, 400), st.sampled_from([top, -top, 1, -1, 0, top // 2])).map(text)
-    sums = st.one_of(st.integers(0, 400), st.sampled_from([top, top - 1, 0, 1])).map(text)  # never negative
+    top = 10**p - 1  # the largest unscaled value of the type: the generated values fit it
+    small = min(400, top)
+    values = st.one_of(st.integers(-small, small), st.sampled_from([top, -top, 1, -1, 0, top // 2])).map(text)
+    sums = st.one_of(st.integers(0, small), st.sampled_from([top, top - 1, 0, 1])).map(text)  # never negative
     return SqlType(f"DECIMAL({p},{s})", values, numeric=True, sums=sums)
 
 
