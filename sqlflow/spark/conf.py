@@ -13,6 +13,9 @@ PATH = "spark.sqlflow.path"
 BUCKETS = "spark.sqlflow.buckets"
 #: target input size of one bucket, in bytes, when sizing from Spark's statistics (default 8 MiB)
 BUCKET_BYTES = "spark.sqlflow.bucketBytes"
+#: true: replayed sessions combine rows in the bucket jobs where the rule allows (default false:
+#: docs/bounded-execution.md, "Combining replayed rows", has the measurements)
+REPLAY_COMBINE = "spark.sqlflow.replay.combine"
 
 DEFAULT_BUCKET_BYTES = 8 * 1024 * 1024
 #: size estimates from here on are Spark's "unknown" (Long.MaxValue, scaled by projections)

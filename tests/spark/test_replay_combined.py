@@ -1,6 +1,6 @@
 """Replayed sessions combined per key, gap-aligned slice and arrival period in the bucket jobs
-(sqlflow/engine/arrival_combine.py, engine_path.replay_combining): the same panes, dropped rows
-and metrics as the engine over the single rows."""
+(sqlflow/engine/arrival_combine.py, engine_path.replay_combining; `spark.sqlflow.replay.combine`
+true): the same panes, dropped rows and metrics as the engine over the single rows."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import sqlflow
-from sqlflow.spark import engine_path
+from sqlflow.spark import conf, engine_path
 
 SECOND = 1_000_000
 EARLY_LATE = "TRIGGER SEQUENCE(REPEAT_UNTIL(PERIOD 10s, WATERMARK), REPEAT(WATERMARK))"
@@ -39,6 +39,13 @@ def _view(spark, seed: int, n: int):
         "replayed")
 
 
+@pytest.fixture(autouse=True)
+def combining(spark):
+    spark.conf.set(conf.REPLAY_COMBINE, "true")
+    yield
+    spark.conf.unset(conf.REPLAY_COMBINE)
+
+
 def _run(spark, query, monkeypatch, combine: bool):
     with monkeypatch.context() as m:
         if not combine:
@@ -49,6 +56,12 @@ def _run(spark, query, monkeypatch, combine: bool):
         metrics = sqlflow.metrics(df)
     metrics = {k: v for k, v in metrics.items() if k != "stages"}
     return panes, dropped, metrics
+
+
+def test_not_combined_unless_asked(spark):
+    _view(spark, 5, 20)
+    spark.conf.unset(conf.REPLAY_COMBINE)
+    assert "replayed rows combined" not in sqlflow.explain(_query(), spark)
 
 
 def test_combined_replay_gives_the_panes_of_single_rows(spark, monkeypatch):
