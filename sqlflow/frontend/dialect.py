@@ -81,7 +81,8 @@ class SqlflowSpark(Spark):
             if number is None:
                 return super()._parse_table_alias(alias_tokens)
             self._advance()
-            alias = super()._parse_table_alias(alias_tokens) or exp.TableAlias()
+            at_tail = _marker(self._curr, WINDOWING_MARKER) is not None  # FROM t WATERMARK ... WINDOW
+            alias = (None if at_tail else super()._parse_table_alias(alias_tokens)) or exp.TableAlias()
             alias.meta[MARKER_KEY] = number
             return alias
 

@@ -423,6 +423,22 @@ def test_window_without_group_by_over_one_global_key():
           [W(ast.Fixed(d("5m")))])
 
 
+
+@pytest.mark.parametrize("relation, alias", [
+    ("t WATERMARK ts DELAY OF INTERVAL 1 MINUTE", ""),
+    ("t WATERMARK ts PERFECT ARRIVAL at", ""),
+    ("t WATERMARK ts PERFECT ARRIVAL at AS a", "a"),
+])
+def test_window_without_group_by_right_after_a_source_watermark(relation, alias):
+    """The clause tail is not the relation's alias (it was: 'WINDOW can only end a SELECT')."""
+    statement = check(f"SELECT COUNT(*) AS n FROM {relation} WINDOW FIXED(SIZE 5m)",
+                      f"SELECT COUNT(*) AS n FROM {relation} WINDOW FIXED(SIZE 5m)", [W(ast.Fixed(d("5m")), on=None)],
+                      [w for _, w in parse(f"SELECT COUNT(*) AS n FROM {relation} GROUP BY () WINDOW FIXED(SIZE 5m)")
+                       .source_watermarks()])
+    (node, _), = statement.source_watermarks()
+    assert node.alias == alias
+
+
 def test_pane_columns_may_be_selected():
     check("SELECT k, window_start, window_end, pane_index, pane_timing, is_last, emit_time, is_retraction, "
           "count(*) FROM t GROUP BY k WINDOW FIXED(SIZE 5m) ON ts EMIT ACCUMULATING AND RETRACTING",
