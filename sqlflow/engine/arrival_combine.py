@@ -30,7 +30,7 @@ finish:
 
 Other rows (not combinable, or without an event or arrival time) stay single, with their values,
 so what is dropped is reported row by row as before. Aggregates must combine: COUNT, SUM of exact
-integers, MIN, MAX (`engine_path._LIFTABLE`), and a bucket whose SUM arguments are large enough for
+integers, MIN, MAX (`engine_path.LIFTABLE`), and a bucket whose SUM arguments are large enough for
 a partial sum to overflow keeps its rows single; the query must have no WHEN and no per-row gap.
 
 >>> import pandas as pd

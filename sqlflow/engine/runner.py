@@ -465,7 +465,7 @@ class Engine:
         if self.wfn.merging:
             sid = final_sessions(a_key, a_start, a_end)[0]
         else:
-            sid = vectorised._factorize_windows(a_key, a_start, a_end)
+            sid = vectorised.factorize_windows(a_key, a_start, a_end)
         return np.bincount(sid)[sid] if len(sid) else np.empty(0, np.int64)
 
 

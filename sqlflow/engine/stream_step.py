@@ -40,7 +40,7 @@ from .kernels import order_by, segment_cummax
 from .keys import factorize_keys
 from .panes import EARLY, LATE, ON_TIME, RETRACTION_COLUMN, TIMING_CODE, TIMINGS
 from .trigger_columns import NO_TIMER, Context, columns_of
-from .vectorised import _factorize_windows, sat_add
+from .vectorised import factorize_windows, sat_add
 from .window_table import WindowTable, identity, replace_rows, take
 
 _I64 = np.int64
@@ -193,7 +193,7 @@ class _Batch:
         closed one."""
         W = self.W
         n_stored = W.n
-        gid = _factorize_windows(np.r_[W.cols["key"], k], np.r_[W.cols["start"], s], np.r_[W.cols["end"], e])
+        gid = factorize_windows(np.r_[W.cols["key"], k], np.r_[W.cols["start"], s], np.r_[W.cols["end"], e])
         tgt = gid[n_stored:]  # stored windows are distinct: ids 0 .. n_stored - 1, in order
         n_ids = int(gid.max()) + 1
         if n_ids > n_stored:

@@ -81,7 +81,7 @@ def schedule_shape(trigger: "ast.Trigger"):
     return None
 
 
-def _factorize_windows(key, start, end) -> np.ndarray:
+def factorize_windows(key, start, end) -> np.ndarray:
     """Dense id per distinct (key, start, end)."""
     if len(key) == 0:
         return np.empty(0, np.int64)
@@ -103,7 +103,7 @@ def collapse(a_key, a_start, a_end, merging: bool, table: PaneTable, p_end: int)
         g_key = np.zeros(len(g_start), np.int64)
         g_key[group] = a_key
     else:
-        group = _factorize_windows(a_key, a_start, a_end)
+        group = factorize_windows(a_key, a_start, a_end)
         n_g = int(group.max()) + 1
         g_key, g_start, g_end = (np.zeros(n_g, np.int64) for _ in range(3))
         g_key[group], g_start[group], g_end[group] = a_key, a_start, a_end
@@ -149,7 +149,7 @@ def watermark_schedule(*, a_key, a_at, a_start, a_end, merging: bool, timeline, 
     if merging:
         group[keep] = final_sessions(a_key[keep], a_start[keep], a_end[keep])[0]
     else:
-        group[keep] = _factorize_windows(a_key[keep], a_start[keep], a_end[keep])
+        group[keep] = factorize_windows(a_key[keep], a_start[keep], a_end[keep])
     inst = _instants(a_key, a_at, a_start, a_end, keep, group, merging, w_before)
     if merging:
         bad = _unfit_sessions(inst, a_start, a_end, timeline, lateness)

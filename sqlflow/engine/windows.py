@@ -151,6 +151,11 @@ def registered_window_fn(name: str) -> type | None:
     return _REGISTRY.get(name.lower())
 
 
+def registered_window_fns() -> dict[str, type]:
+    """Every registered custom window function class, by its lower-case name (a copy)."""
+    return dict(_REGISTRY)
+
+
 class CustomWindows:
     def __init__(self, name: str, impl):
         self.name = name

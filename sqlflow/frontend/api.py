@@ -62,7 +62,7 @@ def parse_script(text: str, *, grouping: bool = True) -> list[Statement]:
 
 
 #: a UTF-16 surrogate on its own: Python strings can hold one, Unicode text (and so Spark) cannot
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def check_encodable(source: Source) -> None:
@@ -77,7 +77,7 @@ def check_encodable(source: Source) -> None:
                ^
     remove it, or decode the text it came from with errors='replace'
     """
-    found = _LONE_SURROGATE.search(source.text)
+    found = LONE_SURROGATE.search(source.text)
     if found is not None:
         raise source.error(SqlflowSyntaxError, f"the text holds a lone surrogate U+{ord(found.group()):04X}, "
                            "which is not Unicode text", found.start(), clause="SQL",

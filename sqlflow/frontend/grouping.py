@@ -50,7 +50,7 @@ def ungrouped_item(statement: Statement, select: exp.Select,
                 return error("is_retraction is a pane column only with EMIT ACCUMULATING AND RETRACTING", node,
                              hint="add EMIT ACCUMULATING AND RETRACTING, or drop is_retraction "
                                   "(without it no row is a retraction)")
-            calls = [a for a in _ancestors(node, select) if isinstance(a, exp.Anonymous)]
+            calls = [a for a in ancestors(node, select) if isinstance(a, exp.Anonymous)]
             if calls:  # maybe meant as an aggregate: say which function is not known as one
                 call = calls[0].name
                 return error(f"{name} is neither in GROUP BY nor inside an aggregate: {call}(...) is "
@@ -74,17 +74,17 @@ SPARK_AGGREGATES = frozenset({
 })
 
 
-def _is_aggregate(node: exp.Expr) -> bool:
+def is_aggregate(node: exp.Expr) -> bool:
     """An aggregate call: sqlglot's AggFunc, a Spark aggregate it does not model, or
     `agg(...) FILTER (WHERE ...)`."""
     if isinstance(node, exp.AggFunc):
         return True
     if isinstance(node, exp.Anonymous):
         return node.name.lower() in SPARK_AGGREGATES
-    return isinstance(node, exp.Filter) and _is_aggregate(node.this)
+    return isinstance(node, exp.Filter) and is_aggregate(node.this)
 
 
-def _ancestors(node: exp.Expr, top: exp.Expr):
+def ancestors(node: exp.Expr, top: exp.Expr):
     parent = node.parent
     while parent is not None and parent is not top:
         yield parent
@@ -134,7 +134,7 @@ def _ungrouped(node: exp.Expr, keys: list[exp.Expr], panes: frozenset = PANE_COL
         node = stack.pop()
         if any(node == key or (isinstance(node, exp.Column) and _same_column(node, key)) for key in keys):
             continue
-        if _is_aggregate(node) or isinstance(node, (exp.Window, exp.Subquery, exp.Query, exp.Lambda, exp.Exists)):
+        if is_aggregate(node) or isinstance(node, (exp.Window, exp.Subquery, exp.Query, exp.Lambda, exp.Exists)):
             continue
         if isinstance(node, exp.Star):
             yield node

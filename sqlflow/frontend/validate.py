@@ -24,7 +24,7 @@ from sqlglot import exp
 from .. import ast
 from ..errors import SqlflowSemanticError
 from . import limits, printer, sqlexpr
-from .grouping import _ancestors, _is_aggregate, ungrouped_item
+from .grouping import ancestors, is_aggregate, ungrouped_item
 from .statement import Statement, watermarks_feeding
 
 #: SLIDING and CUMULATE copy each element into SIZE / PERIOD (or STEP) windows: beyond this the
@@ -197,7 +197,7 @@ class _Checker:
     def per_row(self, tree: exp.Expr, sql: ast.SqlExpr, what: str) -> None:
         clause = "TRIGGER" if what == "WHEN" else "WINDOW"
         for node in tree.walk():
-            if _is_aggregate(node) or isinstance(node, exp.Window):
+            if is_aggregate(node) or isinstance(node, exp.Window):
                 self.fail(f"{what} is computed for each element, so it cannot use "
                           f"{node.sql(dialect='spark')}", sql.pos, clause)
 
@@ -344,14 +344,14 @@ def _not_duration(tree: exp.Expr) -> str | None:
 
 def _has_aggregate(select: exp.Select) -> bool:
     scopes = list(select.expressions) + [select.args.get("having")]
-    return any(_is_aggregate(node) and not _in_window_function(node, select)
+    return any(is_aggregate(node) and not _in_window_function(node, select)
                for scope in scopes if scope is not None for node in scope.walk()
                if not _in_subquery(node, select))
 
 
 def _in_window_function(node: exp.Expr, top: exp.Expr) -> bool:
-    return any(isinstance(a, exp.Window) for a in _ancestors(node, top))
+    return any(isinstance(a, exp.Window) for a in ancestors(node, top))
 
 
 def _in_subquery(node: exp.Expr, top: exp.Expr) -> bool:
-    return any(isinstance(a, (exp.Query, exp.Subquery)) for a in _ancestors(node, top))
+    return any(isinstance(a, (exp.Query, exp.Subquery)) for a in ancestors(node, top))

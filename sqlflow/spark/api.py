@@ -36,11 +36,11 @@ def _statement(text: str, *, spark=None):
 
 def _check_args(args) -> None:
     """String parameters Spark can read (no lone surrogate: see frontend.api.check_encodable)."""
-    from ..frontend.api import _LONE_SURROGATE
+    from ..frontend.api import LONE_SURROGATE
 
     items = args.items() if isinstance(args, dict) else enumerate(args or ())
     for name, value in items:
-        if isinstance(value, str) and _LONE_SURROGATE.search(value):
+        if isinstance(value, str) and LONE_SURROGATE.search(value):
             what = f":{name}" if isinstance(name, str) else f"parameter {name + 1} (?)"
             raise SqlflowError(f"the value of {what} holds a lone surrogate, which is not Unicode text",
                                clause="SQL", hint="remove it, or decode the text it came from with errors='replace'")

@@ -47,7 +47,7 @@ WEIGHT = "__sqlflow_weight"
 #: replay timelines with more steps than this travel as a broadcast variable
 _BROADCAST_STEPS = 10_000
 
-_LIFTABLE = {"count_star": "sum", "count": "sum", "sum": "sum", "min": "min", "max": "max"}
+LIFTABLE = {"count_star": "sum", "count": "sum", "sum": "sum", "min": "min", "max": "max"}
 
 PANE_TYPES = (("window_start", "timestamp"), ("window_end", "timestamp"), ("pane_index", "bigint"),
               ("pane_timing", "string"), ("is_last", "boolean"), ("emit_time", "timestamp"),
@@ -233,7 +233,7 @@ def liftable(plan: EnginePlan, rel: InputRelation, schema: dict) -> bool:
     if not vectorised.collapsible(plan.trigger):
         return False
     for agg in plan.aggregates:
-        if agg.kind not in _LIFTABLE:
+        if agg.kind not in LIFTABLE:
             return False
         if agg.kind == "sum" and isinstance(schema[agg.column], (T.FloatType, T.DoubleType)):
             return False  # combining would change the order of floating-point additions
@@ -266,12 +266,12 @@ def replay_combining(plan: EnginePlan, rel: InputRelation, schema: dict):
     integers = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
     parts, aggregates = [], []
     for j, agg in enumerate(plan.aggregates):
-        if agg.kind not in _LIFTABLE or (agg.kind in ("sum", "min", "max")
+        if agg.kind not in LIFTABLE or (agg.kind in ("sum", "min", "max")
                                          and not isinstance(schema[agg.column], integers)):
             return None
         name = f"__sqlflow_part{j}"
         parts.append((name, agg.kind, agg.column))
-        aggregates.append(Aggregate(_LIFTABLE[agg.kind], name, agg.output, agg.ignore_nulls))
+        aggregates.append(Aggregate(LIFTABLE[agg.kind], name, agg.output, agg.ignore_nulls))
     combined = EnginePlan(plan.windowing, tuple(aggregates), keys=plan.keys, custom_windows=plan.custom_windows)
     return combined, (plan.window.gap.micros, *grid, tuple(parts))
 
@@ -293,7 +293,7 @@ def lifted_rows(plan: EnginePlan, rel: InputRelation, raw, buckets: int):
     for name, agg in zip(partial_names, plan.aggregates):
         arg = "1" if agg.kind == "count_star" else _q(agg.column)
         partials.append(f"{'count' if agg.kind == 'count_star' else agg.kind}({arg}) AS {_q(name)}")
-        aggregates.append(Aggregate(_LIFTABLE[agg.kind], name, agg.output, agg.ignore_nulls))
+        aggregates.append(Aggregate(LIFTABLE[agg.kind], name, agg.output, agg.ignore_nulls))
     echoes = [f"first(IF({et} IS NULL, {_q(a)}, NULL), true) AS {_q(a)}" for a in rel.args]
     timed = by_bucket(raw.selectExpr(
         *keys, *[_q(a) for a in rel.args], f"unix_micros(CAST({et} AS TIMESTAMP)) AS {et}"), rel.keys, buckets)

@@ -38,7 +38,8 @@ def register_window_udfs(spark) -> list[str]:
     """Register the window-assignment UDFs in `spark`; returns their names."""
     from pyspark.sql.functions import pandas_udf
 
-    from ..engine.windows import _REGISTRY, CumulateWindows, CustomWindows, FixedWindows, SlidingWindows
+    from ..engine.windows import (CumulateWindows, CustomWindows, FixedWindows, SlidingWindows,
+                                  registered_window_fns)
 
     from pyspark import cloudpickle
 
@@ -46,7 +47,7 @@ def register_window_udfs(spark) -> list[str]:
     # the executors have no registry of the driver's window functions: ship each class pickled on
     # its own, unpickled only when used (one class an executor cannot import spoils no other)
     custom = {}
-    for name, cls in _REGISTRY.items():
+    for name, cls in registered_window_fns().items():
         try:
             custom[name] = cloudpickle.dumps(cls)
         except Exception:  # noqa: BLE001  (not picklable: usable only where it was defined)

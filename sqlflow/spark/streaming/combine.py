@@ -16,11 +16,11 @@ from ...engine.aggregates import Aggregate
 from ...engine.plan import EVENT_TIME, EnginePlan
 from ...udfs import streaming as op
 from ...udfs.combine import Combine
-from ..engine_path import _LIFTABLE
+from ..engine_path import LIFTABLE
 from .schema import is_integral
 
 #: aggregates whose partials combine exactly, and pyarrow's aggregate for the partial (the engine's
-#: aggregate over the partials is the bounded path's, engine_path._LIFTABLE)
+#: aggregate over the partials is the bounded path's, engine_path.LIFTABLE)
 ARROW_PARTIAL = {"count_star": "count_all", "count": "count", "sum": "sum", "min": "min", "max": "max"}
 
 _ATOMIC = (T.StringType, T.BooleanType, T.DateType, T.TimestampType, T.TimestampNTZType, T.DecimalType,
@@ -64,7 +64,7 @@ def combined(data: DataFrame, plan: EnginePlan) -> tuple[DataFrame, EnginePlan]:
     parts, aggregates = [], []
     for j, agg in enumerate(plan.aggregates):
         name = f"__sqlflow_part{j}"
-        partial, final = ARROW_PARTIAL[agg.kind], _LIFTABLE[agg.kind]
+        partial, final = ARROW_PARTIAL[agg.kind], LIFTABLE[agg.kind]
         parts.append((name, partial, agg.column))
         aggregates.append(Aggregate(final, name, agg.output, agg.ignore_nulls))
         kind = fields[agg.column].dataType if agg.kind in ("min", "max") else T.LongType()
