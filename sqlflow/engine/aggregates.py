@@ -24,7 +24,7 @@ import pandas as pd
 
 from ..errors import SqlflowUnsupportedError
 from . import exact, fields, kernels
-from .values import python_values
+from .values import as_arrow, python_values
 
 I64_MAX = np.iinfo(np.int64).max
 I64_MIN = np.iinfo(np.int64).min
@@ -331,6 +331,11 @@ class Aggregate:
                 out = np.divide(s.astype(np.float64), cnt, out=np.zeros(len(cnt)), where=cnt > 0)
                 return fields.floats(out, cnt == 0)
             v = acc["s"] if k == "sum" else acc["v"]
+            if isinstance(v, pd.arrays.ArrowExtensionArray):  # NULL where no value, by Arrow (pandas's
+                import pyarrow as pa  # mask converts nested values to Python and fails on them)
+
+                rows = pa.array(np.arange(len(v)), mask=np.asarray(cnt == 0))
+                return pd.Series(pd.arrays.ArrowExtensionArray(as_arrow(v).take(rows)))
             if isinstance(v, pd.api.extensions.ExtensionArray):
                 return pd.Series(v).mask(cnt == 0)
             if v.dtype == object:
