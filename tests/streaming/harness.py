@@ -16,6 +16,8 @@ from sqlflow.engine.watermarks import Timeline
 from sqlflow.spark import streaming as S
 from sqlflow.time import MINUTE, NEG_INF, SECOND
 
+#: the pane columns that are TIMESTAMPs on Spark and int64 microseconds in the engine
+TIME_COLUMNS = ("window_start", "window_end", "emit_time", "output_time")
 SORT = ["emit_time", "window_start", "window_end", "k", "pane_index", "is_retraction"]
 
 
@@ -34,7 +36,7 @@ def collect_panes(spark, name: str) -> pd.DataFrame:
     df = spark.table(name)
     cols = []
     for f in df.schema.fields:
-        if f.name in ("window_start", "window_end", "emit_time"):
+        if f.name in TIME_COLUMNS:
             cols.append(f"unix_micros({f.name}) AS {f.name}")
         else:
             cols.append(f"`{f.name}`")
@@ -45,7 +47,7 @@ def canonical(panes: pd.DataFrame) -> pd.DataFrame:
     panes = panes.copy()
     if "is_retraction" not in panes:
         panes["is_retraction"] = False
-    for c in ("window_start", "window_end", "emit_time"):
+    for c in (c for c in TIME_COLUMNS if c in panes):
         panes[c] = panes[c].astype("Int64")
     for c in panes.columns:
         if panes[c].dtype == object and len(panes) and isinstance(panes[c].iloc[0], (list, np.ndarray)):
