@@ -239,8 +239,8 @@ class BucketStep:
         return frames, state
 
     def skip(self, meta: Meta, p: int, wm_new: int) -> list[pd.DataFrame]:
-        """Nothing due: only the watermark and time move."""
-        meta.p = max(meta.p, p)
+        """Nothing due: only the watermark moves (`meta.p` stays the last step's time, so a visit
+        that moves neither leaves `meta` as it was and the operator writes nothing)."""
         meta.wm = POS_INF if meta.finished else max(meta.wm, wm_new)
         return [self._metrics({}, meta, p, wm_new, advanced=False)]
 
@@ -419,7 +419,8 @@ def _processor_class():
         def _advance(self, rows, timerValues, finish: bool, seen: int | None):
             spark_ms = timerValues.getCurrentWatermarkInMs()
             p = timerValues.getCurrentProcessingTimeInMs() * 1000
-            meta = self._meta()
+            stored = self.meta_state.get() if self.meta_state.exists() else None
+            meta = Meta() if stored is None else Meta.of(stored)
             wm_ms = spark_ms
             if self.spec.delay_ms is not None:  # this batch's watermark from the batches before
                 wm_ms = max(spark_ms, own_watermark_ms(meta.seen, self.spec.column_shift, self.spec.delay_ms))
@@ -430,19 +431,23 @@ def _processor_class():
             if self.step is None:
                 self.step = BucketStep(self.spec)
             if self.step.due(meta, p, max(wm_new, meta.wm), has_rows, finish):
-                state = loads_state(self.windows_state.get()[0]) if self.windows_state.exists() else {}
-                frames, state = self.step.run(meta, state, rows, p=p, wm_new=wm_new, finish=finish)
+                old = bytes(self.windows_state.get()[0]) if self.windows_state.exists() else None
+                frames, state = self.step.run(meta, loads_state(old) if old is not None else {}, rows,
+                                              p=p, wm_new=wm_new, finish=finish)
                 blob = dumps_state(state) if state else None
                 meta.bytes = len(blob) if blob is not None else 0
-                if blob is not None:
-                    self.windows_state.update((blob,))
-                elif self.windows_state.exists():
-                    self.windows_state.clear()
+                if blob != old:  # every write is one more version the store keeps (minBatchesToRetain)
+                    if blob is not None:
+                        self.windows_state.update((blob,))
+                    else:
+                        self.windows_state.clear()
                 frames[-1] = self.step.live(frames[-1], meta)
             else:
                 frames = self.step.skip(meta, p, wm_new)
             self._poll(meta, spark_ms)
-            self.meta_state.update(meta.row())
+            row = meta.row()
+            if row != (None if stored is None else tuple(stored)):
+                self.meta_state.update(row)
             columns = self.spec.output_columns()
             for frame in frames:
                 yield complete(frame, columns)

@@ -54,3 +54,49 @@ def test_every_call_reports_the_state_it_leaves():
     keys, windows, smaller = live(out)
     assert (keys, windows) == (1, 2)
     assert smaller == len(tester.peekValueState("windows", 0)[0]) < size
+
+
+def heartbeat(columns, second):
+    """A heartbeat row: another bucket got data; it carries the partition's max event time."""
+    frame = batch(columns, [None], [second])
+    frame[op.KIND] = op.HEARTBEAT
+    return frame
+
+
+def writes(tester, name) -> list:
+    """Record every `update` of value state `name` (the writes Spark's state store keeps a
+    version of)."""
+    state = tester.handle.value_states[name]
+    done, update = [], state.update
+    state.update = lambda value: (done.append(value), update(value))[1]
+    return done
+
+
+def test_a_visit_with_nothing_due_writes_nothing():
+    from pyspark.sql.streaming.tws_tester import TwsTester
+
+    proc, columns = processor()
+    tester = TwsTester(proc, timeMode="EventTime", eventTimeExtractor=lambda row: 1 << 60)
+    meta_writes, blob_writes = writes(tester, "meta"), writes(tester, "windows")
+    tester.testInPandas(0, batch(columns, ["a"], [10]))
+    assert (len(meta_writes), len(blob_writes)) == (1, 1)
+    # the watermark steps to 0:10 (what the rows before made): `meta` records it, the blob is
+    # not rewritten (nothing was due: the window ends at 1:00)
+    tester.testInPandas(0, heartbeat(columns, 5))
+    assert (len(meta_writes), len(blob_writes)) == (2, 1)
+    assert tester.peekValueState("meta", 0)[0] == T0 + 10 * SECOND
+    meta, blob = tester.peekValueState("meta", 0), tester.peekValueState("windows", 0)
+    timers = list(tester.handle.listTimers())
+    # a heartbeat no later than what the bucket has seen, the watermark where it was: nothing is
+    # due, nothing moves, nothing is written (before: `meta` was rewritten with the new time)
+    out = tester.testInPandas(0, heartbeat(columns, 5))
+    assert (len(meta_writes), len(blob_writes)) == (2, 1)
+    assert tester.peekValueState("meta", 0) == meta and tester.peekValueState("windows", 0) == blob
+    assert list(tester.handle.listTimers()) == timers
+    assert live(out) == (1, 1, meta[-1])
+    assert int(out[op.METRIC_PREFIX + "buckets_advanced"].sum()) == 0
+    # a later heartbeat moves what the bucket has seen, so `meta` (only) is written
+    tester.testInPandas(0, heartbeat(columns, 20))
+    assert (len(meta_writes), len(blob_writes)) == (3, 1)
+    assert tester.peekValueState("meta", 0)[8] == T0 + 20 * SECOND
+
