@@ -120,6 +120,7 @@ def main(argv=None) -> int:
     ap.add_argument("--operators", default="native,stateful")
     ap.add_argument("--maintenance", default="60s",
                     help="spark.sql.streaming.stateStore.maintenanceInterval: how often old versions are deleted")
+    ap.add_argument("--conf", action="append", default=[], help="KEY=VALUE: a further Spark setting")
     ap.add_argument("--label", default="current")
     ap.add_argument("--out", default=str(HERE / "results" / "state_growth.json"))
     args = ap.parse_args(argv)
@@ -127,7 +128,8 @@ def main(argv=None) -> int:
     from sqlflow.spark.session import local_session
 
     spark = local_session(app_name="sqlflow-state-growth", conf={"spark.sql.shuffle.partitions": "2",
-                          "spark.sql.streaming.stateStore.maintenanceInterval": args.maintenance})
+                          "spark.sql.streaming.stateStore.maintenanceInterval": args.maintenance,
+                          **dict(c.split("=", 1) for c in args.conf)})
     work = Path(tempfile.mkdtemp(prefix="sqlflow-state-growth-"))
     files = write_files(Path(tempfile.mkdtemp(dir=work)), args.batches, args.keys)
     results = {}

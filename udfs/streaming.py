@@ -18,7 +18,10 @@ Each micro-batch N (processing time p, Spark watermark W_N) is one engine instan
 batch before, as Spark itself judges late rows, then the watermark steps to W_N. For that every
 bucket must see every watermark advance, so every bucket exists from batch 0 (initial state) and
 keeps one event-time "poll" timer at W + 1 ms: whenever the watermark moves, every bucket is
-visited (cheaply, from `meta`, when nothing is due).
+visited (cheaply, from `meta`, when nothing is due). A visit writes only what changed (what a batch
+writes goes into a state store version Spark keeps for `spark.sql.streaming.minBatchesToRetain`
+batches): the blob when its bytes changed, `meta` when its row did, the timer when the watermark
+moved.
 
 Heartbeat rows also carry their input partition's max event time, and every bucket keeps the
 largest it has seen (`meta.seen`). From it the bucket computes the watermark Spark should have
@@ -436,7 +439,7 @@ def _processor_class():
                                               p=p, wm_new=wm_new, finish=finish)
                 blob = dumps_state(state) if state else None
                 meta.bytes = len(blob) if blob is not None else 0
-                if blob != old:  # every write is one more version the store keeps (minBatchesToRetain)
+                if blob != old:  # what a batch writes is kept for minBatchesToRetain batches
                     if blob is not None:
                         self.windows_state.update((blob,))
                     else:
