@@ -167,3 +167,13 @@ def test_the_stream_step_benchmark_runs_the_loop_and_the_step_to_the_same_panes(
     memory = report["state_memory"]
     assert (memory["keys"], memory["live_windows"], memory["early_panes"]) == (1000, 1000, 1000)
     assert memory["windows_after_the_watermark_passes"] == 0
+
+
+def test_state_growth_summarises_growth_before_retention_and_the_range_after():
+    import state_growth
+
+    rows = [{"m": v} for v in [0, 10, 20, 30, 35, 32, 34, 33]] + [{"m": None}]
+    assert state_growth.growth(rows, "m", 3) == {
+        "first": 0, "at_retain": 20, "per_batch_before_retain": 10,
+        "after_2x_retain_min": 33, "after_2x_retain_max": 34, "last": 33}
+    assert state_growth.growth([{"m": None}], "m", 3) == {}
