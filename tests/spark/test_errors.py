@@ -187,14 +187,17 @@ def test_forcing_an_impossible_path(spark, tables):
         sqlflow.sql(spark, query, path="fast")
 
 
-def test_several_replayed_sources_are_refused(spark, tables):
+def test_two_joined_replays_are_refused(spark, tables):
+    """Replays combine as branches of one UNION ALL (tests/spark/test_several_inputs.py); joined,
+    the arrival of a joined row is unknown."""
     error = error_of(spark, """
         SELECT a.user, COUNT(*) AS n
         FROM clicks WATERMARK ts PERFECT ARRIVAL arrived AS a
         JOIN clicks WATERMARK ts PERFECT ARRIVAL arrived AS b ON a.user = b.user
         GROUP BY a.user WINDOW GLOBAL ON a.ts""")
     assert type(error) is sqlflow.SqlflowUnsupportedError
-    assert error.message == "2 sources with ARRIVAL feed this window; a replay reads one recorded stream"
+    assert error.message == ("2 sources with ARRIVAL feed this window, not as branches of one UNION ALL: "
+                             "the arrival of rows of two replays joined together is unknown")
 
 
 def test_an_input_column_named_like_a_pane_column_is_explained(spark):
