@@ -88,9 +88,9 @@ def _connect_session():
 
     from pyspark.sql.connect.session import SparkSession as ConnectSession
 
-    from sqlflow.spark.session import _set_environment, default_conf
+    from sqlflow.spark.session import default_conf, set_environment
 
-    _set_environment()
+    set_environment()
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]

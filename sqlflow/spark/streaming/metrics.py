@@ -32,6 +32,19 @@ def observe_input(data: DataFrame, metrics_name: str, *, null_event_time: bool) 
     return data.observe(metrics_name + "_input", *metrics)
 
 
+def _observed_row(row) -> dict:
+    """An observed metrics row as {name: value}. Spark Connect's progress gives the row as its JSON
+    form, values and schema apart.
+
+    >>> _observed_row({"values": [2, 0], "schema": {"type": "struct", "fields": [{"name": "panes"}, {"name": "late"}]}})
+    {'panes': 2, 'late': 0}
+    """
+    values = row.asDict() if hasattr(row, "asDict") else dict(row or {})
+    if set(values) == {"values", "schema"} and isinstance(values["schema"], dict):
+        return dict(zip((f["name"] for f in values["schema"]["fields"]), values["values"]))
+    return values
+
+
 def progress_metrics(progress: dict, name: str = METRICS_NAME) -> dict:
     """What one micro-batch counted: sqlflow's counters (observe) plus the rows Spark's stateful
     operators dropped behind the watermark (`spark_dropped_late`).
@@ -43,8 +56,7 @@ def progress_metrics(progress: dict, name: str = METRICS_NAME) -> dict:
     observed = progress.get("observedMetrics") or {}
     out = {}
     for metrics_name in (name, name + "_input", SOURCE_METRICS_NAME):
-        row = observed.get(metrics_name)
-        values = row.asDict() if hasattr(row, "asDict") else dict(row or {})
+        values = _observed_row(observed.get(metrics_name))
         out.update({k: int(v) for k, v in values.items() if v is not None})
     out["spark_dropped_late"] = sum(int(op.get("numRowsDroppedByWatermark", 0) or 0)
                                     for op in progress.get("stateOperators", []))
@@ -73,8 +85,7 @@ def watermark_log(query: "StreamingQuery", name: str = METRICS_NAME) -> list[tup
     the `TIMELINE` of a replay that gives the stream's panes exactly (docs/streaming.md, 2.1)."""
     steps = []
     for progress in query.recentProgress:
-        row = (progress.get("observedMetrics") or {}).get(name)
-        values = row.asDict() if hasattr(row, "asDict") else dict(row or {})
+        values = _observed_row((progress.get("observedMetrics") or {}).get(name))
         if values.get("batch_time") is None or values.get("watermark") is None or values["watermark"] <= NEG_INF:
             continue  # no watermark yet: -infinity, as before a timeline's first step
         steps.append((int(values["batch_time"]), int(values["watermark"])))
