@@ -261,7 +261,7 @@ from hypothesis import HealthCheck, assume, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from .strategies import inputs, schedule_triggers, triggers, windows  # noqa: E402
-from .test_stream_step import micro_batches, run_both  # noqa: E402
+from .test_stream_step import micro_batches, assert_step_equals_loop  # noqa: E402
 
 PROPERTY = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 OPTIONS = st.tuples(st.booleans(), st.booleans())
@@ -290,7 +290,7 @@ def test_the_engine_as_dispatched_equals_the_reference_with_the_options(data, wi
 def test_the_stream_step_equals_the_per_key_loop_with_the_options(data, drawn, window, trigger, mode, lateness,
                                                                   options):
     rows_, tl = drawn
-    run_both(rows_, window, trigger, mode, lateness, data.draw(micro_batches(rows_, tl)), options=options)
+    assert_step_equals_loop(rows_, window, trigger, mode, lateness, data.draw(micro_batches(rows_, tl)), options=options)
 
 
 @PROPERTY

@@ -63,9 +63,11 @@ def micro_batches(draw, rows, tl):
     return cuts, marks, batch_of, finish
 
 
-def run_both(rows, window, trigger, mode, lateness, batches, *, prepare=lambda b: b, options=(False, False),
-             output=None):
-    """`lateness`: microseconds or ast.Unbounded(); `options`: EMIT's (ON TIME ALWAYS, CLOSING ALWAYS)."""
+def assert_step_equals_loop(rows, window, trigger, mode, lateness, batches, *, prepare=lambda b: b, options=(False, False),
+                            output=None):
+    """Batch by batch, the stream step and the per-key loop give equal panes, metrics, dropped rows
+    and live state, and both end empty after a finish. `lateness`: microseconds or ast.Unbounded();
+    `options`: EMIT's (ON TIME ALWAYS, CLOSING ALWAYS)."""
     lateness = lateness if isinstance(lateness, ast.Unbounded) else D(lateness)
     w = ast.Windowing(ast.WindowClause(window), trigger, ast.AllowedLateness(lateness), ast.Emit(mode, *options),
                       output=output)
@@ -93,7 +95,7 @@ def run_both(rows, window, trigger, mode, lateness, batches, *, prepare=lambda b
 @given(st.data(), inputs(), windows, triggers, MODES, LATENESS, output_times)
 def test_stream_step_equals_the_per_key_loop(data, drawn, window, trigger, mode, lateness, output):
     rows, tl = drawn
-    run_both(rows, window, trigger, mode, lateness, data.draw(micro_batches(rows, tl)), output=output)
+    assert_step_equals_loop(rows, window, trigger, mode, lateness, data.draw(micro_batches(rows, tl)), output=output)
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -112,7 +114,7 @@ def test_stream_step_equals_the_per_key_loop_with_nulls_and_batches_typed_apart(
                                  index=batch.index)
         return batch
 
-    run_both(rows, window, trigger, mode, lateness, data.draw(micro_batches(rows, tl)), prepare=typed_by_itself)
+    assert_step_equals_loop(rows, window, trigger, mode, lateness, data.draw(micro_batches(rows, tl)), prepare=typed_by_itself)
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -124,7 +126,7 @@ def test_stream_step_with_per_row_session_gaps(data, drawn, window, trigger, mod
     gaps = pd.array(rng.integers(-1, 9, len(rows)) * 5, dtype="Int64")
     gaps[rng.random(len(rows)) < 0.1] = pd.NA
     rows = rows.assign(**{GAP: gaps})
-    run_both(rows, window, trigger, mode, lateness, data.draw(micro_batches(rows, tl)))
+    assert_step_equals_loop(rows, window, trigger, mode, lateness, data.draw(micro_batches(rows, tl)))
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -137,7 +139,7 @@ def test_session_merges_with_retractions(data, drawn, window, trigger, mode, lat
     """Many rows over few keys: sessions that merge across batches, each merge retracting the last
     panes of the sessions it joins (the card's trigger among them)."""
     rows, tl = drawn
-    run_both(rows, window, trigger, mode, lateness, data.draw(micro_batches(rows, tl)))
+    assert_step_equals_loop(rows, window, trigger, mode, lateness, data.draw(micro_batches(rows, tl)))
 
 
 @pytest.mark.parametrize("window", [ast.Fixed(D(10)), ast.Sessions(D(10))], ids=["fixed", "sessions"])

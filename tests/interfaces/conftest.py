@@ -145,7 +145,8 @@ def sqlflow_cli(tmp_path_factory):
     directory, 2 shuffle partitions, no UI), as spark-sql would be."""
     exe = shutil.which("sqlflow", path=str(Path(sys.executable).parent)) or shutil.which("sqlflow")
     if exe is None:
-        pytest.skip("the sqlflow command is not installed (pip install -e .)")
+        pytest.fail("the sqlflow command is not installed next to this Python: install the project as the "
+                    "README says (pip install -e \".[test]\")")
     scratch = tmp_path_factory.mktemp("cli")
     base = dict(os.environ)
     base.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -170,7 +171,8 @@ def spark_sql(tmp_path_factory):
 
     exe = Path(pyspark.__file__).parent / "bin" / "spark-sql"
     if not exe.exists():
-        pytest.skip("no bin/spark-sql in this pyspark")
+        pytest.skip("this pyspark build ships no bin/spark-sql, the command the CLI is compared with "
+                    "(the pip wheel has it)")
     base = dict(os.environ)
     base.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     base["SPARK_HOME"] = str(exe.parent.parent)
@@ -261,3 +263,12 @@ class Terminal:
 def terminal():
     """Terminal(args, env, cwd=None): a command on a pseudo-terminal, as a user at a prompt sees it."""
     return Terminal
+
+
+@pytest.fixture
+def sqlflow_exe() -> str:
+    """The installed `sqlflow` command next to this Python (a README install puts it there)."""
+    exe = os.path.join(os.path.dirname(sys.executable), "sqlflow")
+    if not os.path.exists(exe):
+        pytest.fail(f"the sqlflow command is not installed at {exe}: install the project as the README says")
+    return exe

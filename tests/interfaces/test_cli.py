@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import signal
 import time
-from pathlib import Path
 
 import pytest
 
@@ -113,14 +112,6 @@ def test_stdin_pipe_runs_each_statement_and_goes_on_after_errors(sqlflow_cli):
     assert "Error in statement 2 of <stdin>:\n[TABLE_OR_VIEW_NOT_FOUND]" in err   # Spark's words
     assert "(line 4, column 8)\n    FROM nope;\n         ^" in err   # located in stdin, with a caret
     assert "Traceback" not in err and "py4j" not in err and "at org.apache" not in err
-
-
-@pytest.fixture
-def sqlflow_exe():
-    exe = Path(os.sys.executable).parent / "sqlflow"
-    if not exe.exists():
-        pytest.skip("the sqlflow command is not installed")
-    return str(exe)
 
 
 @pytest.mark.slow

@@ -5,7 +5,6 @@ read, how errors look. The slow tests run the real spark-sql of the pyspark whee
 from __future__ import annotations
 
 import io
-import os
 import sys
 
 import pytest
@@ -214,11 +213,3 @@ def test_windows_over_instants_do_not_depend_on_the_session_time_zone(spark, cap
         answers[zone] = [line.split("\t")[:2] + line.split("\t")[-1:] for line in lines]
     assert answers["America/New_York"] == answers["UTC"]   # same groups, same instants
     assert [row[2] for row in answers["UTC"][:2]] == ["1730610000", "1730613600"]
-
-
-@pytest.fixture
-def sqlflow_exe():
-    exe = os.path.join(os.path.dirname(sys.executable), "sqlflow")
-    if not os.path.exists(exe):
-        pytest.skip("the sqlflow command is not installed")
-    return exe
