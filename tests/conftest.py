@@ -4,6 +4,8 @@
   only when a test asks for it: parser and engine tests never pay for the JVM.
 - `rocksdb`: the RocksDB state store for one test (what `sqlflow.sql` asks of a session before a
   stateful stream; `SQLFLOW_TEST_SESSION=defaults` runs the tests on Spark's default session).
+- `stateful_operator`: streams of one test run sqlflow's stateful operator in one bucket and can
+  be finished.
 - After each test, streaming queries left running are stopped (only if Spark was started).
 - `stream_files`: writes input files for a streaming file source atomically and with distinct,
   increasing mtimes (the file source orders files by mtime; same-second files come in any order).
@@ -199,3 +201,16 @@ def transcript(request) -> dict:
     t = yaml.safe_load(request.param.read_text())
     t["query"] = lambda events="events", timeline="wm": _transcript_query(t, events, timeline)
     return t
+
+
+@pytest.fixture
+def stateful_operator(spark, tmp_path, rocksdb):
+    """Streams of this test run sqlflow's stateful operator in one bucket, and can be finished."""
+    from sqlflow.spark import streaming as S
+
+    keys = {S.CONF_OPERATOR: "stateful", S.CONF_BUCKETS: "1", S.CONF_FINISH_DIR: str(tmp_path / "finish")}
+    for k, v in keys.items():
+        spark.conf.set(k, v)
+    yield
+    for k in keys:
+        spark.conf.unset(k)

@@ -233,18 +233,8 @@ def test_bigint_sum_overflow_follows_ansi_mode(spark, ansi, source):
     assert rows_of(sqlflow.sql(spark, query, path="engine"), ["k", "s"]) == expected
 
 
-@pytest.fixture
-def stateful(spark, tmp_path):
-    keys = {S.CONF_OPERATOR: "stateful", S.CONF_BUCKETS: "1", S.CONF_FINISH_DIR: str(tmp_path / "finish")}
-    for k, v in keys.items():
-        spark.conf.set(k, v)
-    yield
-    for k in keys:
-        spark.conf.unset(k)
-
-
 @pytest.mark.parametrize("on", [True, False], ids=["ansi", "non-ansi"])
-def test_bigint_sum_overflow_on_a_stream(spark, ansi, tmp_path, stateful, on):
+def test_bigint_sum_overflow_on_a_stream(spark, ansi, tmp_path, stateful_operator, on):
     folder = tmp_path / "in"
     folder.mkdir()
     rows = [{"k": "a", "v": I64_MAX, "ts": "2024-01-01T00:00:01Z"}, {"k": "a", "v": I64_MAX, "ts": "2024-01-01T00:00:02Z"},

@@ -3,22 +3,11 @@ import json
 import os
 import time
 
-import pytest
 
 import sqlflow
 from sqlflow.spark import streaming as S
 
 BIG = 2**53  # the first integer float64 cannot tell from its successor
-
-
-@pytest.fixture
-def stateful_conf(spark, tmp_path, rocksdb):
-    keys = {S.CONF_OPERATOR: "stateful", S.CONF_BUCKETS: "1", S.CONF_FINISH_DIR: str(tmp_path / "finish")}
-    for k, v in keys.items():
-        spark.conf.set(k, v)
-    yield
-    for k in keys:
-        spark.conf.unset(k)
 
 
 def write_json_batches(directory, batches):
@@ -30,7 +19,7 @@ def write_json_batches(directory, batches):
         os.utime(path, (t + i, t + i))
 
 
-def test_bigint_keys_beyond_2_53_stay_apart_next_to_a_null_key(spark, tmp_path, stateful_conf):
+def test_bigint_keys_beyond_2_53_stay_apart_next_to_a_null_key(spark, tmp_path, stateful_operator):
     write_json_batches(tmp_path / "in", [[
         {"k": BIG, "v": BIG + 1, "ts": "2024-01-01T00:00:10Z"},
         {"k": BIG + 1, "v": BIG + 3, "ts": "2024-01-01T00:00:20Z"},
@@ -46,7 +35,7 @@ def test_bigint_keys_beyond_2_53_stay_apart_next_to_a_null_key(spark, tmp_path, 
     assert got == [(None, None), (BIG, BIG + 1), (BIG + 1, BIG + 3)]
 
 
-def test_bigint_columns_with_a_processing_time_trigger(spark, tmp_path, stateful_conf):
+def test_bigint_columns_with_a_processing_time_trigger(spark, tmp_path, stateful_operator):
     # heartbeat rows (NULL in every data column but the event time) meet the masked BIGINT columns
     write_json_batches(tmp_path / "in", [[
         {"user_id": "1", "amount": 10, "ts": "2024-03-01T08:00:00Z"},
