@@ -57,7 +57,7 @@ def test_a_small_run_writes_results_with_equal_final_values(tmp_path):
     out = tmp_path / "compare.json"
     env = dict(os.environ, SQLFLOW_BENCH_DATA=str(tmp_path / "data"))
     proc = subprocess.run([sys.executable, str(BENCH / "compare.py"), "--rows", "20000", "--only", "1,2,2b",
-                           "--repeat", "1", "--out", str(out)], capture_output=True, text=True, env=env, timeout=900)
+                           "--repeat", "1", "--warmup", "0", "--out", str(out)], capture_output=True, text=True, env=env, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(out.read_text())
     assert sorted(report["results"]) == ["1", "2", "2b"]
