@@ -13,13 +13,13 @@ and day-time intervals as their integer count of days or microseconds (Spark's t
 way out), decimals, binary, ARRAY, STRUCT and MAP as Arrow-backed columns, which the engine
 compares as Spark does (`sqlflow.engine.values`).
 
-The output holds three kinds of rows (column `__sqlflow_kind`):
+The output holds three kinds of rows (column `KIND`; names and codes: sqlflow/columns.py):
 
-- `P`: a pane (or a retraction), with `__sqlflow_final` telling whether it is the window's final
+- `PANE`: a pane (or a retraction), with `FINAL` telling whether it is the window's final
   value: not retracted later (retracting mode), not followed by a later pane of the same window
   (accumulating mode), always (discarding mode);
-- `D`: an input row the engine dropped, with the reason and the window it missed;
-- `M`: one per bucket, the number of input rows (`__sqlflow_rows`), for metrics.
+- `DROPPED`: an input row the engine dropped, with the reason and the window it missed;
+- `METRICS`: one per bucket, the number of input rows (`ROWS`), for metrics.
 
 Runs on Spark's Python workers: imports only the engine (with its numba kernels), numpy, pandas and pyarrow.
 
@@ -29,15 +29,15 @@ Runs on Spark's Python workers: imports only the engine (with its numba kernels)
 >>> from sqlflow.engine.plan import EnginePlan, EVENT_TIME
 >>> plan = EnginePlan(ast.Windowing(ast.WindowClause(ast.Fixed(ast.Duration(10)))),
 ...                   (Aggregate("sum", "a0", "agg0"),), keys=("k0",))
->>> schema = pa.schema([(KIND, pa.string()), (REASON, pa.string()), ("window_start", pa.int64()),
+>>> schema = pa.schema([(KIND, pa.int32()), (REASON, pa.string()), ("window_start", pa.int64()),
 ...                     ("k0", pa.string()), ("agg0", pa.int64()), ("a0", pa.int32())])
 >>> job = BucketJob(plan, columns=tuple(schema.names), keys=("k0",), args=("a0",))
 >>> rows = pa.table({"k0": ["x", "x", "y", "x"], "a0": pa.array([1, 2, None, 4], pa.int32()),
 ...                  EVENT_TIME: pa.array([3, 12, 5, None], pa.int64())})
 >>> out = job.table(arrow_frame(rows), schema).to_pylist()
->>> sorted((r["k0"], r["window_start"], r["agg0"]) for r in out if r[KIND] == "P")
+>>> sorted((r["k0"], r["window_start"], r["agg0"]) for r in out if r[KIND] == PANE)
 [('x', 0, 1), ('x', 10, 2), ('y', 0, None)]
->>> [(r["k0"], r["a0"], r[REASON]) for r in out if r[KIND] == "D"]
+>>> [(r["k0"], r["a0"], r[REASON]) for r in out if r[KIND] == DROPPED]
 [('x', 4, 'null event time')]
 """
 from __future__ import annotations
@@ -47,26 +47,14 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from sqlflow.columns import (ARRIVAL_TIME, DROPPED, EVENT_TIME, FINAL, IS_RETRACTION, KIND, METRICS, PANE,
+                             PANE_INDEX, REASON, ROWS, WINDOW_END, WINDOW_START)
 from sqlflow.engine.arrival_combine import combine
-from sqlflow.engine.plan import ARRIVAL_TIME, EVENT_TIME, EnginePlan
+from sqlflow.engine.plan import EnginePlan
 from sqlflow.engine.runner import Engine
 from sqlflow.engine import values
 from sqlflow.engine.kernels import lex_order
 from sqlflow.engine.watermarks import Timeline
-
-
-KIND = "__sqlflow_kind"
-REASON = "__sqlflow_reason"
-FINAL = "__sqlflow_final"
-ROWS = "__sqlflow_rows"
-DROPPED_START = "__sqlflow_dropped_start"
-DROPPED_END = "__sqlflow_dropped_end"
-PANE, DROPPED, METRICS = "P", "D", "M"
-
-#: columns every job outputs besides keys, aggregates and argument values
-OUTPUT_COLUMNS = (KIND, REASON, FINAL, ROWS, "window_start", "window_end", "pane_index", "pane_timing",
-                  "is_last", "emit_time", "output_time", "is_retraction", EVENT_TIME, ARRIVAL_TIME, DROPPED_START,
-                  DROPPED_END)
 
 
 @dataclass
@@ -135,8 +123,8 @@ class BucketJob:
         if not len(panes):
             return panes
         panes = panes.copy(deep=False)  # columns are replaced, never written into
-        retraction = panes["is_retraction"] if "is_retraction" in panes else pd.Series(False, index=panes.index)
-        panes["is_retraction"] = retraction.astype(bool)
+        retraction = panes[IS_RETRACTION] if IS_RETRACTION in panes else pd.Series(False, index=panes.index)
+        panes[IS_RETRACTION] = retraction.astype(bool)
         if FINAL not in panes:
             panes[FINAL] = _final(panes, list(self.keys), self.plan.mode)
         return panes
@@ -148,8 +136,8 @@ class BucketJob:
         cols = [c for c in self.keys + self.args + (EVENT_TIME, ARRIVAL_TIME) if c in picked]
         out = picked[cols].copy()
         out[REASON] = dropped["reason"].to_numpy()
-        out[DROPPED_START] = dropped["window_start"].array
-        out[DROPPED_END] = dropped["window_end"].array
+        out[WINDOW_START] = dropped["window_start"].array
+        out[WINDOW_END] = dropped["window_end"].array
         return out
 
 
@@ -258,7 +246,7 @@ def arrow_stack(parts: list, schema):
     """The parts ((kind, frame) for panes, dropped rows, metrics; each frame with some of the
     schema's columns) one under the other as an Arrow table: each column chunked by part, a part's
     piece converted by `arrow_piece` or NULLs where the part lacks it, the kind column a repeated
-    string."""
+    code."""
     import pyarrow as pa
 
     columns = []
@@ -291,8 +279,8 @@ def _final(panes: pd.DataFrame, keys: list[str], mode) -> np.ndarray:
         return np.ones(n, bool)
     if mode.retracting:
         raise AssertionError("in retracting mode the engine marks the final rows")
-    ident = values.key_ids(panes, keys + ["window_start", "window_end"])
-    index = panes["pane_index"].to_numpy()
+    ident = values.key_ids(panes, keys + [WINDOW_START, WINDOW_END])
+    index = panes[PANE_INDEX].to_numpy()
     latest = np.full(int(ident.max()) + 1 if n else 0, np.iinfo(np.int64).min)
     np.maximum.at(latest, ident, index)
     return index >= latest[ident]

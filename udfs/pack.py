@@ -35,8 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-#: the column holding a bucket's rows (an Arrow IPC stream)
-PACK = "__sqlflow_pack"
+from sqlflow.columns import PACK
 
 
 @dataclass(frozen=True)

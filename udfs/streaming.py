@@ -52,53 +52,15 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from sqlflow.columns import (BUCKET, DATA, DROP_METRICS, DROPPED, EMIT_TIME, EVENT_TIME, FINISH, HEARTBEAT,
+                             IS_LAST, IS_RETRACTION, KIND, METRICS, NULL_MASK, OUTPUT_TIME, PACK, PACKED, PANE, PANE_INDEX,
+                             PANE_TIMING, REASON, STREAM_COUNTERS, STREAM_GAUGES, STREAM_LIVE, WINDOW_END,
+                             WINDOW_START, metric_column, pane_columns)
 from sqlflow.engine.aggregates import overflow_column
-from sqlflow.engine.panes import RETRACTION_COLUMN
 from sqlflow.engine.plan import EnginePlan
-from sqlflow.engine.keyloop import CLOSED, TOO_LATE
-from sqlflow.engine.runner import BAD_GAP, NULL_EVENT_TIME, Engine
+from sqlflow.engine.runner import Engine
 from sqlflow.time import NEG_INF, POS_INF
-from sqlflow.udfs.pack import PACK, unpack
-
-#: columns added by the driver to the operator's input
-BUCKET = "__sqlflow_bucket"
-KIND = "__sqlflow_kind"
-WM_COLUMN = "__sqlflow_wm"
-#: how many input rows a combined element stands for (sqlflow/spark/streaming/combine.py)
-WEIGHT = "__sqlflow_weight"
-#: ... and the largest event time among them (defines Spark's watermark, then dropped)
-LATEST = "__sqlflow_latest"
-
-#: prefix of the NULL mask of a BIGINT, FLOAT or DOUBLE input column (the column itself then
-#: holds 0 for NULL): PySpark's pandas conversion makes a BIGINT with NULLs float64 (2^53 + 1
-#: becomes 2^53) and a NULL DOUBLE NaN (a NaN value becomes NULL)
-NULL_MASK = "__sqlflow_null_"
-
-#: input row kinds (PACKED: a bucket's data rows in one row, udfs/pack.py)
-DATA, HEARTBEAT, FINISH, PACKED = 0, 1, 2, 3
-#: output row kinds
-PANE, METRICS, DROPPED = 0, 1, 2
-
-#: pane columns of the operator's output (times as int64 microseconds; converted by the driver)
-OUT_START, OUT_END, OUT_EMIT = "__sqlflow_ws", "__sqlflow_we", "__sqlflow_emit"
-OUT_OUTPUT_TIME = "__sqlflow_otime"
-OUT_INDEX, OUT_TIMING, OUT_LAST, OUT_RETRACTION = "__sqlflow_index", "__sqlflow_timing", "__sqlflow_last", "__sqlflow_retraction"
-#: dropped-row columns (side output)
-OUT_EVENT_TIME, OUT_REASON = "__sqlflow_et", "__sqlflow_reason"
-
-#: per-call counters, summed by the driver's observe() into the query's progress
-METRICS_COLUMNS = (
-    "engine_rows", "panes", "retractions", "dropped_too_late", "dropped_closed_window",
-    "dropped_null_event_time", "dropped_bad_gap", "buckets_advanced",
-)
-#: per-call values the driver reduces with max(): the batch's processing time and watermark
-#: (engine microseconds) and whether it finished the input
-GAUGE_COLUMNS = ("batch_time", "watermark", "finished")
-#: per-call values the driver sums over the buckets of a batch: what the operator keeps when the
-#: batch ends (keys, live windows, bytes of the engine state); every bucket reports in every batch
-#: that moves the watermark or brings data (heartbeats), so the sums are the whole operator's
-LIVE_COLUMNS = ("state_keys", "state_windows", "state_bytes")
-METRIC_PREFIX = "__sqlflow_m_"
+from sqlflow.udfs.pack import unpack
 
 META_SCHEMA = ("wm long, p long, keys long, windows long, next_wm long, next_proc long, "
                "poll long, finished boolean, seen long, bytes long")
@@ -172,11 +134,8 @@ class StreamSpec:
         cols = [KIND, *self.plan.keys]
         for a in self.plan.aggregates:
             cols += [a.output, overflow_column(a.output)] if a.may_overflow else [a.output]
-        cols += [OUT_START, OUT_END, OUT_INDEX, OUT_TIMING, OUT_LAST, OUT_EMIT, OUT_OUTPUT_TIME]
-        if self.retracting:
-            cols.append(OUT_RETRACTION)
-        cols += [OUT_EVENT_TIME, OUT_REASON]
-        cols += [METRIC_PREFIX + m for m in METRICS_COLUMNS + GAUGE_COLUMNS + LIVE_COLUMNS]
+        cols += [*pane_columns(self.retracting), EVENT_TIME, REASON]
+        cols += [metric_column(m) for m in STREAM_COUNTERS + STREAM_GAUGES + STREAM_LIVE]
         return cols
 
 
@@ -249,7 +208,7 @@ class BucketStep:
 
     def live(self, metrics: pd.DataFrame, meta: Meta) -> pd.DataFrame:
         """The metrics frame with the state's size once it is written (`meta.bytes`)."""
-        metrics[METRIC_PREFIX + "state_bytes"] = [int(meta.bytes or 0)]
+        metrics[metric_column("state_bytes")] = [int(meta.bytes or 0)]
         return metrics
 
     # ------------------------------------------------------------------ frames
@@ -272,49 +231,45 @@ class BucketStep:
             out[a.output] = panes[a.output]
             if a.may_overflow:  # Spark's overflow rules read it (sqlflow/spark/handover.py)
                 out[overflow_column(a.output)] = panes[overflow_column(a.output)].astype(bool)
-        out[OUT_START] = panes["window_start"].astype("Int64")
-        out[OUT_END] = panes["window_end"].astype("Int64")
-        out[OUT_INDEX] = panes["pane_index"].astype(np.int64)
-        out[OUT_TIMING] = panes["pane_timing"].astype(object)
-        out[OUT_LAST] = panes["is_last"].astype(bool)
-        out[OUT_EMIT] = panes["emit_time"].astype("Int64")
-        out[OUT_OUTPUT_TIME] = panes["output_time"].astype("Int64")
+        out[WINDOW_START] = panes[WINDOW_START].astype("Int64")
+        out[WINDOW_END] = panes[WINDOW_END].astype("Int64")
+        out[PANE_INDEX] = panes[PANE_INDEX].astype(np.int64)
+        out[PANE_TIMING] = panes[PANE_TIMING].astype(object)
+        out[IS_LAST] = panes[IS_LAST].astype(bool)
+        out[EMIT_TIME] = panes[EMIT_TIME].astype("Int64")
+        out[OUTPUT_TIME] = panes[OUTPUT_TIME].astype("Int64")
         if self.spec.retracting:
-            out[OUT_RETRACTION] = panes[RETRACTION_COLUMN].astype(bool)
+            out[IS_RETRACTION] = panes[IS_RETRACTION].astype(bool)
         return pd.DataFrame({k: (v.reset_index(drop=True) if isinstance(v, pd.Series) else v)
                              for k, v in out.items()})
 
     def _dropped(self, dropped: pd.DataFrame, rows: pd.DataFrame, p: int) -> pd.DataFrame:
-        from sqlflow.engine.plan import EVENT_TIME
-
         idx = dropped["row"].to_numpy()
         out = self._frame(len(dropped), DROPPED)
         for c in self.spec.plan.keys:
             out[c] = rows[c].to_numpy(dtype=object)[idx]
-        out[OUT_EVENT_TIME] = pd.array(rows[EVENT_TIME].to_numpy()[idx], dtype="Int64") if len(idx) else pd.array([], dtype="Int64")
-        out[OUT_REASON] = dropped["reason"].to_numpy(dtype=object)
-        out[OUT_START] = dropped["window_start"].astype("Int64").to_numpy()
-        out[OUT_END] = dropped["window_end"].astype("Int64").to_numpy()
-        out[OUT_EMIT] = np.full(len(dropped), p, np.int64)
+        out[EVENT_TIME] = pd.array(rows[EVENT_TIME].to_numpy()[idx], dtype="Int64") if len(idx) else pd.array([], dtype="Int64")
+        out[REASON] = dropped["reason"].to_numpy(dtype=object)
+        out[WINDOW_START] = dropped["window_start"].astype("Int64").to_numpy()
+        out[WINDOW_END] = dropped["window_end"].astype("Int64").to_numpy()
+        out[EMIT_TIME] = np.full(len(dropped), p, np.int64)
         return pd.DataFrame(out)
 
     def _metrics(self, metrics: dict, meta: Meta, p: int, wm: int, advanced: bool = True) -> pd.DataFrame:
         out = self._frame(1, METRICS)
-        for m in METRICS_COLUMNS:
-            out[METRIC_PREFIX + m] = [int(metrics.get("input_rows" if m == "engine_rows" else m, 0))]
-        out[METRIC_PREFIX + "buckets_advanced"] = [int(advanced)]
-        out[METRIC_PREFIX + "batch_time"] = [p]
-        out[METRIC_PREFIX + "watermark"] = [wm]
-        out[METRIC_PREFIX + "finished"] = [int(meta.finished)]
-        out[METRIC_PREFIX + "state_keys"] = [int(meta.keys)]
-        out[METRIC_PREFIX + "state_windows"] = [int(meta.windows)]
-        out[METRIC_PREFIX + "state_bytes"] = [int(meta.bytes or 0)]
+        for m in STREAM_COUNTERS:
+            out[metric_column(m)] = [int(metrics.get("input_rows" if m == "engine_rows" else m, 0))]
+        out[metric_column("buckets_advanced")] = [int(advanced)]
+        out[metric_column("batch_time")] = [p]
+        out[metric_column("watermark")] = [wm]
+        out[metric_column("finished")] = [int(meta.finished)]
+        out[metric_column("state_keys")] = [int(meta.keys)]
+        out[metric_column("state_windows")] = [int(meta.windows)]
+        out[metric_column("state_bytes")] = [int(meta.bytes or 0)]
         return pd.DataFrame(out)
 
 
 #: drop reasons (engine) -> the metric that counts them
-_DROP_METRICS = {TOO_LATE: "dropped_too_late", CLOSED: "dropped_closed_window",
-                 NULL_EVENT_TIME: "dropped_null_event_time", BAD_GAP: "dropped_bad_gap"}
 
 
 def weighted_metrics(metrics: dict, dropped: pd.DataFrame, weight: np.ndarray) -> dict:
@@ -330,7 +285,7 @@ def weighted_metrics(metrics: dict, dropped: pd.DataFrame, weight: np.ndarray) -
     out["input_rows"] = int(weight.sum())
     rows = dropped["row"].to_numpy(dtype=np.int64)
     reasons = dropped["reason"].to_numpy(dtype=object)
-    for reason, metric in _DROP_METRICS.items():
+    for reason, metric in DROP_METRICS.items():
         if metric in out or (reasons == reason).any():
             out[metric] = int(weight[rows[reasons == reason]].sum())
     return out
@@ -376,7 +331,6 @@ def _processor_class():
             self.meta_state.update(meta.row())
 
         def handleInputRows(self, key, rows, timerValues):
-            from sqlflow.engine.plan import EVENT_TIME
 
             data, finish, seen = [], False, None
             for frame in rows:
@@ -481,19 +435,16 @@ def heartbeats(n_buckets: int, fill: dict | None = None, time_column: str | None
     the data rows sharing the batch.
 
     >>> import pyarrow as pa
-    >>> from sqlflow.engine.plan import EVENT_TIME
     >>> batch = pa.RecordBatch.from_pydict({BUCKET: [1, 0], KIND: [DATA, DATA], EVENT_TIME: [5, None],
     ...                                     "k": ["x", "y"], "b": [7, 8]})
     >>> out = list(heartbeats(2, {"b": 0})(iter([batch, batch.slice(0, 0)])))
     >>> [b.num_rows for b in out]
     [2, 0, 2]
     >>> out[-1].to_pydict()
-    {'__sqlflow_bucket': [0, 1], '__sqlflow_kind': [1, 1], '__sqlflow_et': [5, 5], 'k': [None, None], 'b': [0, 0]}
+    {'__sqlflow_bucket': [0, 1], '__sqlflow_kind': [4, 4], '__sqlflow_et': [5, 5], 'k': [None, None], 'b': [0, 0]}
     >>> list(heartbeats(1)(iter([])))
     []
     """
-    from sqlflow.engine.plan import EVENT_TIME
-
     fill = fill or {}
 
     def emit(batches):

@@ -12,14 +12,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..columns import ALL_PANE_COLUMNS, ARRIVAL_TIME, DROPPED_ARRIVAL_TIME, DROPPED_EVENT_TIME, EVENT_TIME
 from ..errors import SqlflowError
 
 #: columns every pane row carries besides the keys and the aggregates
-PANE_COLUMNS = ("window_start", "window_end", "pane_index", "pane_timing", "is_last", "emit_time",
-                "output_time", "is_retraction")
+PANE_COLUMNS = ALL_PANE_COLUMNS
 
-_EVENT_NAMES = ("event_time", "__sqlflow_et", "ts", "et", "time", "timestamp")
-_ARRIVAL_NAMES = ("arrival_time", "__sqlflow_at", "arrived_at", "arrival", "proc_time", "at")
+_EVENT_NAMES = (DROPPED_EVENT_TIME, EVENT_TIME, "ts", "et", "time", "timestamp")
+_ARRIVAL_NAMES = (DROPPED_ARRIVAL_TIME, ARRIVAL_TIME, "arrived_at", "arrival", "proc_time", "at")
 _NEG_INF = -(2**63)
 _POS_INF = 2**63 - 1
 _US_PER_DAY = 86_400_000_000

@@ -20,17 +20,12 @@ import itertools
 
 import numpy as np
 
+from ..columns import CLOSED, TOO_LATE
 from ..time import NEG_INF, POS_INF, saturating_add
 from .panes import EARLY, LATE, NO_EMIT_TIME, ON_TIME, TIMING_CODE, PaneTable
 from .triggers import Context
 
 ARRIVALS, TIMERS, WATERMARK = 0, 1, 2
-
-#: reasons a (row, window) assignment is dropped
-TOO_LATE = "too late"
-CLOSED = "closed window"
-#: the same as int8 codes (vectorised paths), 0 for an assignment that is kept
-DROP_CODE = {"": 0, TOO_LATE: 1, CLOSED: 2}
 
 
 class Window:

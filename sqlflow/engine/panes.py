@@ -18,19 +18,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from ..columns import EARLY, LATE, ON_TIME, PANE_COLUMNS, RETRACTION_COLUMN  # noqa: F401  (the pane contract)
 from ..time import NEG_INF
 from . import kernels, output_time
 from .aggregates import Grouping, fieldwise_merges, overflow_column
 from .kernels import lineage_fold
 
-EARLY, ON_TIME, LATE = "EARLY", "ON_TIME", "LATE"
 TIMINGS = np.array([EARLY, ON_TIME, LATE], dtype=object)
 TIMING_CODE = {EARLY: 0, ON_TIME: 1, LATE: 2}
 NO_EMIT_TIME = np.iinfo(np.int64).min  # marks panes of bounded data, which have no processing time
-
-#: pane columns added to every result, in output order
-PANE_COLUMNS = ("window_start", "window_end", "pane_index", "pane_timing", "is_last", "emit_time", "output_time")
-RETRACTION_COLUMN = "is_retraction"
 
 
 class PaneTable:

@@ -9,20 +9,11 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from .. import ast
+from ..columns import ARRIVAL_TIME, EVENT_TIME, GAP, when_column  # noqa: F401  (the engine's input columns)
 from ..errors import SqlflowUnsupportedError
 from ..time import POS_INF
 from .aggregates import Aggregate
 from .triggers import compile_trigger, uses_percentile, uses_processing_time, when_predicates
-
-#: engine input columns (computed by Spark before the engine)
-EVENT_TIME = "__sqlflow_et"
-ARRIVAL_TIME = "__sqlflow_at"
-GAP = "__sqlflow_gap"
-WHEN_PREFIX = "__sqlflow_when"
-
-
-def when_column(i: int) -> str:
-    return f"{WHEN_PREFIX}{i}"
 
 
 @dataclass(frozen=True)

@@ -21,10 +21,11 @@ import numpy as np
 import pandas as pd
 
 from .. import ast
+from ..columns import BAD_GAP, CLOSED, DROP_CODE, NULL_ARRIVAL_TIME, NULL_EVENT_TIME, TOO_LATE
 from ..errors import SqlflowExecutionError
 from ..time import NEG_INF, POS_INF
 from . import output_time, stream_step, vectorised
-from .keyloop import CLOSED, DROP_CODE, TOO_LATE, KeyLoop, Window
+from .keyloop import KeyLoop, Window
 from .keys import factorize_keys, key_columns, key_tuples, sortable_key
 from .panes import RETRACTION_COLUMN, PaneTable, pane_accumulators, pane_frame
 from .plan import ARRIVAL_TIME, EVENT_TIME, GAP, EnginePlan, check_durations, when_column
@@ -33,10 +34,6 @@ from .state import EngineState, PaneRef, WindowState, next_timers
 from .triggers import copy_state
 from .watermarks import EMPTY_TIMELINE, Timeline
 from .windows import window_fn
-
-NULL_EVENT_TIME = "null event time"
-NULL_ARRIVAL_TIME = "null arrival time"
-BAD_GAP = "null or non-positive session gap"
 
 
 @dataclass
@@ -425,7 +422,7 @@ class Engine:
 
     def _result(self, inp: _Input, frame: pd.DataFrame, drop_reason: np.ndarray) -> EngineResult:
         """Panes, dropped rows and counters. `drop_reason` per assignment: the reason (a string, ""
-        for kept ones), or an int8 code (keyloop.DROP_CODE)."""
+        for kept ones), or an int8 code (columns.DROP_CODE)."""
         if drop_reason.dtype != object:
             too_late, closed = drop_reason == DROP_CODE[TOO_LATE], drop_reason == DROP_CODE[CLOSED]
         else:

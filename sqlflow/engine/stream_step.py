@@ -31,10 +31,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..columns import CLOSED, DROP_CODE, TOO_LATE
 from ..errors import SqlflowExecutionError
 from ..time import NEG_INF, POS_INF
 from .aggregates import overflow_column
-from .keyloop import CLOSED, DROP_CODE, TOO_LATE
 from . import output_time
 from .kernels import order_by, segment_cummax
 from .keys import factorize_keys

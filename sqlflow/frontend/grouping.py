@@ -16,12 +16,12 @@ from __future__ import annotations
 from sqlglot import exp
 
 from .. import ast
+from ..columns import ALL_PANE_COLUMNS, IS_RETRACTION
 from ..errors import SqlflowSemanticError
 from .statement import Statement
 
 #: columns a windowed SELECT may name without grouping them: they describe the pane (semantics 4)
-PANE_COLUMNS = frozenset({"window_start", "window_end", "pane_index", "pane_timing", "is_last",
-                          "emit_time", "output_time", "is_retraction"})
+PANE_COLUMNS = frozenset(ALL_PANE_COLUMNS)
 
 
 def ungrouped_item(statement: Statement, select: exp.Select,
@@ -33,7 +33,7 @@ def ungrouped_item(statement: Statement, select: exp.Select,
         return None
     keys = _group_keys(select)
     retracting = w.emit is not None and w.emit.mode.retracting
-    panes = PANE_COLUMNS if retracting else PANE_COLUMNS - {"is_retraction"}
+    panes = PANE_COLUMNS if retracting else PANE_COLUMNS - {IS_RETRACTION}
 
     def error(message, node, clause="SELECT", hint=None):
         return node, statement.source.error_at(SqlflowSemanticError, message, statement.position(node) or w.pos,

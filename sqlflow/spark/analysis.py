@@ -16,6 +16,7 @@ import sqlglot
 from sqlglot import exp
 
 from .. import ast
+from ..columns import PANE_ALIAS, VIEW_PATTERN
 from ..errors import SqlflowAnalysisError
 from ..frontend.statement import DIALECT, Statement
 
@@ -124,12 +125,12 @@ def spark_message(error, *, whole: bool = False) -> str:
         text = text.split("\n", 1)[0]
         text = re.sub(r"\s*SQLSTATE: \w+.*$", "", text)
         text = re.sub(r";?\s*line \d+ pos \d+;?$", "", text)
-    text = re.sub(r"`__sqlflow_[a-z]+_[0-9a-f]+_\d+`\.", "", text)  # sqlflow's own views (panes, ...)
+    text = re.sub(f"`{VIEW_PATTERN}`\\.", "", text)  # sqlflow's own views (panes, ...)
     text = text.strip().rstrip(";").strip()
-    clash = re.search(r"`__sqlflow_pane`\.`(\w+)`", text)
+    clash = re.search(f"`{PANE_ALIAS}`\\.`(\\w+)`", text)
     if clash:  # an input column named like a pane column
         name = clash.group(1)
-        text = text.replace(f"`__sqlflow_pane`.`{name}`", f"the pane column `{name}`")
+        text = text.replace(f"`{PANE_ALIAS}`.`{name}`", f"the pane column `{name}`")
         text = text.rstrip(".") + (f". An input column is also named `{name}`: qualify it with its table"
                                    " or rename it before the windowed SELECT")
     return text

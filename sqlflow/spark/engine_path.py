@@ -33,32 +33,30 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..engine.aggregates import Aggregate
-from ..engine.plan import ARRIVAL_TIME, EVENT_TIME, GAP, EnginePlan, when_column
-from ..engine.windows import registered_window_fn
 from .. import ast
+from ..columns import (ARRIVAL_TIME, BUCKET_OUTPUT_COLUMNS, DROPPED, DROPPED_ARRIVAL_TIME, DROPPED_EVENT_TIME,
+                       DROPPED_REASON, EVENT_TIME, FINAL, GAP, IS_RETRACTION, KIND, OUTPUT_TYPES, PANE, PANE_COLUMNS,
+                       PANE_TIMES, REASON, WEIGHT, WINDOW_END, WINDOW_START, agg_column, part_column, when_column)
 from ..engine import vectorised
+from ..engine.aggregates import Aggregate
+from ..engine.plan import EnginePlan
+from ..engine.windows import registered_window_fn
 from . import conf, handover
-from .inputs import InputRelation, agg_column
+from .inputs import InputRelation
+from .schema import spark_type
 
-#: how many input rows an engine element stands for (combined rows: see lifted_rows)
-WEIGHT = "__sqlflow_weight"
 #: aggregate kinds whose partial results combine (the engine then sums COUNTs)
 #: replay timelines with more steps than this travel as a broadcast variable
 _BROADCAST_STEPS = 10_000
 
 LIFTABLE = {"count_star": "sum", "count": "sum", "sum": "sum", "min": "min", "max": "max"}
 
-PANE_TYPES = (("window_start", "timestamp"), ("window_end", "timestamp"), ("pane_index", "bigint"),
-              ("pane_timing", "string"), ("is_last", "boolean"), ("emit_time", "timestamp"),
-              ("output_time", "timestamp"))
-
 
 @dataclass
 class EngineRun:
     """The DataFrames of one windowed SELECT run by the engine."""
 
-    output: object        # everything the bucket jobs returned (kinds P, D, M)
+    output: object        # everything the bucket jobs returned (kinds PANE, DROPPED, METRICS)
     panes: object         # keys (k0...), aggregates (agg0...), pane columns
     final: object         # the panes that are their window's final value
     dropped: object       # dropped input rows (internal column names)
@@ -130,8 +128,7 @@ def run_engine(ws, rel: InputRelation, raw, agg_types: list, *, buckets: int, ti
     """
     from pyspark.sql import types as T
 
-    from ..udfs.bucket import (DROPPED, DROPPED_END, DROPPED_START, FINAL, KIND, OUTPUT_COLUMNS, PANE, REASON,
-                               ArrowBuckets, BucketJob)
+    from ..udfs.bucket import ArrowBuckets, BucketJob
 
     spark = raw.sparkSession
     schema = {f.name: f.dataType for f in raw.schema.fields}
@@ -171,15 +168,8 @@ def run_engine(ws, rel: InputRelation, raw, agg_types: list, *, buckets: int, ti
         columns += [_q(when_column(i)) for i in range(rel.n_when)]
         rows = by_bucket(raw.selectExpr(*columns), rel.keys, buckets)
 
-    # output schema: bookkeeping columns, keys, aggregates (Spark's types), argument echoes
-    bookkeeping = {
-        KIND: T.StringType(), REASON: T.StringType(), FINAL: T.BooleanType(), "__sqlflow_rows": T.LongType(),
-        "window_start": T.LongType(), "window_end": T.LongType(), "pane_index": T.LongType(),
-        "pane_timing": T.StringType(), "is_last": T.BooleanType(), "emit_time": T.LongType(),
-        "output_time": T.LongType(), "is_retraction": T.BooleanType(), EVENT_TIME: T.LongType(), ARRIVAL_TIME: T.LongType(),
-        DROPPED_START: T.LongType(), DROPPED_END: T.LongType(),
-    }
-    fields = [T.StructField(name, bookkeeping[name], True) for name in OUTPUT_COLUMNS]
+    # output schema: the wire columns (sqlflow/columns.py), keys, aggregates (Spark's types), argument echoes
+    fields = [T.StructField(name, spark_type(OUTPUT_TYPES[name]), True) for name in BUCKET_OUTPUT_COLUMNS]
     fields += [T.StructField(k, schema[k], True) for k in rel.keys]
     fields += [T.StructField(c, t, True) for c, t in outputs.types]
     fields += [T.StructField(a, schema[a], True) for a in rel.args]
@@ -198,22 +188,25 @@ def run_engine(ws, rel: InputRelation, raw, agg_types: list, *, buckets: int, ti
     output = rows.mapInArrow(ArrowBuckets(job, arrow_schema(out_schema, spark)), schema=out_schema)
 
     pane_columns = [_q(k) for k in rel.keys] + outputs.decode
-    for name, kind in PANE_TYPES:
-        pane_columns.append(f"timestamp_micros({_q(name)}) AS {_q(name)}" if kind == "timestamp" else _q(name))
+    for name in PANE_COLUMNS:
+        pane_columns.append(_micros_as_time(name, name) if name in PANE_TIMES else _q(name))
     if ws.windowing.mode.retracting:
-        pane_columns.append("is_retraction")
-    pane_rows = output.where(f"{_q(KIND)} = '{PANE}'")
+        pane_columns.append(IS_RETRACTION)
+    pane_rows = output.where(f"{_q(KIND)} = {PANE}")
     panes = pane_rows.selectExpr(*pane_columns)
     final = pane_rows.where(_q(FINAL)).selectExpr(*pane_columns)
-    dropped = output.where(f"{_q(KIND)} = '{DROPPED}'").selectExpr(
+    dropped = output.where(f"{_q(KIND)} = {DROPPED}").selectExpr(
         *[_q(k) for k in rel.keys], *[_q(a) for a in rel.args],
-        f"timestamp_micros({_q(EVENT_TIME)}) AS event_time",
-        f"timestamp_micros({_q(ARRIVAL_TIME)}) AS arrival_time",
-        f"{_q(REASON)} AS reason",
-        f"timestamp_micros({_q(DROPPED_START)}) AS window_start",
-        f"timestamp_micros({_q(DROPPED_END)}) AS window_end")
+        _micros_as_time(EVENT_TIME, DROPPED_EVENT_TIME), _micros_as_time(ARRIVAL_TIME, DROPPED_ARRIVAL_TIME),
+        f"{_q(REASON)} AS {DROPPED_REASON}",
+        _micros_as_time(WINDOW_START, WINDOW_START), _micros_as_time(WINDOW_END, WINDOW_END))
     return EngineRun(output, panes, final, dropped, buckets, combined=lifted is not None,
                      replay_combined=combining is not None)
+
+
+def _micros_as_time(column: str, alias: str) -> str:
+    """SQL turning a column of int64 microseconds from the bucket jobs back into a TIMESTAMP."""
+    return f"timestamp_micros({_q(column)}) AS {_q(alias)}"
 
 
 def by_bucket(rows, keys, buckets: int):
@@ -269,7 +262,7 @@ def replay_combining(plan: EnginePlan, rel: InputRelation, schema: dict):
         if agg.kind not in LIFTABLE or (agg.kind in ("sum", "min", "max")
                                          and not isinstance(schema[agg.column], integers)):
             return None
-        name = f"__sqlflow_part{j}"
+        name = part_column(j)
         parts.append((name, agg.kind, agg.column))
         aggregates.append(Aggregate(LIFTABLE[agg.kind], name, agg.output, agg.ignore_nulls))
     combined = EnginePlan(plan.windowing, tuple(aggregates), keys=plan.keys, custom_windows=plan.custom_windows)
@@ -288,7 +281,7 @@ def lifted_rows(plan: EnginePlan, rel: InputRelation, raw, buckets: int):
     gap = plan.window.gap.micros
     et = _q(EVENT_TIME)
     keys = [_q(k) for k in rel.keys]
-    partial_names = [f"__sqlflow_part{j}" for j in range(len(plan.aggregates))]
+    partial_names = [part_column(j) for j in range(len(plan.aggregates))]
     partials, aggregates = [], []
     for name, agg in zip(partial_names, plan.aggregates):
         arg = "1" if agg.kind == "count_star" else _q(agg.column)

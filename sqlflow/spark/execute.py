@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from sqlglot import exp
 
 from .. import ast
+from ..columns import (BAD_GAP, DROPPED_ARRIVAL_TIME, DROPPED_EVENT_TIME, DROPPED_REASON, EVENT_TIME, GAP,
+                       NULL_EVENT_TIME, WINDOW_END, WINDOW_START, view_name)
 from ..errors import SqlflowError
-from ..engine.plan import EVENT_TIME, GAP
 from ..engine.vectorised import collapsible
 from ..frontend.grouping import PANE_COLUMNS, ungrouped_item
 from ..frontend.statement import Statement
@@ -86,7 +87,7 @@ class Runner:
                          fallback=fallback, clause=clause, clauses=clauses)
 
     def view(self, df, kind: str) -> str:
-        name = f"__sqlflow_{kind}_{self.run_id}_{len(self.views)}"
+        name = view_name(kind, self.run_id, len(self.views))
         df.createOrReplaceTempView(name)
         self.views.append(name)
         return name
@@ -249,12 +250,13 @@ class Runner:
 
             def rows(condition, reason):
                 return raw.where(condition).select(
-                    *base, F.col(EVENT_TIME).cast("timestamp").alias("event_time"), null_time.alias("arrival_time"),
-                    F.lit(reason).alias("reason"), null_time.alias("window_start"), null_time.alias("window_end"))
+                    *base, F.col(EVENT_TIME).cast("timestamp").alias(DROPPED_EVENT_TIME),
+                    null_time.alias(DROPPED_ARRIVAL_TIME), F.lit(reason).alias(DROPPED_REASON),
+                    null_time.alias(WINDOW_START), null_time.alias(WINDOW_END))
 
-            out = rows(stage.null_event_time, "null event time")
+            out = rows(stage.null_event_time, NULL_EVENT_TIME)
             if bad_gap is not None:
-                out = out.unionByName(rows(bad_gap, "null or non-positive session gap"))
+                out = out.unionByName(rows(bad_gap, BAD_GAP))
             return out
 
         stage.dropped_rows = dropped
@@ -265,8 +267,9 @@ class Runner:
         if self.spark is None:  # explain() without a session: the shape of the rewrite only
             stage.buckets = "2 x spark.sql.shuffle.partitions (decided at run time)"
             names = [_guessed_name(item) for item in ws.select.expressions]
-            self._replace(ws, panes_select(ws, f"__sqlflow_panes_{self.run_id}_{len(self.views)}", names))
-            self.views.append(f"__sqlflow_panes_{self.run_id}_{len(self.views)}")
+            name = view_name("panes", self.run_id, len(self.views))
+            self._replace(ws, panes_select(ws, name, names))
+            self.views.append(name)
             return
         replay = None
         if ws.replay:
@@ -357,7 +360,7 @@ def _model(model) -> str:
 
 def _user_columns(ws: WindowedSelect, rel: InputRelation) -> list[tuple[str, str]]:
     """(internal column, readable name) for the keys and arguments of dropped rows."""
-    used = {"stage", "event_time", "arrival_time", "reason", "window_start", "window_end"}
+    used = {"stage", DROPPED_EVENT_TIME, DROPPED_ARRIVAL_TIME, DROPPED_REASON, WINDOW_START, WINDOW_END}
     out = []
     for column, node in list(zip(rel.keys, ws.keys)) + list(rel.arg_exprs.items()):
         name = node.name if isinstance(node, exp.Column) else node.sql(dialect="spark")

@@ -24,22 +24,10 @@ from dataclasses import dataclass, field
 from sqlglot import exp
 
 from .. import ast
-from ..engine.plan import ARRIVAL_TIME, EVENT_TIME, GAP, when_column
+from ..columns import ARRIVAL_TIME, EVENT_TIME, GAP, arg_column, key_column, when_column
 from ..engine.triggers import when_predicates
 from .relations import strip_clauses, to_spark_sql, visible_ctes, with_ctes
 from .windowed_select import WindowedSelect, parse_column
-
-KEY_PREFIX = "__sqlflow_k"
-ARG_PREFIX = "__sqlflow_a"
-AGG_PREFIX = "__sqlflow_agg"
-
-
-def key_column(i: int) -> str:
-    return f"{KEY_PREFIX}{i}"
-
-
-def agg_column(j: int) -> str:
-    return f"{AGG_PREFIX}{j}"
 
 
 @dataclass
@@ -78,7 +66,7 @@ def input_relation(ws: WindowedSelect) -> InputRelation:
             continue
         name = next((n for n, e in arg_exprs.items() if e == call.arg), None)
         if name is None:
-            name = f"{ARG_PREFIX}{len(arg_exprs)}"
+            name = arg_column(len(arg_exprs))
             arg_exprs[name] = call.arg
             items.append(exp.alias_(call.arg.copy(), name))
         call_args.append(name)

@@ -22,11 +22,13 @@ from __future__ import annotations
 from sqlglot import exp
 
 from .. import ast
+from ..columns import (ALL_PANE_COLUMNS, EMIT_TIME, IS_LAST, IS_RETRACTION, ON_TIME, OUTPUT_TIME, PANE_INDEX, PANE_TIMING,
+                       PANE_TYPES, WINDOW_END, WINDOW_START)
 from ..engine.vectorised import collapsible
 from ..frontend.dialect import WINDOWING_KEY
 from ..time import DAY, HOUR, MICROSECOND, MILLISECOND, MINUTE, SECOND
 from .relations import drop_watermark_clauses, to_spark_sql
-from .windowed_select import PANE_ORDER, WindowedSelect, describe, is_pane_ref
+from .windowed_select import WindowedSelect, describe, is_pane_ref
 
 _SPARK_UNITS = ((DAY, "day"), (HOUR, "hour"), (MINUTE, "minute"), (SECOND, "second"),
                 (MILLISECOND, "millisecond"), (MICROSECOND, "microsecond"))
@@ -107,7 +109,7 @@ def gap_micros(gap: ast.SqlExpr) -> exp.Expr:
 
 def pane_expressions(ws: WindowedSelect, window: exp.Expr | None) -> dict[str, exp.Expr]:
     """The value of each pane column in the native rewrite."""
-    timestamp = exp.DataType.build("TIMESTAMP")
+    timestamp = exp.DataType.build(PANE_TYPES[WINDOW_START])
 
     def bound(field: str) -> exp.Expr:
         if window is None:
@@ -119,16 +121,16 @@ def pane_expressions(ws: WindowedSelect, window: exp.Expr | None) -> dict[str, e
         return value
 
     values = {
-        "window_start": bound("start"),
-        "window_end": bound("end"),
-        "pane_index": exp.Cast(this=exp.Literal.number(0), to=exp.DataType.build("BIGINT")),
-        "pane_timing": exp.Literal.string("ON_TIME"),
-        "is_last": exp.Boolean(this=True),
-        "emit_time": exp.Cast(this=exp.Null(), to=timestamp),
-        "output_time": _output_time(ws, window, bound),
+        WINDOW_START: bound("start"),
+        WINDOW_END: bound("end"),
+        PANE_INDEX: exp.Cast(this=exp.Literal.number(0), to=exp.DataType.build(PANE_TYPES[PANE_INDEX])),
+        PANE_TIMING: exp.Literal.string(ON_TIME),
+        IS_LAST: exp.Boolean(this=True),
+        EMIT_TIME: exp.Cast(this=exp.Null(), to=timestamp),
+        OUTPUT_TIME: _output_time(ws, window, bound),
     }
     if ws.windowing.mode.retracting:
-        values["is_retraction"] = exp.Boolean(this=False)
+        values[IS_RETRACTION] = exp.Boolean(this=False)
     return values
 
 
@@ -175,7 +177,7 @@ def rewrite_native(ws: WindowedSelect, *, names: dict[int, str] | None = None, n
         else:
             items.append(item)
     present = {output_name(item) for item in items}
-    for column in PANE_ORDER:
+    for column in ALL_PANE_COLUMNS:
         if column in panes and column not in present:
             items.append(exp.alias_(panes[column].copy(), column))
     select.set("expressions", items)

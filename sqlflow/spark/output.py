@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from ..columns import agg_column, key_column, pane_columns
 from .aggregates import is_aggregate_call
-from .inputs import agg_column, key_column
-from .windowed_select import PANE_ORDER, WindowedSelect, is_pane_ref, matches_key
+from .windowed_select import WindowedSelect, is_pane_ref, matches_key
 
 
 def replace_keys_and_calls(ws: WindowedSelect, node: exp.Expr) -> exp.Expr:
@@ -73,9 +73,7 @@ def panes_select(ws: WindowedSelect, relation: str | exp.Expr, names: list[str])
             new = value if same else exp.alias_(value, name, quoted=True)
             present.add(name.lower())
         items.append(new)
-    for column in PANE_ORDER:
-        if column == "is_retraction" and not ws.windowing.mode.retracting:
-            continue
+    for column in pane_columns(ws.windowing.mode.retracting):
         if column not in present:
             items.append(exp.column(column))
     out = exp.Select(expressions=items)

@@ -10,19 +10,10 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass, field
 
+from ..columns import DROP_METRICS, DROPPED, IS_RETRACTION, KIND, METRIC_NAMES, METRICS, PANE, REASON, ROWS
+
 #: the attribute of a result DataFrame holding its Report
 ATTRIBUTE = "_sqlflow_report"
-
-METRIC_NAMES = ("input_rows", "panes", "retractions", "dropped_null_event_time", "dropped_null_arrival_time",
-                "dropped_bad_gap", "dropped_too_late", "dropped_closed_window")
-
-_REASON_METRIC = {
-    "null event time": "dropped_null_event_time",
-    "null arrival time": "dropped_null_arrival_time",
-    "null or non-positive session gap": "dropped_bad_gap",
-    "too late": "dropped_too_late",
-    "closed window": "dropped_closed_window",
-}
 
 
 class SqlflowDataWarning(UserWarning):
@@ -76,18 +67,16 @@ class Stage:
 
         counts = dict.fromkeys(METRIC_NAMES, 0)
         if self.output is not None:
-            from ..udfs.bucket import KIND, REASON, ROWS
-
             rows = (self.output.groupBy(F.col(KIND).alias("kind"), F.col(REASON).alias("reason"),
-                                        F.col("is_retraction").alias("r"))
+                                        F.col(IS_RETRACTION).alias("r"))
                     .agg(F.count(F.lit(1)).alias("n"), F.sum(F.col(ROWS)).alias("rows")).collect())
             for row in rows:
-                if row["kind"] == "M":
+                if row["kind"] == METRICS:
                     counts["input_rows"] += int(row["rows"] or 0)
-                elif row["kind"] == "P":
+                elif row["kind"] == PANE:
                     counts["retractions" if row["r"] else "panes"] += int(row["n"])
-                elif row["kind"] == "D":
-                    counts[_REASON_METRIC[row["reason"]]] += int(row["n"])
+                elif row["kind"] == DROPPED:
+                    counts[DROP_METRICS[row["reason"]]] += int(row["n"])
         else:
             agg = self.input_rows.agg(
                 F.count(F.lit(1)).alias("n"),

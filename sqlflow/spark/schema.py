@@ -18,17 +18,28 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from ..engine.plan import ARRIVAL_TIME, EVENT_TIME, GAP, when_column
+from ..columns import ALL_PANE_COLUMNS, ARRIVAL_TIME, EVENT_TIME, GAP, PANE_ALIAS, PANE_TYPES, when_column
 from ..engine.triggers import when_predicates
 from ..errors import SqlflowAnalysisError
 from .aggregates import NUMERIC_KINDS
 from .inputs import InputRelation
 from .relations import strip_clauses, visible_ctes, with_ctes
-from .windowed_select import PANE_ORDER, WindowedSelect, is_pane_ref
+from .windowed_select import WindowedSelect, is_pane_ref
 
-PANE_TYPES = {"window_start": "TIMESTAMP", "window_end": "TIMESTAMP", "pane_index": "BIGINT",
-              "pane_timing": "STRING", "is_last": "BOOLEAN", "emit_time": "TIMESTAMP", "output_time": "TIMESTAMP",
-              "is_retraction": "BOOLEAN"}
+#: pyspark's class of each DDL type name sqlflow/columns.py uses
+_SPARK_TYPES = {"int": "IntegerType", "bigint": "LongType", "string": "StringType", "boolean": "BooleanType",
+                "timestamp": "TimestampType"}
+
+
+def spark_type(ddl: str):
+    """The Spark type of a DDL type name of sqlflow/columns.py (no SparkContext needed).
+
+    >>> spark_type("bigint"), spark_type("timestamp")
+    (LongType(), TimestampType())
+    """
+    from pyspark.sql import types as T
+
+    return getattr(T, _SPARK_TYPES[ddl])()
 
 
 def _type_name(dtype) -> str:
@@ -135,14 +146,14 @@ def naming_query(ws: WindowedSelect) -> exp.Select:
     select.set("expressions", items)
     if mentions_panes(ws):
         row = exp.Select(expressions=[exp.alias_(exp.Cast(this=exp.Null(), to=exp.DataType.build(PANE_TYPES[c])), c)
-                                      for c in PANE_ORDER])
-        pane = exp.Subquery(this=row, alias=exp.TableAlias(this=exp.to_identifier("__sqlflow_pane")))
+                                      for c in ALL_PANE_COLUMNS])
+        pane = exp.Subquery(this=row, alias=exp.TableAlias(this=exp.to_identifier(PANE_ALIAS)))
         select.append("joins", exp.Join(this=pane, kind="CROSS"))
         group = select.args.get("group")
         if group is None:
-            select.set("group", exp.Group(expressions=[exp.column(c) for c in PANE_ORDER]))
+            select.set("group", exp.Group(expressions=[exp.column(c) for c in ALL_PANE_COLUMNS]))
         elif not group.args.get("all"):
-            group.set("expressions", list(group.expressions) + [exp.column(c) for c in PANE_ORDER])
+            group.set("expressions", list(group.expressions) + [exp.column(c) for c in ALL_PANE_COLUMNS])
     return with_ctes(select, visible_ctes(ws.select))
 
 

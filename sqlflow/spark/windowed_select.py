@@ -22,15 +22,11 @@ import sqlglot
 from sqlglot import exp
 
 from .. import ast
+from ..columns import ALL_PANE_COLUMNS
 from ..errors import SqlflowSemanticError, SqlflowUnsupportedError
 from ..frontend.dialect import WINDOWING_KEY
 from ..frontend.statement import DIALECT, Statement, watermarks_feeding
-from ..frontend.grouping import PANE_COLUMNS
 from .aggregates import AggregateCall, aggregate_call, aggregate_calls, is_aggregate_call
-
-#: the pane columns, in output order (docs/bounded-execution.md)
-PANE_ORDER = ("window_start", "window_end", "pane_index", "pane_timing", "is_last", "emit_time",
-              "output_time", "is_retraction")
 
 
 @dataclass
@@ -214,7 +210,7 @@ def _pane_refs(scopes) -> list[exp.Column]:
 def is_pane_ref(node: exp.Expr) -> bool:
     """An unqualified reference to a pane column (window_start, pane_index, ...)."""
     return (isinstance(node, exp.Column) and not node.table and isinstance(node.this, exp.Identifier)
-            and node.name.lower() in PANE_COLUMNS)
+            and node.name.lower() in ALL_PANE_COLUMNS)
 
 
 def group_keys(statement: Statement, select: exp.Select, windowing: ast.Windowing) -> list[exp.Expr]:

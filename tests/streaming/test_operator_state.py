@@ -5,8 +5,9 @@ import numpy as np
 import pandas as pd
 
 from sqlflow import ast
+from sqlflow import columns as C
 from sqlflow.engine.aggregates import Aggregate
-from sqlflow.engine.plan import EVENT_TIME, EnginePlan
+from sqlflow.engine.plan import EnginePlan
 from sqlflow.time import MINUTE, SECOND
 from sqlflow.udfs import streaming as op
 
@@ -17,21 +18,21 @@ def processor():
     windowing = ast.Windowing(ast.WindowClause(ast.Fixed(ast.Duration(MINUTE))), None,
                               ast.AllowedLateness(ast.Duration(MINUTE)), ast.Emit(ast.AccumulationMode.ACCUMULATING))
     plan = EnginePlan(windowing, (Aggregate("sum", "v", "total"),), keys=("k",))
-    columns = (op.BUCKET, op.KIND, EVENT_TIME, "k", "v")
-    spec = op.StreamSpec(plan=plan, input_columns=("k", EVENT_TIME, "v"), frame_columns=columns,
+    columns = (C.BUCKET, C.KIND, C.EVENT_TIME, "k", "v")
+    spec = op.StreamSpec(plan=plan, input_columns=("k", C.EVENT_TIME, "v"), frame_columns=columns,
                          integral_columns=("v",), column_shift=0, delay_ms=0)
     return op.PaneProcessor(spec), columns
 
 
 def batch(columns, keys, seconds):
-    return pd.DataFrame({op.BUCKET: np.zeros(len(keys), np.int32), op.KIND: np.full(len(keys), op.DATA, np.int32),
-                         EVENT_TIME: [T0 + s * SECOND for s in seconds], "k": keys, "v": np.ones(len(keys), np.int64)}
+    return pd.DataFrame({C.BUCKET: np.zeros(len(keys), np.int32), C.KIND: np.full(len(keys), C.DATA, np.int32),
+                         C.EVENT_TIME: [T0 + s * SECOND for s in seconds], "k": keys, "v": np.ones(len(keys), np.int64)}
                         )[list(columns)]
 
 
 def live(out: pd.DataFrame) -> tuple:
-    metrics = out[out[op.KIND] == op.METRICS].iloc[-1]
-    return tuple(int(metrics[op.METRIC_PREFIX + m]) for m in op.LIVE_COLUMNS)
+    metrics = out[out[C.KIND] == C.METRICS].iloc[-1]
+    return tuple(int(metrics[C.metric_column(m)]) for m in C.STREAM_LIVE)
 
 
 def test_every_call_reports_the_state_it_leaves():

@@ -233,8 +233,8 @@ def test_late_rows_are_counted_and_can_be_fetched(spark, stream_files, tmp_path,
     else:
         assert (metrics["spark_dropped_late"], metrics["dropped_too_late"]) == (0, 4)
         far = [("w", at(8.9), "too late", at(8), at(9)), ("y", at(2), "too late", at(2), at(3))]
-    from sqlflow.udfs.streaming import DROPPED, KIND, OUT_END, OUT_EVENT_TIME, OUT_REASON, OUT_START
-    dropped = sorted((r["k"], r[OUT_EVENT_TIME], r[OUT_REASON], r[OUT_START], r[OUT_END]) for r in got if r[KIND] == DROPPED)
+    from sqlflow.columns import DROPPED, KIND, REASON, WINDOW_END, WINDOW_START
+    dropped = sorted((r["k"], r[EVENT_TIME], r[REASON], r[WINDOW_START], r[WINDOW_END]) for r in got if r[KIND] == DROPPED)
     assert dropped == sorted(far + [("x", at(9.1), "too late", at(9), at(10)), ("z", at(9.5), "too late", at(9), at(10))])
 
 

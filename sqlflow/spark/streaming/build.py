@@ -4,7 +4,8 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
-from ...engine.plan import EVENT_TIME, GAP, EnginePlan, when_column
+from ...columns import EVENT_TIME, GAP, when_column
+from ...engine.plan import EnginePlan
 from ...errors import SqlflowUnsupportedError
 from .metrics import METRICS_NAME
 from .native import native_equivalent, native_panes

@@ -13,8 +13,8 @@ from pyspark.sql import types as T
 from ... import ast
 from ...engine import watermark_step
 from ...engine.aggregates import Aggregate
-from ...engine.plan import EVENT_TIME, EnginePlan
-from ...udfs import streaming as op
+from ...columns import EVENT_TIME, LATEST, PREFIX, WEIGHT, part_column
+from ...engine.plan import EnginePlan
 from ...udfs.combine import Combine
 from ..engine_path import LIFTABLE
 from .schema import is_integral
@@ -55,23 +55,23 @@ def combined(data: DataFrame, plan: EnginePlan) -> tuple[DataFrame, EnginePlan]:
     aggregates."""
     window = plan.window
     et = F.col(EVENT_TIME)
-    start = "__sqlflow_start"
+    start = PREFIX + "start"  # the window start of a row
     sliced = data.withColumn(start, et - F.pmod(et - F.lit(window.offset.micros), F.lit(window.size.micros)))
     fields = {f.name: f for f in data.schema.fields}
     out = [T.StructField(k, fields[k].dataType, True) for k in plan.keys]
     out += [T.StructField(start, T.LongType(), True), T.StructField(EVENT_TIME, T.LongType(), True),
-            T.StructField(op.LATEST, T.LongType(), True)]  # Combine's order: time, latest, parts, weight
+            T.StructField(LATEST, T.LongType(), True)]  # Combine's order: time, latest, parts, weight
     parts, aggregates = [], []
     for j, agg in enumerate(plan.aggregates):
-        name = f"__sqlflow_part{j}"
+        name = part_column(j)
         partial, final = ARROW_PARTIAL[agg.kind], LIFTABLE[agg.kind]
         parts.append((name, partial, agg.column))
         aggregates.append(Aggregate(final, name, agg.output, agg.ignore_nulls))
         kind = fields[agg.column].dataType if agg.kind in ("min", "max") else T.LongType()
         # counts are never NULL: declared so, they travel without a NULL mask (stateful.masked_numbers)
         out.append(T.StructField(name, kind, partial not in ("count", "count_all")))
-    out.append(T.StructField(op.WEIGHT, T.LongType(), False))
-    job = Combine(group=(*plan.keys, start), time=EVENT_TIME, parts=tuple(parts), weight=op.WEIGHT,
-                  latest=op.LATEST)
+    out.append(T.StructField(WEIGHT, T.LongType(), False))
+    job = Combine(group=(*plan.keys, start), time=EVENT_TIME, parts=tuple(parts), weight=WEIGHT,
+                  latest=LATEST)
     result = sliced.mapInArrow(job, T.StructType(out)).drop(start)
     return result, EnginePlan(plan.windowing, tuple(aggregates), keys=plan.keys, custom_windows=plan.custom_windows)

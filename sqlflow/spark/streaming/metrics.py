@@ -11,9 +11,8 @@ from typing import TYPE_CHECKING
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ...engine.plan import EVENT_TIME
+from ...columns import EVENT_TIME, STREAM_GAUGES, STREAM_LIVE
 from ...time import NEG_INF
-from ...udfs.streaming import GAUGE_COLUMNS, LIVE_COLUMNS
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql.streaming import StreamingQuery
@@ -71,9 +70,9 @@ def query_metrics(query: "StreamingQuery", name: str = METRICS_NAME) -> dict:
     total: dict = {}
     for progress in query.recentProgress:
         for k, v in progress_metrics(progress, name).items():
-            if k in LIVE_COLUMNS:
+            if k in STREAM_LIVE:
                 total[k] = v  # the latest batch's
-            elif k not in GAUGE_COLUMNS:
+            elif k not in STREAM_GAUGES:
                 total[k] = total.get(k, 0) + v
     return total
 

@@ -12,14 +12,15 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ... import ast
-from ...engine.plan import EVENT_TIME, EnginePlan
+from ...columns import (EMIT_TIME, EVENT_TIME, IS_LAST, IS_RETRACTION, ON_TIME, OUTPUT_TIME, PANE_INDEX, PANE_TIMING, PREFIX,
+                        WINDOW_END, WINDOW_START)
+from ...engine.plan import EnginePlan
 from .metrics import observe_input
-from .schema import RETRACTION_COLUMN
 from .watermark import interval_ms
 
 NATIVE_AGGREGATES = ("count_star", "count", "sum", "avg", "min", "max")
 
-_TS, _WINDOW = "__sqlflow_ts", "__sqlflow_window"
+_TS, _WINDOW = PREFIX + "ts", PREFIX + "window"  # Spark's event time and window struct
 
 
 def native_equivalent(plan: EnginePlan, *, time_shift: int = 0) -> str | None:
@@ -69,11 +70,11 @@ def native_panes(data: DataFrame, plan: EnginePlan, *, delay: int, schema: T.Str
     grouped = src.groupBy(*[F.col(k) for k in plan.keys], win.alias(_WINDOW)).agg(*aggs)
     out = grouped.select(
         *[F.col(k) for k in plan.keys], *[F.col(a.output) for a in plan.aggregates],
-        F.col(f"{_WINDOW}.start").alias("window_start"), F.col(f"{_WINDOW}.end").alias("window_end"),
-        F.lit(0).cast("long").alias("pane_index"), F.lit("ON_TIME").alias("pane_timing"),
-        F.lit(True).alias("is_last"), F.current_timestamp().alias("emit_time"),
+        F.col(f"{_WINDOW}.start").alias(WINDOW_START), F.col(f"{_WINDOW}.end").alias(WINDOW_END),
+        F.lit(0).cast("long").alias(PANE_INDEX), F.lit(ON_TIME).alias(PANE_TIMING),
+        F.lit(True).alias(IS_LAST), F.current_timestamp().alias(EMIT_TIME),
         (F.col(f"{_WINDOW}.start") if plan.output_time is ast.OutputTime.START_OF_WINDOW
-         else F.col(f"{_WINDOW}.end") - F.expr("INTERVAL 1 MICROSECOND")).alias("output_time"),
-        *([F.lit(False).alias(RETRACTION_COLUMN)] if plan.mode.retracting else []))
-    out = out.observe(metrics_name, F.count(F.lit(1)).alias("panes"), F.max(F.unix_micros("emit_time")).alias("batch_time"))
+         else F.col(f"{_WINDOW}.end") - F.expr("INTERVAL 1 MICROSECOND")).alias(OUTPUT_TIME),
+        *([F.lit(False).alias(IS_RETRACTION)] if plan.mode.retracting else []))
+    out = out.observe(metrics_name, F.count(F.lit(1)).alias("panes"), F.max(F.unix_micros(EMIT_TIME)).alias("batch_time"))
     return out.select(*[F.col(f.name).cast(f.dataType) for f in schema.fields])

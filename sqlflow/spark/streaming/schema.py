@@ -7,11 +7,10 @@ from __future__ import annotations
 
 from pyspark.sql import types as T
 
+from ...columns import PANE_NULLABLE, PANE_TYPES, pane_columns
+from ...columns import PANE_COLUMNS, RETRACTION_COLUMN  # noqa: F401  (sqlflow.spark.streaming's names)
 from ...engine.plan import EnginePlan
-
-#: the pane columns, in output order
-PANE_COLUMNS = ("window_start", "window_end", "pane_index", "pane_timing", "is_last", "emit_time", "output_time")
-RETRACTION_COLUMN = "is_retraction"
+from ..schema import spark_type
 
 _INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 
@@ -23,17 +22,7 @@ def pane_schema(input_schema: T.StructType, plan: EnginePlan) -> T.StructType:
     for agg in plan.aggregates:
         source = fields[agg.column].dataType if agg.column is not None else None
         out.append(T.StructField(agg.output, aggregate_type(agg.kind, source), True))
-    out += [
-        T.StructField("window_start", T.TimestampType(), True),
-        T.StructField("window_end", T.TimestampType(), True),
-        T.StructField("pane_index", T.LongType(), False),
-        T.StructField("pane_timing", T.StringType(), False),
-        T.StructField("is_last", T.BooleanType(), False),
-        T.StructField("emit_time", T.TimestampType(), True),
-        T.StructField("output_time", T.TimestampType(), True),
-    ]
-    if plan.mode.retracting:
-        out.append(T.StructField(RETRACTION_COLUMN, T.BooleanType(), False))
+    out += [T.StructField(c, spark_type(PANE_TYPES[c]), c in PANE_NULLABLE) for c in pane_columns(plan.mode.retracting)]
     return T.StructType(out)
 
 

@@ -6,8 +6,8 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import DataFrame
 
+from ...columns import DROPPED, PANE
 from ...errors import SqlflowUnsupportedError
-from ...udfs import streaming as op
 from ..conf import FILE_FORMATS, STREAMING_FINISH_DIR
 from .pane_stream import PaneStream, aggregated, pane_streams
 from .session_conf import state_store_for
@@ -160,7 +160,7 @@ def _split_batch(stream: PaneStream, format: str, path: str, dropped_path: str, 
     def write(batch_df, batch_id: int) -> None:
         batch_df.persist()
         try:
-            for kind, target in ((op.PANE, path), (op.DROPPED, dropped_path)):
+            for kind, target in ((PANE, path), (DROPPED, dropped_path)):
                 writer = project_batch(batch_df, stream, kind).write.mode("overwrite").format(format)
                 if options:
                     writer = writer.options(**{k: str(v) for k, v in options.items()})

@@ -11,12 +11,12 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ... import ast
-from ...engine.plan import EVENT_TIME, GAP, EnginePlan, when_column
+from ...columns import EVENT_TIME, GAP, PREFIX, agg_column, when_column
+from ...engine.plan import EnginePlan
 from ...engine.windows import registered_window_fn
 from ...errors import SqlflowSemanticError, SqlflowUnsupportedError
 from ...frontend.validate import validate
 from .. import conf, handover
-from ..inputs import agg_column
 from ..output import panes_select
 from ..pipelines import STAGE_KEY, StageLink, one_pane_per_window
 from ..relations import to_spark_sql
@@ -29,7 +29,7 @@ from .schema import pane_schema
 from .session_conf import check_state_store
 
 #: the temporary views of pane streams (`Runner.view(panes, "stream")`)
-STREAM_VIEW_PREFIX = "__sqlflow_stream_"
+STREAM_VIEW_PREFIX = PREFIX + "stream_"
 
 
 def streaming_stage(runner, number: int, ws, rel, raw, *, finish_dir: str | None = None) -> Stage:

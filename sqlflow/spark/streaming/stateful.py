@@ -12,15 +12,20 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from ...columns import (BUCKET, DATA, DROPPED, DROPPED_EVENT_TIME, DROPPED_REASON, EMIT_TIME, EVENT_TIME, FINISH,
+                        KIND, LATEST, OUTPUT_TYPES, PACK, PACKED, PANE, PANE_TIMES, REASON, STREAM_COUNTERS,
+                        STREAM_GAUGES, STREAM_LIVE, WEIGHT, WINDOW_END, WINDOW_START, WM_COLUMN, metric_column,
+                        null_mask)
 from ...engine.aggregates import overflow_column
-from ...engine.plan import EVENT_TIME, EnginePlan
+from ...engine.plan import EnginePlan
 from ...time import MILLISECOND
-from ...udfs import streaming as op
-from ...udfs.pack import PACK, Pack
+from ...udfs.pack import Pack
+from ...udfs.streaming import PaneProcessor, StreamSpec, heartbeats
+from ..schema import spark_type
 from .combine import combinable, combined
 from .metrics import observe_input
 from .pane_stream import PaneStream
-from .schema import RETRACTION_COLUMN, is_integral
+from .schema import is_integral
 from .watermark import UNBOUNDED_SHIFT, interval_ms
 
 #: default hash buckets per shuffle partition (docs/streaming.md: key vs bucket measurements)
@@ -37,11 +42,11 @@ def stateful_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, *, de
     weight = None
     if not keep_dropped and shift == UNBOUNDED_SHIFT and grouping != "key" and combinable(plan, data.schema):
         data, plan = combined(data, plan)
-        weight = op.WEIGHT
+        weight = WEIGHT
     # a combined element keeps its rows' smallest event time for the engine and their largest
     # (LATEST) for Spark's watermark, which is max event time - delay over the rows
-    latest = F.col(op.LATEST) if op.LATEST in data.columns else F.col(EVENT_TIME)
-    input_columns = tuple(c for c in data.columns if c != op.LATEST)
+    latest = F.col(LATEST) if LATEST in data.columns else F.col(EVENT_TIME)
+    input_columns = tuple(c for c in data.columns if c != LATEST)
     n_buckets = buckets or BUCKETS_PER_PARTITION * int(spark.conf.get("spark.sql.shuffle.partitions"))
     if not plan.keys:
         n_buckets = 1
@@ -51,15 +56,15 @@ def stateful_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, *, de
         bucket = F.lit(0)
     else:
         bucket = F.pmod(F.hash(*[F.col(k) for k in plan.keys]), F.lit(n_buckets)) if plan.keys else F.lit(0)
-    rows = (data.withColumn(op.BUCKET, bucket.cast("int"))
-            .withColumn(op.KIND, F.lit(op.DATA).cast("int"))
-            .withColumn(op.WM_COLUMN, F.timestamp_micros(latest + F.lit(time_shift + shift))))
+    rows = (data.withColumn(BUCKET, bucket.cast("int"))
+            .withColumn(KIND, F.lit(DATA).cast("int"))
+            .withColumn(WM_COLUMN, F.timestamp_micros(latest + F.lit(time_shift + shift))))
     packed = not by_key and shift == UNBOUNDED_SHIFT and packable(data.schema)
     masked = ()
     if packed:  # one row per bucket and input partition, BIGINTs exact (udfs/pack.py)
         rows = packed_rows(spark, rows)
     else:
-        # BIGINT and FLOAT/DOUBLE keys and arguments as value + NULL mask (udfs.streaming.NULL_MASK)
+        # BIGINT and FLOAT/DOUBLE keys and arguments as value + NULL mask (columns.null_mask)
         masked = masked_numbers(list(dict.fromkeys([*plan.keys, *(a.column for a in plan.aggregates if a.column)])),
                                 data.schema)
         if masked:
@@ -67,36 +72,36 @@ def stateful_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, *, de
     columns = rows.columns
     # control rows (heartbeats, finish) put 0 / TRUE (= NULL) in the masked BIGINTs: a NULL there
     # would turn the whole int64 column of an Arrow batch into float64 for pandas
-    fill = {**{c: 0 for c in masked}, **{op.NULL_MASK + c: True for c in masked}}
+    fill = {**{c: 0 for c in masked}, **{null_mask(c): True for c in masked}}
     parts = [rows]
     heartbeat = heartbeat is not False and not by_key  # default on
     if heartbeat:
         # in the same pass as the rows (Spark reads the source once and counts its rows once): each
         # input partition adds one row per bucket with its max event time, `fill` and NULL in every
         # other column, also in the watermark column (Spark's max is unchanged)
-        time_column = op.LATEST if op.LATEST in columns else None
+        time_column = LATEST if LATEST in columns else None
         nullable = T.StructType([T.StructField(f.name, f.dataType, True) for f in rows.schema.fields])
-        parts = [rows.mapInArrow(op.heartbeats(n_buckets, fill, time_column), nullable)]
+        parts = [rows.mapInArrow(heartbeats(n_buckets, fill, time_column), nullable)]
     if finish_dir is not None:
         os.makedirs(finish_dir, exist_ok=True)
         control = spark.readStream.schema("finish string").json(finish_dir)
-        fin = control.select(F.explode(F.sequence(F.lit(0), F.lit(max(n_buckets, 1) - 1))).alias(op.BUCKET))
-        fin = fin.select(*[(F.col(op.BUCKET) if c == op.BUCKET else
-                            F.lit(op.FINISH).cast("int").alias(c) if c == op.KIND else
+        fin = control.select(F.explode(F.sequence(F.lit(0), F.lit(max(n_buckets, 1) - 1))).alias(BUCKET))
+        fin = fin.select(*[(F.col(BUCKET) if c == BUCKET else
+                            F.lit(FINISH).cast("int").alias(c) if c == KIND else
                             F.lit(fill.get(c)).cast(rows.schema[c].dataType).alias(c)) for c in columns])
         parts.append(fin)
     union = parts[0]
     for part in parts[1:]:
         union = union.unionByName(part)
-    union = union.withWatermark(op.WM_COLUMN, interval_ms(delay + shift))
+    union = union.withWatermark(WM_COLUMN, interval_ms(delay + shift))
     if shift == UNBOUNDED_SHIFT:
         # Spark drops no row as late (the column is shifted 10 years ahead): the column has
         # defined the watermark and goes. The operator reads its input row by row (PySpark's
         # transformWithStateInPandas), and a TIMESTAMP column costs a Python datetime per row
         # (a third of the operator's time, measured)
-        union = union.drop(op.WM_COLUMN, op.LATEST)
-        columns = [c for c in columns if c not in (op.WM_COLUMN, op.LATEST)]
-    spec = op.StreamSpec(
+        union = union.drop(WM_COLUMN, LATEST)
+        columns = [c for c in columns if c not in (WM_COLUMN, LATEST)]
+    spec = StreamSpec(
         plan=plan, input_columns=input_columns, frame_columns=tuple(columns),
         integral_columns=tuple(f.name for f in data.schema.fields if is_integral(f.dataType)),
         masked_columns=masked,
@@ -104,30 +109,28 @@ def stateful_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, *, de
         column_shift=time_shift + shift, delay_ms=(delay + shift) // MILLISECOND if heartbeat else None,
         packed=packed)
     out_schema = operator_schema(spec, schema, engine_types)
-    group_cols = list(plan.keys) if by_key else [op.BUCKET]
+    group_cols = list(plan.keys) if by_key else [BUCKET]
     initial = None
     if not by_key:
-        initial = (spark.range(max(n_buckets, 1)).select(F.col("id").cast("int").alias(op.BUCKET))
-                   .groupBy(op.BUCKET))
+        initial = (spark.range(max(n_buckets, 1)).select(F.col("id").cast("int").alias(BUCKET))
+                   .groupBy(BUCKET))
     raw = union.groupBy(*group_cols).transformWithStateInPandas(
-        statefulProcessor=op.PaneProcessor(spec), outputStructType=out_schema, outputMode="Append",
+        statefulProcessor=PaneProcessor(spec), outputStructType=out_schema, outputMode="Append",
         timeMode="EventTime", initialState=initial)
-    sums = [F.coalesce(F.sum(op.METRIC_PREFIX + m), F.lit(0)).alias(m) for m in op.METRICS_COLUMNS]
-    gauges = [F.max(op.METRIC_PREFIX + m).alias(m) for m in op.GAUGE_COLUMNS]
-    live = [F.sum(op.METRIC_PREFIX + m).alias(m) for m in op.LIVE_COLUMNS]  # over the buckets
+    sums = [F.coalesce(F.sum(metric_column(m)), F.lit(0)).alias(m) for m in STREAM_COUNTERS]
+    gauges = [F.max(metric_column(m)).alias(m) for m in STREAM_GAUGES]
+    live = [F.sum(metric_column(m)).alias(m) for m in STREAM_LIVE]  # over the buckets
     observed = raw.observe(metrics_name, *sums, *gauges, *live)
     pane_projection = pane_columns(spec, schema, decode)
-    panes = observed.where(F.col(op.KIND) == op.PANE).select(*pane_projection)
+    panes = observed.where(F.col(KIND) == PANE).select(*pane_projection)
     dropped = dropped_projection = None
     if keep_dropped:
         dropped_projection = [
             *[F.col(k) for k in plan.keys],
-            F.timestamp_micros(F.col(op.OUT_EVENT_TIME)).alias("event_time"),
-            F.col(op.OUT_REASON).alias("reason"),
-            F.timestamp_micros(F.col(op.OUT_START)).alias("window_start"),
-            F.timestamp_micros(F.col(op.OUT_END)).alias("window_end"),
-            F.timestamp_micros(F.col(op.OUT_EMIT)).alias("emit_time")]
-        dropped = observed.where(F.col(op.KIND) == op.DROPPED).select(*dropped_projection)
+            F.timestamp_micros(F.col(EVENT_TIME)).alias(DROPPED_EVENT_TIME),
+            F.col(REASON).alias(DROPPED_REASON),
+            *[F.timestamp_micros(F.col(c)).alias(c) for c in (WINDOW_START, WINDOW_END, EMIT_TIME)]]
+        dropped = observed.where(F.col(KIND) == DROPPED).select(*dropped_projection)
     return PaneStream(panes, observed, dropped, finish_dir, "stateful", n_buckets, metrics_name,
                       pane_projection, dropped_projection)
 
@@ -150,58 +153,50 @@ def packed_rows(spark: SparkSession, rows: DataFrame) -> DataFrame:
     rows themselves in column PACK (udfs/pack.py)."""
     large = (spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false") or "").lower() == "true"
     fields = {f.name: f.dataType for f in rows.schema.fields}
-    latest = tuple(c for c in (op.WM_COLUMN, op.LATEST) if c in fields)
-    columns = (op.BUCKET, op.KIND, EVENT_TIME, *latest)
+    latest = tuple(c for c in (WM_COLUMN, LATEST) if c in fields)
+    columns = (BUCKET, KIND, EVENT_TIME, *latest)
     schema = T.StructType([T.StructField(c, fields[c], True) for c in columns]
                           + [T.StructField(PACK, T.BinaryType(), True)])
-    job = Pack(bucket=op.BUCKET, kind=op.KIND, time=EVENT_TIME, columns=columns, latest=latest, packed=op.PACKED,
+    job = Pack(bucket=BUCKET, kind=KIND, time=EVENT_TIME, columns=columns, latest=latest, packed=PACKED,
                large_binary=large)
     return rows.mapInArrow(job, schema)
 
 
-def operator_schema(spec: op.StreamSpec, schema: T.StructType, engine_types: dict | None = None) -> T.StructType:
-    """The operator's output: kind, pane columns (times as int64 us), dropped-row and metric
-    columns; an aggregate in its `engine_types` type when given (with its overflow column)."""
+def operator_schema(spec: StreamSpec, schema: T.StructType, engine_types: dict | None = None) -> T.StructType:
+    """The operator's output (`StreamSpec.output_columns`): kind, keys and aggregates of the pane
+    schema's types (an aggregate in its `engine_types` type when given, with its overflow column),
+    then the executors' wire columns of theirs (sqlflow/columns.py: times as int64 us), counters
+    as BIGINT."""
     by_name = {f.name: f.dataType for f in schema.fields}
     types = {**by_name, **(engine_types or {})}
-    fields = [T.StructField(op.KIND, T.IntegerType(), False)]
+    fields = [T.StructField(KIND, T.IntegerType(), False)]
     fields += [T.StructField(k, by_name[k], True) for k in spec.plan.keys]
     for a in spec.plan.aggregates:
         fields.append(T.StructField(a.output, types[a.output], True))
         if a.may_overflow:  # every SUM says where it overflowed (udfs.streaming.StreamSpec.output_columns)
             fields.append(T.StructField(overflow_column(a.output), T.BooleanType(), True))
-    fields += [T.StructField(c, t, True) for c, t in (
-        (op.OUT_START, T.LongType()), (op.OUT_END, T.LongType()), (op.OUT_INDEX, T.LongType()),
-        (op.OUT_TIMING, T.StringType()), (op.OUT_LAST, T.BooleanType()), (op.OUT_EMIT, T.LongType()),
-        (op.OUT_OUTPUT_TIME, T.LongType()))]
-    if spec.retracting:
-        fields.append(T.StructField(op.OUT_RETRACTION, T.BooleanType(), True))
-    fields += [T.StructField(op.OUT_EVENT_TIME, T.LongType(), True), T.StructField(op.OUT_REASON, T.StringType(), True)]
-    fields += [T.StructField(op.METRIC_PREFIX + m, T.LongType(), True) for m in op.METRICS_COLUMNS + op.GAUGE_COLUMNS + op.LIVE_COLUMNS]
+    wire = spec.output_columns()[len(fields):]
+    fields += [T.StructField(c, spark_type(OUTPUT_TYPES.get(c, "bigint")), True) for c in wire]  # else a counter
     return T.StructType(fields)
 
 
-def pane_columns(spec: op.StreamSpec, schema: T.StructType, decode: dict | None = None) -> list:
+def pane_columns(spec: StreamSpec, schema: T.StructType, decode: dict | None = None) -> list:
     """The pane columns of `schema` from the operator's output (times back to TIMESTAMP, an
     aggregate by its `decode` SQL when given)."""
-    source = {"window_start": F.timestamp_micros(F.col(op.OUT_START)),
-              "window_end": F.timestamp_micros(F.col(op.OUT_END)),
-              "pane_index": F.col(op.OUT_INDEX), "pane_timing": F.col(op.OUT_TIMING),
-              "is_last": F.col(op.OUT_LAST), "emit_time": F.timestamp_micros(F.col(op.OUT_EMIT)),
-              "output_time": F.timestamp_micros(F.col(op.OUT_OUTPUT_TIME)),
-              RETRACTION_COLUMN: F.col(op.OUT_RETRACTION) if spec.retracting else None}
-    source.update({name: F.expr(sql) for name, sql in (decode or {}).items()})
+    source = {name: F.expr(sql) for name, sql in (decode or {}).items()}
     out = []
     for f in schema.fields:
         expr = source.get(f.name)
-        out.append((expr if expr is not None else F.col(f.name)).cast(f.dataType).alias(f.name))
+        if expr is None:
+            expr = F.timestamp_micros(F.col(f.name)) if f.name in PANE_TIMES else F.col(f.name)
+        out.append(expr.cast(f.dataType).alias(f.name))
     return out
 
 
 def project_batch(raw: DataFrame, stream: PaneStream, kind: int) -> DataFrame:
     """The pane (or dropped-row) columns of one micro-batch of the operator's output."""
-    rows = raw.where(F.col(op.KIND) == kind)
-    if kind == op.PANE:
+    rows = raw.where(F.col(KIND) == kind)
+    if kind == PANE:
         return rows.select(*stream.pane_projection)
     return rows.select(*stream.dropped_projection)
 
@@ -216,7 +211,7 @@ def masked_numbers(columns, schema) -> tuple:
 
 def masked_number_exprs(columns, masked) -> list[str]:
     """`columns` as SQL expressions for `selectExpr`, each of `masked` as its value with NULL as 0
-    plus a boolean NULL mask (`udfs.streaming.NULL_MASK`), which `udfs.streaming.restore_nulls`
+    plus a boolean NULL mask (`columns.null_mask`), which `udfs.streaming.restore_nulls`
     turns back into an exact nullable column on the executor. SQL text rather than
     `pyspark.sql.functions` calls: those are a dozen py4j round trips each."""
     def q(name: str) -> str:
@@ -225,7 +220,7 @@ def masked_number_exprs(columns, masked) -> list[str]:
     out = []
     for c in columns:
         if c in masked:
-            out += [f"coalesce({q(c)}, 0) AS {q(c)}", f"{q(c)} IS NULL AS {q(op.NULL_MASK + c)}"]
+            out += [f"coalesce({q(c)}, 0) AS {q(c)}", f"{q(c)} IS NULL AS {q(null_mask(c))}"]
         else:
             out.append(q(c))
     return out
