@@ -27,7 +27,8 @@ from clickstream import MINUTE, clickstream  # noqa: E402
 
 from sqlflow import ast  # noqa: E402
 from sqlflow.engine.aggregates import Aggregate  # noqa: E402
-from sqlflow.engine.plan import ARRIVAL_TIME, EVENT_TIME, EnginePlan  # noqa: E402
+from sqlflow.columns import ARRIVAL_TIME, EVENT_TIME  # noqa: E402
+from sqlflow.engine.plan import EnginePlan  # noqa: E402
 from sqlflow.engine.runner import Engine  # noqa: E402
 from sqlflow.engine.watermarks import bounded_delay  # noqa: E402
 

@@ -43,7 +43,8 @@ import events as ev  # noqa: E402
 
 from sqlflow import ast  # noqa: E402
 from sqlflow.engine.aggregates import Aggregate  # noqa: E402
-from sqlflow.engine.plan import EVENT_TIME, EnginePlan  # noqa: E402
+from sqlflow.columns import EVENT_TIME  # noqa: E402
+from sqlflow.engine.plan import EnginePlan  # noqa: E402
 from sqlflow.engine.runner import Engine  # noqa: E402
 from sqlflow.time import MINUTE, NEG_INF, SECOND  # noqa: E402
 

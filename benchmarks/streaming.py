@@ -67,7 +67,7 @@ def plans():
 
 
 def run_case(spark, src_dir: Path, plan, **options) -> dict:
-    from sqlflow.engine.plan import EVENT_TIME
+    from sqlflow.columns import EVENT_TIME
     from sqlflow.spark import streaming as S
 
     reader = spark.readStream.schema("user_id long, amount long, event_time long").option("maxFilesPerTrigger", 1)

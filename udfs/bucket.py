@@ -26,7 +26,8 @@ Runs on Spark's Python workers: imports only the engine (with its numba kernels)
 >>> import pyarrow as pa
 >>> from sqlflow import ast
 >>> from sqlflow.engine.aggregates import Aggregate
->>> from sqlflow.engine.plan import EnginePlan, EVENT_TIME
+>>> from sqlflow.columns import EVENT_TIME
+>>> from sqlflow.engine.plan import EnginePlan
 >>> plan = EnginePlan(ast.Windowing(ast.WindowClause(ast.Fixed(ast.Duration(10)))),
 ...                   (Aggregate("sum", "a0", "agg0"),), keys=("k0",))
 >>> schema = pa.schema([(KIND, pa.int32()), (REASON, pa.string()), ("window_start", pa.int64()),

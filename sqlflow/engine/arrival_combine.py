@@ -50,8 +50,8 @@ import numpy as np
 import pandas as pd
 
 from .. import ast
+from ..columns import ARRIVAL_TIME, EVENT_TIME
 from ..time import MINUTE
-from .plan import ARRIVAL_TIME, EVENT_TIME
 from .exact import bigint_sums_fit
 from .values import key_ids
 from .vectorised import windowing_schedule

@@ -20,9 +20,9 @@ import itertools
 
 import numpy as np
 
-from ..columns import CLOSED, TOO_LATE
+from ..columns import CLOSED, EARLY, LATE, ON_TIME, TOO_LATE
 from ..time import NEG_INF, POS_INF, saturating_add
-from .panes import EARLY, LATE, NO_EMIT_TIME, ON_TIME, TIMING_CODE, PaneTable
+from .panes import NO_EMIT_TIME, TIMING_CODE, PaneTable
 from .triggers import Context
 
 ARRIVALS, TIMERS, WATERMARK = 0, 1, 2

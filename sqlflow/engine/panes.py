@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..columns import EARLY, LATE, ON_TIME, PANE_COLUMNS, RETRACTION_COLUMN  # noqa: F401  (the pane contract)
+from ..columns import EARLY, LATE, ON_TIME, RETRACTION_COLUMN
 from ..time import NEG_INF
 from . import kernels, output_time
 from .aggregates import Grouping, fieldwise_merges, overflow_column

@@ -9,7 +9,6 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from .. import ast
-from ..columns import ARRIVAL_TIME, EVENT_TIME, GAP, when_column  # noqa: F401  (the engine's input columns)
 from ..errors import SqlflowUnsupportedError
 from ..time import POS_INF
 from .aggregates import Aggregate

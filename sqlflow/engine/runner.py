@@ -21,14 +21,15 @@ import numpy as np
 import pandas as pd
 
 from .. import ast
-from ..columns import BAD_GAP, CLOSED, DROP_CODE, NULL_ARRIVAL_TIME, NULL_EVENT_TIME, TOO_LATE
+from ..columns import (ARRIVAL_TIME, BAD_GAP, CLOSED, DROP_CODE, EVENT_TIME, GAP, NULL_ARRIVAL_TIME, NULL_EVENT_TIME,
+                       RETRACTION_COLUMN, TOO_LATE, when_column)
 from ..errors import SqlflowExecutionError
 from ..time import NEG_INF, POS_INF
 from . import output_time, stream_step, vectorised
 from .keyloop import KeyLoop, Window
 from .keys import factorize_keys, key_columns, key_tuples, sortable_key
-from .panes import RETRACTION_COLUMN, PaneTable, pane_accumulators, pane_frame
-from .plan import ARRIVAL_TIME, EVENT_TIME, GAP, EnginePlan, check_durations, when_column
+from .panes import PaneTable, pane_accumulators, pane_frame
+from .plan import EnginePlan, check_durations
 from .sessions import final_sessions
 from .state import EngineState, PaneRef, WindowState, next_timers
 from .triggers import copy_state

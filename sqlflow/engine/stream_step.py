@@ -31,14 +31,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..columns import CLOSED, DROP_CODE, TOO_LATE
+from ..columns import CLOSED, DROP_CODE, EARLY, LATE, ON_TIME, RETRACTION_COLUMN, TOO_LATE
 from ..errors import SqlflowExecutionError
 from ..time import NEG_INF, POS_INF
 from .aggregates import overflow_column
 from . import output_time
 from .kernels import order_by, segment_cummax
 from .keys import factorize_keys
-from .panes import EARLY, LATE, ON_TIME, RETRACTION_COLUMN, TIMING_CODE, TIMINGS
+from .panes import TIMING_CODE, TIMINGS
 from .trigger_columns import NO_TIMER, Context, columns_of
 from .vectorised import factorize_windows, sat_add
 from .window_table import WindowTable, identity, replace_rows, take

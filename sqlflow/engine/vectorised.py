@@ -32,9 +32,10 @@ import numpy as np
 import pandas as pd
 
 from .. import ast
+from ..columns import EARLY, LATE, ON_TIME
 from ..time import NEG_INF, POS_INF
 from .kernels import lex_order, order_by, segment_cummax, segment_cummin
-from .panes import EARLY, LATE, NO_EMIT_TIME, ON_TIME, TIMING_CODE, PaneTable
+from .panes import NO_EMIT_TIME, TIMING_CODE, PaneTable
 from .sessions import final_sessions
 from .trigger_columns import ceil_to
 

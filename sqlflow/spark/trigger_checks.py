@@ -34,7 +34,7 @@ import sys
 import warnings
 
 from .. import ast
-from ..engine.plan import when_column
+from ..columns import when_column
 from ..engine.triggers import when_predicates
 from ..engine.vectorised import collapsible
 from ..frontend import printer

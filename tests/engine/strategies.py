@@ -8,7 +8,7 @@ import pandas as pd
 from hypothesis import strategies as st
 
 from sqlflow import ast
-from sqlflow.engine.plan import ARRIVAL_TIME, EVENT_TIME, when_column
+from sqlflow.columns import ARRIVAL_TIME, EVENT_TIME, when_column
 from sqlflow.engine.watermarks import Timeline, bounded_delay, perfect
 
 D = ast.Duration

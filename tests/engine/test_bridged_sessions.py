@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 
 from sqlflow import ast
-from sqlflow.engine.plan import ARRIVAL_TIME, EVENT_TIME
+from sqlflow.columns import ARRIVAL_TIME, EVENT_TIME
 from sqlflow.engine.watermarks import Timeline
 
 from .test_properties import D, engine

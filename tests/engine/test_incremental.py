@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from sqlflow import ast
 from sqlflow.engine.aggregates import Aggregate
-from sqlflow.engine.plan import ARRIVAL_TIME, EVENT_TIME, EnginePlan
+from sqlflow.columns import ARRIVAL_TIME, EVENT_TIME
+from sqlflow.engine.plan import EnginePlan
 from sqlflow.engine.runner import Engine
 from sqlflow.engine.triggers import uses_processing_time
 from sqlflow.engine.watermarks import Timeline

@@ -8,7 +8,8 @@ import pytest
 
 from sqlflow import ast
 from sqlflow.engine.aggregates import Aggregate
-from sqlflow.engine.plan import ARRIVAL_TIME, EVENT_TIME, EnginePlan, when_column
+from sqlflow.columns import ARRIVAL_TIME, EVENT_TIME, when_column
+from sqlflow.engine.plan import EnginePlan
 from sqlflow.engine.runner import Engine
 from sqlflow.engine.watermarks import Timeline
 from sqlflow.time import NEG_INF

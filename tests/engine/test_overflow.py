@@ -6,7 +6,8 @@ import pytest
 
 from sqlflow import ast
 from sqlflow.engine.aggregates import Aggregate
-from sqlflow.engine.plan import ARRIVAL_TIME, EVENT_TIME, GAP, EnginePlan
+from sqlflow.columns import ARRIVAL_TIME, EVENT_TIME, GAP
+from sqlflow.engine.plan import EnginePlan
 from sqlflow.engine.runner import Engine
 from sqlflow.engine.watermarks import Timeline
 from sqlflow.engine.windows import window_fn

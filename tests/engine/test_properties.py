@@ -33,7 +33,7 @@ def engine(window, trigger, mode, lateness, output=None):
 
 def kept_assignments(rows, window, result):
     """(key, start, end, v) of every (row, window) assignment that was not dropped."""
-    from sqlflow.engine.plan import EVENT_TIME
+    from sqlflow.columns import EVENT_TIME
     row, start, end = window_fn(window).assign(rows[EVENT_TIME].to_numpy())
     frame = pd.DataFrame({"row": row, "k": rows["k"].to_numpy()[row], "start": start, "end": end,
                           "v": rows["v"].to_numpy()[row]})

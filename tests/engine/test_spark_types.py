@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 
 from sqlflow import ast
 from sqlflow.engine.aggregates import Aggregate, overflow_column
-from sqlflow.engine.plan import EVENT_TIME, EnginePlan
+from sqlflow.columns import EVENT_TIME
+from sqlflow.engine.plan import EnginePlan
 from sqlflow.engine.runner import Engine
 from sqlflow.engine.values import key_ids, ranks
 
@@ -319,7 +320,7 @@ def test_nested_values_keep_every_digit_of_their_bigints(kind):
 def test_replayed_rows_combine_per_key_as_spark_groups_keys():
     # the replay's combining numbered keys by pandas: a STRUCT key failed, NaN met NULL
     from sqlflow.engine.arrival_combine import combine
-    from sqlflow.engine.plan import ARRIVAL_TIME
+    from sqlflow.columns import ARRIVAL_TIME
     from sqlflow.engine.watermarks import bounded_delay
 
     keys = {"struct": pd.arrays.ArrowExtensionArray(pa.array([{"a": 1}, {"a": 1}, None, None])),

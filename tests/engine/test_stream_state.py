@@ -9,7 +9,8 @@ import pytest
 
 from sqlflow import ast
 from sqlflow.engine.aggregates import Aggregate
-from sqlflow.engine.plan import EVENT_TIME, EnginePlan
+from sqlflow.columns import EVENT_TIME
+from sqlflow.engine.plan import EnginePlan
 from sqlflow.engine.runner import Engine
 from sqlflow.engine.stream_step import StreamStep
 from sqlflow.errors import SqlflowExecutionError

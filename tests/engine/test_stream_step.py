@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from sqlflow import ast
 from sqlflow.engine.aggregates import Aggregate
-from sqlflow.engine.plan import ARRIVAL_TIME, EVENT_TIME, GAP, EnginePlan
+from sqlflow.columns import ARRIVAL_TIME, EVENT_TIME, GAP
+from sqlflow.engine.plan import EnginePlan
 from sqlflow.engine.runner import Engine
 from sqlflow.engine.stream_step import StreamStep
 from sqlflow.time import NEG_INF, POS_INF

@@ -8,7 +8,8 @@ import pytest
 
 import sqlflow
 from sqlflow.engine.aggregates import KINDS, Aggregate
-from sqlflow.engine.plan import ARRIVAL_TIME, EVENT_TIME, GAP, EnginePlan, when_column
+from sqlflow.columns import ARRIVAL_TIME, EVENT_TIME, GAP, when_column
+from sqlflow.engine.plan import EnginePlan
 from sqlflow.engine.runner import Engine
 from sqlflow.engine.watermarks import Timeline
 from sqlflow.time import SECOND

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from sqlflow import ast
 from sqlflow.engine.aggregates import Aggregate
-from sqlflow.engine.plan import EVENT_TIME, EnginePlan
+from sqlflow.columns import EVENT_TIME
+from sqlflow.engine.plan import EnginePlan
 from sqlflow.engine.runner import Engine
 from sqlflow.time import NEG_INF
 from sqlflow.engine import watermark_step

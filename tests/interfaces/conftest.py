@@ -62,7 +62,8 @@ def engine_figure():
 
     from sqlflow import ast
     from sqlflow.engine.aggregates import Aggregate
-    from sqlflow.engine.plan import ARRIVAL_TIME, EVENT_TIME, EnginePlan
+    from sqlflow.columns import ARRIVAL_TIME, EVENT_TIME
+    from sqlflow.engine.plan import EnginePlan
     from sqlflow.engine.runner import Engine
     from sqlflow.engine.watermarks import Timeline
     from sqlflow.time import HOUR, MINUTE, SECOND

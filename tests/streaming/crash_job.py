@@ -23,7 +23,7 @@ def plan():
 
 
 def run(spark, input_dir: str, output: str, checkpoint: str):
-    from sqlflow.engine.plan import EVENT_TIME
+    from sqlflow.columns import EVENT_TIME
     from sqlflow.spark import streaming as S
     from sqlflow.time import SECOND
 

@@ -7,7 +7,8 @@ import pytest
 
 from sqlflow import ast
 from sqlflow.engine.aggregates import Aggregate
-from sqlflow.engine.plan import EVENT_TIME, EnginePlan
+from sqlflow.columns import EVENT_TIME
+from sqlflow.engine.plan import EnginePlan
 from sqlflow.time import HOUR, MINUTE, NEG_INF, SECOND
 
 from .harness import advance_oracle, paper_rows, replay_oracle, run_stream

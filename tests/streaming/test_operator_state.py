@@ -60,7 +60,7 @@ def test_every_call_reports_the_state_it_leaves():
 def heartbeat(columns, second):
     """A heartbeat row: another bucket got data; it carries the partition's max event time."""
     frame = batch(columns, [None], [second])
-    frame[op.KIND] = op.HEARTBEAT
+    frame[C.KIND] = C.HEARTBEAT
     return frame
 
 
@@ -95,7 +95,7 @@ def test_a_visit_with_nothing_due_writes_nothing():
     assert tester.peekValueState("meta", 0) == meta and tester.peekValueState("windows", 0) == blob
     assert list(tester.handle.listTimers()) == timers
     assert live(out) == (1, 1, meta[-1])
-    assert int(out[op.METRIC_PREFIX + "buckets_advanced"].sum()) == 0
+    assert int(out[C.metric_column("buckets_advanced")].sum()) == 0
     # a later heartbeat moves what the bucket has seen, so `meta` (only) is written
     tester.testInPandas(0, heartbeat(columns, 20))
     assert (len(meta_writes), len(blob_writes)) == (3, 1)

@@ -14,7 +14,8 @@ import pytest
 
 from sqlflow import ast
 from sqlflow.engine.aggregates import Aggregate
-from sqlflow.engine.plan import EVENT_TIME, EnginePlan
+from sqlflow.columns import EVENT_TIME
+from sqlflow.engine.plan import EnginePlan
 from sqlflow.spark import streaming as S
 from sqlflow.time import MINUTE, SECOND
 
