@@ -53,9 +53,9 @@ import numpy as np
 import pandas as pd
 
 from sqlflow.columns import (BUCKET, DATA, DROP_METRICS, DROPPED, EMIT_TIME, EVENT_TIME, FINISH, HEARTBEAT,
-                             IS_LAST, IS_RETRACTION, KIND, METRICS, NULL_MASK, OUTPUT_TIME, PACK, PACKED, PANE, PANE_INDEX,
-                             PANE_TIMING, REASON, STREAM_COUNTERS, STREAM_GAUGES, STREAM_LIVE, WINDOW_END,
-                             WINDOW_START, metric_column, pane_columns)
+                             IS_LAST, IS_RETRACTION, KIND, METRICS, NULL_MASK, OUTPUT_TIME, PACK, PACKED, PANE,
+                             PANE_INDEX, PANE_TIMING, REASON, STREAM_COUNTERS, STREAM_GAUGES, STREAM_LIVE,
+                             WINDOW_END, WINDOW_START, metric_column, pane_columns)
 from sqlflow.engine.aggregates import overflow_column
 from sqlflow.engine.plan import EnginePlan
 from sqlflow.engine.runner import Engine
@@ -267,9 +267,6 @@ class BucketStep:
         out[metric_column("state_windows")] = [int(meta.windows)]
         out[metric_column("state_bytes")] = [int(meta.bytes or 0)]
         return pd.DataFrame(out)
-
-
-#: drop reasons (engine) -> the metric that counts them
 
 
 def weighted_metrics(metrics: dict, dropped: pd.DataFrame, weight: np.ndarray) -> dict:

@@ -12,8 +12,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ... import ast
-from ...columns import (EMIT_TIME, EVENT_TIME, IS_LAST, IS_RETRACTION, ON_TIME, OUTPUT_TIME, PANE_INDEX, PANE_TIMING, PREFIX,
-                        WINDOW_END, WINDOW_START)
+from ...columns import (EMIT_TIME, EVENT_TIME, IS_LAST, IS_RETRACTION, ON_TIME, OUTPUT_TIME, PANE_INDEX, PANE_TIMING,
+                        PREFIX, WINDOW_END, WINDOW_START)
 from ...engine.plan import EnginePlan
 from .metrics import observe_input
 from .watermark import interval_ms
