@@ -123,14 +123,36 @@ class CustomWindow:
 WindowFn = Union[Global, Fixed, Sliding, Sessions, Cumulate, CustomWindow]
 
 
+class TimeDomain(enum.Enum):
+    """Which time a window reads (`WINDOW <fn> ON PROCESSING TIME`): the three times of the Flink
+    time note (seed 003; docs/semantics.md, 10).
+
+    EVENT TIME, the default, is a column of the row (ON <column>, or the source's WATERMARK
+    column) under the source's watermark. PROCESSING TIME (the note's operator time) is when the
+    window operator processes the row, and the operator's clock fires windows. INGESTION TIME is
+    when the row entered the first stage, assigned once and kept downstream as its event time,
+    under the perfect watermark of timestamps that only grow.
+    """
+
+    EVENT_TIME = "EVENT TIME"
+    PROCESSING_TIME = "PROCESSING TIME"
+    INGESTION_TIME = "INGESTION TIME"
+
+
 @dataclass(frozen=True)
 class WindowClause:
-    """`WINDOW <fn> [ON <column>]`; without ON, the event time is the source's WATERMARK column."""
+    """`WINDOW <fn> [ON <column> | ON <time domain>]`; without ON, the event time is the source's
+    WATERMARK column.
+
+    >>> WindowClause(Global(), domain=TimeDomain.PROCESSING_TIME).domain.value
+    'PROCESSING TIME'
+    """
 
     fn: WindowFn
     on: str | None = None
     pos: Position | None = _pos()
-    on_pos: Position | None = _pos()  # where the ON column is written
+    on_pos: Position | None = _pos()  # where the ON column (or time domain) is written
+    domain: TimeDomain = TimeDomain.EVENT_TIME
 
 
 # --------------------------------------------------------------------------- triggers
@@ -402,6 +424,11 @@ class Windowing:
     def effective_trigger(self) -> Trigger:
         """The trigger the engine runs: the default when absent, with sugar expanded."""
         return desugar(self.trigger if self.trigger is not None else default_trigger())
+
+    @property
+    def domain(self) -> TimeDomain:
+        """The window's time domain (event time unless ON PROCESSING TIME / ON INGESTION TIME)."""
+        return self.window.domain
 
     @property
     def mode(self) -> AccumulationMode:

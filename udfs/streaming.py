@@ -52,6 +52,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from sqlflow.ast import TimeDomain
 from sqlflow.columns import (BUCKET, DATA, DROP_METRICS, DROPPED, EMIT_TIME, EVENT_TIME, FINISH, HEARTBEAT,
                              IS_LAST, IS_RETRACTION, KIND, METRICS, NULL_MASK, OUTPUT_TIME, PACK, PACKED, PANE,
                              PANE_INDEX, PANE_TIMING, REASON, STREAM_COUNTERS, STREAM_GAUGES, STREAM_LIVE,
@@ -129,6 +130,11 @@ class StreamSpec:
     @property
     def retracting(self) -> bool:
         return self.plan.mode.retracting
+
+    @property
+    def clock(self) -> bool:
+        """ON PROCESSING / INGESTION TIME: each row's time is its batch's, and so is the watermark."""
+        return self.plan.windowing.domain is not TimeDomain.EVENT_TIME
 
     def output_columns(self) -> list[str]:
         cols = [KIND, *self.plan.keys]
@@ -379,6 +385,8 @@ def _processor_class():
             if self.spec.delay_ms is not None:  # this batch's watermark from the batches before
                 wm_ms = max(spark_ms, own_watermark_ms(meta.seen, self.spec.column_shift, self.spec.delay_ms))
             wm_new = engine_watermark(wm_ms, self.spec.shift)
+            if self.spec.clock:  # the batch's time: every row of it and of the batches before is in
+                wm_new = p       # (docs/semantics.md, 10), where Spark's watermark lags a batch
             if seen is not None:
                 meta.seen = seen if meta.seen is None else max(meta.seen, seen)
             has_rows = rows is not None and len(rows) > 0

@@ -159,6 +159,49 @@ class Timeline:
 EMPTY_TIMELINE = Timeline(np.empty(0, dtype=_I64), np.empty(0, dtype=_I64))
 
 
+class ProcessingClock(Timeline):
+    """The watermark of a window ON PROCESSING TIME: processing time itself, W(p) = p at every
+    instant (docs/semantics.md, 10). The operator's clock passes a window's end exactly at that
+    end, so the engine, which asks `first_reaching(end)` when to fire it, fires it there, an
+    instant of its own, as it fires a processing-time timer; nothing arriving at p (time p) is
+    ever behind W just before p (p - 1us).
+
+    >>> c = ProcessingClock.over(10, 50)
+    >>> c.at(20), c.before(20), c.first_reaching(35), c.last_time
+    (20, 19, 35, 50)
+    >>> c.at_many(np.array([5, 7])).tolist(), c.first_reaching_many(np.array([60, POS_INF])).tolist() == [60, POS_INF]
+    ([5, 7], True)
+    """
+
+    @staticmethod
+    def over(first: int, last: int) -> "ProcessingClock":
+        """The clock of an input whose arrivals span [first, last] (its one step marks where time starts)."""
+        start = np.array([first], dtype=_I64)
+        return ProcessingClock(start, start.copy(), last)
+
+    def at(self, p: int) -> int:
+        return int(p)
+
+    def before(self, p: int) -> int:
+        return int(p) - 1 if NEG_INF < p < POS_INF else int(p)
+
+    def at_many(self, p: np.ndarray) -> np.ndarray:
+        return np.array(p, dtype=_I64)
+
+    def before_many(self, p: np.ndarray) -> np.ndarray:
+        p = np.asarray(p, dtype=_I64)
+        return np.where((p > NEG_INF) & (p < POS_INF), p - 1, p)
+
+    def first_reaching(self, x: int) -> int:
+        return int(x)
+
+    def first_reaching_many(self, x: np.ndarray) -> np.ndarray:
+        return np.array(x, dtype=_I64)
+
+    def steps(self) -> list[tuple[int, int]]:
+        return [(int(self.times[0]), int(self.values[0])), (self.end, self.end)]
+
+
 def _fmt(t) -> str:
     from ..time import format_time
 

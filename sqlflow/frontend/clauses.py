@@ -118,6 +118,14 @@ class _Located(str):
         return name
 
 
+@dataclass(frozen=True)
+class _Domain:
+    """`ON PROCESSING TIME` (or INGESTION, EVENT) while transforming, with where it is written."""
+
+    domain: ast.TimeDomain
+    pos: ast.Position
+
+
 _NULL = object()  # the NULL literal while transforming (None is lark's "absent" placeholder)
 
 #: clause AST type -> (name, rank in the language's order)
@@ -188,8 +196,19 @@ class _ToAst(Transformer_NonRecursive):
 
     def window_clause(self, meta, children):
         fn, on = children
+        if isinstance(on, _Domain):
+            return ast.WindowClause(fn, pos=self._pos(meta), on_pos=on.pos, domain=on.domain)
         return ast.WindowClause(fn, str(on) if on is not None else None, pos=self._pos(meta),
                                 on_pos=on.pos if on is not None else None)
+
+    def processing_time(self, meta, _):
+        return _Domain(ast.TimeDomain.PROCESSING_TIME, self._pos(meta))
+
+    def ingestion_time(self, meta, _):
+        return _Domain(ast.TimeDomain.INGESTION_TIME, self._pos(meta))
+
+    def event_time(self, meta, _):
+        return _Domain(ast.TimeDomain.EVENT_TIME, self._pos(meta))
 
     def trigger_clause(self, meta, children):
         too_deep = _too_deep(children[0])

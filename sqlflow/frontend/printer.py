@@ -52,7 +52,14 @@ def emit_text(e: ast.Emit) -> str:
 
 
 def window_clause(clause: ast.WindowClause) -> str:
+    """`WINDOW <fn> [ON ...]` (event time, the default, is written without ON).
+
+    >>> window_clause(ast.WindowClause(ast.Global(), domain=ast.TimeDomain.INGESTION_TIME))
+    'WINDOW GLOBAL ON INGESTION TIME'
+    """
     on = f" ON {clause.on}" if clause.on is not None else ""
+    if clause.domain is not ast.TimeDomain.EVENT_TIME:
+        on = f" ON {clause.domain.value}"
     return f"WINDOW {window_fn(clause.fn)}{on}"
 
 

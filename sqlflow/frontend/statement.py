@@ -110,6 +110,24 @@ def _norm(sql: str) -> str:
 def watermarks_feeding(select: exp.Select) -> list[tuple[exp.Expr, ast.SourceWatermark, bool]]:
     """(relation, its WATERMARK clause, whether it sits directly in this SELECT's FROM or JOINs)
     for every watermarked relation feeding `select`, through subqueries and CTEs."""
+    return _feeding(select, WATERMARK_KEY, ast.SourceWatermark)
+
+
+def windowed_feeding(select: exp.Select) -> list[tuple[exp.Select, ast.Windowing]]:
+    """Every windowed SELECT whose panes feed `select` (its upstream stages), through subqueries
+    and CTEs.
+
+    >>> s = parse_statement("WITH a AS (SELECT k, count(*) AS n FROM t WATERMARK ts DELAY OF 1m "
+    ...                     "GROUP BY k WINDOW FIXED(SIZE 1m)) SELECT sum(n) FROM a WINDOW GLOBAL ON window_end")
+    >>> [type(w.window.fn).__name__ for _, w in windowed_feeding(s.windowed_selects()[1][0])]
+    ['Fixed']
+    """
+    return [(node, w) for node, w, _ in _feeding(select, WINDOWING_KEY, ast.Windowing) if node is not select]
+
+
+def _feeding(select: exp.Select, key: str, kind) -> list:
+    """(node, its clause of type `kind` under `key`, whether it sits directly in this SELECT's
+    FROM or JOINs) for every such node in what `select` reads."""
     ctes: dict = {}
     for cte in select.root().find_all(exp.CTE):
         ctes.setdefault(cte.alias_or_name.lower(), cte)
@@ -128,8 +146,8 @@ def watermarks_feeding(select: exp.Select) -> list[tuple[exp.Expr, ast.SourceWat
             if id(child) in seen:
                 continue
             seen.add(id(child))
-            watermark = child.meta.get(WATERMARK_KEY) if child._meta else None
-            if isinstance(watermark, ast.SourceWatermark):
+            watermark = child.meta.get(key) if child._meta else None
+            if isinstance(watermark, kind):
                 parent = child.parent
                 here = isinstance(parent, (exp.From, exp.Join)) and parent.parent is select
                 found.append((child, watermark, direct and here))

@@ -25,7 +25,7 @@ from .. import ast
 from ..errors import SqlflowSemanticError
 from . import limits, printer, sqlexpr
 from .grouping import ancestors, is_aggregate, ungrouped_item
-from .statement import Statement, watermarks_feeding
+from .statement import Statement, watermarks_feeding, windowed_feeding
 
 #: SLIDING and CUMULATE copy each element into SIZE / PERIOD (or STEP) windows: beyond this the
 #: copies alone exhaust memory on any realistic input
@@ -51,6 +51,7 @@ def validate(statement: Statement, *, streaming: bool, grouping: bool = True) ->
         check.windowing(windowing)
         check.select(select, windowing)
         check.event_time(select, windowing)
+        check.time_domain(select, windowing)
         if streaming:
             check.stream(windowing)
 
@@ -213,8 +214,8 @@ class _Checker:
                 raise problem[1]
 
     def event_time(self, select: exp.Select, w: ast.Windowing) -> None:
-        if w.window.on is not None:
-            return
+        if w.window.on is not None or w.domain is not ast.TimeDomain.EVENT_TIME:
+            return  # ON PROCESSING / INGESTION TIME reads the arrival (the Spark layer checks it)
         sources = [w for _, w, _ in watermarks_feeding(select)]
         if not sources:
             self.fail("no event-time column for this window", w.window.pos, "WINDOW",
@@ -223,6 +224,34 @@ class _Checker:
         if len(sources) > 1:
             self.fail(f"{len(sources)} WATERMARK clauses feed this window, so its event time is "
                       "ambiguous", w.window.pos, "WINDOW", hint="name the event-time column with ON <column>")
+
+    def time_domain(self, select: exp.Select, w: ast.Windowing) -> None:
+        """docs/semantics.md, 10: a pipeline has one time domain (seed 003), and on processing
+        or ingestion time no row is ever late, so what only late rows do is refused."""
+        domain = w.domain
+        where = w.window.on_pos or w.window.pos
+        for upstream_select, upstream in windowed_feeding(select):
+            other = upstream.domain
+            if other is domain:
+                continue
+            pos = upstream.window.on_pos or upstream.window.pos
+            at = f" at line {pos.line}, column {pos.column}" if pos else ""
+            self.fail(f"this window is on {domain.value} but reads the panes of a window on {other.value} "
+                      f"(WINDOW {type(upstream.window.fn).__name__.upper()}{at}): {_mixing(domain, other)}",
+                      where, "WINDOW", hint="a pipeline has one time domain (seed 003): write the same "
+                                            "ON ... TIME in each of its windowed SELECTs")
+        if domain is ast.TimeDomain.EVENT_TIME:
+            return
+        why = (f"on {domain.value} no row is ever late ("
+               + ("the operator's clock is its own watermark)" if domain is ast.TimeDomain.PROCESSING_TIME
+                  else "ingestion times only grow, under their perfect watermark)"))
+        if w.allowed_lateness is not None:
+            self.fail(f"ALLOWED LATENESS has nothing to allow: {why}", w.allowed_lateness.pos, "ALLOWED LATENESS",
+                      hint="drop ALLOWED LATENESS")
+        for t in ast.walk_triggers(w.trigger) if w.trigger is not None else ():
+            if isinstance(t, ast.WatermarkEarlyLate) and t.late is not None:
+                self.fail(f"LATE {printer.trigger(t.late)} would never fire: {why}", t.late.pos or t.pos,
+                          "TRIGGER", hint="drop the LATE part")
 
     # ---------------------------------------------------------------- sources and streams
 
@@ -255,6 +284,15 @@ class _Checker:
             pos = w.trigger.pos if w.trigger is not None else w.window.pos
             self.fail(f"on a stream the GLOBAL window never ends, so {what} never fires", pos,
                       "TRIGGER", hint="add a trigger that fires on its own, e.g. TRIGGER REPEAT(PERIOD 1m)")
+
+
+def _mixing(a: ast.TimeDomain, b: ast.TimeDomain) -> str:
+    """Why two time domains cannot meet in one pipeline (the Flink time note, seed 003)."""
+    if ast.TimeDomain.PROCESSING_TIME in (a, b):
+        return ("mixing operator time with timestamp time gives arbitrary, ill-defined results: operator "
+                "time is each stage's own clock, so timestamps and watermarks of the other stage mean nothing to it")
+    return ("event times and ingestion times are different clocks: the watermark of one says nothing about "
+            "the timestamps of the other")
 
 
 # --------------------------------------------------------------------------- triggers

@@ -193,6 +193,8 @@ class Runner:
             if raw.isStreaming:  # the streaming path (sqlflow/spark/streaming/, docs/streaming.md)
                 from .streaming.sql_stage import streaming_stage
                 return streaming_stage(self, number, ws, rel, raw, finish_dir=self.finish_dir)
+            if ws.event_time_clause == "STREAM":
+                raise _no_clock(ws)
             keys_blocked = check_input_types(ws, rel, raw.schema)
             # a native rewrite without pane columns among the items needs no naming query: Spark
             # analyses the user's SELECT once, in the rewrite (`mentions_panes`)
@@ -211,6 +213,8 @@ class Runner:
                 f"the minimum of {len(srcs)} sources' (UNION ALL): "
                 + ", ".join(f"{_model(w.model)} on {w.event_time}" for w in srcs))
             stage.replay = f"replay of ARRIVAL {srcs[0].arrival}, watermark {model}"
+            if ws.domain is not ast.TimeDomain.EVENT_TIME:
+                stage.replay = f"replay of ARRIVAL {srcs[0].arrival}, {timeline.domain_text(ws)}"
         elif raw is not None:  # bounded (a stream returned above)
             stage.notes += trigger_checks.bounded_notes(ws, trigger_checks.row_count_estimate(raw))
         if choice.path == "native":
@@ -311,6 +315,18 @@ class Runner:
             ws.select.replace(new)
 
 
+def _no_clock(ws: WindowedSelect) -> SqlflowError:
+    """ON PROCESSING / INGESTION TIME over bounded data without arrival times (docs/semantics.md, 10)."""
+    from ..errors import SqlflowSemanticError
+
+    window = ws.windowing.window
+    return ws.error(SqlflowSemanticError, f"{window.domain.value} needs each row's arrival: bounded data "
+                    "without arrival times has no processing time (its rows are all there at once)", "WINDOW",
+                    pos=window.on_pos or window.pos,
+                    hint="replay recorded rows with WATERMARK <column> ... ARRIVAL <column> on the source, "
+                         "read a stream, or window an event-time column (ON <column>)")
+
+
 def _guessed_name(item: exp.Expr) -> str:
     """An item's output name without Spark's analysis (explain() without a session)."""
     if isinstance(item, exp.Alias):
@@ -326,8 +342,11 @@ def _clause_columns(ws: WindowedSelect) -> list[tuple[str, ast.Position | None, 
     window, source = ws.windowing.window, ws.sources[0].watermark if ws.sources else None
     if ws.event_time_clause == "WINDOW":
         out.append((window.on, window.on_pos or window.pos, "WINDOW"))
-    else:
+    elif ws.event_time_clause == "WATERMARK":
         out.append((source.event_time, source.event_time_pos or source.pos, "WATERMARK"))
+    elif ws.event_time_clause == "ARRIVAL":
+        w = ws.arrival_source.watermark
+        out.append((w.arrival, w.arrival_pos or w.pos, "WATERMARK"))
     if ws.replay:
         w = ws.arrival_source.watermark
         out.append((w.arrival, w.arrival_pos or w.pos, "WATERMARK"))

@@ -36,6 +36,8 @@ _SPARK_UNITS = ((DAY, "day"), (HOUR, "hour"), (MINUTE, "minute"), (SECOND, "seco
 
 def why_not_native(ws: WindowedSelect) -> str | None:
     """Why this windowed SELECT has no native rewrite (None: it has one)."""
+    if ws.domain is not ast.TimeDomain.EVENT_TIME:
+        return f"it is on {ws.domain.value}, whose clock only the engine follows"
     if ws.replay:
         return (f"its input is replayed (ARRIVAL {ws.arrival_source.watermark.arrival}): panes depend on "
                 "the arrival order, which only the engine follows")

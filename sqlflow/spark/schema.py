@@ -69,6 +69,10 @@ def check_input_types(ws: WindowedSelect, rel: InputRelation, schema) -> str | N
         if ws.event_time_clause == "WINDOW":
             window = ws.windowing.window
             column, pos, clause = window.on, window.on_pos or window.pos, "WINDOW"
+        elif ws.event_time_clause == "ARRIVAL":  # ON PROCESSING / INGESTION TIME: the arrival is the time
+            w = ws.arrival_source.watermark
+            raise ws.error(SqlflowAnalysisError, f"the arrival column {w.arrival} is {_type_name(et)}, not a "
+                           "TIMESTAMP", "WATERMARK", pos=w.arrival_pos or w.pos, hint=to_timestamp_hint(w.arrival, et))
         else:
             w = ws.sources[0].watermark
             column, pos, clause = w.event_time, w.event_time_pos or w.pos, "WATERMARK"

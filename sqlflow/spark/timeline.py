@@ -65,6 +65,8 @@ def replay(spark, ws: WindowedSelect, args, run_sql) -> Replay:
     Several replayed sources (the branches of a UNION ALL) each have their own watermark; the
     window's is the minimum of theirs at every processing time (seed 004: a stage's input low
     watermark is the minimum over its inputs), and the input ends at the last of their ends."""
+    if ws.domain is not ast.TimeDomain.EVENT_TIME:
+        return clock_replay(ws, run_sql)
     parts = [source_replay(spark, ws, source, run_sql) for source in ws.arrival_sources]
     if len(parts) == 1:
         return parts[0]
@@ -110,6 +112,59 @@ def source_replay(spark, ws: WindowedSelect, source: Source, run_sql) -> Replay:
         raise
     p_end = max(last_at, timeline.last_time)
     return Replay(timeline, p_end, rows, described)
+
+
+def domain_text(ws: WindowedSelect) -> str:
+    """What a window ON PROCESSING / INGESTION TIME reads from its replayed sources, for explain()."""
+    unused = [w for w in (s.watermark for s in ws.arrival_sources)]
+    models = ", ".join(f"{_model_text(w.model)} on {w.event_time}" for w in unused)
+    if ws.domain is ast.TimeDomain.PROCESSING_TIME:
+        text = ("on PROCESSING TIME: each row's time is its arrival, and the operator's clock is the watermark "
+                "(a window fires when processing time reaches its end)")
+    else:
+        text = ("on INGESTION TIME: each row's event time is its arrival, under the ingestion watermark "
+                "(the latest arrival; no row is late)")
+    return f"{text}; the source's event-time watermark ({models}) is not used"
+
+
+def _model_text(model) -> str:
+    if isinstance(model, ast.BoundedDelay):
+        return f"DELAY OF {model.delay}"
+    return "PERFECT" if isinstance(model, ast.Perfect) else f"TIMELINE {model.table}"
+
+
+def clock_replay(ws: WindowedSelect, run_sql) -> Replay:
+    """The watermark of a replayed window ON PROCESSING TIME or ON INGESTION TIME (docs/semantics.md,
+    10): each row's time is its arrival, over the rows of every replayed source together.
+
+    - PROCESSING TIME: the operator's clock, W(p) = p (`watermarks.ProcessingClock`): a window
+      fires at its end, an instant of its own even without an arrival there;
+    - INGESTION TIME: the latest arrival so far (a bounded delay of 0 over the ingestion times):
+      no row can be ingested before a row already seen, so no row is late, and a window fires at
+      the first arrival at or after its end (or at the end of the input).
+    """
+    from pyspark.sql import functions as F
+
+    records, rows, first_at, last_at = [], 0, POS_INF, NEG_INF
+    for source in ws.arrival_sources:
+        w = source.watermark
+        query = exp.Select(expressions=[exp.alias_(parse_column(w.arrival), "at")])
+        query.set("from_", exp.From(this=strip_clauses(source.node)))
+        raw = run_sql(to_spark_sql(with_ctes(query, visible_ctes(source.node))), source.node)
+        _timestamp_check(ws, source, raw.schema.fields[0].dataType, "arrival", w.arrival, w.arrival_pos)
+        at = F.unix_micros(F.col("at").cast("timestamp"))
+        part, n, first, last = _records(raw.select(at.alias("et"), at.alias("at")).where(F.col("at").isNotNull()),
+                                        "delay")
+        records.append(part["at"].to_numpy(np.int64))
+        rows, first_at, last_at = rows + n, min(first_at, first), max(last_at, last)
+    if not rows:
+        return Replay(watermarks.EMPTY_TIMELINE, NEG_INF, 0, domain_text(ws))
+    if ws.domain is ast.TimeDomain.PROCESSING_TIME:
+        timeline: watermarks.Timeline = watermarks.ProcessingClock.over(first_at, last_at)
+    else:
+        at = np.concatenate(records)
+        timeline = _ending(watermarks.bounded_delay(at, at, 0), last_at)
+    return Replay(timeline, last_at, rows, domain_text(ws))
 
 
 #: a replay whose (event time, arrival) pairs Spark estimates at no more than this many bytes is

@@ -67,7 +67,9 @@ class WindowedSelect:
     keys: list[exp.Expr]
     calls: list[AggregateCall]
     event_time: exp.Expr
-    event_time_clause: str           # WINDOW (ON <column>) or WATERMARK (the source's column)
+    #: where the event time comes from: WINDOW (ON <column>), WATERMARK (the source's column),
+    #: ARRIVAL (ON PROCESSING / INGESTION TIME, replayed) or STREAM (those on a stream: batch time)
+    event_time_clause: str
     sources: list[Source]
     arrival_source: Source | None
     pane_columns_used: set[str] = field(default_factory=set)
@@ -85,6 +87,10 @@ class WindowedSelect:
     def arrival_sources(self) -> list[Source]:
         """The replayed sources (several: branches of a UNION ALL, the watermark the minimum)."""
         return sorted((s for s in self.sources if s.watermark.arrival is not None), key=_text_order)
+
+    @property
+    def domain(self) -> ast.TimeDomain:
+        return self.windowing.domain
 
     @property
     def window(self) -> ast.WindowFn:
@@ -142,14 +148,19 @@ def describe(statement: Statement, select: exp.Select, windowing: ast.Windowing)
         if not any(node == c.node for c in calls):
             calls.append(aggregate_call(node))
     sources = feeding_sources(select)
-    if windowing.window.on is not None:
+    arriving = sorted((s for s in sources if s.watermark.arrival is not None), key=_text_order)
+    if windowing.domain is not ast.TimeDomain.EVENT_TIME:
+        # a row's time is its arrival (replay) or its micro-batch's time (a stream: Spark's
+        # current_timestamp() is the batch's); bounded data has neither (execute.py says so)
+        event_time, clause = ((arriving[0].column(arriving[0].watermark.arrival), "ARRIVAL") if arriving
+                              else (exp.CurrentTimestamp(), "STREAM"))
+    elif windowing.window.on is not None:
         event_time, clause = parse_column(windowing.window.on), "WINDOW"
     else:
         if len(sources) != 1:  # validate() reports this first, with its own words
             raise statement.source.error_at(SqlflowSemanticError, "no single event-time column for this window",
                                              windowing.window.pos, clause="WINDOW")
         event_time, clause = sources[0].column(sources[0].watermark.event_time), "WATERMARK"
-    arriving = sorted((s for s in sources if s.watermark.arrival is not None), key=_text_order)
     if len(arriving) > 1:
         _check_union_of_replays(statement, windowing, arriving)
     if arriving and len(sources) > len(arriving):

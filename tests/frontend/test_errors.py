@@ -1083,3 +1083,58 @@ def test_the_global_window_has_no_start_or_end():
                                                                                            ^
         use OUTPUT TIMESTAMP EARLIEST or LATEST (the event times of each pane's elements), or a window function with bounds
     """)
+
+
+# --------------------------------------------------------------------------- time domains (docs/semantics.md, 10)
+
+R = "SELECT k, count(*) AS n FROM t WATERMARK ts DELAY OF 1m ARRIVAL at GROUP BY k "
+
+
+def test_processing_time_has_no_lateness_to_allow():
+    expect(R + "WINDOW FIXED(SIZE 1h) ON PROCESSING TIME ALLOWED LATENESS 5m", SqlflowSemanticError, """
+        sqlflow: ALLOWED LATENESS: ALLOWED LATENESS has nothing to allow: on PROCESSING TIME no row is ever late (the operator's clock is its own watermark) (line 1, column 120)
+          SELECT k, count(*) AS n FROM t WATERMARK ts DELAY OF 1m ARRIVAL at GROUP BY k WINDOW FIXED(SIZE 1h) ON PROCESSING TIME ALLOWED LATENESS 5m
+                                                                                                                                 ^
+        drop ALLOWED LATENESS
+    """)
+
+
+def test_a_late_trigger_never_fires_on_ingestion_time():
+    expect(R + "WINDOW FIXED(SIZE 1h) ON INGESTION TIME TRIGGER WATERMARK EARLY COUNT 2 LATE COUNT 1",
+           SqlflowSemanticError, """
+        sqlflow: TRIGGER: LATE COUNT 1 would never fire: on INGESTION TIME no row is ever late (ingestion times only grow, under their perfect watermark) (line 1, column 156)
+          SELECT k, count(*) AS n FROM t WATERMARK ts DELAY OF 1m ARRIVAL at GROUP BY k WINDOW FIXED(SIZE 1h) ON INGESTION TIME TRIGGER WATERMARK EARLY COUNT 2 LATE COUNT 1
+                                                                                                                                                                     ^
+        drop the LATE part
+    """)
+
+
+def test_a_pipeline_has_one_time_domain():
+    """Seed 003: mixing operator time with timestamp time is ill-defined; so is reading event
+    times under an ingestion-time watermark. The error points at the downstream ON."""
+    upstream = ("WITH s AS (SELECT k, count(*) AS n FROM t WATERMARK ts DELAY OF 1m ARRIVAL at GROUP BY k\n"
+                "           WINDOW FIXED(SIZE 1h){})\n")
+    expect(upstream.format("") + "SELECT sum(n) AS n FROM s WINDOW FIXED(SIZE 1d) ON PROCESSING TIME", SqlflowSemanticError, """
+        sqlflow: WINDOW: this window is on PROCESSING TIME but reads the panes of a window on EVENT TIME (WINDOW FIXED at line 2, column 12): mixing operator time with timestamp time gives arbitrary, ill-defined results: operator time is each stage's own clock, so timestamps and watermarks of the other stage mean nothing to it (line 3, column 52)
+          SELECT sum(n) AS n FROM s WINDOW FIXED(SIZE 1d) ON PROCESSING TIME
+                                                             ^
+        a pipeline has one time domain (seed 003): write the same ON ... TIME in each of its windowed SELECTs
+    """)
+    expect(upstream.format(" ON INGESTION TIME") + "SELECT sum(n) AS n FROM s WINDOW FIXED(SIZE 1d) ON output_time",
+           SqlflowSemanticError, """
+        sqlflow: WINDOW: this window is on EVENT TIME but reads the panes of a window on INGESTION TIME (WINDOW FIXED at line 2, column 37): event times and ingestion times are different clocks: the watermark of one says nothing about the timestamps of the other (line 3, column 52)
+          SELECT sum(n) AS n FROM s WINDOW FIXED(SIZE 1d) ON output_time
+                                                             ^
+        a pipeline has one time domain (seed 003): write the same ON ... TIME in each of its windowed SELECTs
+    """)
+    # one domain throughout is no error
+    parse(upstream.format(" ON INGESTION TIME") + "SELECT sum(n) AS n FROM s WINDOW FIXED(SIZE 1d) ON INGESTION TIME")
+
+
+def test_a_time_domain_without_time():
+    expect(R + "WINDOW FIXED(SIZE 1h) ON PROCESSING TIMES", SqlflowSyntaxError, """
+        sqlflow: WINDOW: expected TRIGGER, ALLOWED LATENESS, EMIT, OUTPUT TIMESTAMP, TIME or the end of the clauses, got 'TIMES' (line 1, column 115)
+          SELECT k, count(*) AS n FROM t WATERMARK ts DELAY OF 1m ARRIVAL at GROUP BY k WINDOW FIXED(SIZE 1h) ON PROCESSING TIMES
+                                                                                                                            ^
+        did you mean TIME?
+    """)

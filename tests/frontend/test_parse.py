@@ -208,6 +208,19 @@ CLAUSES = [
     ("WINDOW GLOBAL ON ts TRIGGER REPEAT(COUNT 5) ALLOWED LATENESS 1m OUTPUT TIMESTAMP LATEST",
      W(ast.Global(), trigger=ast.Repeat(ast.Count(5)), lateness="1m", output="LATEST"),
      "WINDOW GLOBAL ON ts TRIGGER REPEAT(COUNT 5) ALLOWED LATENESS 1m OUTPUT TIMESTAMP LATEST"),
+    # ---- time domains (ON PROCESSING TIME, ON INGESTION TIME; ON EVENT TIME is the default)
+    ("WINDOW FIXED(SIZE 1h) ON PROCESSING TIME",
+     ast.Windowing(ast.WindowClause(ast.Fixed(d("1h")), domain=ast.TimeDomain.PROCESSING_TIME)),
+     "WINDOW FIXED(SIZE 1h) ON PROCESSING TIME"),
+    ("WINDOW SESSIONS(GAP 10m) on ingestion time TRIGGER WATERMARK EARLY COUNT 2 EMIT DISCARDING",
+     ast.Windowing(ast.WindowClause(ast.Sessions(d("10m")), domain=ast.TimeDomain.INGESTION_TIME),
+                   ast.WatermarkEarlyLate(early=ast.Count(2)), emit=ast.Emit(A.DISCARDING)),
+     "WINDOW SESSIONS(GAP 10m) ON INGESTION TIME TRIGGER WATERMARK EARLY COUNT 2 EMIT DISCARDING"),
+    # the three words still name columns: only the phrase with TIME is a time domain
+    ("WINDOW FIXED(SIZE 5m) ON processing EMIT DISCARDING", W(ast.Fixed(d("5m")), on="`processing`", emit="DISCARDING"),
+     "WINDOW FIXED(SIZE 5m) ON `processing` EMIT DISCARDING"),
+    ("WINDOW FIXED(SIZE 5m) ON event.ingestion", W(ast.Fixed(d("5m")), on="`event`.`ingestion`"),
+     "WINDOW FIXED(SIZE 5m) ON `event`.`ingestion`"),
     # ---- lowercase and mixed-case keywords
     ("window sliding(size 1h, period 10m) on ts trigger watermark early period 1m late count 1 "
      "allowed lateness 5m emit accumulating and retracting",
@@ -231,6 +244,14 @@ CLAUSES = [
 def test_clause_forms(clauses, windowing, canonical):
     check(f"SELECT k, count(*) AS n FROM t GROUP BY k {clauses}",
           f"SELECT k, COUNT(*) AS n FROM t GROUP BY k {canonical}", [windowing])
+
+
+def test_on_event_time_is_the_default():
+    """`ON EVENT TIME` names the default: the source's WATERMARK column; it prints without ON."""
+    check("SELECT k, count(*) AS n FROM t WATERMARK ts DELAY OF 1m GROUP BY k WINDOW FIXED(SIZE 5m) ON Event Time",
+          "SELECT k, COUNT(*) AS n FROM t WATERMARK ts DELAY OF INTERVAL 1 MINUTE GROUP BY k WINDOW FIXED(SIZE 5m)",
+          [ast.Windowing(ast.WindowClause(ast.Fixed(d("5m"))))],
+          [ast.SourceWatermark("ts", ast.BoundedDelay(d("1m")))])
 
 
 # --------------------------------------------------------------------------- durations

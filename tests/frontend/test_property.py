@@ -105,13 +105,24 @@ def _combinators(children):
 triggers = st.recursive(primitives, _combinators, max_leaves=6)
 
 
+def _late(trigger) -> bool:
+    return trigger is not None and any(isinstance(t, ast.WatermarkEarlyLate) and t.late is not None
+                                       for t in ast.walk_triggers(trigger))
+
+
 @st.composite
 def windowings(draw):
     fn = draw(window_fns)
+    trigger = draw(st.none() | triggers)
+    lateness = draw(st.none() | st.builds(ast.AllowedLateness, durations(low=0) | st.just(ast.Unbounded())))
+    # processing and ingestion time have no late rows: no ALLOWED LATENESS, no LATE (validation)
+    domain = draw(st.sampled_from(list(ast.TimeDomain))) if lateness is None and not _late(trigger) \
+        else ast.TimeDomain.EVENT_TIME
+    on = draw(st.sampled_from([None, "ts", "e.ts", "`event time`"])) if domain is ast.TimeDomain.EVENT_TIME else None
     return ast.Windowing(
-        ast.WindowClause(fn, draw(st.sampled_from([None, "ts", "e.ts", "`event time`"]))),
-        draw(st.none() | triggers),
-        draw(st.none() | st.builds(ast.AllowedLateness, durations(low=0) | st.just(ast.Unbounded()))),
+        ast.WindowClause(fn, on, domain=domain),
+        trigger,
+        lateness,
         draw(st.none() | st.builds(ast.Emit, st.sampled_from(list(ast.AccumulationMode)), st.booleans(),
                                    st.booleans())),
         output=draw(st.none() | st.builds(ast.OutputTimestamp, st.sampled_from(
@@ -234,6 +245,8 @@ class Writer:
         text = f"{self.kw('WINDOW')} {self.window_fn(w.window.fn)}"
         if w.window.on is not None:
             text += f" {self.kw('ON')} {w.window.on}"
+        elif w.window.domain is not ast.TimeDomain.EVENT_TIME or self.draw(st.booleans()):
+            text += f" {self.kw('ON')} {self.kw(w.window.domain.value)}"
         if w.trigger is not None:
             text += f"{self.sep()}{self.kw('TRIGGER')} {self.trigger(w.trigger)}"
         if w.allowed_lateness is not None:

@@ -29,6 +29,8 @@ def native_equivalent(plan: EnginePlan, *, time_shift: int = 0) -> str | None:
     trigger REPEAT(WATERMARK) and no allowed lateness give one ON_TIME, final pane per window,
     and late rows are dropped by the same rule."""
     fn = plan.window
+    if plan.windowing.domain is not ast.TimeDomain.EVENT_TIME:
+        return f"{plan.windowing.domain.value} (Spark's watermark lags a batch behind the batch's time)"
     if not isinstance(fn, (ast.Fixed, ast.Sliding)):
         return f"window {type(fn).__name__.upper()} (only FIXED and SLIDING are native)"
     if plan.trigger != ast.default_trigger():

@@ -43,7 +43,8 @@ def streaming_stage(runner, number: int, ws, rel, raw, *, finish_dir: str | None
         src = ws.arrival_source.watermark
         raise ws.error(SqlflowSemanticError, f"ARRIVAL {src.arrival} replays recorded data; on a stream a row "
                        "arrives with its micro-batch", "WATERMARK", hint="drop ARRIVAL, or read the data as a batch")
-    delays = [s.watermark.model for s in ws.sources]
+    clock = ws.domain is not ast.TimeDomain.EVENT_TIME  # docs/semantics.md, 10: the batch's time
+    delays = [] if clock else [s.watermark.model for s in ws.sources]
     if len(delays) > 1:
         second = ws.sources[1].watermark
         raise ws.error(SqlflowUnsupportedError, f"{len(delays)} watermarked streams feed this window: several "
@@ -51,7 +52,7 @@ def streaming_stage(runner, number: int, ws, rel, raw, *, finish_dir: str | None
                        "supported on streams yet", "WATERMARK", pos=second.pos,
                        hint="give the UNION ALL one WATERMARK clause (on a subquery around it), or replay the "
                             "recorded inputs with ARRIVAL, where each keeps its own watermark (docs/semantics.md, 9)")
-    if len(delays) != 1 or not isinstance(delays[0], ast.BoundedDelay):
+    if not clock and (len(delays) != 1 or not isinstance(delays[0], ast.BoundedDelay)):
         raise ws.error(SqlflowUnsupportedError, f"{ws.label()} reads a stream: it needs exactly one source with "
                        "WATERMARK <column> DELAY OF <interval>", "WATERMARK")
     check_input_types(ws, rel, raw.schema)
@@ -87,7 +88,7 @@ def streaming_stage(runner, number: int, ws, rel, raw, *, finish_dir: str | None
     buckets = conf.get(spark, conf.STREAMING_BUCKETS)
     shift = conf.get(spark, conf.STREAMING_TIME_SHIFT)
     stream = build_stream(
-        engine_input, plan, delay=delays[0].delay.micros, output_schema=output_schema,
+        engine_input, plan, delay=0 if clock else delays[0].delay.micros, output_schema=output_schema,
         native={"auto": None, "native": True, "stateful": False}[operator],
         buckets=int(buckets) if buckets else None,
         finish_dir=finish_dir or conf.get(spark, conf.STREAMING_FINISH_DIR),
@@ -100,7 +101,9 @@ def streaming_stage(runner, number: int, ws, rel, raw, *, finish_dir: str | None
            else f"transformWithStateInPandas over {stream.buckets} hash buckets of keys")
     stage = Stage(number, ws.label(), f"streaming {stream.operator}", why, ws.windowing.mode.value,
                   output_time=ws.windowing.output_time.value)
-    stage.replay = f"stream, watermark DELAY OF {delays[0].delay}"
+    stage.replay = (f"stream, on {ws.domain.value}: each row's time is its micro-batch's, and so is the watermark "
+                    "(a window fires at the first micro-batch at or after its end)" if clock
+                    else f"stream, watermark DELAY OF {delays[0].delay}")
     stage.extra["stream"] = stream
     view = runner.view(stream.panes, "stream")
     new = panes_select(ws, view, names)
