@@ -11,6 +11,8 @@ starts with. tests/frontend/test_keywords.py checks every set against lark's own
 {'WINDOW': 'WINDOW', 'TRIGGER': 'TRIGGER', 'ALLOWED': 'ALLOWED LATENESS', 'EMIT': 'EMIT', 'OUTPUT': 'OUTPUT TIMESTAMP'}
 >>> WATERMARK_MODELS
 ('DELAY', 'PERFECT', 'TIMELINE')
+>>> TIME_DOMAINS
+('PROCESSING', 'INGESTION', 'EVENT')
 """
 from __future__ import annotations
 
@@ -106,6 +108,8 @@ TRIGGER_STARTS = starts("trigger")
 EMIT_MODES = starts("accumulation_mode")
 #: the output timestamps (OUTPUT TIMESTAMP ...), by first word: {'END': 'END OF WINDOW', ...}
 OUTPUT_TIMES = phrases("output_time")
+#: the time domains' first words (ON PROCESSING TIME ...), from their terminals
+TIME_DOMAINS = tuple(re.findall(r'^([A-Z]+)\s*:\s*"\1"i', _TEXT, re.M))
 #: the watermark models of a source's WATERMARK clause
 WATERMARK_MODELS = starts("watermark_model")
 #: the words of the options after EMIT's mode and of ALLOWED LATENESS UNBOUNDED: they follow only

@@ -11,7 +11,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 
 from ..errors import SqlflowError, SqlflowSyntaxError
 from . import suggest
-from .keywords import CLAUSES, WATERMARK_PHRASES
+from .keywords import CLAUSES, TIME_DOMAINS, WATERMARK_PHRASES
 from .scan import PUNCT, WORD, scan
 from .source import Source
 
@@ -70,6 +70,11 @@ def from_lark(source: Source, start: int, end: int, rule: str,
         hint = "did you mean ACCUMULATING AND RETRACTING?"
     if clause == "EMIT" and got is not None and got.upper() in ("ON", "CLOSING") and "$END" in expected:
         hint = "write EMIT <mode> [ON TIME ALWAYS] [CLOSING ALWAYS], each option once, in this order"
+    if clause == "WINDOW" and got is not None and got.upper() == "TIME" and len(before) >= 2 \
+            and before[-2].upper == "ON" and before[-1].kind == WORD:  # `ON PROCESING TIME`
+        domain = suggest.nearest(before[-1].text, TIME_DOMAINS)
+        hint = f"did you mean ON {domain} TIME?" if domain else \
+            "ON takes a column or a time domain: " + ", ".join(f"{d} TIME" for d in TIME_DOMAINS)
     if hint is None and clause == "WINDOW":
         hint = _window_fn_arguments(source, start, offset, got)
     return source.error(SqlflowSyntaxError, message, offset, clause=clause, hint=hint)

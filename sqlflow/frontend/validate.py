@@ -230,7 +230,7 @@ class _Checker:
         or ingestion time no row is ever late, so what only late rows do is refused."""
         domain = w.domain
         where = w.window.on_pos or w.window.pos
-        for upstream_select, upstream in windowed_feeding(select):
+        for _, upstream in windowed_feeding(select):
             other = upstream.domain
             if other is domain:
                 continue

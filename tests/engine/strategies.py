@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from sqlflow import ast
 from sqlflow.columns import ARRIVAL_TIME, EVENT_TIME, when_column
-from sqlflow.engine.watermarks import Timeline, bounded_delay, perfect
+from sqlflow.engine.watermarks import EMPTY_TIMELINE, ProcessingClock, Timeline, bounded_delay, perfect
 
 D = ast.Duration
 
@@ -98,8 +98,11 @@ def inputs(draw, max_rows=40, nulls=False, decimals=False):
     rows[when_column(0)] = rows["flag"]
     for i in range(1, 6):
         rows[when_column(i)] = rows["flag"]
-    kind = draw(st.sampled_from(["delay", "perfect", "steps"]))
-    if kind == "delay":
+    kind = draw(st.sampled_from(["delay", "perfect", "steps", "clock"]))
+    if kind == "clock":  # ON PROCESSING TIME: a row's time is its arrival, the watermark the clock
+        rows[EVENT_TIME] = rows[ARRIVAL_TIME]
+        tl = ProcessingClock.over(int(rows[ARRIVAL_TIME].min()), int(rows[ARRIVAL_TIME].max())) if n else EMPTY_TIMELINE
+    elif kind == "delay":
         tl = bounded_delay(rows[ARRIVAL_TIME], rows[EVENT_TIME], int(rng.integers(0, 30)) * 5)
     elif kind == "perfect":
         tl = perfect(rows[ARRIVAL_TIME], rows[EVENT_TIME])

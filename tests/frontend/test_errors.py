@@ -1138,3 +1138,12 @@ def test_a_time_domain_without_time():
                                                                                                                             ^
         did you mean TIME?
     """)
+
+
+def test_a_misspelt_time_domain():
+    e = error(R + "WINDOW FIXED(SIZE 1h) ON PROCESING TIME")
+    assert (e.message, e.column, e.hint) == (
+        "expected TRIGGER, ALLOWED LATENESS, EMIT, OUTPUT TIMESTAMP or the end of the clauses, got 'TIME'", 114,
+        "did you mean ON PROCESSING TIME?")
+    assert error(R + "WINDOW FIXED(SIZE 1h) ON wall TIME").hint == \
+        "ON takes a column or a time domain: PROCESSING TIME, INGESTION TIME, EVENT TIME"

@@ -4,7 +4,9 @@ the first micro-batch at or after its end. The batch times are the wall clock's;
 them from the operator's metrics and check the panes against them: ingestion time exactly as a
 replay with those arrivals, processing time as the replay's windows fired at those batches."""
 import os
+import re
 import time
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -15,7 +17,17 @@ from sqlflow.spark import streaming as S
 #: (key, value) per file, one file per micro-batch
 BATCHES = [[("a", 1), ("b", 2)], [("a", 4)], [("b", 8), ("a", 16)], [("a", 32), ("b", 64)]]
 COLUMNS = ["k", "total", "window_start", "window_end", "pane_index", "pane_timing", "is_last"]
-QUERY = "SELECT k, SUM(v) AS total FROM {source} GROUP BY k WINDOW FIXED(SIZE 1s) {domain}"
+
+
+def _docs_sql() -> str:
+    """The example of docs/streaming.md, section 3.4, as a template over {source} and {domain}."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "streaming.md").read_text(encoding="utf-8")
+    sql = re.search(r"```sql\n(.*?)```", text[text.index("### 3.4 Ingestion and processing time"):], re.S).group(1)
+    assert "FROM live" in sql and "ON INGESTION TIME" in sql
+    return sql.replace("FROM live", "FROM {source}").replace("ON INGESTION TIME", "{domain}")
+
+
+QUERY = _docs_sql()
 
 
 @pytest.fixture(autouse=True)
