@@ -149,3 +149,23 @@ def test_bounded_data_has_no_processing_time(spark, recorded):
     assert (e.message, e.clause, e.line, e.column) == (
         "INGESTION TIME needs each row's arrival: bounded data without arrival times has no processing time "
         "(its rows are all there at once)", "WINDOW", 1, 77)
+
+
+def test_ingestion_time_over_several_replayed_sources_is_the_latest_arrival_of_any(spark):
+    """UNION ALL of two replays on ingestion time: a row of either source tells the stage the time
+    of ingestion (docs/semantics.md, 10), so [12:00, 12:01) fires at a's 12:01:10 although b's
+    last row came at 12:00:50 (an event-time watermark would be the minimum of the two)."""
+    for name, rows in (("ingest_a", [(1, "12:00:20"), (2, "12:01:10")]),
+                       ("ingest_b", [(10, "12:00:30"), (20, "12:00:50"), (40, "12:02:10")])):
+        spark.createDataFrame([("k", v, T(a), T(a)) for v, a in rows],
+                              "k string, v int, ts timestamp, at timestamp").createOrReplaceTempView(name)
+    df = sqlflow.sql(spark, """
+        SELECT k, SUM(v) AS total, window_start, pane_timing, emit_time, output_time FROM (
+            SELECT * FROM ingest_a WATERMARK ts DELAY OF 1h ARRIVAL at
+            UNION ALL SELECT * FROM ingest_b WATERMARK ts DELAY OF 1h ARRIVAL at) u
+        GROUP BY k WINDOW FIXED(SIZE 1m) ON INGESTION TIME""")
+    assert panes(df) == [
+        (31, T("12:00:00"), "ON_TIME", T("12:01:10"), end_of("12:01:00")),
+        (2, T("12:01:00"), "ON_TIME", T("12:02:10"), end_of("12:02:00")),
+        (40, T("12:02:00"), "ON_TIME", T("12:02:10"), end_of("12:03:00")),
+    ]
