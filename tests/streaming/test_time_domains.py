@@ -97,3 +97,13 @@ def test_processing_time_on_a_stream_fires_at_the_first_batch_after_the_end(spar
         after = [b for b in later if b >= g[3]]
         assert g[-1] == after[0] if after else g[-1] >= later[-1]
     assert {g[5] for g in got} == {"ON_TIME"}
+
+
+def test_explain_says_the_sources_watermark_is_not_used(spark):
+    spark.readStream.format("rate").load() \
+        .selectExpr("CAST(value % 3 AS STRING) AS k", "value AS v", "timestamp AS ts").createOrReplaceTempView("rate_live")
+    text = sqlflow.explain("SELECT k, SUM(v) AS total FROM rate_live WATERMARK ts DELAY OF 10s "
+                           "GROUP BY k WINDOW FIXED(SIZE 1s) ON PROCESSING TIME", spark)
+    assert ("input: stream, on PROCESSING TIME: each row's time is its micro-batch's, and so is the watermark (a "
+            "window fires at the first micro-batch at or after its end); the source's WATERMARK clause (on ts) "
+            "is not used") in text

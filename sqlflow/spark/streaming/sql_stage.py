@@ -104,6 +104,9 @@ def streaming_stage(runner, number: int, ws, rel, raw, *, finish_dir: str | None
     stage.replay = (f"stream, on {ws.domain.value}: each row's time is its micro-batch's, and so is the watermark "
                     "(a window fires at the first micro-batch at or after its end)" if clock
                     else f"stream, watermark DELAY OF {delays[0].delay}")
+    if clock and ws.sources:
+        stage.replay += "; the source's WATERMARK clause (on " + ", ".join(
+            s.watermark.event_time for s in ws.sources) + ") is not used"
     stage.extra["stream"] = stream
     view = runner.view(stream.panes, "stream")
     new = panes_select(ws, view, names)
