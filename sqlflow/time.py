@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
+
 MICROSECOND = 1
 MILLISECOND = 1_000
 SECOND = 1_000_000
@@ -73,11 +75,27 @@ def format_duration(micros: int) -> str:
     raise AssertionError("unreachable: microseconds divide everything")
 
 
-def saturating_add(t: int, d: int) -> int:
-    """t + d clamped to [NEG_INF, POS_INF]; infinities stay infinite."""
-    if t in (NEG_INF, POS_INF):
-        return t
-    return max(NEG_INF, min(POS_INF, t + d))
+def saturating_add(t, d):
+    """t + d for a duration d >= 0, saturating at POS_INF instead of wrapping around int64: the
+    one addition of a time and a duration (window start + length, end + lateness, now + delay).
+    `t` and `d` are ints or int64 arrays (numpy broadcasting); an int in, an int out.
+
+    The infinities need no rule of their own: +inf + d is +inf, and -inf + d is just after the
+    beginning of time (a window starting there ends there + its length).
+
+    >>> saturating_add(POS_INF - 3, 10) == POS_INF, saturating_add(NEG_INF, 10) == NEG_INF + 10
+    (True, True)
+    >>> saturating_add(np.array([0, POS_INF - 3, POS_INF]), 10).tolist() == [10, POS_INF, POS_INF]
+    True
+    """
+    if isinstance(t, (int, np.integer)) and isinstance(d, (int, np.integer)):
+        return min(int(t) + int(d), POS_INF)
+    t, d = np.asarray(t, np.int64), np.asarray(d, np.int64)
+    room = POS_INF - d  # no overflow: d >= 0
+    if d.ndim == 0 and (t.size == 0 or t.max() <= room):
+        return t + d  # the common case: nothing saturates, one pass
+    over = t > room
+    return np.where(over, POS_INF, t + np.where(over, 0, d))
 
 
 def format_time(t: int) -> str:

@@ -14,7 +14,7 @@ of one (key, slice, period) become one element at their smallest event time `lo`
 their first arrival and carrying their partial aggregates, plus, when they span more, a neutral
 element at their largest event time (COUNT 0, SUM/MIN/MAX NULL), as the bounded combining does
 (sqlflow/spark/engine_path.py, `lifted_rows`). Why it is exact, for triggers that
-`vectorised.windowing_schedule` knows (REPEAT(WATERMARK), its SEQUENCE form, and
+`paths.schedule_shape` knows (REPEAT(WATERMARK), its SEQUENCE form, and
 SEQUENCE(REPEAT_UNTIL(PERIOD d, WATERMARK), REPEAT(WATERMARK)); not EMIT ... ALWAYS), which never
 finish:
 
@@ -30,7 +30,7 @@ finish:
 
 Other rows (not combinable, or without an event or arrival time) stay single, with their values,
 so what is dropped is reported row by row as before. Aggregates must combine: COUNT, SUM of exact
-integers, MIN, MAX (`engine_path.LIFTABLE`), and a bucket whose SUM arguments are large enough for
+integers, MIN, MAX (`paths.COMBINING`), and a bucket whose SUM arguments are large enough for
 a partial sum to overflow keeps its rows single; the query must have no WHEN and no per-row gap.
 
 >>> import pandas as pd
@@ -54,14 +54,14 @@ from ..columns import ARRIVAL_TIME, EVENT_TIME
 from ..time import MINUTE
 from .exact import bigint_sums_fit
 from .values import key_ids
-from .vectorised import windowing_schedule
+from .paths import schedule_shape
 
 def arrival_grid(windowing: "ast.Windowing") -> tuple[int, int] | None:
     """(d, o): the boundaries `k*d + o` of the arrival periods rows are combined in, or None when
-    the windowing rules combining out (a trigger `vectorised.schedule_shape` does not know, or
+    the windowing rules combining out (a trigger `paths.watermark_shape` does not know, or
     EMIT ... ALWAYS, which emits without new input). With PERIOD d OFFSET o, its boundaries; with
     watermark triggers only, any grid is exact: whole minutes."""
-    shape = windowing_schedule(windowing)
+    shape = schedule_shape(windowing)
     if shape is None:
         return None
     kind, grid = shape

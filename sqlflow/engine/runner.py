@@ -20,15 +20,15 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .. import ast
 from ..columns import (ARRIVAL_TIME, BAD_GAP, CLOSED, DROP_CODE, EVENT_TIME, GAP, NULL_ARRIVAL_TIME, NULL_EVENT_TIME,
                        RETRACTION_COLUMN, TOO_LATE, when_column)
 from ..errors import SqlflowExecutionError
-from ..time import NEG_INF, POS_INF
+from ..time import NEG_INF, POS_INF, saturating_add
 from . import output_time, stream_step, vectorised
 from .keyloop import KeyLoop, Window
 from .keys import factorize_keys, key_columns, key_tuples, sortable_key
 from .panes import PaneTable, pane_accumulators, pane_frame
+from .paths import BOUNDED, REPLAY, STREAM, path_for, schedule_shape
 from .plan import EnginePlan, check_durations
 from .sessions import final_sessions
 from .state import EngineState, PaneRef, WindowState, next_timers
@@ -94,7 +94,7 @@ class Engine:
         self.trigger = plan.compiled_trigger()
         self.wfn = window_fn(plan.window, plan.custom_windows)
         self.lateness = plan.lateness
-        self._stream = stream_step.StreamStep(self) if stream_step.applies(plan, self.wfn) else None
+        self._stream = stream_step.StreamStep(self) if path_for(plan, input=STREAM).name == "micro-batch" else None
 
     # ------------------------------------------------------------------ bounded and replayed input
 
@@ -170,20 +170,17 @@ class Engine:
         """Run the vectorised path that fits this plan; return the assignments it left over and
         where it ended each key's input (`vectorised.KeyEnds`)."""
         n = len(inp.a_row)
-        trigger, fn = self.plan.trigger, self.plan.window
         merging = self.wfn.merging
-        if isinstance(fn, ast.CustomWindow):
-            return np.ones(n, bool), vectorised.NO_ENDS
-        if not replay and vectorised.collapsible(trigger):
+        path = path_for(self.plan, input=REPLAY if replay else BOUNDED).name
+        if path == "collapse":
             first_pane[:] = vectorised.collapse(inp.a_key, inp.a_start, inp.a_end, merging, table, p_end)
             return np.zeros(n, bool), vectorised.NO_ENDS
-        shape = vectorised.windowing_schedule(self.plan.windowing)
-        if replay and shape is not None and not self.plan.per_row_gap:
+        if path == "schedule":
             too_late = np.zeros(n, bool)
             left, ends = vectorised.watermark_schedule(
                 a_key=inp.a_key, a_at=inp.a_at, a_start=inp.a_start, a_end=inp.a_end, merging=merging,
-                timeline=timeline, lateness=self.lateness, shape=shape, p_end=p_end, table=table,
-                first_pane=first_pane, too_late=too_late)
+                timeline=timeline, lateness=self.lateness, shape=schedule_shape(self.plan.windowing),
+                p_end=p_end, table=table, first_pane=first_pane, too_late=too_late)
             drop_reason[too_late] = TOO_LATE
             return left, ends
         return np.ones(n, bool), vectorised.NO_ENDS
@@ -330,8 +327,6 @@ class Engine:
     def _due(self, windows: list[WindowState], p, wm_prev, wm_new) -> bool:
         """A stored key must run at this instant: a timer is due, or the watermark crosses one of
         its windows' ends or expiries."""
-        from ..time import saturating_add
-
         for w in windows:
             t = self.trigger.timer(w.trigger)
             if t is not None and t <= p:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..time import saturating_add
+
 
 @dataclass
 class PaneRef:
@@ -47,8 +49,6 @@ def next_timers(windows: list[WindowState], trigger, lateness: int, watermark: i
     """(earliest processing-time timer, earliest watermark value that matters) of a key, or None.
 
     The streaming operator registers these with Spark so the key is visited again in time."""
-    from ..time import saturating_add
-
     proc = [t for t in (trigger.timer(w.trigger) for w in windows) if t is not None]
     marks = []
     for w in windows:

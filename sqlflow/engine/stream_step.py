@@ -33,25 +33,18 @@ import pandas as pd
 
 from ..columns import CLOSED, DROP_CODE, EARLY, LATE, ON_TIME, RETRACTION_COLUMN, TOO_LATE
 from ..errors import SqlflowExecutionError
-from ..time import NEG_INF, POS_INF
+from ..time import NEG_INF, POS_INF, saturating_add
 from .aggregates import overflow_column
 from . import output_time
 from .kernels import order_by, segment_cummax
 from .keys import factorize_keys
 from .panes import TIMING_CODE, TIMINGS
 from .trigger_columns import NO_TIMER, Context, columns_of
-from .vectorised import factorize_windows, sat_add
+from .vectorised import factorize_windows
 from .window_table import WindowTable, identity, replace_rows, take
 
 _I64 = np.int64
 _EARLY, _ON_TIME, _LATE = TIMING_CODE[EARLY], TIMING_CODE[ON_TIME], TIMING_CODE[LATE]
-
-
-def applies(plan, wfn) -> bool:
-    """Every plan but custom merging window functions (their merge is the user's Python, per key)."""
-    from .windows import CustomWindows
-
-    return not (isinstance(wfn, CustomWindows) and wfn.merging)
 
 
 class StreamStep:
@@ -96,7 +89,7 @@ class StreamStep:
         t = self.trig.timer(state["trigger"], np.arange(n))
         proc = int(t.min()) if n and t.min() < NO_TIMER else None
         end = c["end"]
-        marks = np.r_[end[(end > watermark) & ~c["closed"]], sat_add(end, self.lateness)]
+        marks = np.r_[end[(end > watermark) & ~c["closed"]], saturating_add(end, self.lateness)]
         keys = len(state["keys"]) if self.keys else 1
         return keys, n, proc, int(marks.min())
 
@@ -124,7 +117,7 @@ class _Batch:
         n_a = len(inp.a_row)
         key_ids = W.add_keys(inp.key_frame)
         a_key = key_ids[inp.a_key] if n_a else np.empty(0, _I64)
-        too_late = sat_add(inp.a_end, self.step.lateness) <= self.wm_prev
+        too_late = saturating_add(inp.a_end, self.step.lateness) <= self.wm_prev
         drop_reason = np.where(too_late, DROP_CODE[TOO_LATE], 0).astype(np.int8)
         kept = np.flatnonzero(~too_late)
         if len(kept):
@@ -279,14 +272,14 @@ class _Batch:
         c, lateness = self.W.cols, self.step.lateness
         live = np.flatnonzero(self.alive)
         end = c["end"][live]
-        expiry = sat_add(end, lateness)
+        expiry = saturating_add(end, lateness)
         lo, hi = self.wm_prev, self.wm_new
         crossing = live[((lo < end) & (end <= hi)) | ((lo < expiry) & (expiry <= hi))]
         if not len(crossing):
             return
         ctx = Context(now=self.p, watermark=hi, end=c["end"], arrived=c["count"])
         self._evaluate(crossing, ctx, on_watermark=True, wm_cur=hi, time=self.p)
-        gone = crossing[hi >= sat_add(c["end"][crossing], lateness)]
+        gone = crossing[hi >= saturating_add(c["end"][crossing], lateness)]
         self._expire(gone, wm_prev=lo, wm_new=hi, time=self.p)
         # input still pending once the watermark passed its window's end no longer counts for
         # EARLIEST / LATEST (output_time.py)
@@ -376,7 +369,7 @@ class _Batch:
         on_time = nonearly & on_watermark & (wm_prev < end) & (end <= wm_new) & ~c["had_nonearly"][rows]
         timing = np.where(nonearly, np.where(on_time, _ON_TIME, _LATE), _EARLY)
         c["had_nonearly"][rows] |= nonearly
-        is_last = finished | (wm_new >= sat_add(end, self.step.lateness))
+        is_last = finished | (wm_new >= saturating_add(end, self.step.lateness))
         values_t, null_t = output_time.column(self.step.policy, start=c["start"][rows], end=end,
                                               otime=c["pending_time"][rows])
         otime = np.where(null_t, self.step.no_time, values_t)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..time import POS_INF
+from ..time import POS_INF, saturating_add
 from . import triggers as tr
 
 _I64 = np.int64
@@ -82,11 +82,6 @@ def ceil_to(now, period: int, offset: int = 0):
     """
     q = -((-(np.asarray(now, _I64) - offset)) // period)
     return np.where(q > (POS_INF - offset) // period, POS_INF, q * period + offset)
-
-
-def add_saturating(now, delay: int):
-    now = np.asarray(now, _I64)
-    return np.where(now > POS_INF - delay, POS_INF, now + delay)
 
 
 # ---------------------------------------------------------------------- the protocol
@@ -209,7 +204,7 @@ class Delay(Period):
     """Fires once `delay` after its first element. Columns: timer, fired."""
 
     def _arm(self, now):
-        return add_saturating(now, self.period)
+        return saturating_add(now, self.period)
 
 
 class _Latch(Node):

@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 
 from .. import ast
-from ..time import POS_INF
+from ..time import POS_INF, saturating_add
 
 
 class Context:
@@ -154,7 +154,7 @@ class DelayTrigger(PeriodTrigger):
 
     def on_elements(self, st, ctx, n, when):
         if st[0] is None and not st[1] and ctx.now is not None:
-            st[0] = min(ctx.now + self.delay, POS_INF)  # +inf: never, in int64 microseconds
+            st[0] = saturating_add(ctx.now, self.delay)  # +inf: never, in int64 microseconds
 
 
 class _LatchTrigger:

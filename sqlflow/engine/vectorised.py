@@ -1,7 +1,8 @@
 """Vectorised paths of the engine for the common shapes, over many keys at once.
 
 They compute exactly what the per-key loop in `keyloop.py` computes (the property tests in
-tests/engine/test_properties.py compare them with it on random inputs), but in closed form:
+tests/engine/test_properties.py compare them with it on random inputs), but in closed form.
+Which one runs a plan, if any, is `paths.path_for`'s answer:
 
 - `collapse`: bounded data whose trigger cannot fire before the end of input (it has no COUNT,
   WHEN or percentile part). Every window emits one ON_TIME pane at the end: a group-by.
@@ -31,55 +32,14 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .. import ast
 from ..columns import EARLY, LATE, ON_TIME
-from ..time import NEG_INF, POS_INF
+from ..time import NEG_INF, POS_INF, saturating_add
 from .kernels import lex_order, order_by, segment_cummax, segment_cummin
 from .panes import NO_EMIT_TIME, TIMING_CODE, PaneTable
 from .sessions import final_sessions
 from .trigger_columns import ceil_to
 
 _BOUNDARY, _LATE_ARRIVAL, _CROSSING, _END = 0, 1, 2, 3
-
-
-def sat_add(x: np.ndarray, d: int) -> np.ndarray:
-    """x + d for d >= 0, saturating at +inf (and leaving +inf alone)."""
-    x = np.asarray(x, np.int64)
-    return np.where(x >= POS_INF - d, POS_INF, x + d)
-
-
-def collapsible(trigger: "ast.Trigger") -> bool:
-    """On bounded data, this trigger cannot fire before the watermark jumps to +inf."""
-    return not any(isinstance(t, (ast.Count, ast.When)) or
-                   (isinstance(t, ast.WatermarkPercentile) and t.percentile < 100)
-                   for t in ast.walk_triggers(ast.desugar(trigger)))
-
-
-def windowing_schedule(windowing: "ast.Windowing"):
-    """`schedule_shape` of this windowing's trigger, or None when it needs what the schedule does
-    not do: it emits panes of new input only, so EMIT ... ON TIME ALWAYS / CLOSING ALWAYS go to
-    the per-key loop. (On bounded data without arrival times `collapse` stays exact for them:
-    every window fires once, at the end, with all its input.)"""
-    if windowing.on_time_always or windowing.closing_always:
-        return None
-    return schedule_shape(windowing.effective_trigger)
-
-
-def schedule_shape(trigger: "ast.Trigger"):
-    """('default', None) or ('early_period', (period, offset)) if watermark_schedule handles this trigger,
-    else None."""
-    t = ast.desugar(trigger)
-    W = ast.Watermark()
-    if t == ast.Repeat(W) or t == ast.Sequence((W, ast.Repeat(W))):
-        return ("default", None)
-    if (isinstance(t, ast.Sequence) and len(t.triggers) == 2 and t.triggers[1] == ast.Repeat(W)
-            and isinstance(t.triggers[0], ast.RepeatUntil) and t.triggers[0].until == W):
-        early = t.triggers[0].trigger
-        if isinstance(early, ast.Repeat):  # REPEAT_UNTIL restarts its child itself: the same trigger
-            early = early.trigger
-        if isinstance(early, ast.Period):
-            return ("early_period", (early.period.micros, early.offset.micros))
-    return None
 
 
 def factorize_windows(key, start, end) -> np.ndarray:
@@ -144,7 +104,7 @@ def watermark_schedule(*, a_key, a_at, a_start, a_end, merging: bool, timeline, 
     if n == 0:
         return left, NO_ENDS
     w_before = timeline.before_many(a_at)
-    late = w_before >= sat_add(a_end, lateness)
+    late = w_before >= saturating_add(a_end, lateness)
     keep = np.flatnonzero(~late)
     group = np.full(n, -1, np.int64)
     if merging:
@@ -252,7 +212,7 @@ def _unfit_sessions(inst: _Instants, a_start, a_end, timeline, lateness) -> np.n
         keep = disordered[g]
         if keep.any():
             bad[_bridged_sessions(g[keep], t[keep], rank[keep], gap)] = True
-    gc = timeline.first_reaching_many(sat_add(inst.end, lateness))
+    gc = timeline.first_reaching_many(saturating_add(inst.end, lateness))
     bad[inst.group[(gc < inst.next_at) & (inst.next_at < POS_INF)]] = True
     return bad
 
@@ -348,7 +308,7 @@ def _schedule(inst: _Instants, timeline, lateness, shape, p_end, table: PaneTabl
     on_time = (nonearly == 1) & (count == 1) & (p_kind != _LATE_ARRIVAL)
     timing = np.where(p_kind == _BOUNDARY, TIMING_CODE[EARLY],
                       np.where(on_time, TIMING_CODE[ON_TIME], TIMING_CODE[LATE]))
-    is_last = at_end | (timeline.at_many(np.where(at_end, NEG_INF, p_f)) >= sat_add(p_stop, lateness))
+    is_last = at_end | (timeline.at_many(np.where(at_end, NEG_INF, p_f)) >= saturating_add(p_stop, lateness))
     parent = np.where(p_new_group, -1, np.arange(n_p) - 1)
     first = table.add_block(key=p_key, start=p_start, end=p_stop, index=p_index, timing=timing,
                             is_last=is_last, emit=p_time, time=p_time, parent=parent, gen=p_index)

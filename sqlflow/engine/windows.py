@@ -20,27 +20,13 @@ import numpy as np
 
 from .. import ast
 from ..errors import SqlflowExecutionError, SqlflowSemanticError
-from ..time import NEG_INF, POS_INF
+from ..time import NEG_INF, POS_INF, saturating_add
 
 _I64 = np.int64
 
 
 def _floor_to(t: np.ndarray, size: int, offset: int) -> np.ndarray:
     return ((t - offset) // size) * size + offset
-
-
-def _end(start: np.ndarray, length) -> np.ndarray:
-    """start + length (length >= 1, a scalar or an array), saturating at +inf: a window that would
-    end past the largest int64 microsecond ends at +inf instead of wrapping around.
-
-    >>> _end(np.array([0, POS_INF - 3]), 10).tolist() == [10, POS_INF]
-    True
-    """
-    start = np.asarray(start, _I64)
-    room = POS_INF - np.asarray(length, _I64)  # no overflow: length >= 1
-    if np.ndim(room) == 0 and (len(start) == 0 or start.max() <= room):
-        return start + length  # the common case: one pass less
-    return np.where(start > room, POS_INF, start + length)
 
 
 class WindowFnImpl(Protocol):
@@ -65,7 +51,7 @@ class FixedWindows:
 
     def assign(self, event_time, gap=None):
         start = _floor_to(np.asarray(event_time, _I64), self.size, self.offset)
-        return np.arange(len(start)), start, _end(start, self.size)
+        return np.arange(len(start)), start, saturating_add(start, self.size)
 
 
 class SlidingWindows:
@@ -80,7 +66,7 @@ class SlidingWindows:
         k = -(-self.size // self.period)  # windows per element (at most)
         rows = np.repeat(np.arange(len(t)), k)
         starts = np.repeat(last, k) - np.tile(np.arange(k - 1, -1, -1, dtype=_I64) * self.period, len(t))
-        ends = _end(starts, self.size)
+        ends = saturating_add(starts, self.size)
         keep = ends > np.repeat(t, k)
         return rows[keep], starts[keep], ends[keep]
 
@@ -96,7 +82,7 @@ class CumulateWindows:
         ws = _floor_to(t, self.size, self.offset)
         k = self.size // self.step
         rows = np.repeat(np.arange(len(t)), k)
-        ends = _end(np.repeat(ws, k), np.tile(np.arange(1, k + 1, dtype=_I64) * self.step, len(t)))
+        ends = saturating_add(np.repeat(ws, k), np.tile(np.arange(1, k + 1, dtype=_I64) * self.step, len(t)))
         keep = ends > np.repeat(t, k)
         return rows[keep], np.repeat(ws, k)[keep], ends[keep]
 
@@ -113,7 +99,7 @@ class SessionWindows:
         """[t, t + gap), ending at +inf when t + gap is past it (a gap may be that long)."""
         t = np.asarray(event_time, _I64)
         g = self.gap if self.gap is not None else np.asarray(gap, _I64)
-        return np.arange(len(t)), t, _end(t, g)
+        return np.arange(len(t)), t, saturating_add(t, g)
 
     @staticmethod
     def merge(windows: list[tuple[int, int]]):

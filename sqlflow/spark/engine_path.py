@@ -37,19 +37,14 @@ from .. import ast
 from ..columns import (ARRIVAL_TIME, BUCKET_OUTPUT_COLUMNS, DROPPED, DROPPED_ARRIVAL_TIME, DROPPED_EVENT_TIME,
                        DROPPED_REASON, EVENT_TIME, FINAL, GAP, IS_RETRACTION, KIND, OUTPUT_TYPES, PANE, PANE_COLUMNS,
                        PANE_TIMES, REASON, WEIGHT, WINDOW_END, WINDOW_START, agg_column, part_column, when_column)
-from ..engine import vectorised
-from ..engine.aggregates import Aggregate
-from ..engine.plan import EnginePlan
-from ..engine.windows import registered_window_fn
+from ..engine import (BOUNDED, COMBINING, REPLAY, Aggregate, EnginePlan, arrival_grid, path_for,
+                      registered_window_fn)
 from . import conf, handover
 from .inputs import InputRelation
 from .schema import spark_type
 
-#: aggregate kinds whose partial results combine (the engine then sums COUNTs)
 #: replay timelines with more steps than this travel as a broadcast variable
 _BROADCAST_STEPS = 10_000
-
-LIFTABLE = {"count_star": "sum", "count": "sum", "sum": "sum", "min": "min", "max": "max"}
 
 
 @dataclass
@@ -218,24 +213,14 @@ def by_bucket(rows, keys, buckets: int):
 
 
 def liftable(plan: EnginePlan, rel: InputRelation, schema: dict) -> bool:
-    """Whether `lifted_rows` applies (see the module doc)."""
-    from pyspark.sql import types as T
+    """Whether `lifted_rows` applies (the module doc; the rule is the engine's, `path_for`)."""
+    return not rel.replay and _combine_path(plan, BOUNDED, schema).name == "combined"
 
-    if rel.replay or rel.gap or rel.n_when or not isinstance(plan.window, ast.Sessions):
-        return False
-    if not vectorised.collapsible(plan.trigger):
-        return False
-    for agg in plan.aggregates:
-        if agg.kind not in LIFTABLE:
-            return False
-        if agg.kind == "sum" and isinstance(schema[agg.column], (T.FloatType, T.DoubleType)):
-            return False  # combining would change the order of floating-point additions
-        dtype = schema[agg.column] if agg.column else None
-        if agg.kind == "sum" and isinstance(dtype, T.DecimalType) and dtype.precision > 28:
-            # a slice's partial sum is a DECIMAL(p + 10, s): below p = 28 no slice of fewer than
-            # 10^10 rows can overflow it (an overflowed partial would be NULL, not an overflow)
-            return False
-    return True
+
+def _combine_path(plan: EnginePlan, input: str, schema: dict):
+    """The engine's answer whether rows combine before it, given the input's Spark types."""
+    types = {c: t.simpleString() for c, t in schema.items()}
+    return path_for(plan, input=input, operator="combine", types=types)
 
 
 def replay_combining(plan: EnginePlan, rel: InputRelation, schema: dict):
@@ -247,24 +232,14 @@ def replay_combining(plan: EnginePlan, rel: InputRelation, schema: dict):
     watermark, an aggregation, an explode) cost more than the rows it saved. Only with
     `spark.sqlflow.replay.combine` true: measured end to end it was 1-10% faster per round before
     the engine's exact-type hand-over and 6-40% slower after (docs/bounded-execution.md)."""
-    from pyspark.sql import types as T
-
-    from ..engine.arrival_combine import arrival_grid
-
-    if not rel.replay or rel.gap or rel.n_when or not isinstance(plan.window, ast.Sessions):
+    if not rel.replay or _combine_path(plan, REPLAY, schema).name != "combined":
         return None
     grid = arrival_grid(plan.windowing)
-    if grid is None:
-        return None
-    integers = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
     parts, aggregates = [], []
     for j, agg in enumerate(plan.aggregates):
-        if agg.kind not in LIFTABLE or (agg.kind in ("sum", "min", "max")
-                                         and not isinstance(schema[agg.column], integers)):
-            return None
         name = part_column(j)
         parts.append((name, agg.kind, agg.column))
-        aggregates.append(Aggregate(LIFTABLE[agg.kind], name, agg.output, agg.ignore_nulls))
+        aggregates.append(Aggregate(COMBINING[agg.kind], name, agg.output, agg.ignore_nulls))
     combined = EnginePlan(plan.windowing, tuple(aggregates), keys=plan.keys, custom_windows=plan.custom_windows)
     return combined, (plan.window.gap.micros, *grid, tuple(parts))
 
@@ -286,7 +261,7 @@ def lifted_rows(plan: EnginePlan, rel: InputRelation, raw, buckets: int):
     for name, agg in zip(partial_names, plan.aggregates):
         arg = "1" if agg.kind == "count_star" else _q(agg.column)
         partials.append(f"{'count' if agg.kind == 'count_star' else agg.kind}({arg}) AS {_q(name)}")
-        aggregates.append(Aggregate(LIFTABLE[agg.kind], name, agg.output, agg.ignore_nulls))
+        aggregates.append(Aggregate(COMBINING[agg.kind], name, agg.output, agg.ignore_nulls))
     echoes = [f"first(IF({et} IS NULL, {_q(a)}, NULL), true) AS {_q(a)}" for a in rel.args]
     timed = by_bucket(raw.selectExpr(
         *keys, *[_q(a) for a in rel.args], f"unix_micros(CAST({et} AS TIMESTAMP)) AS {et}"), rel.keys, buckets)

@@ -23,7 +23,7 @@ from .. import ast
 from ..columns import (BAD_GAP, DROPPED_ARRIVAL_TIME, DROPPED_EVENT_TIME, DROPPED_REASON, EVENT_TIME, GAP,
                        NULL_EVENT_TIME, WINDOW_END, WINDOW_START, view_name)
 from ..errors import SqlflowError
-from ..engine.vectorised import collapsible
+from ..engine import collapsible
 from ..frontend.grouping import PANE_COLUMNS, ungrouped_item
 from ..frontend.statement import Statement
 from . import conf, timeline, trigger_checks
@@ -363,7 +363,7 @@ def _merging(fn: ast.WindowFn) -> bool:
     if isinstance(fn, ast.Sessions):
         return True
     if isinstance(fn, ast.CustomWindow):
-        from ..engine.windows import registered_window_fn
+        from ..engine import registered_window_fn
 
         return callable(getattr(registered_window_fn(fn.name), "merge", None))
     return False

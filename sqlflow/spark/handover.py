@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..engine.aggregates import Aggregate, overflow_column
+from ..engine import Aggregate, overflow_column
 from ..errors import SqlflowExecutionError
 
 #: the engine kinds whose argument Spark turns into a DOUBLE first

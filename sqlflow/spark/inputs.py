@@ -25,7 +25,7 @@ from sqlglot import exp
 
 from .. import ast
 from ..columns import ARRIVAL_TIME, EVENT_TIME, GAP, arg_column, key_column, when_column
-from ..engine.triggers import when_predicates
+from ..engine import when_predicates
 from .relations import strip_clauses, to_spark_sql, visible_ctes, with_ctes
 from .windowed_select import WindowedSelect, parse_column
 

@@ -1,7 +1,7 @@
 """The native rewrite: a windowed SELECT whose panes collapse to one per window, as plain Spark SQL.
 
 On bounded data without arrival times, with a trigger that cannot fire before the end of input
-(`sqlflow.engine.vectorised.collapsible`), every window emits exactly one ON_TIME pane holding
+(`sqlflow.engine.collapsible`, asked by `sqlflow.engine.path_for`), every window emits exactly one ON_TIME pane holding
 all its input (docs/semantics.md, 1.2). That is a GROUP BY over Spark's own `window()` /
 `session_window()`, with the pane columns as constants. Exact equality with the engine needs:
 
@@ -24,7 +24,6 @@ from sqlglot import exp
 from .. import ast
 from ..columns import (ALL_PANE_COLUMNS, EMIT_TIME, IS_LAST, IS_RETRACTION, ON_TIME, OUTPUT_TIME, PANE_INDEX, PANE_TIMING,
                        PANE_TYPES, WINDOW_END, WINDOW_START)
-from ..engine.vectorised import collapsible
 from ..frontend.dialect import WINDOWING_KEY
 from ..time import DAY, HOUR, MICROSECOND, MILLISECOND, MINUTE, SECOND
 from .relations import drop_watermark_clauses, to_spark_sql
@@ -35,21 +34,10 @@ _SPARK_UNITS = ((DAY, "day"), (HOUR, "hour"), (MINUTE, "minute"), (SECOND, "seco
 
 
 def why_not_native(ws: WindowedSelect) -> str | None:
-    """Why this windowed SELECT has no native rewrite (None: it has one)."""
-    if ws.domain is not ast.TimeDomain.EVENT_TIME:
-        return f"it is on {ws.domain.value}, whose clock only the engine follows"
-    if ws.replay:
-        return (f"its input is replayed (ARRIVAL {ws.arrival_source.watermark.arrival}): panes depend on "
-                "the arrival order, which only the engine follows")
-    if not collapsible(ws.windowing.effective_trigger):
-        return ("its trigger can fire before the end of the input (COUNT, WHEN or WATERMARK PERCENTILE), "
-                "so a window may emit several panes")
-    fn = ws.window
-    if isinstance(fn, ast.Cumulate):
-        return "Spark has no cumulating windows"
-    if isinstance(fn, ast.CustomWindow):
-        return f"{fn.name} is a custom window function"
-    return None
+    """Why this windowed SELECT has no native rewrite (None: it has one; the rule is the engine's,
+    `path_for(..., operator="spark")`)."""
+    path = ws.path("spark")
+    return path.why if path.name != "native" else None
 
 
 def spark_interval(micros: int) -> str:

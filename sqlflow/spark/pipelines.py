@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from .. import ast
-from ..engine.aggregates import INVERTIBLE
+from ..engine import INVERTIBLE, collapsible
 from ..errors import SqlflowUnsupportedError
 from .aggregates import aggregate_call, aggregate_calls
 from .relations import visible_ctes
@@ -197,7 +197,6 @@ def rewrite_consumer(select: exp.Select, statement, *, avg_type=None, windowed: 
 def _timed(select: exp.Select) -> bool:
     """Whether a windowed SELECT's panes depend on when its input arrives: all but a GLOBAL window
     whose trigger fires only at the end of the input (its one pane is the same either way)."""
-    from ..engine.vectorised import collapsible
     from ..frontend.dialect import WINDOWING_KEY
 
     windowing = select.meta.get(WINDOWING_KEY) if select._meta else None

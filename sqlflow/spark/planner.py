@@ -25,9 +25,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import ast
+from ..engine import describe
 from ..errors import SqlflowUnsupportedError
-from ..engine import vectorised
 from .native import why_not_native
 from .windowed_select import WindowedSelect
 
@@ -55,16 +54,9 @@ class Choice:
 
 
 def engine_mode(ws: WindowedSelect) -> str:
-    """Which part of the engine computes the panes (sqlflow/engine/runner.py dispatch)."""
-    trigger, fn = ws.windowing.effective_trigger, ws.window
-    if isinstance(fn, ast.CustomWindow):
-        return "per-key event loop (custom window function)"
-    if not ws.replay and vectorised.collapsible(trigger):
-        return "vectorised (one pane per window)"
-    per_row_gap = isinstance(fn, ast.Sessions) and isinstance(fn.gap, ast.SqlExpr)
-    if ws.replay and vectorised.windowing_schedule(ws.windowing) is not None and not per_row_gap:
-        return "vectorised watermark schedule"
-    return "per-key event loop (the definition of the semantics)"
+    """Which part of the engine computes the panes: the answer the engine dispatches on
+    (`sqlflow.engine.path_for`), as explain prints it."""
+    return describe(ws.path())
 
 
 def engine_why_not(ws: WindowedSelect) -> str | None:

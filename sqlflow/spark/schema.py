@@ -19,7 +19,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from ..columns import ALL_PANE_COLUMNS, ARRIVAL_TIME, EVENT_TIME, GAP, PANE_ALIAS, PANE_TYPES, when_column
-from ..engine.triggers import when_predicates
+from ..engine import when_predicates
 from ..errors import SqlflowAnalysisError
 from .aggregates import NUMERIC_KINDS
 from .inputs import InputRelation

@@ -21,7 +21,7 @@ from sqlglot import exp
 
 from .. import ast
 from ..errors import SqlflowAnalysisError, SqlflowError, SqlflowExecutionError
-from ..engine import watermarks
+from ..engine import EMPTY_TIMELINE, ProcessingClock, Timeline, bounded_delay, minimum, perfect
 from ..time import NEG_INF, POS_INF
 from .relations import strip_clauses, to_spark_sql, visible_ctes, with_ctes
 from .windowed_select import Source, WindowedSelect, parse_column
@@ -31,7 +31,7 @@ from .windowed_select import Source, WindowedSelect, parse_column
 class Replay:
     """The global watermark and end of input of one replayed windowed SELECT."""
 
-    timeline: watermarks.Timeline
+    timeline: Timeline
     p_end: int
     rows: int            # rows of the source with an event and an arrival time
     model: str           # the model, for explain()
@@ -70,7 +70,7 @@ def replay(spark, ws: WindowedSelect, args, run_sql) -> Replay:
     parts = [source_replay(spark, ws, source, run_sql) for source in ws.arrival_sources]
     if len(parts) == 1:
         return parts[0]
-    timeline = watermarks.minimum(*(p.timeline for p in parts))
+    timeline = minimum(*(p.timeline for p in parts))
     p_end = max(max(p.p_end for p in parts), timeline.last_time)
     model = "the minimum of " + ", ".join(f"{p.model} ({s.watermark.event_time} of source {i + 1})"
                                           for i, (p, s) in enumerate(zip(parts, ws.arrival_sources)))
@@ -94,12 +94,12 @@ def source_replay(spark, ws: WindowedSelect, source: Source, run_sql) -> Replay:
     at = records["at"].to_numpy(np.int64)
     try:
         if isinstance(model, ast.BoundedDelay):
-            timeline = _ending(watermarks.bounded_delay(at, records["et"].to_numpy(np.int64), model.delay.micros),
+            timeline = _ending(bounded_delay(at, records["et"].to_numpy(np.int64), model.delay.micros),
                                last_at)
             described = f"DELAY OF {model.delay}"
         elif isinstance(model, ast.Perfect):
             # the first arrival sets the first watermark, whether its rows are records or not
-            timeline = _ending(watermarks.perfect(np.r_[at, first_at], np.r_[records["et"].to_numpy(np.int64), POS_INF]),
+            timeline = _ending(perfect(np.r_[at, first_at], np.r_[records["et"].to_numpy(np.int64), POS_INF]),
                                last_at)
             described = "PERFECT"
         else:
@@ -137,7 +137,7 @@ def clock_replay(ws: WindowedSelect, run_sql) -> Replay:
     """The watermark of a replayed window ON PROCESSING TIME or ON INGESTION TIME (docs/semantics.md,
     10): each row's time is its arrival, over the rows of every replayed source together.
 
-    - PROCESSING TIME: the operator's clock, W(p) = p (`watermarks.ProcessingClock`): a window
+    - PROCESSING TIME: the operator's clock, W(p) = p (`ProcessingClock`): a window
       fires at its end, an instant of its own even without an arrival there;
     - INGESTION TIME: the latest arrival so far (a bounded delay of 0 over the ingestion times):
       no row can be ingested before a row already seen, so no row is late, and a window fires at
@@ -158,12 +158,12 @@ def clock_replay(ws: WindowedSelect, run_sql) -> Replay:
         records.append(part["at"].to_numpy(np.int64))
         rows, first_at, last_at = rows + n, min(first_at, first), max(last_at, last)
     if not rows:
-        return Replay(watermarks.EMPTY_TIMELINE, NEG_INF, 0, domain_text(ws))
+        return Replay(EMPTY_TIMELINE, NEG_INF, 0, domain_text(ws))
     if ws.domain is ast.TimeDomain.PROCESSING_TIME:
-        timeline: watermarks.Timeline = watermarks.ProcessingClock.over(first_at, last_at)
+        timeline: Timeline = ProcessingClock.over(first_at, last_at)
     else:
         at = np.concatenate(records)
-        timeline = _ending(watermarks.bounded_delay(at, at, 0), last_at)
+        timeline = _ending(bounded_delay(at, at, 0), last_at)
     return Replay(timeline, last_at, rows, domain_text(ws))
 
 
@@ -214,12 +214,12 @@ def _records(micros, kind: str | None):
     return records, rows, first_at, last_at
 
 
-def _ending(timeline: watermarks.Timeline, last_at: int) -> watermarks.Timeline:
+def _ending(timeline: Timeline, last_at: int) -> Timeline:
     """The timeline of the records, ending where the input ends (its last arrival)."""
-    return watermarks.Timeline(timeline.times, timeline.values, max(timeline.end, last_at))
+    return Timeline(timeline.times, timeline.values, max(timeline.end, last_at))
 
 
-def explicit_timeline(spark, ws: WindowedSelect, source: Source, run_sql) -> watermarks.Timeline:
+def explicit_timeline(spark, ws: WindowedSelect, source: Source, run_sql) -> Timeline:
     """The steps of `TIMELINE <table>`: columns proc_time and watermark (NULL: +inf)."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
@@ -242,5 +242,5 @@ def explicit_timeline(spark, ws: WindowedSelect, source: Source, run_sql) -> wat
         raise ws.error(SqlflowExecutionError, f"TIMELINE {name} has a row without proc_time", "WATERMARK",
                        pos=model.pos or source.watermark.pos)
     marks = frame["w"].astype("Int64").fillna(POS_INF).to_numpy(np.int64)  # NULL: +inf (exact, no float)
-    return watermarks.Timeline.from_steps(frame["p"].astype("Int64").to_numpy(np.int64), marks,
+    return Timeline.from_steps(frame["p"].astype("Int64").to_numpy(np.int64), marks,
                                           what=f"TIMELINE {name}")

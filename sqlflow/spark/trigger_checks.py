@@ -35,8 +35,7 @@ import warnings
 
 from .. import ast
 from ..columns import when_column
-from ..engine.triggers import when_predicates
-from ..engine.vectorised import collapsible
+from ..engine import collapsible, when_predicates
 from ..frontend import printer
 from .windowed_select import WindowedSelect
 

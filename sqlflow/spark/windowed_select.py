@@ -1,7 +1,8 @@
 """The anatomy of a windowed SELECT: its keys, aggregate calls, event time and watermark sources.
 
 Both Spark paths start from this: the native rewrite edits the SELECT in place, the engine path
-computes its input relation from it. Everything here is sqlglot, no Spark.
+computes its input relation from it. Everything here is sqlglot, no Spark; which path runs it is the engine's
+answer (`WindowedSelect.path`).
 
 >>> from sqlflow.frontend import parse
 >>> s = parse("SELECT e.k AS key, SUM(v * 2) AS total, COUNT(*) / 2 AS half, window_end "
@@ -23,6 +24,7 @@ from sqlglot import exp
 
 from .. import ast
 from ..columns import ALL_PANE_COLUMNS
+from ..engine import BOUNDED, REPLAY, EnginePlan, Path, path_for
 from ..errors import SqlflowSemanticError, SqlflowUnsupportedError
 from ..frontend.dialect import WINDOWING_KEY
 from ..frontend.statement import DIALECT, Statement, watermarks_feeding
@@ -104,6 +106,13 @@ class WindowedSelect:
     @property
     def position(self) -> ast.Position | None:
         return select_position(self.statement, self.select) or self.windowing.pos
+
+    def path(self, operator: str = "engine") -> Path:
+        """The engine's answer (`sqlflow.engine.path_for`) for this SELECT on its bounded or
+        replayed input: which engine path runs it, or whether Spark's own rewrite gives its panes."""
+        arrival = self.arrival_source.watermark.arrival if self.arrival_source is not None else None
+        return path_for(EnginePlan(self.windowing, ()), input=REPLAY if self.replay else BOUNDED,
+                        operator=operator, arrival=arrival)
 
     def label(self) -> str:
         """`the SELECT with WINDOW SESSIONS at line 3, column 1` (where its WINDOW clause is)."""

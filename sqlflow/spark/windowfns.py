@@ -38,8 +38,7 @@ def register_window_udfs(spark) -> list[str]:
     """Register the window-assignment UDFs in `spark`; returns their names."""
     from pyspark.sql.functions import pandas_udf
 
-    from ..engine.windows import (CumulateWindows, CustomWindows, FixedWindows, SlidingWindows,
-                                  registered_window_fns)
+    from ..engine import CumulateWindows, CustomWindows, FixedWindows, SlidingWindows, registered_window_fns
 
     from pyspark import cloudpickle
 

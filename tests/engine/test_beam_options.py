@@ -316,7 +316,7 @@ def test_the_options_change_nothing_where_the_native_paths_run(data, window, tri
     before the end: sqlflow/spark/native.py) and Spark's native streaming aggregation (default
     trigger, no lateness: sqlflow/spark/streaming/native.py) need no check of the options: there
     every window fires once, with all its input, and that pane is its last."""
-    from sqlflow.engine.vectorised import collapsible
+    from sqlflow.engine import collapsible
 
     rows_, tl = data
 
@@ -331,15 +331,17 @@ def test_the_options_change_nothing_where_the_native_paths_run(data, window, tri
 
 
 def test_the_watermark_schedule_hands_the_options_to_the_per_key_loop():
-    """One predicate for the engine's dispatch and the planner's explanation (planner.engine_mode)."""
-    from sqlflow.engine.vectorised import windowing_schedule
+    """One predicate for the engine's dispatch and the planner's explanation (`path_for`)."""
+    from sqlflow.engine import REPLAY, EnginePlan, path_for, schedule_shape
 
     def w(**emit):
         return ast.Windowing(ast.WindowClause(ast.Fixed(D(100))), EARLY_PERIOD, None, ast.Emit(A.ACCUMULATING, **emit))
 
-    assert windowing_schedule(w()) == ("early_period", (10, 0))
-    assert windowing_schedule(w(on_time_always=True)) is None
-    assert windowing_schedule(w(closing_always=True)) is None
+    assert schedule_shape(w()) == ("early_period", (10, 0))
+    assert schedule_shape(w(on_time_always=True)) is None
+    assert schedule_shape(w(closing_always=True)) is None
+    assert [path_for(EnginePlan(w(**emit), ()), input=REPLAY).name
+            for emit in ({}, {"on_time_always": True}, {"closing_always": True})] == ["schedule", "keyloop", "keyloop"]
 
 
 def _without_watermark():

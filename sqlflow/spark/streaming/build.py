@@ -5,7 +5,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
 from ...columns import EVENT_TIME, GAP, when_column
-from ...engine.plan import EnginePlan
+from ...engine import EnginePlan
 from ...errors import SqlflowUnsupportedError
 from .metrics import METRICS_NAME
 from .native import native_equivalent, native_panes

@@ -10,44 +10,21 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ... import ast
-from ...engine import watermark_step
-from ...engine.aggregates import Aggregate
 from ...columns import EVENT_TIME, LATEST, PREFIX, WEIGHT, part_column
-from ...engine.plan import EnginePlan
+from ...engine import COMBINING, STREAM, Aggregate, EnginePlan, path_for
 from ...udfs.combine import Combine
-from ..engine_path import LIFTABLE
-from .schema import is_integral
 
-#: aggregates whose partials combine exactly, and pyarrow's aggregate for the partial (the engine's
-#: aggregate over the partials is the bounded path's, engine_path.LIFTABLE)
+#: pyarrow's aggregate for the partial of each aggregate that combines (the engine's aggregate over
+#: the partials: `sqlflow.engine.COMBINING`)
 ARROW_PARTIAL = {"count_star": "count_all", "count": "count", "sum": "sum", "min": "min", "max": "max"}
-
-_ATOMIC = (T.StringType, T.BooleanType, T.DateType, T.TimestampType, T.TimestampNTZType, T.DecimalType,
-           T.ByteType, T.ShortType, T.IntegerType, T.LongType)
-
 
 def combinable(plan: EnginePlan, schema: T.StructType) -> bool:
     """Whether the rows of a micro-batch can be combined per key and window before the operator
-    (`combined`): FIXED windows (a row is in one window), the vectorised step's triggers (none
-    counts elements), COUNT, SUM of integers, MIN and MAX of atomic types, and keys pyarrow groups
-    as Spark does (no floating point, no nested types)."""
-    if not isinstance(plan.window, ast.Fixed) or plan.custom_windows or not watermark_step.applies(plan):
-        return False
-    if plan.n_when or plan.per_row_gap:
-        return False
-    fields = {f.name: f.dataType for f in schema.fields}
-    if any(not isinstance(fields[k], _ATOMIC) for k in plan.keys):
-        return False
-    for agg in plan.aggregates:
-        if agg.kind not in ARROW_PARTIAL:
-            return False
-        kind = fields[agg.column] if agg.column else None
-        if agg.kind == "sum" and not is_integral(kind):
-            return False
-        if agg.kind in ("min", "max") and not isinstance(kind, _ATOMIC):  # not floats: NaN is ordered apart
-            return False
-    return True
+    (`combined`). The rule is the engine's (`path_for(..., operator="combine")`): FIXED windows
+    (a row is in one window), a watermark-only trigger (none counts elements), COUNT, SUM of
+    integers, MIN and MAX of atomic types, and keys pyarrow groups as Spark does (no floating
+    point, no nested types)."""
+    return path_for(plan, input=STREAM, operator="combine", types={f.name: f.dataType.simpleString() for f in schema.fields}).name == "combined"
 
 
 def combined(data: DataFrame, plan: EnginePlan) -> tuple[DataFrame, EnginePlan]:
@@ -64,7 +41,7 @@ def combined(data: DataFrame, plan: EnginePlan) -> tuple[DataFrame, EnginePlan]:
     parts, aggregates = [], []
     for j, agg in enumerate(plan.aggregates):
         name = part_column(j)
-        partial, final = ARROW_PARTIAL[agg.kind], LIFTABLE[agg.kind]
+        partial, final = ARROW_PARTIAL[agg.kind], COMBINING[agg.kind]
         parts.append((name, partial, agg.column))
         aggregates.append(Aggregate(final, name, agg.output, agg.ignore_nulls))
         kind = fields[agg.column].dataType if agg.kind in ("min", "max") else T.LongType()

@@ -14,11 +14,11 @@ from pyspark.sql import types as T
 from ... import ast
 from ...columns import (EMIT_TIME, EVENT_TIME, IS_LAST, IS_RETRACTION, ON_TIME, OUTPUT_TIME, PANE_INDEX, PANE_TIMING,
                         PREFIX, WINDOW_END, WINDOW_START)
-from ...engine.plan import EnginePlan
+from ...engine import SPARK_STREAMING_AGGREGATES, STREAM, EnginePlan, path_for
 from .metrics import observe_input
 from .watermark import interval_ms
 
-NATIVE_AGGREGATES = ("count_star", "count", "sum", "avg", "min", "max")
+NATIVE_AGGREGATES = SPARK_STREAMING_AGGREGATES
 
 _TS, _WINDOW = PREFIX + "ts", PREFIX + "window"  # Spark's event time and window struct
 
@@ -27,25 +27,10 @@ def native_equivalent(plan: EnginePlan, *, time_shift: int = 0) -> str | None:
     """Why Spark's native streaming window aggregation would differ from the engine on this plan,
     or None when it gives exactly the same panes: FIXED or SLIDING windows with the default
     trigger REPEAT(WATERMARK) and no allowed lateness give one ON_TIME, final pane per window,
-    and late rows are dropped by the same rule."""
-    fn = plan.window
-    if plan.windowing.domain is not ast.TimeDomain.EVENT_TIME:
-        return f"{plan.windowing.domain.value} (Spark's watermark lags a batch behind the batch's time)"
-    if not isinstance(fn, (ast.Fixed, ast.Sliding)):
-        return f"window {type(fn).__name__.upper()} (only FIXED and SLIDING are native)"
-    if plan.trigger != ast.default_trigger():
-        return "a trigger other than the default REPEAT(WATERMARK)"
-    if plan.lateness:
-        return "ALLOWED LATENESS (Spark drops a window when the watermark passes its end)"
-    for agg in plan.aggregates:
-        if agg.kind not in NATIVE_AGGREGATES:
-            return f"aggregate {agg.kind} (order- or distinct-dependent in Spark's streaming aggregation)"
-    if time_shift:
-        return "a time shift"
-    if plan.output_time.of_elements:
-        return (f"OUTPUT TIMESTAMP {plan.output_time.value} (over a pane's timely elements only; Spark's "
-                "aggregation also takes rows behind the watermark in windows still open)")
-    return None
+    and late rows are dropped by the same rule. The rule is the engine's
+    (`path_for(plan, input=STREAM, operator="spark")`)."""
+    path = path_for(plan, input=STREAM, operator="spark", time_shift=time_shift)
+    return None if path.name == "native" else path.why
 
 
 def native_panes(data: DataFrame, plan: EnginePlan, *, delay: int, schema: T.StructType,

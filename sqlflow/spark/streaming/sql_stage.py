@@ -12,8 +12,7 @@ from pyspark.sql import types as T
 
 from ... import ast
 from ...columns import EVENT_TIME, GAP, PREFIX, agg_column, when_column
-from ...engine.plan import EnginePlan
-from ...engine.windows import registered_window_fn
+from ...engine import EnginePlan, registered_window_fn
 from ...errors import SqlflowSemanticError, SqlflowUnsupportedError
 from ...frontend.validate import validate
 from .. import conf, handover

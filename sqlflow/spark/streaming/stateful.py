@@ -16,8 +16,7 @@ from ...columns import (BUCKET, DATA, DROPPED, DROPPED_EVENT_TIME, DROPPED_REASO
                         KIND, LATEST, OUTPUT_TYPES, PACK, PACKED, PANE, PANE_TIMES, REASON, STREAM_COUNTERS,
                         STREAM_GAUGES, STREAM_LIVE, WEIGHT, WINDOW_END, WINDOW_START, WM_COLUMN, metric_column,
                         null_mask)
-from ...engine.aggregates import overflow_column
-from ...engine.plan import EnginePlan
+from ...engine import EnginePlan, overflow_column
 from ...time import MILLISECOND
 from ...udfs.pack import Pack
 from ...udfs.streaming import PaneProcessor, StreamSpec, heartbeats

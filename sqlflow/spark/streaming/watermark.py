@@ -7,7 +7,7 @@ only rows with `event time + shift <= watermark` (docs/streaming.md, section 3).
 from __future__ import annotations
 
 from ... import ast
-from ...engine.plan import EnginePlan
+from ...engine import EnginePlan
 from ...time import DAY, MILLISECOND
 
 #: the default shift of the watermark column: Spark drops (before the operator, counting them in
