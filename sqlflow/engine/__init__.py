@@ -23,7 +23,7 @@ import importlib
 _FACE = {
     "EnginePlan": "plan",
     "Aggregate": "aggregates", "INVERTIBLE": "aggregates", "overflow_column": "aggregates",
-    "Engine": "runner", "EngineResult": "runner",
+    "Engine": "runner", "EngineResult": "prepared",
     "Path": "paths", "path_for": "paths", "describe": "paths", "collapsible": "paths",
     "schedule_shape": "paths", "watermark_shape": "paths", "BOUNDED": "paths", "REPLAY": "paths",
     "STREAM": "paths", "COMBINING": "paths", "SPARK_STREAMING_AGGREGATES": "paths",

@@ -3,7 +3,8 @@
 Input is a pandas DataFrame of rows with the engine columns of `plan.py`; output is one row per
 pane (and per retraction) plus the rows that were dropped. The work splits in three:
 
-1. vectorised preparation: drops of unusable rows, key ids, window assignment;
+1. vectorised preparation: drops of unusable rows, key ids, window assignment (`prepared.py`,
+   which also gathers the result);
 2. the panes: a vectorised path when one fits the plan (`vectorised.py`), else the per-key event
    loop (`keyloop.py`, the definition), which records for every (row, window) assignment the
    pane that first emits it;
@@ -15,60 +16,25 @@ stream from the state the previous one left (`state.py`).
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
-from ..columns import (ARRIVAL_TIME, BAD_GAP, CLOSED, DROP_CODE, EVENT_TIME, GAP, NULL_ARRIVAL_TIME, NULL_EVENT_TIME,
-                       RETRACTION_COLUMN, TOO_LATE, when_column)
+from ..columns import ARRIVAL_TIME, TOO_LATE
 from ..errors import SqlflowExecutionError
-from ..time import NEG_INF, POS_INF, saturating_add
+from ..time import NEG_INF, saturating_add
 from . import output_time, stream_step, vectorised
 from .keyloop import KeyLoop, Window
-from .keys import factorize_keys, key_columns, key_tuples, sortable_key
+from .keys import key_columns, key_tuples, sortable_key
 from .panes import PaneTable, pane_accumulators, pane_frame
 from .paths import BOUNDED, REPLAY, STREAM, path_for, schedule_shape
 from .plan import EnginePlan, check_durations
+from .prepared import EngineResult, Input, accumulators, engine_result, prepare, when_truth
 from .sessions import final_sessions
 from .state import EngineState, PaneRef, WindowState, next_timers
 from .triggers import copy_state
 from .watermarks import EMPTY_TIMELINE, Timeline
 from .windows import window_fn
-
-
-@dataclass
-class EngineResult:
-    """Panes (sorted as they were emitted), dropped input rows, and counters."""
-
-    panes: pd.DataFrame
-    dropped: pd.DataFrame
-    metrics: dict = field(default_factory=dict)
-
-
-@dataclass
-class _Input:
-    """Rows prepared for the engine: usable rows assigned to windows."""
-
-    rows: pd.DataFrame
-    et: np.ndarray
-    at: np.ndarray
-    null_et: np.ndarray
-    bad_gap: np.ndarray
-    null_at: np.ndarray  # replay: an event time but no arrival time
-    key_id: np.ndarray
-    key_frame: pd.DataFrame
-    a_row: np.ndarray
-    a_start: np.ndarray
-    a_end: np.ndarray
-
-    @property
-    def a_key(self):
-        return self.key_id[self.a_row]
-
-    @property
-    def a_at(self):
-        return self.at[self.a_row]
 
 
 def _no_raw_overflow(method):
@@ -116,7 +82,7 @@ class Engine:
         """
         # bounded data without arrival times has no watermark until the end of input
         timeline = timeline if (timeline is not None and replay) else EMPTY_TIMELINE
-        inp = self._prepare(rows, replay=replay)
+        inp = prepare(self.plan, self.wfn, rows, replay=replay)
         valid = ~(inp.null_et | inp.null_at | inp.bad_gap)
         if p_end is None:
             p_end = max(int(inp.at[valid].max()) if valid.any() else NEG_INF, timeline.last_time)
@@ -133,7 +99,7 @@ class Engine:
         if todo.any():
             sub = np.flatnonzero(todo)
             sub = sub[np.lexsort((inp.a_start[sub], inp.et[inp.a_row[sub]], a_at[sub], a_key[sub]))]
-            when = self._when(inp, sub)
+            when = when_truth(self.plan, inp, sub)
             expected = (self._expected_counts(a_key, inp.a_start, inp.a_end)
                         if self.plan.uses_percentile else None)
             clamp = None if timer_instants is None else np.unique(np.asarray(timer_instants, np.int64))
@@ -161,12 +127,12 @@ class Engine:
         panes["otime"] = output_time.pane_times(self.plan.output_time, len(panes["key"]), first_pane=first_pane,
                                                 et=a_et, timely=timely)
         order_seq = inp.at if replay else np.zeros(len(inp.at), np.int64)
-        inputs = self._accumulators(inp, order_seq)
+        inputs = accumulators(self.plan, inp, order_seq)
         accs = pane_accumulators(self.plan, inputs, first_pane, panes)
         frame = pane_frame(self.plan, panes, accs, inp.key_frame, ordered=ordered, final=final)
-        return self._result(inp, frame, drop_reason)
+        return engine_result(inp, frame, drop_reason)
 
-    def _vectorised(self, inp: _Input, timeline, replay, p_end, table, first_pane, drop_reason):
+    def _vectorised(self, inp: Input, timeline, replay, p_end, table, first_pane, drop_reason):
         """Run the vectorised path that fits this plan; return the assignments it left over and
         where it ended each key's input (`vectorised.KeyEnds`)."""
         n = len(inp.a_row)
@@ -217,7 +183,7 @@ class Engine:
             pass
         key_pos = {k: i for i, k in enumerate(all_keys)}
         key_frame = key_columns(all_keys, keys, rows) if keys else pd.DataFrame(index=range(len(all_keys)))
-        inp = self._prepare(rows, replay=True, key_id=np.fromiter((key_pos[k] for k in row_keys), np.int64,
+        inp = prepare(self.plan, self.wfn, rows, replay=True, key_id=np.fromiter((key_pos[k] for k in row_keys), np.int64,
                                                                     len(row_keys)), key_frame=key_frame)
         # W is wm_prev before this instant and wm_new after its watermark step
         timeline = Timeline.from_steps([p - 1, p], [wm_prev, wm_new])
@@ -266,7 +232,7 @@ class Engine:
         a_key = inp.a_key
         order = np.lexsort((inp.a_start, inp.et[inp.a_row], a_key))
         when = np.zeros((n_assign, self.plan.n_when), dtype=bool)
-        when[:n_new] = self._when(inp, np.arange(n_new))[:n_new] if n_new else when[:0]
+        when[:n_new] = when_truth(self.plan, inp, np.arange(n_new))[:n_new] if n_new else when[:0]
         bounds = {}
         ks = a_key[order]
         cuts = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1], True]) if len(ks) else np.array([0])
@@ -291,7 +257,7 @@ class Engine:
                                                 timely=a_timely)
         for pid, t in fixed_time.items():
             panes["otime"][pid] = t
-        inputs = self._accumulators(inp, inp.at)
+        inputs = accumulators(self.plan, inp, inp.at)
         for i, agg in enumerate(self.plan.aggregates):
             if pseudo_acc[i]:
                 inputs[i] = agg.concat([inputs[i], *pseudo_acc[i]])
@@ -310,7 +276,7 @@ class Engine:
                 new_state[k] = [self._snapshot(w, panes, accs, pending, pane_time,
                                                output_time.combine(policy, a_et[[a for a in w.pending if a_timely[a]]]))
                                 for w in ws]
-        result = self._result(inp, frame, drop_reason[:n_new])
+        result = engine_result(inp, frame, drop_reason[:n_new])
         return result, new_state
 
     def state_summary(self, state, watermark: int):
@@ -361,98 +327,6 @@ class Engine:
         return WindowState(w.start, w.end, w.st, w.next_index, w.had_nonearly, w.closed, w.count,
                            lineage, pending.get(id(w)), pending_time)
 
-    # ------------------------------------------------------------------ helpers
-
-    def _prepare(self, rows: pd.DataFrame, *, replay: bool, key_id=None, key_frame=None) -> _Input:
-        rows = rows.reset_index(drop=True)
-        n = len(rows)
-        null_et = pd.isna(rows[EVENT_TIME]).to_numpy()
-        et = np.where(null_et, 0, rows[EVENT_TIME].to_numpy()).astype(np.int64) if n else np.empty(0, np.int64)
-        if replay:
-            if ARRIVAL_TIME not in rows:
-                raise SqlflowExecutionError("replay needs an arrival-time column", clause="WATERMARK")
-            null_at = pd.isna(rows[ARRIVAL_TIME]).to_numpy()
-            at = np.where(null_at, 0, rows[ARRIVAL_TIME].to_numpy()).astype(np.int64) if n else et
-            null_at = null_at & ~null_et
-        else:
-            at = et
-            null_at = np.zeros(n, bool)
-        bad_gap = np.zeros(n, bool)
-        gap = None
-        if self.plan.per_row_gap:
-            gap, usable = _gaps(rows[GAP])
-            bad_gap = ~null_et & ~null_at & ~usable
-        valid = ~(null_et | null_at | bad_gap)
-        if key_id is None:
-            keys = list(self.plan.keys)
-            if keys:
-                key_id, first = factorize_keys(rows, keys)
-                key_frame = rows[keys].iloc[first].reset_index(drop=True)
-            else:
-                key_id = np.zeros(n, np.int64)
-                key_frame = pd.DataFrame(index=range(1 if n else 0))
-        vrows = np.flatnonzero(valid) if not valid.all() else np.arange(n)
-        a_row, a_start, a_end = self.wfn.assign(et[vrows], None if gap is None else gap[vrows])
-        return _Input(rows, et, at, null_et, bad_gap, null_at, key_id, key_frame, vrows[a_row],
-                      np.asarray(a_start, np.int64), np.asarray(a_end, np.int64))
-
-    def _when(self, inp: _Input, sub: np.ndarray) -> np.ndarray:
-        """WHEN predicate i of each assignment in `sub`: a NULL predicate is false (as in WHERE)."""
-        when = np.zeros((len(inp.a_row), self.plan.n_when), dtype=bool)
-        for i in range(self.plan.n_when):
-            col = inp.rows[when_column(i)]
-            truth = col.where(col.notna(), False).astype(bool).to_numpy()
-            when[sub, i] = truth[inp.a_row[sub]]
-        return when
-
-    def _accumulators(self, inp: _Input, order_seq: np.ndarray) -> list[dict]:
-        """One accumulator row per assignment, per aggregate."""
-        cols = sorted({agg.column for agg in self.plan.aggregates if agg.column is not None})
-        a_row = inp.a_row
-        if len(a_row) == len(inp.rows) and (not len(a_row) or (a_row[0] == 0 and (np.diff(a_row) == 1).all())):
-            src = inp.rows[cols]  # one assignment per row, in order (rows has a RangeIndex)
-        else:
-            src = pd.DataFrame({c: inp.rows[c].iloc[a_row].reset_index(drop=True) for c in cols},
-                               index=pd.RangeIndex(len(a_row)))
-        return [agg.create(src, inp.et[inp.a_row], order_seq[inp.a_row]) for agg in self.plan.aggregates]
-
-    def _result(self, inp: _Input, frame: pd.DataFrame, drop_reason: np.ndarray) -> EngineResult:
-        """Panes, dropped rows and counters. `drop_reason` per assignment: the reason (a string, ""
-        for kept ones), or an int8 code (columns.DROP_CODE)."""
-        if drop_reason.dtype != object:
-            too_late, closed = drop_reason == DROP_CODE[TOO_LATE], drop_reason == DROP_CODE[CLOSED]
-        else:
-            too_late, closed = drop_reason == TOO_LATE, drop_reason == CLOSED
-        parts = []
-        if inp.null_et.any():
-            parts.append(_drops(np.flatnonzero(inp.null_et), NULL_EVENT_TIME))
-        if inp.null_at.any():
-            parts.append(_drops(np.flatnonzero(inp.null_at), NULL_ARRIVAL_TIME))
-        if inp.bad_gap.any():
-            parts.append(_drops(np.flatnonzero(inp.bad_gap), BAD_GAP))
-        for reason, sel in ((TOO_LATE, too_late), (CLOSED, closed)):
-            if sel.any():
-                parts.append(_drops(inp.a_row[sel], reason, inp.a_start[sel], inp.a_end[sel]))
-        if parts:
-            dropped = pd.concat(parts, ignore_index=True)
-            dropped["window_start"] = dropped["window_start"].astype("Int64")
-            dropped["window_end"] = dropped["window_end"].astype("Int64")
-            dropped = dropped.sort_values(["row", "window_start"], na_position="first").reset_index(drop=True)
-        else:
-            dropped = _drops(np.empty(0, np.int64), "")
-        retraction = frame[RETRACTION_COLUMN] if RETRACTION_COLUMN in frame else pd.Series(False, index=frame.index)
-        metrics = {
-            "input_rows": len(inp.rows),
-            "panes": int((~retraction).sum()),
-            "retractions": int(retraction.sum()),
-            "dropped_null_event_time": int(inp.null_et.sum()),
-            "dropped_null_arrival_time": int(inp.null_at.sum()),
-            "dropped_bad_gap": int(inp.bad_gap.sum()),
-            "dropped_too_late": int(too_late.sum()),
-            "dropped_closed_window": int(closed.sum()),
-        }
-        return EngineResult(frame, dropped, metrics)
-
     def _expected_counts(self, a_key, a_start, a_end) -> np.ndarray:
         """Per assignment: how many elements its eventual window holds (percentile triggers)."""
         if self.wfn.merging:
@@ -462,33 +336,3 @@ class Engine:
         return np.bincount(sid)[sid] if len(sid) else np.empty(0, np.int64)
 
 
-def _gaps(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    """Per-row session gaps as int64 microseconds, and which are usable (not NULL, at least 1).
-    Integer columns stay exact; a gap of +inf, or past the largest int64, is +inf (the session
-    then ends at +inf); unusable gaps are 1 (their rows are dropped anyway)."""
-    if column.dtype.kind in "iu":
-        g = column.to_numpy(dtype=np.int64, na_value=0)
-        usable = g >= 1
-        return np.where(usable, g, 1), usable
-    f = pd.to_numeric(column, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
-    usable = f >= 1
-    huge = f >= 2.0 ** 63
-    g = np.where(usable & ~huge, f, 1).astype(np.int64)
-    g[huge] = POS_INF
-    return g, usable
-
-
-def _drops(rows, reason, start=None, end=None) -> pd.DataFrame:
-    n = len(rows)
-    if not n:
-        return _NO_DROPS.copy(deep=False)
-    return pd.DataFrame({
-        "row": np.asarray(rows, np.int64),
-        "reason": np.full(n, reason, dtype=object),
-        "window_start": pd.array(start if start is not None else [None] * n, dtype="Int64"),
-        "window_end": pd.array(end if end is not None else [None] * n, dtype="Int64"),
-    })
-
-
-_NO_DROPS = pd.DataFrame({"row": np.empty(0, np.int64), "reason": np.empty(0, dtype=object),
-                          "window_start": pd.array([], dtype="Int64"), "window_end": pd.array([], dtype="Int64")})

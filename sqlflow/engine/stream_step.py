@@ -16,7 +16,7 @@ these phases is one vectorised step over all windows that see it:
 4. end of input only: rounds of timer evaluations, each window at its own next timer, until
    none is armed; then, at its key's last timer (or `p`), every window fires at +inf and expires.
 
-Triggers run as columns (`trigger_columns.py`), windows as a table (`window_table.py`). A firing
+Triggers run as columns (`trigger_columns.py`, `trigger_composites.py`), windows as a table (`window_table.py`). A firing
 emits a pane when the window holds unemitted input (or EMIT ... ALWAYS asks for it, as in the
 loop): its pending accumulator (empty: the aggregates' identity), plus (accumulating modes) the
 totals of its lineage, which retracting mode also emits as retraction rows. Panes come
@@ -39,7 +39,9 @@ from . import output_time
 from .kernels import order_by, segment_cummax
 from .keys import factorize_keys
 from .panes import TIMING_CODE, TIMINGS
-from .trigger_columns import NO_TIMER, Context, columns_of
+from .prepared import accumulators, engine_result, prepare, when_truth
+from .trigger_columns import NO_TIMER, Context
+from .trigger_composites import columns_of
 from .vectorised import factorize_windows
 from .window_table import WindowTable, identity, replace_rows, take
 
@@ -111,9 +113,9 @@ class _Batch:
 
     def run(self, rows: pd.DataFrame, end_of_input: bool, ordered: bool):
         eng, W, p = self.step.engine, self.W, self.p
-        inp = eng._prepare(rows, replay=False)  # every row arrives at p
+        inp = prepare(eng.plan, eng.wfn, rows, replay=False)  # every row arrives at p
         inp.at = np.full(len(inp.et), p, _I64)
-        self.inputs = eng._accumulators(inp, inp.at)
+        self.inputs = accumulators(eng.plan, inp, inp.at)
         n_a = len(inp.a_row)
         key_ids = W.add_keys(inp.key_frame)
         a_key = key_ids[inp.a_key] if n_a else np.empty(0, _I64)
@@ -121,7 +123,7 @@ class _Batch:
         drop_reason = np.where(too_late, DROP_CODE[TOO_LATE], 0).astype(np.int8)
         kept = np.flatnonzero(~too_late)
         if len(kept):
-            when = eng._when(inp, kept)[kept]
+            when = when_truth(eng.plan, inp, kept)[kept]
             et = inp.et[inp.a_row[kept]]
             closed = self._arrive(kept, a_key[kept], inp.a_start[kept], inp.a_end[kept], when, et)
             drop_reason[kept[closed]] = DROP_CODE[CLOSED]
@@ -130,7 +132,7 @@ class _Batch:
         if end_of_input:
             self._end()
         frame = self._frame(ordered)
-        return eng._result(inp, frame, drop_reason)
+        return engine_result(inp, frame, drop_reason)
 
     def _arrive(self, kept, k, s, e, when, et) -> np.ndarray:
         """Step 1 for the assignments `kept` (key ids k, bounds s, e, event times et); returns which

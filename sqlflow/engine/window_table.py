@@ -12,7 +12,7 @@ hold Python values), so a bucket's state pickles as a few dozen arrays, however 
 >>> from sqlflow import ast
 >>> from sqlflow.engine.aggregates import Aggregate
 >>> from sqlflow.engine.triggers import compile_trigger
->>> from sqlflow.engine.trigger_columns import columns_of
+>>> from sqlflow.engine.trigger_composites import columns_of
 >>> aggs = (Aggregate("count_star", None, "n"),)
 >>> t = WindowTable.empty(columns_of(compile_trigger(ast.Repeat(ast.Watermark()))), aggs, [], lineage=False)
 >>> rows = t.append(np.array([0, 0]), np.array([0, 10]), np.array([10, 20]), [{"cnt": np.zeros(0, np.int64)}])
