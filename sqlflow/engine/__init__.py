@@ -28,7 +28,7 @@ _FACE = {
     "schedule_shape": "paths", "watermark_shape": "paths", "BOUNDED": "paths", "REPLAY": "paths",
     "STREAM": "paths", "COMBINING": "paths", "SPARK_STREAMING_AGGREGATES": "paths",
     "register_window_fn": "windows", "registered_window_fn": "windows", "registered_window_fns": "windows",
-    "window_fn": "windows", "FixedWindows": "windows", "SlidingWindows": "windows",
+    "window_fn": "windows", "custom_windows_of": "windows", "FixedWindows": "windows", "SlidingWindows": "windows",
     "CumulateWindows": "windows", "CustomWindows": "windows",
     "Timeline": "watermarks", "EMPTY_TIMELINE": "watermarks", "ProcessingClock": "watermarks",
     "bounded_delay": "watermarks", "perfect": "watermarks", "minimum": "watermarks",

@@ -137,6 +137,19 @@ def registered_window_fn(name: str) -> type | None:
     return _REGISTRY.get(name.lower())
 
 
+def custom_windows_of(fn: ast.WindowFn) -> dict[str, type]:
+    """{name: class} of the registered custom window function `fn` names, for
+    `EnginePlan.custom_windows` (it travels with the plan to the executors); empty for the others.
+
+    >>> custom_windows_of(ast.Fixed(ast.Duration(10)))
+    {}
+    """
+    if not isinstance(fn, ast.CustomWindow):
+        return {}
+    cls = registered_window_fn(fn.name)
+    return {} if cls is None else {fn.name.lower(): cls}
+
+
 def registered_window_fns() -> dict[str, type]:
     """Every registered custom window function class, by its lower-case name (a copy)."""
     return dict(_REGISTRY)

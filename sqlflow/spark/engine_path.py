@@ -33,12 +33,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import ast
 from ..columns import (ARRIVAL_TIME, BUCKET_OUTPUT_COLUMNS, DROPPED, DROPPED_ARRIVAL_TIME, DROPPED_EVENT_TIME,
                        DROPPED_REASON, EVENT_TIME, FINAL, GAP, IS_RETRACTION, KIND, OUTPUT_TYPES, PANE, PANE_COLUMNS,
                        PANE_TIMES, REASON, WEIGHT, WINDOW_END, WINDOW_START, agg_column, part_column, when_column)
-from ..engine import (BOUNDED, COMBINING, REPLAY, Aggregate, EnginePlan, arrival_grid, path_for,
-                      registered_window_fn)
+from ..engine import BOUNDED, COMBINING, REPLAY, Aggregate, EnginePlan, arrival_grid, custom_windows_of, path_for
 from . import conf, handover
 from .inputs import InputRelation
 from .schema import spark_type
@@ -137,13 +135,8 @@ def run_engine(ws, rel: InputRelation, raw, agg_types: list, *, buckets: int, ti
     raw = raw.selectExpr(*columns)
     schema = {f.name: f.dataType for f in raw.schema.fields}
     args = rel.args + list(outputs.derived)
-    fn = ws.window
-    custom = {}
-    if isinstance(fn, ast.CustomWindow):
-        cls = registered_window_fn(fn.name)
-        if cls is not None:
-            custom[fn.name.lower()] = cls
-    plan = EnginePlan(ws.windowing, tuple(outputs.aggregates), keys=tuple(rel.keys), custom_windows=custom)
+    plan = EnginePlan(ws.windowing, tuple(outputs.aggregates), keys=tuple(rel.keys),
+                      custom_windows=custom_windows_of(ws.window))
 
     lifted = lifted_rows(plan, rel, raw, buckets) if liftable(plan, rel, schema) else None
     combine = (spark.conf.get(conf.REPLAY_COMBINE, "false") or "").lower() == "true"

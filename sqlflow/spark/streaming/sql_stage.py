@@ -12,7 +12,7 @@ from pyspark.sql import types as T
 
 from ... import ast
 from ...columns import EVENT_TIME, GAP, PREFIX, agg_column, when_column
-from ...engine import EnginePlan, registered_window_fn
+from ...engine import EnginePlan, custom_windows_of
 from ...errors import SqlflowSemanticError, SqlflowUnsupportedError
 from ...frontend.validate import validate
 from .. import conf, handover
@@ -69,12 +69,7 @@ def streaming_stage(runner, number: int, ws, rel, raw, *, finish_dir: str | None
     outputs = handover.plan_outputs(ws, rel, schema, agg_types, ansi_mode=handover.ansi(runner.spark),
                                     name=agg_column, rewrite=False)
     aggregates = tuple(outputs.aggregates)
-    custom = {}
-    if isinstance(ws.window, ast.CustomWindow):
-        cls = registered_window_fn(ws.window.name)
-        if cls is not None:
-            custom[ws.window.name.lower()] = cls
-    plan = EnginePlan(ws.windowing, aggregates, keys=tuple(rel.keys), custom_windows=custom)
+    plan = EnginePlan(ws.windowing, aggregates, keys=tuple(rel.keys), custom_windows=custom_windows_of(ws.window))
     fields = [T.StructField(k, schema[k], True) for k in rel.keys]
     fields += [T.StructField(agg_column(j), t, True) for j, t in enumerate(agg_types)]
     output_schema = T.StructType(fields + pane_schema(T.StructType([]), EnginePlan(ws.windowing, (), ())).fields)
