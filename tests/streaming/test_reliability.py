@@ -132,7 +132,7 @@ def test_exactly_once_across_kill_9(spark, crash_reference, stream_files, tmp_pa
     proc, args, env = start_job(run_dir)
     kill_when(proc, run_dir / "cp" / "commits" / "3", poll=0.05)
     assert not (run_dir / "cp" / "commits" / "7").exists(), "killed mid-stream"
-    done = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, timeout=300)
+    done = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, timeout=600)
     assert b"DONE" in done.stdout
     expected = expected_after_restart(spark, crash_reference, run_dir / "cp", tmp_path / "reference")
     assert sink_rows(spark, run_dir / "out") == expected
@@ -157,7 +157,7 @@ def test_exactly_once_when_killed_between_sink_and_commit(spark, crash_reference
             hit = k
             break
     assert hit is not None, "no kill landed between the sink's commit and the commit log"
-    done = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, timeout=300)
+    done = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, timeout=600)
     assert b"DONE" in done.stdout
     # the scenario happened: Spark's watermark did not advance past the skipped batch
     assert batch_watermark_ms(cp, hit + 1) == batch_watermark_ms(cp, hit)
