@@ -112,6 +112,9 @@ REASON = PREFIX + "reason"
 FINAL = PREFIX + "final"
 #: bounded path: the input rows of one bucket, on its METRICS row (BIGINT)
 ROWS = PREFIX + "rows"
+#: bounded path, replays: when a pane row's watermark hold starts (BIGINT microseconds, NULL: not
+#: held), for the output watermark a later windowed stage reads (sqlflow.engine.holds)
+HOLD_SINCE = PREFIX + "hold_since"
 #: prefix of the NULL mask of a BIGINT input column (the column itself then holds 0 for NULL)
 NULL_MASK = PREFIX + "null_"
 #: how many input rows a combined element stands for (BIGINT), and the largest event time among them
@@ -136,7 +139,7 @@ METRIC_PREFIX = PREFIX + "m_"
 OUTPUT_TYPES = {
     KIND: "int", REASON: "string", FINAL: "boolean", ROWS: "bigint",
     **{c: ("bigint" if c in PANE_TIMES else PANE_TYPES[c]) for c in ALL_PANE_COLUMNS},
-    EVENT_TIME: "bigint", ARRIVAL_TIME: "bigint",
+    EVENT_TIME: "bigint", ARRIVAL_TIME: "bigint", HOLD_SINCE: "bigint",
 }
 #: the bounded bucket job's columns besides keys, aggregates and argument echoes, in order
 BUCKET_OUTPUT_COLUMNS = tuple(OUTPUT_TYPES)

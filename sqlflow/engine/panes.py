@@ -20,7 +20,7 @@ import pandas as pd
 
 from ..columns import EARLY, LATE, ON_TIME, RETRACTION_COLUMN
 from ..time import NEG_INF
-from . import kernels, output_time
+from . import holds, kernels, output_time
 from .aggregates import Grouping, fieldwise_merges, overflow_column
 from .kernels import lineage_fold
 
@@ -286,12 +286,15 @@ def pane_accumulators(plan, inputs: list[dict], first_pane: np.ndarray, panes: d
 
 
 def pane_frame(plan, panes: dict, accumulators: list[dict], key_frame: pd.DataFrame, *,
-               hidden: np.ndarray | None = None, ordered: bool = True, final: str | None = None) -> pd.DataFrame:
+               hidden: np.ndarray | None = None, ordered: bool = True, final: str | None = None,
+               hold: str | None = None) -> pd.DataFrame:
     """Output rows: key columns, aggregates, pane columns and retractions, in emission order
     (unless ordered=False). `hidden` panes (stored from earlier micro-batches) are not output
     themselves but can be retracted. In retracting mode, `final` names a boolean column to add:
     whether the row is its window's final value, a pane that no later pane retracts (a pane is
-    retracted exactly by the panes whose lineage holds it)."""
+    retracted exactly by the panes whose lineage holds it). `hold` names a column of when each
+    row's watermark hold starts (`panes["hold"]`, NULL for none; a retraction is held with the
+    pane it precedes: sqlflow.engine.holds)."""
     n_panes = len(panes["key"])
     cols: dict = {}
     for k in key_frame.columns:
@@ -310,6 +313,8 @@ def pane_frame(plan, panes: dict, accumulators: list[dict], key_frame: pd.DataFr
     frame["emit_time"] = pd.Series(pd.array(panes["emit"], dtype="Int64")).mask(panes["emit"] == NO_EMIT_TIME)
     values, null = output_time.column(plan.output_time, start=panes["start"], end=panes["end"], otime=panes["otime"])
     frame["output_time"] = pd.arrays.IntegerArray(values, null)
+    if hold is not None:
+        frame[hold] = pd.arrays.IntegerArray(panes["hold"], panes["hold"] == holds.NOT_HELD)
     visible = np.ones(n_panes, bool) if hidden is None else ~hidden
     sort_time, sort_key = panes["time"], panes["key"]
     sort_start = np.where(global_window, NEG_INF, panes["start"])
@@ -333,6 +338,8 @@ def pane_frame(plan, panes: dict, accumulators: list[dict], key_frame: pd.DataFr
             if final is not None:
                 retractions[final] = False
             retractions["emit_time"] = frame["emit_time"].to_numpy()[who]
+            if hold is not None:
+                retractions[hold] = frame[hold].array[who]
             frame = pd.concat([frame, retractions], ignore_index=True)
             sort_time = np.r_[sort_time, panes["time"][who]]
             sort_key = np.r_[sort_key, panes["key"][old]]

@@ -23,7 +23,7 @@ import pandas as pd
 from ..columns import ARRIVAL_TIME, TOO_LATE
 from ..errors import SqlflowExecutionError
 from ..time import NEG_INF, saturating_add
-from . import output_time, stream_step, vectorised
+from . import holds, output_time, stream_step, vectorised
 from .keyloop import KeyLoop, Window
 from .keys import key_columns, key_tuples, sortable_key
 from .panes import PaneTable, pane_accumulators, pane_frame
@@ -67,7 +67,8 @@ class Engine:
     @_no_raw_overflow
     def run(self, rows: pd.DataFrame, *, timeline: Timeline | None = None, replay: bool = False,
             p_end: int | None = None, reference: bool = False, ordered: bool = True,
-            timer_instants: np.ndarray | None = None, final: str | None = None) -> EngineResult:
+            timer_instants: np.ndarray | None = None, final: str | None = None,
+            hold: str | None = None) -> EngineResult:
         """Run a whole input to its end.
 
         replay=False: bounded data without arrival times (rows arrive in event-time order, no
@@ -78,7 +79,8 @@ class Engine:
         skips sorting panes into emission order. `timer_instants` makes processing-time timers
         fire at the first of these instants at or after their time, as micro-batches do.
         `final` (retracting mode): add a column of that name telling which rows are final values
-        (`pane_frame`).
+        (`pane_frame`). `hold` (replay): add a column of that name, when each row's watermark hold
+        starts (`holds.pane_holds`; NULL: not held), for the stage's output watermark.
         """
         # bounded data without arrival times has no watermark until the end of input
         timeline = timeline if (timeline is not None and replay) else EMPTY_TIMELINE
@@ -126,10 +128,13 @@ class Engine:
         timely = ~stranded & (a_et >= timeline.before_many(a_at)) if replay else ~stranded
         panes["otime"] = output_time.pane_times(self.plan.output_time, len(panes["key"]), first_pane=first_pane,
                                                 et=a_et, timely=timely)
+        if hold is not None and replay:
+            panes["hold"] = holds.pane_holds(len(panes["key"]), first_pane=first_pane, arrival=a_at, timely=timely)
         order_seq = inp.at if replay else np.zeros(len(inp.at), np.int64)
         inputs = accumulators(self.plan, inp, order_seq)
         accs = pane_accumulators(self.plan, inputs, first_pane, panes)
-        frame = pane_frame(self.plan, panes, accs, inp.key_frame, ordered=ordered, final=final)
+        frame = pane_frame(self.plan, panes, accs, inp.key_frame, ordered=ordered, final=final,
+                           hold=hold if replay else None)
         return engine_result(inp, frame, drop_reason)
 
     def _vectorised(self, inp: Input, timeline, replay, p_end, table, first_pane, drop_reason):

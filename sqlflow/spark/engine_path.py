@@ -34,8 +34,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..columns import (ARRIVAL_TIME, BUCKET_OUTPUT_COLUMNS, DROPPED, DROPPED_ARRIVAL_TIME, DROPPED_EVENT_TIME,
-                       DROPPED_REASON, EVENT_TIME, FINAL, GAP, IS_RETRACTION, KIND, OUTPUT_TYPES, PANE, PANE_COLUMNS,
-                       PANE_TIMES, REASON, WEIGHT, WINDOW_END, WINDOW_START, agg_column, part_column, when_column)
+                       DROPPED_REASON, EMIT_TIME, EVENT_TIME, FINAL, GAP, HOLD_SINCE, IS_RETRACTION, KIND,
+                       OUTPUT_TIME, OUTPUT_TYPES, PANE, PANE_COLUMNS, PANE_TIMES, REASON, WEIGHT, WINDOW_END,
+                       WINDOW_START, agg_column, part_column, when_column)
 from ..engine import BOUNDED, COMBINING, REPLAY, Aggregate, EnginePlan, arrival_grid, custom_windows_of, path_for
 from . import conf, handover
 from .inputs import InputRelation
@@ -56,6 +57,7 @@ class EngineRun:
     buckets: int
     combined: bool = False  # rows were combined before the shuffle (lifted_rows)
     replay_combined: bool = False  # replayed rows combined in the bucket jobs (replay_combining)
+    holds: object = None  # a replay's watermark holds: since, until, value (microseconds)
 
 
 def arrow_schema(schema, spark):
@@ -188,8 +190,13 @@ def run_engine(ws, rel: InputRelation, raw, agg_types: list, *, buckets: int, ti
         _micros_as_time(EVENT_TIME, DROPPED_EVENT_TIME), _micros_as_time(ARRIVAL_TIME, DROPPED_ARRIVAL_TIME),
         f"{_q(REASON)} AS {DROPPED_REASON}",
         _micros_as_time(WINDOW_START, WINDOW_START), _micros_as_time(WINDOW_END, WINDOW_END))
+    # a replay's holds: (since, emission, smallest output time) per held instant range, for the
+    # output watermark a later windowed stage reads (sqlflow.engine.holds); rows without a hold
+    # (since NULL) say where the output ends, and a GLOBAL window's pane may have no output_time
+    holds = pane_rows.groupBy(_q(HOLD_SINCE), _q(EMIT_TIME)).agg({OUTPUT_TIME: "min"}).toDF(
+        "since", "until", "value") if rel.replay else None
     return EngineRun(output, panes, final, dropped, buckets, combined=lifted is not None,
-                     replay_combined=combining is not None)
+                     replay_combined=combining is not None, holds=holds)
 
 
 def _micros_as_time(column: str, alias: str) -> str:

@@ -32,7 +32,7 @@ from .engine_path import run_engine
 from .inputs import InputRelation, input_relation
 from .native import rewrite_native
 from .output import panes_select
-from .pipelines import STAGE_KEY, StageLink, rewrite_consumer
+from .pipelines import STAGE_KEY, StageLink, StageTime, one_pane_per_window, rewrite_consumer, upstream_stage
 from .planner import Choice, choose, engine_mode
 from .relations import drop_watermark_clauses, strip_clauses, to_spark_sql, visible_ctes, with_ctes
 from .report import Report, Stage
@@ -182,6 +182,7 @@ class Runner:
         self.consume(select, windowed=True)
         self.check_grouping(select, windowing)
         ws = describe(self.statement, select, windowing)
+        ws.upstream = upstream_stage(self.statement, ws)
         rel = input_relation(ws)
         raw = names = agg_types = None
         try:
@@ -207,7 +208,12 @@ class Runner:
             choice = choose(ws, self.path)
         stage = Stage(number, ws.label(), choice.path, choice.why, ws.windowing.mode.value,
                       output_time=ws.windowing.output_time.value)
-        if ws.replay:
+        if ws.upstream is not None:
+            stage.replay = (f"the panes of {ws.upstream.link.label} as it emits them: each row arrives at its "
+                            "emit_time with its output_time as event time; watermark: that stage's output "
+                            "watermark (the minimum of its input watermark and the output times of the panes "
+                            "it holds)")
+        elif ws.replay:
             srcs = [s.watermark for s in ws.arrival_sources]
             model = _model(srcs[0].model) if len(srcs) == 1 else (
                 f"the minimum of {len(srcs)} sources' (UNION ALL): "
@@ -279,6 +285,8 @@ class Runner:
         if ws.replay:
             if self.dry:
                 stage.replay += " (the timeline is computed when the query runs)"
+            elif ws.upstream is not None:
+                replay = self.upstream_replay(ws, stage)
             else:
                 src = ws.arrival_source.watermark
                 where = src.model.pos or src.pos
@@ -305,8 +313,23 @@ class Runner:
         net = panes_select(ws, final_view, names)
         # merged-away windows reach the output only if a window can emit before its final pane
         merging = _merging(ws.window) and not (not ws.replay and collapsible(ws.windowing.effective_trigger))
-        new.meta[STAGE_KEY] = StageLink(ws.windowing.mode, net, merging, ws.label(), replay=ws.replay)
+        time = None
+        if replay is not None:
+            time = StageTime(replay.timeline, replay.p_end, run.holds, stage.replay or "")
+        new.meta[STAGE_KEY] = StageLink(ws.windowing.mode, net, merging, ws.label(), replay=ws.replay,
+                                        one_pane=ws.replay and one_pane_per_window(ws.windowing), time=time)
         self._replace(ws, new)
+
+    def upstream_replay(self, ws: WindowedSelect, stage: Stage) -> timeline.Replay:
+        """The replay of a windowed SELECT over a replayed stage's panes: the stage's output
+        watermark (one job over its panes collects the holds), ending where the stage ends."""
+        time = ws.upstream.link.time
+        if time is None:  # the stage was planned without running (explain)
+            stage.replay += " (the timeline is computed when the query runs)"
+            return None
+        output = time.output_watermark()
+        stage.replay += f": {len(output.times)} watermark steps"
+        return timeline.Replay(output, max(time.p_end, output.last_time), 0, "output watermark")
 
     def _replace(self, ws: WindowedSelect, new: exp.Select) -> None:
         if ws.select is self.tree:
@@ -347,7 +370,9 @@ def _clause_columns(ws: WindowedSelect) -> list[tuple[str, ast.Position | None, 
     elif ws.event_time_clause == "ARRIVAL":
         w = ws.arrival_source.watermark
         out.append((w.arrival, w.arrival_pos or w.pos, "WATERMARK"))
-    if ws.replay:
+    if ws.upstream is not None:
+        out.append((ws.arrival_name, window.on_pos or window.pos, "WINDOW"))
+    elif ws.replay:
         w = ws.arrival_source.watermark
         out.append((w.arrival, w.arrival_pos or w.pos, "WATERMARK"))
     fn = ws.window

@@ -68,6 +68,8 @@ class StageLink:
     stage: object = None
     #: the stage replays recorded data (ARRIVAL): its panes have processing times (emit_time)
     replay: bool = False
+    #: a replayed stage's watermark and holds, for a windowed SELECT reading it (`StageTime`)
+    time: "StageTime | None" = None
 
     def __deepcopy__(self, memo) -> "StageLink":
         return self  # a copied SELECT (sqlglot copies meta) still links the same stage
@@ -142,15 +144,14 @@ def rewrite_consumer(select: exp.Select, statement, *, avg_type=None, windowed: 
 
     `avg_type(select, call)` gives the Spark type of an AVG call (to keep it under subtraction),
     or None when unknown. `windowed`: the SELECT is itself windowed (over a stream it is refused
-    later, by `streaming.chaining`, whatever its aggregates)."""
+    later, by `streaming.chaining`, whatever its aggregates; over a replay whose panes it reads
+    as they are emitted, `upstream_stage`, it reads them as a stream's changelog)."""
     if not aggregates(select):
         return
     ctes = {cte.alias_or_name.lower(): cte for cte in visible_ctes(select)}
     linked = []
     for relation in _relations(select):
         found = _stage_of_relation(relation, ctes)
-        if found is not None and found[0].replay and windowed and _timed(select):
-            raise _refuse_windowed_over_replay(statement, select, found[0])
         if found is not None and found[0].stream and found[0].stage is not None and not windowed:
             found[0].stage.extra["aggregated"] = True  # a streaming aggregation: complete or update mode
         if found is not None and found[0].mode is not ast.AccumulationMode.DISCARDING:
@@ -168,7 +169,8 @@ def rewrite_consumer(select: exp.Select, statement, *, avg_type=None, windowed: 
         return
     calls = [aggregate_call(node) for node in aggregate_calls(
         list(select.expressions) + [select.args.get("having"), select.args.get("order")])]
-    if link.stream:
+    as_emitted = link.stream or (link.replay and windowed and _timed(select))
+    if as_emitted:  # the changelog as it comes: no final panes to read
         if link.one_pane:
             return
         if not (link.mode.retracting and calls and all(_invertible(c) for c in calls)):
@@ -176,7 +178,8 @@ def rewrite_consumer(select: exp.Select, statement, *, avg_type=None, windowed: 
     if link.mode.retracting and calls and all(_invertible(c) for c in calls):
         qualifier = _qualifier(relation)
         flag = exp.column("is_retraction", table=qualifier) if qualifier else exp.column("is_retraction")
-        _subtract_all(select, flag, avg_type)
+        # a window's pane whose rows all cancel says so (its value is 0): a changelog keeps it
+        _subtract_all(select, flag, avg_type, drop_empty=not (as_emitted and windowed))
         return
     if not direct:
         names = ", ".join(sorted({c.name for c in calls if not _invertible(c)})) or "these aggregates"
@@ -205,38 +208,93 @@ def _timed(select: exp.Select) -> bool:
     return not (isinstance(windowing.window.fn, ast.Global) and collapsible(windowing.effective_trigger))
 
 
-def _refuse_windowed_over_replay(statement, select: exp.Select, link: StageLink) -> Exception:
-    """A windowed SELECT over the panes of a replayed stage needs time across stages (issue 17,
-    item 2: each pane arriving at its emit_time, the upstream's output watermark), which is not
-    built yet; reading the panes as bounded data would make every downstream pane ON_TIME at no
-    processing time, a silently wrong answer. So it is refused, at the downstream WINDOW clause
-    (a GLOBAL window firing only at the end of the input is the exception: its one pane is the same)."""
-    from ..frontend.dialect import WINDOWING_KEY
+@dataclass
+class StageTime:
+    """What a later windowed stage needs of a replayed stage: its input watermark, where its input
+    ends, and its watermark holds (a Spark DataFrame of since, until, value in microseconds,
+    `engine_path.EngineRun.holds`). `output_watermark()` collects the holds (one job over the
+    stage's panes) and computes the stage's output watermark (`sqlflow.engine.holds`)."""
 
-    windowing = select.meta.get(WINDOWING_KEY) if select._meta else None
-    pos = (windowing.window.pos or windowing.pos) if isinstance(windowing, ast.Windowing) else None
-    return statement.source.error_at(
-        SqlflowUnsupportedError,
-        f"this windowed SELECT reads the panes of {link.label}, a replay (ARRIVAL): a window over another "
-        "window's replayed panes needs time to pass between the stages (each pane arriving at its emit_time "
-        "with the upstream's output watermark), which is not supported yet",
-        pos or select_position(statement, select), clause="WINDOW",
-        hint="aggregate the stage without a WINDOW clause (COUNT, SUM and AVG apply retractions), or write its "
-             "panes to a table and replay that: FROM panes WATERMARK output_time PERFECT ARRIVAL emit_time")
+    timeline: object   # engine.watermarks.Timeline
+    p_end: int
+    holds: object      # DataFrame, or None when planned without Spark
+    model: str         # the stage's own watermark, for explain()
+
+    def output_watermark(self):
+        from ..engine.holds import output_watermark
+
+        frame = self.holds.toPandas()
+        col = {c: frame[c].to_numpy("int64") for c in ("since", "until", "value")}
+        return output_watermark(self.timeline, since=col["since"], until=col["until"], value=col["value"],
+                                end=self.p_end)
+
+
+@dataclass
+class Upstream:
+    """The replayed stage a windowed SELECT reads as its panes are emitted (`upstream_stage`)."""
+
+    link: StageLink
+    arrival: exp.Expr  # the stage's emit_time column, as this SELECT names it
+
+
+def upstream_stage(statement, ws) -> Upstream | None:
+    """The replayed windowed stage that a windowed SELECT reads as a new replay, or None.
+
+    Its input elements are the stage's pane rows (retractions included), each arriving at its
+    `emit_time` and carrying its `output_time` as event time, under the stage's output watermark
+    (docs/semantics.md, 1.3). So the window must be ON output_time, and the SELECT reads no other
+    watermarked source; a WATERMARK clause with ARRIVAL of its own replays the panes its own way.
+    A GLOBAL window firing only at the end of the input reads the panes as bounded data (its one
+    pane is the same either way)."""
+    select = ws.select
+    if not _timed(select):
+        return None
+    ctes = {cte.alias_or_name.lower(): cte for cte in visible_ctes(select)}
+    found = [(relation, *hit) for relation in _relations(select)
+             for hit in [_stage_of_relation(relation, ctes)] if hit is not None and hit[0].replay]
+    if not found or ws.arrival_source is not None:
+        return None
+    relation, link, _ = found[0]
+    window = ws.windowing.window
+    if ws.sources:
+        where = ws.sources[0].watermark if ws.sources else None
+        raise statement.source.error_at(
+            SqlflowUnsupportedError,
+            f"this windowed SELECT reads the panes of {link.label}, a replay, and a WATERMARK clause without "
+            "ARRIVAL: the panes would be bounded data (every pane ON_TIME at no processing time)",
+            (where.pos if where else None) or window.pos, clause="WATERMARK",
+            hint="drop the WATERMARK clause: the panes then arrive at their emit_time under the stage's output "
+                 "watermark (WINDOW ... ON output_time)")
+    qualifier = _qualifier(relation)
+    event = ws.event_time
+    if not (isinstance(event, exp.Column) and event.name.lower() == "output_time"
+            and (not event.table or qualifier is None or event.table.lower() == qualifier.lower())):
+        raise statement.source.error_at(
+            SqlflowUnsupportedError,
+            f"this window reads the panes of {link.label} as they are emitted: its event time is their "
+            f"output_time (the time the stage's output watermark bounds), not {event.sql(dialect='spark')}",
+            window.on_pos or window.pos, clause="WINDOW",
+            hint="write WINDOW ... ON output_time, and choose the event time upstream with OUTPUT TIMESTAMP "
+                 "(END OF WINDOW, START OF WINDOW, EARLIEST, LATEST)")
+    arrival = exp.column("emit_time", table=qualifier) if qualifier else exp.column("emit_time")
+    return Upstream(link, arrival)
 
 
 def refuse_on_stream(statement, position, where: str, link: StageLink, calls) -> Exception:
     """The located error for an aggregation a stream cannot give right: only subtraction applies
-    retractions incrementally, and only retractions say that a pane was replaced."""
+    retractions incrementally, and only retractions say that a pane was replaced. (A windowed
+    SELECT over a replayed stage reads its panes as they are emitted, as on a stream.)"""
+    what = "a stream" if link.stream else "a replay whose panes this window reads as they are emitted"
     if link.mode.retracting:
         names = ", ".join(sorted({c.name for c in calls if not _invertible(c)})) or "these aggregates"
-        message = (f"the SELECT{where} aggregates ({names}) over {link.label}, a stream: only COUNT, SUM and "
+        message = (f"the SELECT{where} aggregates ({names}) over {link.label}, {what}: only COUNT, SUM and "
                    "AVG can apply its retractions as they come (the other aggregates need its final panes, "
-                   "which a stream never has)")
+                   "which a changelog read as it comes never has)")
         hint = ("use COUNT, SUM or AVG here, or write the stage's panes to a sink (sqlflow.spark.streaming.start) "
-                "and aggregate them as bounded data")
+                "and aggregate them as bounded data" if link.stream else
+                "use COUNT, SUM or AVG here, or aggregate the stage without a WINDOW clause (that reads its final panes)")
     else:
-        message = (f"the SELECT{where} aggregates over {link.label}, an ACCUMULATING stage on a stream whose "
+        message = (f"the SELECT{where} aggregates over {link.label}, an ACCUMULATING stage ({what}) whose "
                    "windows emit several panes: each pane refines the one before, which a streaming "
                    "aggregation cannot replace, so it would count every refinement")
         hint = ("use EMIT ACCUMULATING AND RETRACTING upstream (COUNT, SUM and AVG then subtract what is "
@@ -250,7 +308,7 @@ def _invertible(call) -> bool:
             and not (isinstance(node, exp.Count) and isinstance(node.this, exp.Distinct)))
 
 
-def _subtract_all(select: exp.Select, flag: exp.Expr, avg_type) -> None:
+def _subtract_all(select: exp.Select, flag: exp.Expr, avg_type, drop_empty: bool = True) -> None:
     for arg in ("expressions", "having", "order"):
         value = select.args.get(arg)
         if value is None:
@@ -259,7 +317,7 @@ def _subtract_all(select: exp.Select, flag: exp.Expr, avg_type) -> None:
             select.set(arg, [v.transform(lambda n: _swap_call(n, flag, select, avg_type)) for v in value])
         else:
             select.set(arg, value.transform(lambda n: _swap_call(n, flag, select, avg_type)))
-    if select.args.get("group") is not None:
+    if select.args.get("group") is not None and drop_empty:
         # a group whose rows all cancel out is gone, as if its panes had never been emitted
         alive = exp.NEQ(this=exp.Sum(this=_sign(flag)), expression=exp.Literal.number(0))
         having = select.args.get("having")

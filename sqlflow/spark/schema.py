@@ -78,7 +78,7 @@ def check_input_types(ws: WindowedSelect, rel: InputRelation, schema) -> str | N
             column, pos, clause = w.event_time, w.event_time_pos or w.pos, "WATERMARK"
         raise ws.error(SqlflowAnalysisError, f"the event-time column {column} is {_type_name(et)}, not a TIMESTAMP",
                        clause, pos=pos, hint=to_timestamp_hint(column, et))
-    if rel.replay and not isinstance(types[ARRIVAL_TIME], timestamps):
+    if rel.replay and ws.upstream is None and not isinstance(types[ARRIVAL_TIME], timestamps):
         w = ws.arrival_source.watermark
         raise ws.error(SqlflowAnalysisError, f"the arrival column {w.arrival} is {_type_name(types[ARRIVAL_TIME])}, "
                        "not a TIMESTAMP", "WATERMARK", pos=w.arrival_pos or w.pos, hint=to_timestamp_hint(w.arrival, types[ARRIVAL_TIME]))

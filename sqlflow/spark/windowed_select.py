@@ -75,15 +75,27 @@ class WindowedSelect:
     sources: list[Source]
     arrival_source: Source | None
     pane_columns_used: set[str] = field(default_factory=set)
+    #: the replayed windowed stage whose panes this SELECT reads as they are emitted (each pane
+    #: arriving at its emit_time, under that stage's output watermark: `pipelines.Upstream`)
+    upstream: object = None
 
     @property
     def arrival(self) -> exp.Expr | None:
+        if self.upstream is not None:
+            return self.upstream.arrival.copy()
         src = self.arrival_source
         return None if src is None else src.column(src.watermark.arrival)
 
     @property
+    def arrival_name(self) -> str | None:
+        """The arrival column as written (ARRIVAL x), or the stage's emit_time."""
+        if self.upstream is not None:
+            return self.upstream.arrival.sql(dialect="spark")
+        return None if self.arrival_source is None else self.arrival_source.watermark.arrival
+
+    @property
     def replay(self) -> bool:
-        return self.arrival_source is not None
+        return self.arrival_source is not None or self.upstream is not None
 
     @property
     def arrival_sources(self) -> list[Source]:

@@ -116,19 +116,3 @@ def test_arrival_columns_named_differently_are_refused(spark, three_sources):
     assert str(info.value).splitlines()[0].startswith(
         "sqlflow: WATERMARK: the replayed sources of this window name their arrival columns differently "
         "(ARRIVAL at, ARRIVAL arrived)")
-
-
-def test_a_window_over_a_replayed_stage_is_refused_not_answered_as_bounded(spark, three_sources):
-    """Time across stages (issue 17, item 2) is not built: a window over a replayed stage's panes
-    would see them as bounded data (every pane ON_TIME, no emit_time), so it is a located error."""
-    with pytest.raises(SqlflowUnsupportedError) as info:
-        sqlflow.sql(spark, "WITH s AS (SELECT k, SUM(v) AS total FROM a WATERMARK ts DELAY OF 10s ARRIVAL at "
-                           "GROUP BY k WINDOW SESSIONS(GAP 30s) TRIGGER WATERMARK EARLY PERIOD 10s "
-                           "EMIT ACCUMULATING AND RETRACTING)\n"
-                           "SELECT COUNT(*) AS sessions FROM s WINDOW FIXED(SIZE 1h) ON window_end")
-    assert str(info.value).splitlines()[:2] == [
-        "sqlflow: WINDOW: this windowed SELECT reads the panes of the SELECT with WINDOW SESSIONS at line 1, "
-        "column 93, a replay (ARRIVAL): a window over another window's replayed panes needs time to pass between "
-        "the stages (each pane arriving at its emit_time with the upstream's output watermark), which is not "
-        "supported yet (line 2, column 36)",
-        "  SELECT COUNT(*) AS sessions FROM s WINDOW FIXED(SIZE 1h) ON window_end"]

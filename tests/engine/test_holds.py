@@ -1,0 +1,152 @@
+"""Watermark holds and output watermarks across stages (docs/semantics.md, 1.3; sqlflow/engine/holds.py)."""
+import numpy as np
+import pandas as pd
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sqlflow import ast
+from sqlflow.engine.aggregates import Aggregate
+from sqlflow.engine.holds import output_watermark
+from sqlflow.engine.plan import ARRIVAL_TIME, EVENT_TIME, EnginePlan
+from sqlflow.engine.runner import Engine
+from sqlflow.engine.watermarks import Timeline
+from sqlflow.time import NEG_INF, POS_INF
+
+from . import paper
+from .paper import clock
+from .strategies import D, durations, inputs, output_times, schedule_triggers, triggers
+
+HOLD = "hold_since"
+US = 1
+# kept small: each example runs two engines (CI time)
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def direct_output_watermark(iwm: Timeline, since, until, value) -> list[tuple[int, int]]:
+    """The definition, one instant at a time: running max of min(W(q), holds active at q)."""
+    points = sorted(set(iwm.times.tolist()) | set(since) | set(until))
+    best, steps = NEG_INF, []
+    for q in points:
+        held = [v for s, u, v in zip(since, until, value) if s <= q < u]
+        mark = min([iwm.at(q)] + held)
+        if mark > best:
+            best = mark
+            steps.append((q, mark))
+    return steps
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 30), st.integers(0, 60)), min_size=1, max_size=6, unique_by=lambda x: x[0]),
+       st.lists(st.tuples(st.integers(0, 30), st.integers(0, 10), st.integers(0, 60)), max_size=12))
+def test_output_watermark_is_its_definition(steps, holds):
+    steps = sorted(steps)
+    iwm = Timeline.from_steps([t for t, _ in steps], np.maximum.accumulate([w for _, w in steps]))
+    since = [s for s, _, _ in holds]
+    until = [s + d for s, d, _ in holds]
+    value = [v for _, _, v in holds]
+    got = output_watermark(iwm, since=since, until=until, value=value)
+    assert got.steps() == direct_output_watermark(iwm, since, until, value)
+
+
+def stage1(window, trigger, mode, lateness, output=None):
+    w = ast.Windowing(ast.WindowClause(window), trigger, ast.AllowedLateness(D(lateness)), ast.Emit(mode),
+                      output=output)
+    return Engine(EnginePlan(w, (Aggregate("sum", "v", "total"),), keys=("k",)))
+
+
+def read_as_emitted(panes: pd.DataFrame) -> pd.DataFrame:
+    """Stage 1's rows as stage 2's input: arriving at emit_time, event time output_time, +1 or -1."""
+    sign = np.where(panes["is_retraction"].to_numpy(bool), -1, 1) if "is_retraction" in panes else 1
+    return pd.DataFrame({
+        EVENT_TIME: panes["output_time"].astype("Int64"),
+        ARRIVAL_TIME: panes["emit_time"].astype("Int64"),
+        "n": pd.array(np.broadcast_to(sign, len(panes)), dtype="Int64"),
+        "total": pd.array(panes["total"].to_numpy(), dtype="Int64") * np.broadcast_to(sign, len(panes)),
+    })
+
+
+def stage_output_watermark(panes: pd.DataFrame, iwm: Timeline) -> Timeline:
+    held = panes[HOLD].notna().to_numpy()
+    p = panes[held]
+    return output_watermark(iwm, since=p[HOLD].to_numpy(np.int64), until=p["emit_time"].to_numpy(np.int64),
+                            value=p["output_time"].to_numpy(np.int64))
+
+
+def test_the_paper_example_output_watermark():
+    """Figure 14's sessions (early every minute, late per instant, retracting): the holds and the
+    output watermark worked out in tests/spark/test_two_stage_replay.py's module doc."""
+    plain = paper.run(ast.Sessions(D(60_000_000)), paper.EARLY_LATE, ast.AccumulationMode.ACCUMULATING_AND_RETRACTING,
+                      replay=True, timeline=paper.heuristic_watermark()).panes
+    assert HOLD not in plain  # only when asked for
+    engine = stage1(ast.Sessions(D(60_000_000)), paper.EARLY_LATE, ast.AccumulationMode.ACCUMULATING_AND_RETRACTING,
+                    3_600_000_000)
+    panes = engine.run(paper.inputs(), timeline=paper.heuristic_watermark(), replay=True, hold=HOLD).panes
+    held = [(None if pd.isna(h) else int(h), int(e), int(o), bool(r))
+            for h, e, o, r in zip(panes[HOLD], panes["emit_time"], panes["output_time"], panes["is_retraction"])]
+    c = clock
+    assert held == [
+        (c("12:05:19"), c("12:06:00"), c("12:01:26") - US, False),   # P1 {e1}
+        (c("12:05:39"), c("12:06:00"), c("12:03:24") - US, False),   # P2 {e2}
+        (c("12:06:13"), c("12:07:00"), c("12:05:19") - US, False),   # P3 {e3, e4, e5}
+        (c("12:07:06"), c("12:07:40"), c("12:03:24") - US, True),    # -P2, held with P4 (e6)
+        (c("12:07:06"), c("12:07:40"), c("12:05:19") - US, True),    # -P3
+        (c("12:07:06"), c("12:07:40"), c("12:05:19") - US, False),   # P4 ON_TIME
+        (c("12:07:19"), c("12:08:00"), c("12:07:39") - US, False),   # P5 {e7}
+        (None, c("12:08:19"), c("12:01:26") - US, True),             # -P1: e8 is late, nothing held
+        (None, c("12:08:19"), c("12:05:19") - US, True),             # -P4
+        (None, c("12:08:19"), c("12:05:19") - US, False),            # P6 LATE
+        (c("12:08:39"), c("12:09:00"), c("12:07:39") - US, True),    # -P5, held with P7 (e9, e10)
+        (c("12:08:39"), c("12:09:00"), c("12:08:46") - US, False),   # P7
+    ]
+    ow = stage_output_watermark(panes, paper.heuristic_watermark())
+    assert ow.steps() == [(c("12:06:05"), c("12:02:00")), (c("12:07:30"), c("12:03:24") - US),
+                          (c("12:07:40"), c("12:06:00")), (c("12:09:30"), c("12:08:30")), (c("12:10:00"), POS_INF)]
+
+
+windows1 = st.one_of(
+    st.builds(ast.Fixed, durations(5, 15), st.just(D(0))),
+    st.builds(lambda s, k: ast.Sliding(D(s.micros * k), s), durations(3, 8), st.integers(1, 3)),
+    st.builds(ast.Sessions, durations(1, 8)),
+)
+
+
+@SETTINGS
+@given(inputs(), windows1, triggers, st.sampled_from([ast.AccumulationMode.DISCARDING,
+                                                      ast.AccumulationMode.ACCUMULATING_AND_RETRACTING]),
+       st.sampled_from([0, 25, 1000]), output_times, durations(2, 12), schedule_triggers, st.sampled_from([0, 30]))
+def test_two_stage_pipelines(data, window, trigger, mode, lateness, output, size, trigger2, lateness2):
+    """Random two-stage replays: stage 2 counts stage 1's rows (signed) per fixed window of their
+    output_time under stage 1's output watermark.
+
+    - a stage-1 pane that is not LATE is never behind stage 2's watermark when it arrives (with
+      OUTPUT TIMESTAMP START OF WINDOW it can be: docs/semantics.md, 1.3);
+    - no stage-2 window changes after its ON_TIME pane except in panes marked LATE;
+    - with DISCARDING stage 2 and unbounded lateness nothing is lost: per window, its panes add up
+      to the signed rows of stage 1 whose output_time falls in it."""
+    rows, iwm = data
+    panes = stage1(window, trigger, mode, lateness, output).run(rows, timeline=iwm, replay=True, hold=HOLD).panes
+    ow = stage_output_watermark(panes, iwm)
+    policy = output.policy if output is not None else ast.OutputTime.END_OF_WINDOW
+    if policy is not ast.OutputTime.START_OF_WINDOW and len(panes):
+        fresh = panes[~panes.get("is_retraction", pd.Series(False, index=panes.index)).to_numpy(bool)
+                      & (panes["pane_timing"] != "LATE").to_numpy()]
+        before = ow.before_many(fresh["emit_time"].to_numpy(np.int64))
+        assert (fresh["output_time"].to_numpy(np.int64) >= before).all()
+    down = read_as_emitted(panes)
+    for mode2, late2 in ((ast.AccumulationMode.ACCUMULATING_AND_RETRACTING, lateness2),
+                         (ast.AccumulationMode.DISCARDING, None)):
+        lateness_clause = ast.AllowedLateness(D(late2) if late2 is not None else ast.Unbounded())
+        w2 = ast.Windowing(ast.WindowClause(ast.Fixed(size, D(0))), trigger2, lateness_clause, ast.Emit(mode2))
+        plan2 = EnginePlan(w2, (Aggregate("sum", "n", "n"), Aggregate("sum", "total", "total")), keys=())
+        out = Engine(plan2).run(down, timeline=ow, replay=True).panes
+        values = out[~out["is_retraction"]] if "is_retraction" in out else out
+        after_on_time = values.groupby("window_start")["pane_timing"].agg(list)
+        for timings in after_on_time:
+            if "ON_TIME" in timings:
+                assert all(t == "LATE" for t in timings[timings.index("ON_TIME") + 1:]), timings
+        if mode2 is ast.AccumulationMode.DISCARDING:
+            kept = down.dropna(subset=[EVENT_TIME])
+            start = kept[EVENT_TIME].to_numpy(np.int64) // size.micros * size.micros
+            expected = kept.assign(w=start).groupby("w")["n"].sum()
+            got = values.groupby("window_start")["n"].sum()
+            assert {int(k): int(v) for k, v in expected.items() if v} == {int(k): int(v) for k, v in got.items() if v}
