@@ -278,8 +278,9 @@ class Runner:
             stage.buckets = "2 x spark.sql.shuffle.partitions (decided at run time)"
             names = [_guessed_name(item) for item in ws.select.expressions]
             name = view_name("panes", self.run_id, len(self.views))
-            self._replace(ws, panes_select(ws, name, names))
+            new = panes_select(ws, name, names)
             self.views.append(name)
+            self._link(ws, new, panes_select(ws, view_name("final", self.run_id, len(self.views)), names), None)
             return
         replay = None
         if ws.replay:
@@ -311,11 +312,16 @@ class Runner:
         final_view = self.view(run.final, "final")
         new = panes_select(ws, panes_view, names)
         net = panes_select(ws, final_view, names)
-        # merged-away windows reach the output only if a window can emit before its final pane
-        merging = _merging(ws.window) and not (not ws.replay and collapsible(ws.windowing.effective_trigger))
         time = None
         if replay is not None:
             time = StageTime(replay.timeline, replay.p_end, run.holds, stage.replay or "")
+        self._link(ws, new, net, time)
+
+    def _link(self, ws: WindowedSelect, new: exp.Select, net: exp.Select, time: StageTime | None) -> None:
+        """Replace the windowed SELECT by `new` (over its panes), linked to the stage for the
+        SELECTs that read it (`pipelines`); `net` reads its final panes."""
+        # merged-away windows reach the output only if a window can emit before its final pane
+        merging = _merging(ws.window) and not (not ws.replay and collapsible(ws.windowing.effective_trigger))
         new.meta[STAGE_KEY] = StageLink(ws.windowing.mode, net, merging, ws.label(), replay=ws.replay,
                                         one_pane=ws.replay and one_pane_per_window(ws.windowing), time=time)
         self._replace(ws, new)

@@ -224,9 +224,11 @@ class StageTime:
         from ..engine.holds import output_watermark
 
         frame = self.holds.toPandas()
-        col = {c: frame[c].to_numpy("int64") for c in ("since", "until", "value")}
-        return output_watermark(self.timeline, since=col["since"], until=col["until"], value=col["value"],
-                                end=self.p_end)
+        emitted = frame["until"].dropna()  # every emission, held or not: the output ends at the last
+        end = max(self.p_end, int(emitted.max())) if len(emitted) else self.p_end
+        held = frame.dropna()
+        col = {c: held[c].to_numpy("int64") for c in ("since", "until", "value")}
+        return output_watermark(self.timeline, since=col["since"], until=col["until"], value=col["value"], end=end)
 
 
 @dataclass

@@ -1,11 +1,15 @@
 """Windowed SELECTs over a stream that already has a watermark: refused, in this one place.
 
-Spark keeps one watermark per chain of stateful operators: a second `withWatermark` over a
-stream that has one (the panes of a windowed SELECT on a stream, or the user's own
-`withWatermark`) fails when the query starts, with Spark's "Redefining watermark is
-disallowed". Passing time from one windowed stage to the next needs low watermarks across
-stages (issue 17). Until those exist `sqlflow.sql` refuses such a SELECT, at its WINDOW
-clause, with what to do instead; `refuse_watermarked_input` is the one check to replace then.
+Spark keeps one watermark per query. A second `withWatermark` over a stream that has one (the
+user's own) fails when the query starts, with Spark's "Redefining watermark is disallowed". The
+panes of a windowed SELECT could carry event time on through `transformWithStateInPandas(...,
+eventTimeColumnName=...)`, but measured on Spark 4.3 (docs/pipelines.md, "On a stream") that
+operator's rows must never be behind the watermark of the previous micro-batch (the query fails
+with EMITTING_ROWS_OLDER_THAN_WATERMARK_NOT_ALLOWED), and nothing holds the watermark back: the
+downstream watermark is the upstream's *input* watermark, not its output watermark
+(docs/semantics.md, 1.3). LATE panes and retractions of earlier panes would fail the query, and a
+downstream window could close before an upstream window pending in it emits. So `sqlflow.sql`
+refuses such a SELECT, at its WINDOW clause, with what to do instead (`refuse_watermarked_input`).
 """
 from __future__ import annotations
 
@@ -22,17 +26,21 @@ def refuse_watermarked_input(ws, relation_sql: str, raw, stream_views) -> None:
     upstream = any(view in relation_sql for view in stream_views)
     if not upstream and WATERMARK_NODE not in plan_text(raw):
         return
-    what = ("reads the panes of another windowed SELECT on a stream" if upstream else
-            "reads a stream that already has a watermark (withWatermark, or the result of a windowed "
-            "sqlflow.sql on a stream)")
+    if upstream:
+        what = ("reads the panes of another windowed SELECT on a stream; its input already has a watermark, and "
+                "Spark cannot pass time between windowed stages: an operator's output keeps the query's one "
+                "watermark, which nothing holds back for pending windows, and a LATE pane or a retraction behind "
+                "it fails the query (EMITTING_ROWS_OLDER_THAN_WATERMARK_NOT_ALLOWED)")
+    else:
+        what = ("reads a stream that already has a watermark (withWatermark, or the result of a windowed "
+                "sqlflow.sql on a stream); Spark allows one watermark per chain of stateful operators (it would "
+                "fail at start with \"Redefining watermark is disallowed\")")
     raise ws.error(
-        SqlflowUnsupportedError,
-        f"{ws.label()} {what}; its input already has a watermark, and Spark allows one watermark per "
-        "chain of stateful operators (it would fail at start with \"Redefining watermark is disallowed\")",
-        "WINDOW", pos=ws.windowing.pos,
-        hint=("write the upstream panes to a sink (sqlflow.spark.streaming.start) and read that as a new "
-              "stream, or aggregate them without a WINDOW clause (COUNT, SUM and AVG apply retractions); "
-              "over a stream of your own, drop withWatermark: the WATERMARK clause defines it"))
+        SqlflowUnsupportedError, f"{ws.label()} {what}", "WINDOW", pos=ws.windowing.pos,
+        hint=("write the upstream panes to a sink (sqlflow.spark.streaming.start) and read that as a new stream "
+              "with WATERMARK output_time DELAY OF <how late its panes come>, or aggregate them without a WINDOW "
+              "clause (COUNT, SUM and AVG apply retractions); over a stream of your own, drop withWatermark: the "
+              "WATERMARK clause defines it"))
 
 
 def plan_text(df) -> str:
