@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from .. import ast
+from ..columns import EMIT_TIME, OUTPUT_TIME
 from ..engine import INVERTIBLE, collapsible
 from ..errors import SqlflowUnsupportedError
 from .aggregates import aggregate_call, aggregate_calls
@@ -269,7 +270,7 @@ def upstream_stage(statement, ws) -> Upstream | None:
                  "watermark (WINDOW ... ON output_time)")
     qualifier = _qualifier(relation)
     event = ws.event_time
-    if not (isinstance(event, exp.Column) and event.name.lower() == "output_time"
+    if not (isinstance(event, exp.Column) and event.name.lower() == OUTPUT_TIME
             and (not event.table or qualifier is None or event.table.lower() == qualifier.lower())):
         raise statement.source.error_at(
             SqlflowUnsupportedError,
@@ -278,7 +279,7 @@ def upstream_stage(statement, ws) -> Upstream | None:
             window.on_pos or window.pos, clause="WINDOW",
             hint="write WINDOW ... ON output_time, and choose the event time upstream with OUTPUT TIMESTAMP "
                  "(END OF WINDOW, START OF WINDOW, EARLIEST, LATEST)")
-    arrival = exp.column("emit_time", table=qualifier) if qualifier else exp.column("emit_time")
+    arrival = exp.column(EMIT_TIME, table=qualifier) if qualifier else exp.column(EMIT_TIME)
     return Upstream(link, arrival)
 
 
