@@ -7,7 +7,8 @@ from hypothesis import strategies as st
 from sqlflow import ast
 from sqlflow.engine.aggregates import Aggregate
 from sqlflow.engine.holds import output_watermark
-from sqlflow.engine.plan import ARRIVAL_TIME, EVENT_TIME, EnginePlan
+from sqlflow.columns import ARRIVAL_TIME, EVENT_TIME
+from sqlflow.engine.plan import EnginePlan
 from sqlflow.engine.runner import Engine
 from sqlflow.engine.watermarks import Timeline
 from sqlflow.time import NEG_INF, POS_INF
