@@ -9,6 +9,7 @@ this package, and a Python UDF worker should pay only for what its job runs):
 - `path_for`, `describe`, `Path` and the situations `BOUNDED`, `REPLAY`, `STREAM`: which
   implementation runs a plan and why, the text `explain` prints (`paths.py`);
 - `register_window_fn` and the window functions; `Timeline` and the watermark models;
+  `output_watermark`, a stage's watermark as a later stage reads it (`holds.py`);
 - the engine's input columns are in `plan.py` (`EVENT_TIME`, ...).
 
 >>> from sqlflow.engine import path_for, EnginePlan
@@ -32,6 +33,7 @@ _FACE = {
     "CumulateWindows": "windows", "CustomWindows": "windows",
     "Timeline": "watermarks", "EMPTY_TIMELINE": "watermarks", "ProcessingClock": "watermarks",
     "bounded_delay": "watermarks", "perfect": "watermarks", "minimum": "watermarks",
+    "output_watermark": "holds",
     "compile_trigger": "triggers", "when_predicates": "triggers",
     "arrival_grid": "arrival_combine",
 }

@@ -222,7 +222,7 @@ class StageTime:
     model: str         # the stage's own watermark, for explain()
 
     def output_watermark(self):
-        from ..engine.holds import output_watermark
+        from ..engine import output_watermark
 
         frame = self.holds.toPandas()
         emitted = frame["until"].dropna()  # every emission, held or not: the output ends at the last
