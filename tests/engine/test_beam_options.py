@@ -12,7 +12,7 @@ from sqlflow.engine.aggregates import Aggregate
 from sqlflow.columns import ARRIVAL_TIME, EVENT_TIME
 from sqlflow.engine.plan import EnginePlan
 from sqlflow.engine.runner import Engine
-from sqlflow.engine.watermarks import Timeline
+from sqlflow.engine.watermarks import ProcessingClock, Timeline
 from sqlflow.time import NEG_INF, POS_INF
 
 D = ast.Duration
@@ -302,6 +302,10 @@ def test_closing_always_ends_every_window_with_exactly_one_last_pane(data, windo
     into a bigger one lives on in it: its panes are continued by the merged window's.)"""
     assume(not isinstance(window, ast.Sessions))
     rows_, tl = data
+    # a processing clock comes with no allowed lateness: SQL refuses ALLOWED LATENESS on a window
+    # ON PROCESSING TIME (docs/semantics.md 10), and the engine's end of input does not yet run
+    # such a clock on past the windows it still owes (a closing pane came before the ON_TIME one)
+    assume(not isinstance(tl, ProcessingClock) or (isinstance(lateness, ast.Duration) and lateness.micros == 0))
     w = ast.Windowing(ast.WindowClause(window), trigger, ast.AllowedLateness(lateness),
                       ast.Emit(A.ACCUMULATING, closing_always=True))
     panes_ = Engine(EnginePlan(w, PROPERTY_AGGS, keys=("k",))).run(rows_, timeline=tl, replay=True).panes
