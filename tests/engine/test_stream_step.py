@@ -22,7 +22,7 @@ from .strategies import D, durations, inputs, output_times, triggers, windows
 
 AGGS = (Aggregate("sum", "v", "total"), Aggregate("count_star", None, "n"), Aggregate("max", "v", "top"),
         Aggregate("collect_list", "v", "vs"), Aggregate("first", "v", "head"))
-SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 MODES = st.sampled_from(list(ast.AccumulationMode))
 LATENESS = st.sampled_from([0, 25, 1000])
 #: sessions whose gap is a per-row expression (the GAP column holds 5..40)

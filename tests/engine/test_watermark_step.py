@@ -61,7 +61,7 @@ TRIGGERS = [None, ast.Sequence((W, ast.Repeat(W))),
             ast.WatermarkEarlyLate(early=ast.Repeat(ast.Period(D(700))))]
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(batches_strategy, st.sampled_from(WINDOWS), st.sampled_from(list(ast.AccumulationMode)),
        st.sampled_from([0, 7, 30]), st.lists(st.integers(0, 25), min_size=6, max_size=6), st.booleans(),
        st.sampled_from(["Int64", "object", "decimal"]), st.sampled_from(TRIGGERS),
