@@ -259,3 +259,58 @@ def test_the_minimal_example(spark, stream_files, frame, tmp_path):
     # c's timer (630 s) lies beyond the final watermark (590 s): never fired
     assert sorted(tuple(r) for r in spark.table("up_sessions").collect()) == [
         ("a", 2, BASE_MS + 590_000), ("b", 1, BASE_MS + 590_000)]
+
+
+class Forward(StatefulProcessor):
+    """Stage 1 of two chained operators: per call, one row per downstream bucket (0 and 1) with
+    the key's rows, its batch's watermark and an event time at the epoch, far behind it."""
+
+    OUT = "b2 int, k string, rows long, wm1 long, old timestamp"
+
+    def init(self, handle) -> None:
+        pass
+
+    def handleInputRows(self, key, rows, timerValues):
+        n = sum(len(frame) for frame in rows)
+        yield pd.DataFrame({"b2": [0, 1], "k": [key[0]] * 2, "rows": [n] * 2,
+                            "wm1": [timerValues.getCurrentWatermarkInMs()] * 2,
+                            "old": [pd.Timestamp(0)] * 2}).astype({"old": "datetime64[us]"})
+
+
+class Gather(StatefulProcessor):
+    """Stage 2 (timeMode None): every row it is given, with its own watermark and processing time."""
+
+    OUT = "b2 int, k string, rows long, wm1 long, wm2 long, p2 long"
+
+    def init(self, handle) -> None:
+        pass
+
+    def handleInputRows(self, key, rows, timerValues):
+        for data in rows:
+            yield pd.DataFrame({"b2": data["b2"], "k": data["k"], "rows": data["rows"], "wm1": data["wm1"],
+                                "wm2": timerValues.getCurrentWatermarkInMs(),
+                                "p2": timerValues.getCurrentProcessingTimeInMs()})
+
+
+def test_a_second_operator_without_event_time_follows_in_the_same_batch(spark, stream_files, frame, tmp_path):
+    """What a windowed stage over a windowed stream could build on (docs/pipelines.md, "On a
+    stream"): an EventTime operator without eventTimeColumnName feeding a second
+    transformWithStateInPandas in timeMode None runs in one append query; the rows the first
+    emits in micro-batch N reach the second in batch N, even rows far behind the watermark (no
+    EMITTING_ROWS_OLDER_THAN_WATERMARK check: they carry no event time for Spark); the second sees
+    neither watermark nor processing time (-1 both): time must travel in the rows."""
+    for batch in ([("a", 0), ("b", 20)], [("a", 40)], [("c", 60)]):
+        stream_files.write(frame(batch))
+    first = stream(spark, stream_files).groupBy("k").transformWithStateInPandas(
+        Forward(), Forward.OUT, "Append", "EventTime")
+    second = first.groupBy("b2").transformWithStateInPandas(Gather(), Gather.OUT, "Append", "None")
+    rows: list[tuple] = []
+    query = (second.writeStream.outputMode("append")
+             .foreachBatch(lambda batch, n: rows.extend((n, *r) for r in batch.collect()))
+             .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start())
+    assert query.awaitTermination(300), "availableNow did not terminate"
+    assert sorted((n, b2, k, count, seconds(wm1), wm2, p2) for n, b2, k, count, wm1, wm2, p2 in rows) == [
+        (0, 0, "a", 1, 0, -1, -1), (0, 0, "b", 1, 0, -1, -1), (0, 1, "a", 1, 0, -1, -1), (0, 1, "b", 1, 0, -1, -1),
+        (1, 0, "a", 1, 10, -1, -1), (1, 1, "a", 1, 10, -1, -1),
+        (2, 0, "c", 1, 30, -1, -1), (2, 1, "c", 1, 30, -1, -1)]
+    assert [p[:2] for p in progress(query)][-1] == (0, "2024-01-01T00:00:50.000Z")  # the no-data batch
