@@ -202,3 +202,21 @@ def test_a_latest_hold_depends_on_later_input():
     both = stage_output_watermark(engine.run(rows, timeline=iwm, replay=True, hold=HOLD).panes, iwm)
     assert (alone.steps(), both.steps()) == ([(0, 0), (20, 10), (40, 200)], [(0, 0), (20, 50), (40, 200)])
     assert output_watermark_from_prefix(engine, rows, iwm, 20) == 10 != both.at(20)
+
+
+def test_a_start_of_window_hold_depends_on_later_input():
+    """With OUTPUT TIMESTAMP START OF WINDOW a merge lowers a pending session's start: sessions of
+    gap 100, EARLY after 2 elements, W 0 @0, 90 @20, 1000 @40. a@0 (at 3) and a@10 (at 5) fire
+    [0, 110) EARLY at 5; a@130 (at 10) opens [130, 230), pending, held from 10. a@100 (at 30)
+    bridges them: the pane at 30 is [0, 230) with output_time 0, so the replay holds OW at 0 from
+    10 on and it reaches 90 only at 30, where an operator at 20 knew only the hold of 130."""
+    iwm = Timeline.from_steps([0, 20, 40], [0, 90, 1000])
+    engine = stage1(ast.Sessions(D(100)), ast.WatermarkEarlyLate(early=ast.Count(2)),
+                    ast.AccumulationMode.DISCARDING, 0, ast.OutputTimestamp(ast.OutputTime.START_OF_WINDOW))
+    rows = pd.DataFrame({"k": [0] * 4, "v": [1, 2, 4, 8], EVENT_TIME: [0, 10, 130, 100], ARRIVAL_TIME: [3, 5, 10, 30]})
+    panes = engine.run(rows, timeline=iwm, replay=True, hold=HOLD).panes
+    assert panes[["window_start", "window_end", "emit_time", "output_time", HOLD]].values.tolist() == [
+        [0, 110, 5, 0, 3], [0, 230, 30, 0, 10]]
+    replayed = stage_output_watermark(panes, iwm)
+    assert replayed.steps() == [(0, 0), (30, 90), (40, 1000)]
+    assert output_watermark_from_prefix(engine, rows, iwm, 20) == 90 != replayed.at(20)
