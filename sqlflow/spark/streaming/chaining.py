@@ -12,8 +12,9 @@ downstream window could close before an upstream window pending in it emits.
 
 What could carry it (measured, tests/upstream/test_transform_with_state.py): a second sqlflow
 operator in timeMode None after the first, each first-stage bucket sending its output watermark
-with its panes; that is possible only with OUTPUT TIMESTAMP END OF WINDOW upstream, the one
-policy whose output watermark is known batch by batch (docs/semantics.md, 1.3), and is not built.
+with its panes; that is possible only with OUTPUT TIMESTAMP END OF WINDOW over windows that do not
+merge upstream, the one case whose output watermark is known batch by batch (docs/semantics.md,
+1.3), and is not built.
 So `sqlflow.sql` refuses such a SELECT, at its WINDOW clause, with what to do instead
 (`refuse_watermarked_input`).
 """
@@ -36,9 +37,10 @@ def refuse_watermarked_input(ws, relation_sql: str, raw, stream_views) -> None:
         what = ("reads the panes of another windowed SELECT on a stream; its input already has a watermark, and "
                 "Spark cannot pass time between windowed stages: an operator's output keeps the query's one "
                 "watermark, which nothing holds back for pending windows, and a LATE pane or a retraction behind "
-                "it fails the query (EMITTING_ROWS_OLDER_THAN_WATERMARK_NOT_ALLOWED), and sqlflow does not pass a stage's "
-                "output watermark between streaming operators (with OUTPUT TIMESTAMP other than END OF WINDOW "
-                "upstream no stream can: it depends on later input; docs/pipelines.md, \"On a stream\")")
+                "it fails the query (EMITTING_ROWS_OLDER_THAN_WATERMARK_NOT_ALLOWED); sqlflow does not pass a "
+                "stage's output watermark between streaming operators (over merging windows such as SESSIONS, or "
+                "with an OUTPUT TIMESTAMP other than END OF WINDOW upstream, no stream can: it depends on later "
+                "input; docs/pipelines.md, \"On a stream\")")
     else:
         what = ("reads a stream that already has a watermark (withWatermark, or the result of a windowed "
                 "sqlflow.sql on a stream); Spark allows one watermark per chain of stateful operators (it would "
