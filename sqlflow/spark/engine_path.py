@@ -9,7 +9,8 @@ which it turns into one pandas frame itself (`ArrowBuckets`), exactly, for every
 Arrow batch carries (PySpark's pandas conversion measured 8-15% slower on scenarios 2 and 2b, and
 makes BIGINTs with NULLs float64). Keys are first normalised as Spark's GROUP BY normalises them
 (`normalised_key`: -0.0 is 0.0 and every NaN the same, also inside arrays, structs and map
-values), so that equal keys hash to the same bucket. Nothing is collected on the driver except
+values), so that equal keys hash to the same bucket; a key of collated strings is replaced by the
+smallest member of its group (`sqlflow.spark.collation`). Nothing is collected on the driver except
 the watermark timeline of a replay (`timeline.py`).
 
 **Combining before the shuffle** (`lifted_rows`): bounded sessions with a static gap, a trigger
@@ -39,6 +40,7 @@ from ..columns import (ARRIVAL_TIME, BUCKET_OUTPUT_COLUMNS, DROPPED, DROPPED_ARR
                        WINDOW_START, agg_column, part_column, when_column)
 from ..engine import BOUNDED, COMBINING, REPLAY, Aggregate, EnginePlan, arrival_grid, custom_windows_of, path_for
 from . import conf, handover
+from .collation import representative
 from .inputs import InputRelation
 from .schema import spark_type
 
@@ -128,7 +130,11 @@ def run_engine(ws, rel: InputRelation, raw, agg_types: list, *, buckets: int, ti
     spark = raw.sparkSession
     schema = {f.name: f.dataType for f in raw.schema.fields}
     outputs = handover.plan_outputs(ws, rel, schema, agg_types, ansi_mode=handover.ansi(spark), name=agg_column)
-    # keys as Spark's GROUP BY compares them (so equal keys share a bucket), derived arguments
+    # keys as Spark's GROUP BY compares them (so equal keys share a bucket), derived arguments:
+    # a collated key becomes its group's representative first (sqlflow/spark/collation.py)
+    collated = {c: representative(_q(c), schema[c]) for c in rel.keys}
+    if any(collated.values()):
+        raw = raw.selectExpr(*[f"{collated[c]} AS {_q(c)}" if collated.get(c) else _q(c) for c in raw.columns])
     columns = []
     for c in raw.columns:
         norm = normalised_key(_q(c), schema[c]) if c in rel.keys else None

@@ -26,7 +26,7 @@ from ..errors import SqlflowError
 from ..engine import collapsible
 from ..frontend.grouping import PANE_COLUMNS, ungrouped_item
 from ..frontend.statement import Statement
-from . import conf, timeline, trigger_checks
+from . import collation, conf, timeline, trigger_checks
 from .analysis import spark_sql
 from .engine_path import run_engine
 from .inputs import InputRelation, input_relation
@@ -197,13 +197,18 @@ class Runner:
             if ws.event_time_clause == "STREAM":
                 raise _no_clock(ws)
             keys_blocked = check_input_types(ws, rel, raw.schema)
+            collation.refuse(ws, rel, raw.schema, stream=False)
+            collation.engine_calls(ws, rel, raw.schema, stream=False)
+            native_blocked = collation.native_blocked(ws, rel, raw.schema)
+            if native_blocked is not None:
+                choice = None  # the engine takes it: its names and types are needed
             # a native rewrite without pane columns among the items needs no naming query: Spark
             # analyses the user's SELECT once, in the rewrite (`mentions_panes`)
             if choice is None or choice.path != "native" or mentions_panes(ws):
                 named = self.sql(to_spark_sql(naming_query(ws)), select, ws.position)
                 names, agg_types = names_and_types(ws, named.schema)
             if choice is None or choice.path == "engine":  # the types may rule the engine out
-                choice = choose(ws, self.path, engine_blocked=keys_blocked)
+                choice = choose(ws, self.path, engine_blocked=keys_blocked, native_blocked=native_blocked)
         if choice is None:
             choice = choose(ws, self.path)
         stage = Stage(number, ws.label(), choice.path, choice.why, ws.windowing.mode.value,

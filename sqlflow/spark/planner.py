@@ -71,10 +71,12 @@ def _rate(x: float) -> str:
     return f"{x / 1e6:.2f}M rows/s"
 
 
-def choose(ws: WindowedSelect, forced: str | None = None, engine_blocked: str | None = None) -> Choice:
+def choose(ws: WindowedSelect, forced: str | None = None, engine_blocked: str | None = None,
+           native_blocked: str | None = None) -> Choice:
     """The path for this windowed SELECT (`forced`: "native" or "engine", or None for the faster;
-    `engine_blocked`: why the engine cannot take it, found in the input's types)."""
-    native_no = why_not_native(ws)
+    `engine_blocked` / `native_blocked`: why the engine / the native rewrite cannot take it, found
+    in the input's types)."""
+    native_no = why_not_native(ws) or native_blocked
     engine_no = engine_why_not(ws) or engine_blocked
     mode = engine_mode(ws)
     if forced == "native":

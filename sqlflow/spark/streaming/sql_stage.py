@@ -15,7 +15,7 @@ from ...columns import EVENT_TIME, GAP, PREFIX, agg_column, when_column
 from ...engine import EnginePlan, custom_windows_of
 from ...errors import SqlflowSemanticError, SqlflowUnsupportedError
 from ...frontend.validate import validate
-from .. import conf, handover
+from .. import collation, conf, handover
 from ..output import panes_select
 from ..pipelines import STAGE_KEY, StageLink, one_pane_per_window
 from ..relations import to_spark_sql
@@ -55,6 +55,8 @@ def streaming_stage(runner, number: int, ws, rel, raw, *, finish_dir: str | None
         raise ws.error(SqlflowUnsupportedError, f"{ws.label()} reads a stream: it needs exactly one source with "
                        "WATERMARK <column> DELAY OF <interval>", "WATERMARK")
     check_input_types(ws, rel, raw.schema)
+    collation.refuse(ws, rel, raw.schema, stream=True)
+    collation.engine_calls(ws, rel, raw.schema, stream=True)
     named = runner.sql(to_spark_sql(naming_query(ws)), ws.select, ws.position)
     names, agg_types = names_and_types(ws, named.schema)
 
