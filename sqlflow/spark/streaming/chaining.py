@@ -12,9 +12,9 @@ downstream window could close before an upstream window pending in it emits.
 
 What could carry it (measured, tests/upstream/test_transform_with_state.py): a second sqlflow
 operator in timeMode None after the first, each first-stage bucket sending its output watermark
-with its panes; that is possible only with OUTPUT TIMESTAMP END OF WINDOW over windows that do not
-merge upstream, the one case whose output watermark is known batch by batch (docs/semantics.md,
-1.3), and is not built.
+with its panes. That is possible only with OUTPUT TIMESTAMP END OF WINDOW over windows that do not
+merge upstream, where the output watermark is the input watermark itself (docs/semantics.md, 1.3);
+elsewhere it depends on later input. It is not built.
 So `sqlflow.sql` refuses such a SELECT, at its WINDOW clause, with what to do instead
 (`refuse_watermarked_input`).
 """
