@@ -121,6 +121,12 @@ def test_min_max_of_collated_strings_run_natively(spark, lcase):
     assert [(r.k, r.lo, r.hi) for r in df.collect()] == [(0, "a", "B")]
     with pytest.raises(SqlflowUnsupportedError, match="MIN\\(k\\): the sqlflow engine compares strings by their bytes"):
         sqlflow.sql(spark, query, path="engine")
+    # collated keys need the engine, which cannot compare them: a located error, not a wrong answer
+    with pytest.raises(SqlflowUnsupportedError) as e:
+        sqlflow.sql(spark, "SELECT v, MAX(k) AS hi FROM lcase GROUP BY v, k WINDOW GLOBAL ON ts")
+    text = str(e.value)
+    assert "can run neither natively (GROUP BY k: keys of collation UTF8_LCASE" in text
+    assert "nor on the engine (MAX(k): the sqlflow engine compares strings by their bytes" in text
 
 
 def test_a_stream_refuses_collated_keys_at_sql_time(spark, tmp_path):
