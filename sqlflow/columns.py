@@ -125,6 +125,9 @@ PART_PREFIX = PREFIX + "part"
 #: streaming: the hash bucket of a row's keys (INT) and Spark's watermark column (TIMESTAMP)
 BUCKET = PREFIX + "bucket"
 WM_COLUMN = PREFIX + "wm"
+#: several watermarked inputs of one window (UNION ALL): the number of a row's source (INT), in
+#: the order the sources are written (sqlflow/spark/streaming/several.py)
+SOURCE = PREFIX + "source"
 #: streaming: a PACKED row's data rows, an Arrow IPC stream (BINARY, udfs/pack.py)
 PACK = PREFIX + "pack"
 #: streaming: prefix of the counter columns on a METRICS row (BIGINT)
@@ -185,8 +188,23 @@ STREAM_GAUGES = ("batch_time", "watermark", "finished")
 #: watermark or brings data (heartbeats), so the sums are the whole operator's
 STREAM_LIVE = ("state_keys", "state_windows", "state_bytes")
 
+#: a counter of one source of several (`late_by_source`): counter, this mark, the source's name
+BY_SOURCE = "@"
+
+
+def source_metric(counter: str, source: str) -> str:
+    """The counter `counter` of the rows of one source of several (its relation name or alias).
+
+    >>> source_metric("dropped_too_late", "clicks")
+    'dropped_too_late@clicks'
+    """
+    return f"{counter}{BY_SOURCE}{source}"
+
+
 #: the columns of dropped rows as users get them (besides keys and argument values)
 DROPPED_EVENT_TIME, DROPPED_ARRIVAL_TIME, DROPPED_REASON = "event_time", "arrival_time", "reason"
+#: ... and of several watermarked inputs, the name of the row's source
+DROPPED_SOURCE = "source"
 
 # ------------------------------------------------------------------ relations sqlflow names
 

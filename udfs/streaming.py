@@ -53,18 +53,19 @@ import numpy as np
 import pandas as pd
 
 from sqlflow.ast import TimeDomain
-from sqlflow.columns import (BUCKET, DATA, DROP_METRICS, DROPPED, EMIT_TIME, EVENT_TIME, FINISH, HEARTBEAT,
+from sqlflow.columns import (DATA, DROP_METRICS, DROPPED, EMIT_TIME, EVENT_TIME, FINISH, HEARTBEAT,
                              IS_LAST, IS_RETRACTION, KIND, METRICS, NULL_MASK, OUTPUT_TIME, PACK, PACKED, PANE,
-                             PANE_INDEX, PANE_TIMING, REASON, STREAM_COUNTERS, STREAM_GAUGES, STREAM_LIVE,
-                             WINDOW_END, WINDOW_START, metric_column, pane_columns)
+                             PANE_INDEX, PANE_TIMING, REASON, SOURCE, STREAM_COUNTERS, STREAM_GAUGES, STREAM_LIVE,
+                             WINDOW_END, WINDOW_START, metric_column, pane_columns, source_metric)
 from sqlflow.engine.aggregates import overflow_column
 from sqlflow.engine.plan import EnginePlan
 from sqlflow.engine.runner import Engine
 from sqlflow.time import NEG_INF, POS_INF
+from sqlflow.udfs import several
 from sqlflow.udfs.pack import unpack
 
 META_SCHEMA = ("wm long, p long, keys long, windows long, next_wm long, next_proc long, "
-               "poll long, finished boolean, seen long, bytes long")
+               "poll long, finished boolean, seen long, seen_by string, bytes long")
 
 
 def engine_watermark(spark_ms: int, shift: int) -> int:
@@ -126,6 +127,9 @@ class StreamSpec:
     column_shift: int = 0
     delay_ms: int | None = None
     packed: bool = False  # data rows come packed per bucket (udfs/pack.py)
+    #: several watermarked inputs: their names and delays (ms, on the watermark column; udfs/several.py)
+    sources: tuple[str, ...] = ()
+    source_delays_ms: tuple[int, ...] = ()
 
     @property
     def retracting(self) -> bool:
@@ -140,9 +144,13 @@ class StreamSpec:
         cols = [KIND, *self.plan.keys]
         for a in self.plan.aggregates:
             cols += [a.output, overflow_column(a.output)] if a.may_overflow else [a.output]
-        cols += [*pane_columns(self.retracting), EVENT_TIME, REASON]
-        cols += [metric_column(m) for m in STREAM_COUNTERS + STREAM_GAUGES + STREAM_LIVE]
+        cols += [*pane_columns(self.retracting), EVENT_TIME, REASON, *([SOURCE] if self.sources else [])]
+        cols += [metric_column(m) for m in STREAM_COUNTERS + STREAM_GAUGES + STREAM_LIVE + self.source_counters()]
         return cols
+
+    def source_counters(self) -> tuple[str, ...]:
+        """The counters of each source of several: its too-late (row, window) pairs."""
+        return tuple(source_metric("dropped_too_late", name) for name in self.sources)
 
 
 @dataclass
@@ -156,11 +164,12 @@ class Meta:
     poll: int | None = None
     finished: bool = False
     seen: int | None = None  # the largest event time of any batch so far (heartbeats)
+    seen_by: str | None = None  # several sources: the largest event time of each (udfs/several.py)
     bytes: int = 0  # the size of the engine state blob (`windows`)
 
     def row(self) -> tuple:
         return (self.wm, self.p, self.keys, self.windows, self.next_wm, self.next_proc, self.poll,
-                self.finished, self.seen, self.bytes)
+                self.finished, self.seen, self.seen_by, self.bytes)
 
     @staticmethod
     def of(row) -> "Meta":
@@ -203,6 +212,9 @@ class BucketStep:
         frames = [self._panes(result.panes)] if len(result.panes) else []
         if self.spec.keep_dropped and len(result.dropped):
             frames.append(self._dropped(result.dropped, rows, p))
+        if self.spec.sources and len(result.dropped):
+            late = several.late_by_source(result.dropped, rows, len(self.spec.sources))
+            result.metrics.update(zip(self.spec.source_counters(), late))
         frames.append(self._metrics(result.metrics, meta, p, wm_new))
         return frames, state
 
@@ -259,6 +271,8 @@ class BucketStep:
         out[WINDOW_START] = dropped["window_start"].astype("Int64").to_numpy()
         out[WINDOW_END] = dropped["window_end"].astype("Int64").to_numpy()
         out[EMIT_TIME] = np.full(len(dropped), p, np.int64)
+        if self.spec.sources:
+            out[SOURCE] = pd.array(rows[SOURCE].to_numpy()[idx], dtype="Int64")
         return pd.DataFrame(out)
 
     def _metrics(self, metrics: dict, meta: Meta, p: int, wm: int, advanced: bool = True) -> pd.DataFrame:
@@ -272,6 +286,8 @@ class BucketStep:
         out[metric_column("state_keys")] = [int(meta.keys)]
         out[metric_column("state_windows")] = [int(meta.windows)]
         out[metric_column("state_bytes")] = [int(meta.bytes or 0)]
+        for c in self.spec.source_counters():
+            out[metric_column(c)] = [int(metrics.get(c, 0))]
         return pd.DataFrame(out)
 
 
@@ -335,13 +351,15 @@ def _processor_class():
 
         def handleInputRows(self, key, rows, timerValues):
 
-            data, finish, seen = [], False, None
+            data, finish, seen, beats = [], False, None, []
             for frame in rows:
                 frame.columns = self.spec.frame_columns  # Spark renames columns named __x to _<position>
                 kind = frame[KIND].to_numpy()
                 if (kind == FINISH).any():
                     finish = True
-                if self.spec.delay_ms is not None:  # heartbeats on: they carry the partitions' max
+                if self.spec.sources:  # each heartbeat: one source's max in a partition
+                    beats.append(frame.loc[kind == HEARTBEAT, [SOURCE, EVENT_TIME]])
+                elif self.spec.delay_ms is not None:  # heartbeats on: they carry the partitions' max
                     seen = latest_time(frame[EVENT_TIME], seen)
                 if self.spec.packed:
                     blobs = frame[PACK].to_numpy()[kind == PACKED]
@@ -352,6 +370,8 @@ def _processor_class():
                 elif (kind == DATA).any():
                     data.append(frame[kind == DATA])
             batch = pd.concat(data, ignore_index=True) if len(data) > 1 else (data[0] if data else None)
+            if beats:
+                seen = pd.concat(beats, ignore_index=True)
             yield from self._advance(batch, timerValues, finish, seen)
 
         def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
@@ -376,13 +396,18 @@ def _processor_class():
                 self.handle.registerTimer(want)
             meta.poll = want
 
-        def _advance(self, rows, timerValues, finish: bool, seen: int | None):
+        def _advance(self, rows, timerValues, finish: bool, seen):
             spark_ms = timerValues.getCurrentWatermarkInMs()
             p = timerValues.getCurrentProcessingTimeInMs() * 1000
             stored = self.meta_state.get() if self.meta_state.exists() else None
             meta = Meta() if stored is None else Meta.of(stored)
             wm_ms = spark_ms
-            if self.spec.delay_ms is not None:  # this batch's watermark from the batches before
+            if self.spec.sources:  # the minimum of the sources' (udfs/several.py), Spark's leaves out the silent
+                wm_ms = several.watermark_ms(meta.seen_by, self.spec.column_shift, self.spec.source_delays_ms)
+                if seen is not None:
+                    meta.seen_by = several.merge_seen(meta.seen_by, len(self.spec.sources), seen)
+                    seen = None
+            elif self.spec.delay_ms is not None:  # this batch's watermark from the batches before
                 wm_ms = max(spark_ms, own_watermark_ms(meta.seen, self.spec.column_shift, self.spec.delay_ms))
             wm_new = engine_watermark(wm_ms, self.spec.shift)
             if self.spec.clock:  # the batch's time: every row of it and of the batches before is in
@@ -424,53 +449,6 @@ def __getattr__(name: str):
         cls = globals()["PaneProcessor"] = _processor_class()
         return cls
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def heartbeats(n_buckets: int, fill: dict | None = None, time_column: str | None = None):
-    """mapInArrow function: a partition's batches as they are, then one heartbeat row per bucket
-    with the partition's max event time (of `time_column`, default the event time) in the
-    event-time column, the values of `fill` in its columns and NULL elsewhere.
-
-    One pass over the input: Spark reads the source once, so its input row counts and rates are
-    the rows' (a second scan for the heartbeats counted every row twice). An empty partition adds
-    nothing: a batch with data has a non-empty partition, which reaches every bucket.
-
-    `fill` keeps the masked BIGINT columns (value, NULL mask) free of NULLs: a NULL in an Arrow
-    batch makes pandas read the whole int64 column as float64, which merges keys beyond 2^53 of
-    the data rows sharing the batch.
-
-    >>> import pyarrow as pa
-    >>> batch = pa.RecordBatch.from_pydict({BUCKET: [1, 0], KIND: [DATA, DATA], EVENT_TIME: [5, None],
-    ...                                     "k": ["x", "y"], "b": [7, 8]})
-    >>> out = list(heartbeats(2, {"b": 0})(iter([batch, batch.slice(0, 0)])))
-    >>> [b.num_rows for b in out]
-    [2, 0, 2]
-    >>> out[-1].to_pydict()
-    {'__sqlflow_bucket': [0, 1], '__sqlflow_kind': [4, 4], '__sqlflow_et': [5, 5], 'k': [None, None], 'b': [0, 0]}
-    >>> list(heartbeats(1)(iter([])))
-    []
-    """
-    fill = fill or {}
-
-    def emit(batches):
-        import pyarrow as pa
-        import pyarrow.compute as pc
-
-        top, schema = None, None
-        for batch in batches:
-            schema = batch.schema
-            if batch.num_rows:
-                latest = pc.max(batch.column(time_column or EVENT_TIME)).as_py()
-                if latest is not None:
-                    top = latest if top is None else max(top, latest)
-            yield batch
-        if schema is None:
-            return
-        values = {BUCKET: list(range(n_buckets)), KIND: [HEARTBEAT] * n_buckets, EVENT_TIME: [top] * n_buckets}
-        columns = [pa.array(values.get(f.name, [fill.get(f.name)] * n_buckets), type=f.type) for f in schema]
-        yield pa.RecordBatch.from_arrays(columns, schema=schema)
-
-    return emit
 
 
 def restore_nulls(rows: pd.DataFrame, columns) -> pd.DataFrame:

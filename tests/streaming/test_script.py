@@ -106,17 +106,17 @@ def test_streaming_sql_errors(spark, tmp_path):
     write_json(tmp_path / "in", EVENTS[:1])
     run_script(spark, f"CREATE TEMPORARY VIEW clicks3 (user_id STRING, ts TIMESTAMP, amount BIGINT) "
                       f"USING json OPTIONS (path '{tmp_path / 'in'}', streaming true)")
-    with pytest.raises(sqlflow.SqlflowError, match="exactly one source with WATERMARK"):
+    with pytest.raises(sqlflow.SqlflowError, match="needs a source with WATERMARK"):
         sqlflow.sql(spark, "SELECT user_id, SUM(amount) FROM clicks3 GROUP BY user_id WINDOW FIXED(SIZE 1m) ON ts")
-    # several watermarked streams of one window (each its own watermark, the minimum): not yet
+    # several watermarked streams feed a window as branches of one UNION ALL, not joined together
     with pytest.raises(SqlflowUnsupportedError) as err:
-        sqlflow.sql(spark, "SELECT user_id, SUM(amount) AS s FROM (\n"
-                           "SELECT * FROM clicks3 WATERMARK ts DELAY OF INTERVAL 1 SECOND UNION ALL\n"
-                           "SELECT * FROM clicks3 WATERMARK ts DELAY OF INTERVAL 1 MINUTE) u\n"
-                           "GROUP BY user_id WINDOW FIXED(SIZE 1m) ON ts")
+        sqlflow.sql(spark, "SELECT x.user_id, SUM(x.amount) AS s FROM\n"
+                           "clicks3 WATERMARK ts DELAY OF INTERVAL 1 SECOND AS x JOIN\n"
+                           "clicks3 WATERMARK ts DELAY OF INTERVAL 1 MINUTE AS y ON x.user_id = y.user_id\n"
+                           "GROUP BY x.user_id WINDOW FIXED(SIZE 1m) ON x.ts")
     assert str(err.value).splitlines()[0] == (
-        "sqlflow: WATERMARK: 2 watermarked streams feed this window: several inputs, each with its own "
-        "watermark (the window's the minimum of theirs), are not supported on streams yet (line 3, column 23)")
+        "sqlflow: WATERMARK: 2 watermarked streams feed this window, not as branches of one UNION ALL: a stream "
+        "joined to another stream has no defined watermark here (line 2, column 9)")
     with pytest.raises(sqlflow.SqlflowError, match="needs a checkpoint"):
         run_script(spark, f"INSERT INTO parquet.`{tmp_path / 'o'}` SELECT user_id, SUM(amount) AS s FROM clicks3 "
                           "WATERMARK ts DELAY OF INTERVAL 1 SECOND GROUP BY user_id WINDOW FIXED(SIZE 1m)")

@@ -28,7 +28,7 @@ from ..conf import STREAMING_OPERATOR as CONF_OPERATOR
 from ..conf import STREAMING_TIME_SHIFT as CONF_TIME_SHIFT
 from .build import build_stream, engine_columns, stream_panes
 from .combine import combinable
-from .metrics import (METRICS_NAME, SOURCE_METRICS_NAME, late_rows, progress_metrics, query_metrics,
+from .metrics import (METRICS_NAME, SOURCE_METRICS_NAME, late_by_source, late_rows, progress_metrics, query_metrics,
                       state_summary, watermark_log)
 from .native import NATIVE_AGGREGATES, native_equivalent
 from .pane_stream import PaneStream, pane_streams, write_finish_marker
@@ -43,7 +43,7 @@ __all__ = [
     "BUCKETS_PER_PARTITION", "CONF_BUCKETS", "CONF_FINISH_DIR", "CONF_OPERATOR", "CONF_TIME_SHIFT",
     "FILE_FORMATS", "METRICS_NAME", "NATIVE_AGGREGATES", "PANE_COLUMNS", "RETRACTION_COLUMN",
     "SOURCE_METRICS_NAME", "UNBOUNDED_SHIFT", "PaneStream", "aggregate_type", "build_stream", "combinable",
-    "engine_columns", "late_rows", "lateness_shift", "native_equivalent", "pane_schema", "pane_streams",
+    "engine_columns", "late_by_source", "late_rows", "lateness_shift", "native_equivalent", "pane_schema", "pane_streams",
     "progress_metrics", "query_metrics", "read_stream", "start", "state_summary", "stream_panes",
     "streaming_stage", "watermark_log", "write_finish_marker",
 ]

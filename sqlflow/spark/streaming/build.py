@@ -4,7 +4,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
-from ...columns import EVENT_TIME, GAP, when_column
+from ...columns import EVENT_TIME, GAP, SOURCE, when_column
 from ...engine import EnginePlan
 from ...errors import SqlflowUnsupportedError
 from .metrics import METRICS_NAME
@@ -25,7 +25,8 @@ def build_stream(input_df: DataFrame, plan: EnginePlan, *, delay: int, buckets: 
                  keep_dropped: bool = False, time_shift: int = 0, output_schema: T.StructType | None = None,
                  metrics_name: str = METRICS_NAME, grouping: str = "bucket",
                  spark_drops_late: bool = False, engine_types: dict | None = None,
-                 decode: dict | None = None) -> PaneStream:
+                 decode: dict | None = None, sources: tuple[str, ...] = (),
+                 source_delays: tuple[int, ...] = ()) -> PaneStream:
     """Build the pane stream of `plan` over the streaming DataFrame `input_df`.
 
     - `input_df` has the engine input columns (event time as int64 microseconds, keys, aggregate
@@ -51,12 +52,18 @@ def build_stream(input_df: DataFrame, plan: EnginePlan, *, delay: int, buckets: 
       engine (counted per (row, window) in `dropped_too_late`, and returned with keep_dropped);
     - `engine_types`, `decode`: the stateful operator's Spark types of aggregate outputs (and
       their overflow columns) where they differ from `output_schema`'s, and the SQL that turns
-      them into it (sqlflow.spark.handover: Spark's overflow rules for SUM).
+      them into it (sqlflow.spark.handover: Spark's overflow rules for SUM);
+    - `sources`, `source_delays`: several watermarked inputs (their names and DELAY OF, us): the
+      input has column SOURCE (each row's source number) and its own per-source Spark watermarks
+      (`several.several_sources`); the window's watermark is the minimum of the sources' (the
+      stateful operator, which counts late rows per source). `delay` is then unused.
     """
     spark = input_df.sparkSession
-    data = input_df.select(*engine_columns(input_df, plan))
+    data = input_df.select(*engine_columns(input_df, plan), *([SOURCE] if sources else []))
     schema = output_schema or pane_schema(data.schema, plan)
     reason = native_equivalent(plan, time_shift=time_shift) if native is not False else "forced"
+    if sources:
+        reason = "several watermarked sources"
     if native and reason is not None:
         raise SqlflowUnsupportedError(f"the native operator is not equivalent here: {reason}", clause="STREAM")
     if reason is None and not keep_dropped and finish_dir is None:
@@ -66,7 +73,8 @@ def build_stream(input_df: DataFrame, plan: EnginePlan, *, delay: int, buckets: 
                           finish_dir=finish_dir, keep_dropped=keep_dropped, time_shift=time_shift, schema=schema,
                           metrics_name=metrics_name, grouping=grouping,
                           shift=lateness_shift(plan) if spark_drops_late else UNBOUNDED_SHIFT,
-                          engine_types=engine_types or {}, decode=decode or {})
+                          engine_types=engine_types or {}, decode=decode or {}, sources=tuple(sources),
+                          source_delays=tuple(source_delays))
 
 
 def engine_columns(df: DataFrame, plan: EnginePlan) -> list[str]:

@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ... import ast
-from ...columns import EVENT_TIME, GAP, PREFIX, agg_column, when_column
+from ...columns import EVENT_TIME, GAP, PREFIX, SOURCE, agg_column, when_column
 from ...engine import EnginePlan, custom_windows_of
 from ...errors import SqlflowSemanticError, SqlflowUnsupportedError
 from ...frontend.validate import validate
@@ -26,6 +26,7 @@ from .chaining import refuse_watermarked_input
 from .metrics import METRICS_NAME
 from .schema import pane_schema
 from .session_conf import check_state_store
+from .several import several_sources
 
 #: the temporary views of pane streams (`Runner.view(panes, "stream")`)
 STREAM_VIEW_PREFIX = PREFIX + "stream_"
@@ -44,16 +45,17 @@ def streaming_stage(runner, number: int, ws, rel, raw, *, finish_dir: str | None
                        "arrives with its micro-batch", "WATERMARK", hint="drop ARRIVAL, or read the data as a batch")
     clock = ws.domain is not ast.TimeDomain.EVENT_TIME  # docs/semantics.md, 10: the batch's time
     delays = [] if clock else [s.watermark.model for s in ws.sources]
-    if len(delays) > 1:
-        second = ws.sources[1].watermark
-        raise ws.error(SqlflowUnsupportedError, f"{len(delays)} watermarked streams feed this window: several "
-                       "inputs, each with its own watermark (the window's the minimum of theirs), are not "
-                       "supported on streams yet", "WATERMARK", pos=second.pos,
-                       hint="give the UNION ALL one WATERMARK clause (on a subquery around it), or replay the "
-                            "recorded inputs with ARRIVAL, where each keeps its own watermark (docs/semantics.md, 9)")
-    if not clock and (len(delays) != 1 or not isinstance(delays[0], ast.BoundedDelay)):
-        raise ws.error(SqlflowUnsupportedError, f"{ws.label()} reads a stream: it needs exactly one source with "
-                       "WATERMARK <column> DELAY OF <interval>", "WATERMARK")
+    if not clock and (not delays or not all(isinstance(d, ast.BoundedDelay) for d in delays)):
+        raise ws.error(SqlflowUnsupportedError, f"{ws.label()} reads a stream: it needs a source with "
+                       "WATERMARK <column> DELAY OF <interval> (each of its sources, when several)", "WATERMARK")
+    spark = runner.spark
+    shift = conf.get(spark, conf.STREAMING_TIME_SHIFT)
+    time_shift = _interval_micros(spark, shift) if shift else 0
+    several = None
+    if len(delays) > 1:  # each source its own watermark, the window's the minimum (docs/semantics.md, 9)
+        several = several_sources(runner, ws, time_shift=time_shift)
+        rel = several.relation
+        raw = runner.sql(rel.sql(), ws.select, ws.position)
     check_input_types(ws, rel, raw.schema)
     collation.refuse(ws, rel, raw.schema, stream=True)
     collation.engine_calls(ws, rel, raw.schema, stream=True)
@@ -66,6 +68,8 @@ def streaming_stage(runner, number: int, ws, rel, raw, *, finish_dir: str | None
     if rel.gap:
         columns.append(F.unix_micros(F.timestamp_micros(F.lit(0)) + F.col(GAP)).alias(GAP))
     columns += [F.col(when_column(i)) for i in range(rel.n_when)]
+    if several is not None:
+        columns.append(F.col(SOURCE))
     engine_input = raw.select(*columns)
     # the engine's exact sums, finished by Spark's type rules (overflow: handover.py)
     outputs = handover.plan_outputs(ws, rel, schema, agg_types, ansi_mode=handover.ansi(runner.spark),
@@ -76,19 +80,22 @@ def streaming_stage(runner, number: int, ws, rel, raw, *, finish_dir: str | None
     fields += [T.StructField(agg_column(j), t, True) for j, t in enumerate(agg_types)]
     output_schema = T.StructType(fields + pane_schema(T.StructType([]), EnginePlan(ws.windowing, (), ())).fields)
 
-    spark = runner.spark
     operator = conf.get(spark, conf.STREAMING_OPERATOR, "auto").lower()
     if operator not in conf.STREAMING_OPERATORS:
         raise SqlflowUnsupportedError(f"{conf.STREAMING_OPERATOR} must be auto, native or stateful, got {operator!r}",
                                       clause="STREAM")
     buckets = conf.get(spark, conf.STREAMING_BUCKETS)
-    shift = conf.get(spark, conf.STREAMING_TIME_SHIFT)
+    if several is not None and operator == "native":
+        raise ws.error(SqlflowUnsupportedError, f"{conf.STREAMING_OPERATOR} is native, but Spark's window "
+                       f"aggregation keeps one watermark, and {len(delays)} watermarked streams feed this window",
+                       "WATERMARK", pos=ws.sources[1].watermark.pos, hint=f"SET {conf.STREAMING_OPERATOR} = auto")
     stream = build_stream(
         engine_input, plan, delay=0 if clock else delays[0].delay.micros, output_schema=output_schema,
-        native={"auto": None, "native": True, "stateful": False}[operator],
+        native=False if several is not None else {"auto": None, "native": True, "stateful": False}[operator],
         buckets=int(buckets) if buckets else None,
         finish_dir=finish_dir or conf.get(spark, conf.STREAMING_FINISH_DIR),
-        time_shift=_interval_micros(spark, shift) if shift else 0,
+        time_shift=time_shift, sources=several.names if several else (),
+        source_delays=several.delays if several else (),
         engine_types=dict(outputs.types), decode=outputs.decode_by_column(),
         metrics_name=METRICS_NAME if number == 1 else f"{METRICS_NAME}_{number}")
     if stream.operator == "stateful" and not runner.starts_query:
@@ -99,7 +106,10 @@ def streaming_stage(runner, number: int, ws, rel, raw, *, finish_dir: str | None
                   output_time=ws.windowing.output_time.value)
     stage.replay = (f"stream, on {ws.domain.value}: each row's time is its micro-batch's, and so is the watermark "
                     "(a window fires at the first micro-batch at or after its end)" if clock
-                    else f"stream, watermark DELAY OF {delays[0].delay}")
+                    else f"stream, watermark DELAY OF {delays[0].delay}" if several is None
+                    else f"stream, watermark the minimum of {len(delays)} sources' (UNION ALL): " + ", ".join(
+                        f"DELAY OF {d.delay} on {s.watermark.event_time} of {n}"
+                        for d, s, n in zip(delays, ws.sources, several.names)))
     if clock and ws.sources:
         stage.replay += "; the source's WATERMARK clause (on " + ", ".join(
             s.watermark.event_time for s in ws.sources) + ") is not used"

@@ -12,14 +12,16 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ...columns import (BUCKET, DATA, DROPPED, DROPPED_EVENT_TIME, DROPPED_REASON, EMIT_TIME, EVENT_TIME, FINISH,
+from ...columns import (BUCKET, DATA, DROPPED, DROPPED_EVENT_TIME, DROPPED_REASON, DROPPED_SOURCE, SOURCE, EMIT_TIME, EVENT_TIME, FINISH,
                         KIND, LATEST, OUTPUT_TYPES, PACK, PACKED, PANE, PANE_TIMES, REASON, STREAM_COUNTERS,
                         STREAM_GAUGES, STREAM_LIVE, WEIGHT, WINDOW_END, WINDOW_START, WM_COLUMN, metric_column,
                         null_mask)
 from ...engine import EnginePlan, overflow_column
+from ...errors import SqlflowUnsupportedError
 from ...time import MILLISECOND
 from ...udfs.pack import Pack
-from ...udfs.streaming import PaneProcessor, StreamSpec, heartbeats
+from ...udfs.heartbeats import heartbeats
+from ...udfs.streaming import PaneProcessor, StreamSpec
 from ..schema import spark_type
 from .combine import combinable, combined
 from .metrics import observe_input
@@ -34,12 +36,18 @@ BUCKETS_PER_PARTITION = 4
 def stateful_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, *, delay: int, buckets, heartbeat,
                    finish_dir, keep_dropped, time_shift, schema: T.StructType, metrics_name: str,
                    grouping: str, shift: int, engine_types: dict | None = None,
-                   decode: dict | None = None) -> PaneStream:
+                   decode: dict | None = None, sources: tuple[str, ...] = (),
+                   source_delays: tuple[int, ...] = ()) -> PaneStream:
     """The pane stream of `plan` by the stateful operator (see `build.build_stream` for the
     arguments; `shift` is the watermark column's shift, `watermark.lateness_shift`)."""
+    if sources and (grouping == "key" or heartbeat is False or shift != UNBOUNDED_SHIFT):
+        raise SqlflowUnsupportedError("several watermarked sources need the heartbeats of buckets (the watermark is "
+                                      "the minimum of the sources' max event times they carry), and Spark dropping "
+                                      "no row itself", clause="STREAM")
     data = observe_input(data, metrics_name, null_event_time=False)
     weight = None
-    if not keep_dropped and shift == UNBOUNDED_SHIFT and grouping != "key" and combinable(plan, data.schema):
+    if (not keep_dropped and not sources and shift == UNBOUNDED_SHIFT and grouping != "key"
+            and combinable(plan, data.schema)):
         data, plan = combined(data, plan)
         weight = WEIGHT
     # a combined element keeps its rows' smallest event time for the engine and their largest
@@ -55,10 +63,10 @@ def stateful_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, *, de
         bucket = F.lit(0)
     else:
         bucket = F.pmod(F.hash(*[F.col(k) for k in plan.keys]), F.lit(n_buckets)) if plan.keys else F.lit(0)
-    rows = (data.withColumn(BUCKET, bucket.cast("int"))
-            .withColumn(KIND, F.lit(DATA).cast("int"))
-            .withColumn(WM_COLUMN, F.timestamp_micros(latest + F.lit(time_shift + shift))))
-    packed = not by_key and shift == UNBOUNDED_SHIFT and packable(data.schema)
+    rows = data.withColumn(BUCKET, bucket.cast("int")).withColumn(KIND, F.lit(DATA).cast("int"))
+    if not sources:  # several: the input has its sources' own watermarks (several.py)
+        rows = rows.withColumn(WM_COLUMN, F.timestamp_micros(latest + F.lit(time_shift + shift)))
+    packed = not by_key and not sources and shift == UNBOUNDED_SHIFT and packable(data.schema)
     masked = ()
     if packed:  # one row per bucket and input partition, BIGINTs exact (udfs/pack.py)
         rows = packed_rows(spark, rows)
@@ -71,7 +79,7 @@ def stateful_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, *, de
     columns = rows.columns
     # control rows (heartbeats, finish) put 0 / TRUE (= NULL) in the masked BIGINTs: a NULL there
     # would turn the whole int64 column of an Arrow batch into float64 for pandas
-    fill = {**{c: 0 for c in masked}, **{null_mask(c): True for c in masked}}
+    fill = {**{c: 0 for c in masked}, **{null_mask(c): True for c in masked}, **({SOURCE: 0} if sources else {})}
     parts = [rows]
     heartbeat = heartbeat is not False and not by_key  # default on
     if heartbeat:
@@ -80,7 +88,7 @@ def stateful_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, *, de
         # other column, also in the watermark column (Spark's max is unchanged)
         time_column = LATEST if LATEST in columns else None
         nullable = T.StructType([T.StructField(f.name, f.dataType, True) for f in rows.schema.fields])
-        parts = [rows.mapInArrow(heartbeats(n_buckets, fill, time_column), nullable)]
+        parts = [rows.mapInArrow(heartbeats(n_buckets, fill, time_column, len(sources)), nullable)]
     if finish_dir is not None:
         os.makedirs(finish_dir, exist_ok=True)
         control = spark.readStream.schema("finish string").json(finish_dir)
@@ -92,7 +100,8 @@ def stateful_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, *, de
     union = parts[0]
     for part in parts[1:]:
         union = union.unionByName(part)
-    union = union.withWatermark(WM_COLUMN, interval_ms(delay + shift))
+    if not sources:
+        union = union.withWatermark(WM_COLUMN, interval_ms(delay + shift))
     if shift == UNBOUNDED_SHIFT:
         # Spark drops no row as late (the column is shifted 10 years ahead): the column has
         # defined the watermark and goes. The operator reads its input row by row (PySpark's
@@ -106,7 +115,8 @@ def stateful_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, *, de
         masked_columns=masked,
         shift=time_shift, keep_dropped=keep_dropped, weight=weight,
         column_shift=time_shift + shift, delay_ms=(delay + shift) // MILLISECOND if heartbeat else None,
-        packed=packed)
+        packed=packed, sources=tuple(sources),
+        source_delays_ms=tuple((d + shift) // MILLISECOND for d in source_delays))
     out_schema = operator_schema(spec, schema, engine_types)
     group_cols = list(plan.keys) if by_key else [BUCKET]
     initial = None
@@ -119,7 +129,8 @@ def stateful_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, *, de
     sums = [F.coalesce(F.sum(metric_column(m)), F.lit(0)).alias(m) for m in STREAM_COUNTERS]
     gauges = [F.max(metric_column(m)).alias(m) for m in STREAM_GAUGES]
     live = [F.sum(metric_column(m)).alias(m) for m in STREAM_LIVE]  # over the buckets
-    observed = raw.observe(metrics_name, *sums, *gauges, *live)
+    by_source = [F.coalesce(F.sum(metric_column(c)), F.lit(0)).alias(c) for c in spec.source_counters()]
+    observed = raw.observe(metrics_name, *sums, *gauges, *live, *by_source)
     pane_projection = pane_columns(spec, schema, decode)
     panes = observed.where(F.col(KIND) == PANE).select(*pane_projection)
     dropped = dropped_projection = None
@@ -129,6 +140,9 @@ def stateful_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, *, de
             F.timestamp_micros(F.col(EVENT_TIME)).alias(DROPPED_EVENT_TIME),
             F.col(REASON).alias(DROPPED_REASON),
             *[F.timestamp_micros(F.col(c)).alias(c) for c in (WINDOW_START, WINDOW_END, EMIT_TIME)]]
+        if sources:  # the name of the row's source
+            dropped_projection.append(F.element_at(F.array(*[F.lit(n) for n in sources]),
+                                                   F.col(SOURCE).cast("int") + 1).alias(DROPPED_SOURCE))
         dropped = observed.where(F.col(KIND) == DROPPED).select(*dropped_projection)
     return PaneStream(panes, observed, dropped, finish_dir, "stateful", n_buckets, metrics_name,
                       pane_projection, dropped_projection)
