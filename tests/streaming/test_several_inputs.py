@@ -3,8 +3,10 @@ two file sources, each with its own WATERMARK ... DELAY OF; the window's waterma
 of theirs (a source that has sent nothing holds it back), late rows are judged against it and
 counted per source. A join with a static table keeps the stream's own watermark."""
 import os
+import re
 import time
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -17,10 +19,17 @@ BASE = datetime(2023, 11, 14, 22, 13, 20)  # event second 0 (1_700_000_000)
 A = [[("x", 45, 1)], [("x", 115, 2)], [("x", 175, 4)], [("x", 235, 8)], [("x", 30, 16), ("x", 250, 32)]]
 B = [[("x", 50, 10)], [("x", 60, 20)], [("x", 95, 40)], [("x", 140, 80)],
      [("x", 35, 64), ("x", 38, 128), ("x", 150, 256)]]
-UNION = """SELECT k, SUM(v) AS total FROM (
-    SELECT * FROM {a} WATERMARK et DELAY OF INTERVAL 10 SECONDS
-    UNION ALL SELECT k, v, et FROM {b} WATERMARK et DELAY OF INTERVAL 30 SECONDS) u
-GROUP BY k WINDOW FIXED(SIZE 1m) ON et"""
+
+
+def _docs_sql() -> str:
+    """The example of docs/streaming.md, section 5.4, as a template over sources {a} and {b}."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "streaming.md").read_text(encoding="utf-8")
+    sql = re.search(r"```sql\n(.*?)```", text[text.index("### 5.4 Several streams"):], re.S).group(1)
+    assert "FROM eu WATERMARK" in sql and "FROM us WATERMARK" in sql
+    return sql.replace("FROM eu", "FROM {a}").replace("FROM us", "FROM {b}")
+
+
+UNION = _docs_sql()
 COLUMNS = ["k", "total", "window_start", "pane_index", "pane_timing", "is_last"]
 
 
@@ -80,11 +89,11 @@ def test_two_streams_the_watermark_is_their_minimum(spark, tmp_path):
 
     Batch 4 judges against W(3) = 65: a's row at 30 and b's at 35 and 38 are in [-20, 40), past
     the watermark: too late, one of a's and two of b's."""
-    source(spark, tmp_path, "sa", A)
-    source(spark, tmp_path, "sb", B)
-    query_text = UNION.format(a="sa", b="sb")
-    assert ("input: stream, watermark the minimum of 2 sources' (UNION ALL): DELAY OF 10s on et of sa, "
-            "DELAY OF 30s on et of sb") in sqlflow.explain(query_text, spark)
+    source(spark, tmp_path, "eu", A)
+    source(spark, tmp_path, "us", B)
+    query_text = UNION.format(a="eu", b="us")
+    assert ("input: stream, watermark the minimum of 2 sources' (UNION ALL): DELAY OF 10s on et of eu, "
+            "DELAY OF 30s on et of us") in sqlflow.explain(query_text, spark)
     df = sqlflow.sql(spark, query_text)
     got, query = run(spark, df, "several_out")
     arrivals = data_batch_times(query)
@@ -99,7 +108,7 @@ def test_two_streams_the_watermark_is_their_minimum(spark, tmp_path):
     ]
     assert finish > at[4]
     metrics = S.query_metrics(query)
-    assert (metrics["dropped_too_late"], S.late_by_source(metrics)) == (3, {"sa": 1, "sb": 2})
+    assert (metrics["dropped_too_late"], S.late_by_source(metrics)) == (3, {"eu": 1, "us": 2})
     # the log starts at batch 1 (batch 0 has no watermark yet)
     assert [w for _, w in S.watermark_log(query)][:5] == [
         int((S_(s) - datetime(1970, 1, 1)).total_seconds() * 1e6) for s in (20, 30, 65, 110, 120)]
