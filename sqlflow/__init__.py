@@ -3,7 +3,7 @@
 The public functions are loaded lazily, so that code running on Spark executors
 (`sqlflow.engine`, `sqlflow.udfs`) imports neither sqlglot nor lark nor pyspark's SQL layer.
 Everything a user needs is here: `sql`, `transpile`, `explain`, `register`, `dropped`,
-`metrics`, `parse`, `parse_script`, `to_sql`, `register_window_fn`, `plot`, and the session,
+`metrics`, `late_by_source`, `parse`, `parse_script`, `to_sql`, `register_window_fn`, `plot`, and the session,
 script and stream helpers `local_session` (sqlflow.spark.session), `run_script`
 (sqlflow.spark.script) and `start` (sqlflow.spark.streaming), still importable from there.
 
@@ -68,6 +68,7 @@ _LAZY = {
     "register": "sqlflow.spark.api",
     "dropped": "sqlflow.spark.api",
     "metrics": "sqlflow.spark.api",
+    "late_by_source": "sqlflow.spark.api",
     "register_window_fn": "sqlflow.engine.windows",
     "plot": "sqlflow.diagram",
     "local_session": "sqlflow.spark.session",

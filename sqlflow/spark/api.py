@@ -9,9 +9,9 @@ hash buckets of keys, whichever `explain` says and why.
 from __future__ import annotations
 
 from ..errors import SqlflowError
-from .report import ATTRIBUTE, dropped, metrics
+from .report import ATTRIBUTE, dropped, late_by_source, metrics
 
-__all__ = ["sql", "transpile", "explain", "register", "dropped", "metrics"]
+__all__ = ["sql", "transpile", "explain", "register", "dropped", "metrics", "late_by_source"]
 
 
 def _first_non_blank(text: str, at: int) -> int:

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 from ..columns import (ARRIVAL_TIME, BUCKET_OUTPUT_COLUMNS, DROPPED, DROPPED_ARRIVAL_TIME, DROPPED_EVENT_TIME,
                        DROPPED_REASON, EMIT_TIME, EVENT_TIME, FINAL, GAP, HOLD_SINCE, IS_RETRACTION, KIND,
-                       OUTPUT_TIME, OUTPUT_TYPES, PANE, PANE_COLUMNS, PANE_TIMES, REASON, WEIGHT, WINDOW_END,
+                       OUTPUT_TIME, OUTPUT_TYPES, PANE, PANE_COLUMNS, PANE_TIMES, REASON, SOURCE, WEIGHT, WINDOW_END,
                        WINDOW_START, agg_column, part_column, when_column)
 from ..engine import BOUNDED, COMBINING, REPLAY, Aggregate, EnginePlan, arrival_grid, custom_windows_of, path_for
 from . import conf, handover
@@ -148,6 +148,7 @@ def run_engine(ws, rel: InputRelation, raw, agg_types: list, *, buckets: int, ti
 
     lifted = lifted_rows(plan, rel, raw, buckets) if liftable(plan, rel, schema) else None
     combine = (spark.conf.get(conf.REPLAY_COMBINE, "false") or "").lower() == "true"
+    combine = combine and SOURCE not in rel.args  # (rows of several sources keep their source)
     combining = replay_combining(plan, rel, schema) if lifted is None and combine else None
     if combining is not None:
         plan, combining = combining

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from sqlglot import exp
 
 from .. import ast
-from ..columns import (BAD_GAP, DROPPED_ARRIVAL_TIME, DROPPED_EVENT_TIME, DROPPED_REASON, EVENT_TIME, GAP,
+from ..columns import (BAD_GAP, DROPPED_ARRIVAL_TIME, DROPPED_EVENT_TIME, DROPPED_REASON, DROPPED_SOURCE,
+                       EVENT_TIME, GAP, SOURCE,
                        NULL_EVENT_TIME, WINDOW_END, WINDOW_START, view_name)
 from ..errors import SqlflowError
 from ..engine import collapsible
@@ -29,7 +30,7 @@ from ..frontend.statement import Statement
 from . import collation, conf, timeline, trigger_checks
 from .analysis import spark_sql
 from .engine_path import run_engine
-from .inputs import InputRelation, input_relation
+from .inputs import InputRelation, input_relation, tagged_relation
 from .native import rewrite_native
 from .output import panes_select
 from .pipelines import STAGE_KEY, StageLink, StageTime, one_pane_per_window, rewrite_consumer, upstream_stage
@@ -190,7 +191,16 @@ class Runner:
         except SqlflowError:
             choice = None  # raised again below, after Spark's analysis (whose errors come first)
         if self.spark is not None:
-            raw = self.sql(rel.sql(), select, ws.position, clauses=_clause_columns(ws))
+            raw = None
+            if len(ws.arrival_sources) > 1:  # each row names its source: late rows per source
+                tagged = _tagged(ws)
+                try:
+                    raw = self.sql(tagged.sql(), select, ws.position, clauses=_clause_columns(ws))
+                    rel = tagged
+                except SqlflowError:  # a SELECT list between the UNION ALL and the window drops it
+                    raw = None
+            if raw is None:
+                raw = self.sql(rel.sql(), select, ws.position, clauses=_clause_columns(ws))
             if raw.isStreaming:  # the streaming path (sqlflow/spark/streaming/, docs/streaming.md)
                 from .streaming.sql_stage import streaming_stage
                 return streaming_stage(self, number, ws, rel, raw, finish_dir=self.finish_dir)
@@ -213,6 +223,10 @@ class Runner:
             choice = choose(ws, self.path)
         stage = Stage(number, ws.label(), choice.path, choice.why, ws.windowing.mode.value,
                       output_time=ws.windowing.output_time.value)
+        if SOURCE in rel.args:
+            from .streaming.several import source_name
+
+            stage.extra["sources"] = [source_name(s, i) for i, s in enumerate(ws.arrival_sources)]
         if ws.upstream is not None:
             stage.replay = (f"the panes of {ws.upstream.link.label} as it emits them: each row arrives at its "
                             "emit_time with its output_time as event time; watermark: that stage's output "
@@ -413,12 +427,25 @@ def _model(model) -> str:
     return f"TIMELINE {model.table}"
 
 
+def _tagged(ws: WindowedSelect) -> InputRelation:
+    """The input relation of a replay over several sources, each row tagged with the name of its
+    source (an argument echoed in dropped rows, sqlflow/spark/inputs.py)."""
+    from .streaming.several import source_name
+
+    sources = ws.arrival_sources
+    rel = tagged_relation(ws, sources, [exp.Literal.string(source_name(s, i)) for i, s in enumerate(sources)])
+    rel.arg_exprs[SOURCE] = exp.column(SOURCE)
+    return rel
+
+
 def _user_columns(ws: WindowedSelect, rel: InputRelation) -> list[tuple[str, str]]:
     """(internal column, readable name) for the keys and arguments of dropped rows."""
     used = {"stage", DROPPED_EVENT_TIME, DROPPED_ARRIVAL_TIME, DROPPED_REASON, WINDOW_START, WINDOW_END}
     out = []
     for column, node in list(zip(rel.keys, ws.keys)) + list(rel.arg_exprs.items()):
         name = node.name if isinstance(node, exp.Column) else node.sql(dialect="spark")
+        if column == SOURCE:
+            name = DROPPED_SOURCE
         base, i = name, 1
         while name.lower() in used:
             i += 1

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from sqlglot import exp
 
 from .. import ast
-from ..columns import ARRIVAL_TIME, EVENT_TIME, GAP, arg_column, key_column, when_column
+from ..columns import ARRIVAL_TIME, EVENT_TIME, GAP, SOURCE, arg_column, key_column, when_column
 from ..engine import when_predicates
 from .relations import strip_clauses, to_spark_sql, visible_ctes, with_ctes
 from .windowed_select import WindowedSelect, parse_column
@@ -87,3 +87,36 @@ def input_relation(ws: WindowedSelect) -> InputRelation:
             query.set(arg, [strip_clauses(v) for v in value] if isinstance(value, list) else strip_clauses(value))
     with_ctes(query, visible_ctes(select))
     return InputRelation(query, keys, call_args, arg_exprs, ws.replay, gap, len(predicates))
+
+
+#: meta markers on the user's tree while `tagged_relation` copies it (removed after)
+_SOURCE_MARK, _BRANCH_MARK = "sqlflow_source_index", "sqlflow_branch_index"
+
+
+def tagged_relation(ws: WindowedSelect, sources, tags: list[exp.Expr], relations=None) -> InputRelation:
+    """`input_relation(ws)` whose rows carry their source's tag in column SOURCE: `sources` are
+    the branches of a UNION ALL, one watermarked source each (docs/semantics.md, 9), and the
+    SELECT list of source i's branch gets `tags[i] AS SOURCE`; `relations[i]`, when given,
+    replaces source i's relation (a stream's watermarked view). The column reaches the window
+    through the UNION ALL and `SELECT *`; a SELECT list in between that leaves it out makes
+    Spark's analysis fail on it."""
+    for i, s in enumerate(sources):
+        s.node.meta[_SOURCE_MARK] = i
+        s.node.find_ancestor(exp.Select).meta[_BRANCH_MARK] = i
+    try:
+        rel = input_relation(ws)
+    finally:
+        for s in sources:
+            s.node.meta.pop(_SOURCE_MARK, None)
+            s.node.find_ancestor(exp.Select).meta.pop(_BRANCH_MARK, None)
+    for node in list(rel.query.walk()):
+        if not node._meta:
+            continue
+        i = node.meta.pop(_SOURCE_MARK, None)
+        if i is not None and relations is not None:
+            node.replace(relations[i])
+        i = node.meta.pop(_BRANCH_MARK, None)
+        if i is not None:
+            node.set("expressions", [*node.expressions, exp.alias_(tags[i], SOURCE)])
+    rel.query.set("expressions", [*rel.query.expressions, exp.column(SOURCE)])
+    return rel

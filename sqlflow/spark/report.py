@@ -10,7 +10,8 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass, field
 
-from ..columns import DROP_METRICS, DROPPED, IS_RETRACTION, KIND, METRIC_NAMES, METRICS, PANE, REASON, ROWS
+from ..columns import (BY_SOURCE, DROP_METRICS, DROPPED, IS_RETRACTION, KIND, METRIC_NAMES, METRICS, PANE, REASON, ROWS,
+                       SOURCE, TOO_LATE, source_metric)
 
 #: the attribute of a result DataFrame holding its Report
 ATTRIBUTE = "_sqlflow_report"
@@ -67,10 +68,17 @@ class Stage:
 
         counts = dict.fromkeys(METRIC_NAMES, 0)
         if self.output is not None:
+            by_source = SOURCE in self.output.columns  # several replayed sources: late rows per source
             rows = (self.output.groupBy(F.col(KIND).alias("kind"), F.col(REASON).alias("reason"),
-                                        F.col(IS_RETRACTION).alias("r"))
+                                        F.col(IS_RETRACTION).alias("r"),
+                                        (F.col(SOURCE) if by_source else F.lit(None)).alias("source"))
                     .agg(F.count(F.lit(1)).alias("n"), F.sum(F.col(ROWS)).alias("rows")).collect())
+            for name in self.extra.get("sources", ()):
+                counts[source_metric("dropped_too_late", name)] = 0
             for row in rows:
+                if row["kind"] == DROPPED and row["reason"] == TOO_LATE and row["source"] is not None:
+                    key = source_metric("dropped_too_late", row["source"])
+                    counts[key] = counts.get(key, 0) + int(row["n"])
                 if row["kind"] == METRICS:
                     counts["input_rows"] += int(row["rows"] or 0)
                 elif row["kind"] == PANE:
@@ -150,8 +158,8 @@ def dropped(df):
 
 def metrics(df) -> dict:
     """Counts of the windowed SELECTs of `df`'s statement: input rows, panes, retractions and
-    dropped rows by reason, summed over the windowed SELECTs, and per windowed SELECT under
-    "stages". Runs Spark jobs; warns (SqlflowDataWarning) about rows with a NULL event time."""
+    dropped rows by reason (and per source of several: `late_by_source`), summed over the windowed
+    SELECTs, and per windowed SELECT under "stages". Runs Spark jobs; warns (SqlflowDataWarning) about rows with a NULL event time."""
     report = report_of(df)
     total = dict.fromkeys(METRIC_NAMES, 0)
     stages = []
@@ -159,6 +167,22 @@ def metrics(df) -> dict:
         counts = stage.metrics()
         for k in METRIC_NAMES:
             total[k] += counts[k]
+        for k in counts:  # late rows per source (several sources), summed as the rest
+            if BY_SOURCE in k:
+                total[k] = total.get(k, 0) + counts[k]
         stages.append({"stage": stage.number, "select": stage.label, "path": stage.path, **counts})
     total["stages"] = stages
     return total
+
+
+def late_by_source(metrics: dict) -> dict[str, int]:
+    """Of several watermarked sources feeding a window (docs/semantics.md, 9), replayed or
+    streaming: the (row, window) pairs of each source dropped as too late, by the source's
+    relation name or alias, from `sqlflow.metrics(df)` or `streaming.query_metrics(query)`.
+    Rows are judged against the window's watermark, the minimum of the sources'.
+
+    >>> late_by_source({"dropped_too_late": 3, "dropped_too_late@a": 1, "dropped_too_late@b": 2})
+    {'a': 1, 'b': 2}
+    """
+    prefix = "dropped_too_late" + BY_SOURCE
+    return {k[len(prefix):]: v for k, v in metrics.items() if k.startswith(prefix)}

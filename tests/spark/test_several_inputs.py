@@ -116,3 +116,14 @@ def test_arrival_columns_named_differently_are_refused(spark, three_sources):
     assert str(info.value).splitlines()[0].startswith(
         "sqlflow: WATERMARK: the replayed sources of this window name their arrival columns differently "
         "(ARRIVAL at, ARRIVAL arrived)")
+
+
+def test_late_rows_are_counted_per_source(spark, three_sources):
+    """Without ALLOWED LATENESS, c's 300 (event time 00:00:50, arriving at 00:02:50 behind the
+    combined watermark 00:01:10) is too late for [0:00, 0:01), which closed at 00:02:15: counted
+    for source c, and its dropped row names it. The other sources drop nothing."""
+    df = sqlflow.sql(spark, UNION[:UNION.index(" TRIGGER")])
+    m = sqlflow.metrics(df)
+    assert (m["dropped_too_late"], sqlflow.late_by_source(m)) == (1, {"a": 0, "b": 0, "c": 1})
+    assert [(r.source, r.v, r.reason) for r in sqlflow.dropped(df).collect()] == [("c", 300, "too late")]
+    assert panes(df)[0] == (111, T("00:00:00"), "ON_TIME", T("00:02:15"))

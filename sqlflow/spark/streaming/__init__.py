@@ -28,7 +28,8 @@ from ..conf import STREAMING_OPERATOR as CONF_OPERATOR
 from ..conf import STREAMING_TIME_SHIFT as CONF_TIME_SHIFT
 from .build import build_stream, engine_columns, stream_panes
 from .combine import combinable
-from .metrics import (METRICS_NAME, SOURCE_METRICS_NAME, late_by_source, late_rows, progress_metrics, query_metrics,
+from ..report import late_by_source
+from .metrics import (METRICS_NAME, SOURCE_METRICS_NAME, late_rows, progress_metrics, query_metrics,
                       state_summary, watermark_log)
 from .native import NATIVE_AGGREGATES, native_equivalent
 from .pane_stream import PaneStream, pane_streams, write_finish_marker

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from ...columns import BY_SOURCE, EVENT_TIME, STREAM_GAUGES, STREAM_LIVE
+from ...columns import EVENT_TIME, STREAM_GAUGES, STREAM_LIVE
 from ...time import NEG_INF
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -110,15 +110,3 @@ def late_rows(metrics: dict) -> int:
     """
     return metrics.get("spark_dropped_late", 0) + metrics.get("dropped_too_late", 0)
 
-
-def late_by_source(metrics: dict) -> dict[str, int]:
-    """Of several watermarked sources feeding a window (docs/semantics.md, 9): the (row, window)
-    pairs of each source the engine dropped as too late, by the source's relation name or alias.
-    Rows are judged against the window's watermark, the minimum of the sources', so a lagging
-    source makes the others' rows wait, not late; a source's own late rows show here.
-
-    >>> late_by_source({"dropped_too_late": 3, "dropped_too_late@a": 1, "dropped_too_late@b": 2})
-    {'a': 1, 'b': 2}
-    """
-    prefix = "dropped_too_late" + BY_SOURCE
-    return {k[len(prefix):]: v for k, v in metrics.items() if k.startswith(prefix)}

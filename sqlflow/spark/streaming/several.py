@@ -20,16 +20,13 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from ...columns import SOURCE
 from ...errors import SqlflowUnsupportedError
-from ..inputs import InputRelation, input_relation
+from ..inputs import InputRelation, tagged_relation
 from ..relations import strip_clauses, to_spark_sql, visible_ctes, with_ctes
 from ..windowed_select import Source, parse_column
 from .watermark import UNBOUNDED_SHIFT, interval_ms
 
 POLICY_KEY = "spark.sql.streaming.multipleWatermarkPolicy"
-#: meta markers on the user's tree while the input relation is copied from it (removed after)
-_SOURCE_MARK, _BRANCH_MARK = "sqlflow_source_index", "sqlflow_branch_index"
 
 
 @dataclass
@@ -103,25 +100,8 @@ def several_sources(runner, ws, *, time_shift: int) -> SeveralSources:
         views.append(runner.view(df, "source"))
         names.append(source_name(s, i))
         delays.append(w.model.delay.micros)
-    for i, s in enumerate(ws.sources):
-        s.node.meta[_SOURCE_MARK] = i
-        s.node.find_ancestor(exp.Select).meta[_BRANCH_MARK] = i
-    try:
-        rel = input_relation(ws)
-    finally:
-        for s in ws.sources:
-            s.node.meta.pop(_SOURCE_MARK, None)
-            s.node.find_ancestor(exp.Select).meta.pop(_BRANCH_MARK, None)
-    for node in list(rel.query.walk()):
-        if not node._meta:
-            continue
-        i = node.meta.pop(_SOURCE_MARK, None)
-        if i is not None:
-            alias = names[i] if not names[i].startswith("source ") else f"__sqlflow_source_{i}"
-            node.replace(exp.Table(this=exp.to_identifier(views[i]),
-                                   alias=exp.TableAlias(this=exp.to_identifier(alias, quoted=True))))
-        i = node.meta.pop(_BRANCH_MARK, None)
-        if i is not None:
-            node.set("expressions", [*node.expressions, exp.alias_(exp.Literal.number(i), SOURCE)])
-    rel.query.set("expressions", [*rel.query.expressions, exp.column(SOURCE)])
+    relations = [exp.Table(this=exp.to_identifier(view), alias=exp.TableAlias(this=exp.to_identifier(
+        name if not name.startswith("source ") else f"__sqlflow_source_{i}", quoted=True)))
+        for i, (view, name) in enumerate(zip(views, names))]
+    rel = tagged_relation(ws, ws.sources, [exp.Literal.number(i) for i in range(len(views))], relations)
     return SeveralSources(rel, tuple(names), tuple(delays))
