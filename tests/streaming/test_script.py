@@ -117,6 +117,15 @@ def test_streaming_sql_errors(spark, tmp_path):
     assert str(err.value).splitlines()[0] == (
         "sqlflow: WATERMARK: 2 watermarked streams feed this window, not as branches of one UNION ALL: a stream "
         "joined to another stream has no defined watermark here (line 2, column 9)")
+    # ... whose rows must reach the window with the column naming their source
+    with pytest.raises(SqlflowUnsupportedError) as err:
+        sqlflow.sql(spark, "SELECT user_id, SUM(amount) AS s FROM (SELECT user_id, amount, ts FROM (\n"
+                           "SELECT * FROM clicks3 WATERMARK ts DELAY OF INTERVAL 1 SECOND UNION ALL\n"
+                           "SELECT * FROM clicks3 WATERMARK ts DELAY OF INTERVAL 1 MINUTE) u) v\n"
+                           "GROUP BY user_id WINDOW FIXED(SIZE 1m) ON ts")
+    assert str(err.value).splitlines()[0] == (
+        "sqlflow: WATERMARK: 2 watermarked streams feed this window, but a SELECT list between their UNION ALL "
+        "and the window leaves out the column that says which source each row comes from (line 2, column 23)")
     with pytest.raises(sqlflow.SqlflowError, match="needs a checkpoint"):
         run_script(spark, f"INSERT INTO parquet.`{tmp_path / 'o'}` SELECT user_id, SUM(amount) AS s FROM clicks3 "
                           "WATERMARK ts DELAY OF INTERVAL 1 SECOND GROUP BY user_id WINDOW FIXED(SIZE 1m)")

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from ...errors import SqlflowUnsupportedError
+from ...columns import SOURCE
+from ...errors import SqlflowError, SqlflowUnsupportedError
 from ..inputs import InputRelation, tagged_relation
 from ..relations import strip_clauses, to_spark_sql, visible_ctes, with_ctes
 from ..windowed_select import Source, parse_column
@@ -105,3 +106,18 @@ def several_sources(runner, ws, *, time_shift: int) -> SeveralSources:
         for i, (view, name) in enumerate(zip(views, names))]
     rel = tagged_relation(ws, ws.sources, [exp.Literal.number(i) for i in range(len(views))], relations)
     return SeveralSources(rel, tuple(names), tuple(delays))
+
+
+def tagged_input(runner, ws, rel: InputRelation):
+    """The streaming DataFrame of the tagged relation; a SELECT list between the UNION ALL and
+    the window that leaves the source column out is a located error saying what to write."""
+    try:
+        return runner.sql(rel.sql(), ws.select, ws.position)
+    except SqlflowError as error:
+        if SOURCE not in str(error):
+            raise
+        raise ws.error(
+            SqlflowUnsupportedError, f"{len(ws.sources)} watermarked streams feed this window, but a SELECT list "
+            "between their UNION ALL and the window leaves out the column that says which source each row "
+            "comes from", "WATERMARK", pos=ws.sources[0].watermark.pos,
+            hint="read the UNION ALL directly in the windowed SELECT's FROM, or keep SELECT * in between") from None

@@ -26,7 +26,7 @@ from .chaining import refuse_watermarked_input
 from .metrics import METRICS_NAME
 from .schema import pane_schema
 from .session_conf import check_state_store
-from .several import several_sources
+from .several import several_sources, tagged_input
 
 #: the temporary views of pane streams (`Runner.view(panes, "stream")`)
 STREAM_VIEW_PREFIX = PREFIX + "stream_"
@@ -55,7 +55,7 @@ def streaming_stage(runner, number: int, ws, rel, raw, *, finish_dir: str | None
     if len(delays) > 1:  # each source its own watermark, the window's the minimum (docs/semantics.md, 9)
         several = several_sources(runner, ws, time_shift=time_shift)
         rel = several.relation
-        raw = runner.sql(rel.sql(), ws.select, ws.position)
+        raw = tagged_input(runner, ws, rel)
     check_input_types(ws, rel, raw.schema)
     collation.refuse(ws, rel, raw.schema, stream=True)
     collation.engine_calls(ws, rel, raw.schema, stream=True)
