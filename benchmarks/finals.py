@@ -36,8 +36,8 @@ def live_sessions(panes):
     return last[before.isna() | (last["window_end"] > before)]
 
 
-def same_rows(a, b) -> dict:
-    cols = ["user_id", "window_start", "window_end", "clicks", "total"]
+def same_rows(a, b, cols=("user_id", "window_start", "window_end", "clicks", "total")) -> dict:
+    cols = list(cols)
     a, b = a.select(*cols).cache(), b.select(*cols).cache()
     out = {"rows": a.count(), "reference_rows": b.count(),
            "only_sqlflow": a.exceptAll(b).count(), "only_reference": b.exceptAll(a).count()}
