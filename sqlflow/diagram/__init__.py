@@ -35,6 +35,7 @@ from ..errors import SqlflowError
 from .frames import (PANE_COLUMNS, check_not_streaming, check_panes, input_points, is_spark, pyplot, to_pandas,
                      watermark_steps)
 from .panes import Diagram, columns_of
+from .stages import chain_of, plot_stages
 
 __all__ = ["plot", "PANE_COLUMNS", "DEFAULT_LIMIT", "DEFAULT_MAX_KEYS"]
 
@@ -42,6 +43,8 @@ __all__ = ["plot", "PANE_COLUMNS", "DEFAULT_LIMIT", "DEFAULT_MAX_KEYS"]
 DEFAULT_LIMIT = 2000
 #: at most this many keys get a diagram each (those with the most panes, unless `select` names them)
 DEFAULT_MAX_KEYS = 6
+#: a pipeline's first stage draws this many keys in one diagram unless max_keys says otherwise
+PIPELINE_MAX_KEYS = 1
 #: Spark types that are numbers (a pane's value, never a default key)
 _SPARK_NUMBERS = ("tinyint", "smallint", "int", "bigint", "float", "double", "decimal")
 #: Spark types that are never default keys: times are aggregates (MIN(ts)) far more often than keys
@@ -52,9 +55,9 @@ _MAX_COUNTED = 100_000
 
 def plot(result: Any, *, inputs: Any = None, watermark: Any = None, ax: Any = None,
          title: str | None = None, path: str | None = None, value: str | None = None,
-         key: str | list[str] | None = None, select: Any = None, max_keys: int | None = DEFAULT_MAX_KEYS,
+         key: str | list[str] | None = None, select: Any = None, max_keys: int | None | str = "auto",
          event_time: str | None = None, arrival_time: str | None = None, input_value: str | None = None,
-         limit: int = DEFAULT_LIMIT):
+         limit: int = DEFAULT_LIMIT, stages: str = "auto"):
     """Draw the panes of `result` and return the matplotlib Axes (with several keys, the first
     key's; `ax.figure.axes` holds them all).
 
@@ -62,8 +65,8 @@ def plot(result: Any, *, inputs: Any = None, watermark: Any = None, ax: Any = No
       collected) or an engine result (its `.panes`).
     - `key`: the grouping columns (default: the columns that are neither pane columns, numbers nor
       times); `select`: the key values to draw (a value, or a list; tuples for several key
-      columns); `max_keys`: at most this many keys are drawn (None: all), one diagram each,
-      those with the most panes unless `select` names them.
+      columns); `max_keys`: at most this many keys are drawn (None: all; "auto": 6, one in a
+      pipeline's first stage), one diagram each, those with the most panes unless `select` names them.
     - `value`: the aggregate that labels each pane (default: the first number that is not a pane
       column or a key, i.e. the query's first aggregate).
     - `inputs`: optional input rows (pandas or Spark) with an event-time column, an arrival-time
@@ -74,7 +77,23 @@ def plot(result: Any, *, inputs: Any = None, watermark: Any = None, ax: Any = No
       first two columns), a list of `(proc_time, watermark)` pairs, or an engine `Timeline`.
     - `ax`: draw into these Axes (the keys drawn share them, a colour each); `title`; `path`:
       also save the figure there (PNG by suffix).
+    - `stages`: a `sqlflow.sql` result whose windowed SELECT reads a replayed windowed stage
+      (docs/pipelines.md) is drawn as its pipeline: one diagram per stage, side by side on one
+      processing-time axis, each stage's holds and output watermark, which the next stage draws as
+      its watermark (`stages.py`); `key`, `select`, `max_keys`, `value` and `inputs` then apply
+      to the first stage, and the last stage's Axes is returned. "auto" (the default) does so when
+      the result is such a pipeline's, "all" requires one, "result" draws only the result's rows.
     """
+    if stages not in ("auto", "all", "result"):
+        raise SqlflowError(f"stages={stages!r}: expected 'auto', 'all' or 'result'", clause="PLOT")
+    chain = _pipeline(result, stages)
+    if chain is None and max_keys == "auto":
+        max_keys = DEFAULT_MAX_KEYS
+    if chain is not None:
+        return _plot_pipeline(chain, inputs=inputs, watermark=watermark, ax=ax, title=title,
+                              path=path, value=value, key=key, select=select, max_keys=max_keys,
+                              event_time=event_time, arrival_time=arrival_time, input_value=input_value,
+                              limit=limit)
     plt = pyplot()
     chosen = _choose(result, key=key, value=value, select=select, max_keys=max_keys, limit=limit)
     inputs_frame = _inputs_frame(inputs, chosen, limit)
@@ -121,6 +140,58 @@ def plot(result: Any, *, inputs: Any = None, watermark: Any = None, ax: Any = No
     _note(fig, notes + _hidden_note(hidden), in_axes=False)
     _save(fig, path)
     return grid[0]
+
+
+# --------------------------------------------------------------------------- pipelines
+
+
+def _pipeline(result, stages: str):
+    """The stages to draw side by side (`stages.chain_of`), or None to draw the result's rows."""
+    if stages == "result":
+        return None
+    chain = chain_of(result) if is_spark(result) else None
+    if chain is None and stages == "all":
+        raise SqlflowError("stages='all' draws a pipeline: this result is not the result of a windowed SELECT "
+                           "over a replayed windowed stage", clause="PLOT",
+                           hint="plot the DataFrame sqlflow.sql returned for such a query (docs/pipelines.md)")
+    return chain
+
+
+def _plot_pipeline(chain, *, inputs, watermark, ax, title, path, value, key, select, max_keys,
+                   event_time, arrival_time, input_value, limit):
+    for given, name in ((watermark, "watermark"), (ax, "ax")):
+        if given is not None:
+            raise SqlflowError(f"{name}= cannot be given for a pipeline: each stage's watermark is its own "
+                               "(the first stage's, then each stage's output watermark), one Axes per stage",
+                               clause="PLOT", hint="stages='result' draws only the result's rows")
+
+    def choose(panes, n: int) -> _Chosen:
+        if n == 0:
+            keys = PIPELINE_MAX_KEYS if max_keys == "auto" else max_keys
+            return _choose(panes, key=key, value=value, select=select, max_keys=keys, limit=limit)
+        return _choose(panes, key=None, value=None, select=None, max_keys=None, limit=limit)
+
+    def first_inputs(chosen: _Chosen):
+        frame = _for_keys(_inputs_frame(inputs, chosen, limit), chosen)
+        return input_points(frame, event_time, arrival_time, input_value)
+
+    fig, axes, notes = plot_stages(chain, choose=choose, first_inputs=first_inputs, title=title, limit=limit)
+    _note(fig, notes, in_axes=False)
+    _save(fig, path)
+    return axes[-1]
+
+
+def _for_keys(frame: pd.DataFrame | None, chosen: "_Chosen") -> pd.DataFrame | None:
+    """The input rows of the keys shown (all of them when the rows have no key columns)."""
+    if frame is None or not chosen.keys or not all(k in frame.columns for k in chosen.keys):
+        return frame
+    mask = np.zeros(len(frame), bool)
+    for shown in chosen.shown:
+        one = np.ones(len(frame), bool)
+        for k, v in zip(chosen.keys, shown):
+            one &= (frame[k].isna() if _is_null(v) else frame[k] == v).to_numpy()
+        mask |= one
+    return frame[mask]
 
 
 # --------------------------------------------------------------------------- which panes

@@ -53,9 +53,12 @@ class Diagram:
     def key_of(self, i: int) -> tuple:
         return tuple(self.panes.at[i, k] for k in self.keys)
 
-    def draw(self, ax, points: Points | None, steps, *, colours: dict | None = None) -> None:
+    def draw(self, ax, points: Points | None, steps, *, colours: dict | None = None, limits: tuple | None = None,
+             watermark: tuple[str, str] = ("tab:green", "watermark"), input_label: str = "input") -> None:
         """Draw the shapes into `ax` and prepare the labels (`place_labels`, once the layout is
-        settled); `colours`: key -> colour (several keys in one Axes, with a legend)."""
+        settled); `colours`: key -> colour (several keys in one Axes, with a legend); `limits`:
+        (x_lo, x_hi, y_lo, y_hi) instead of the extent of what is drawn (stages sharing their axes);
+        `watermark`: the watermark line's colour and legend; `input_label`: the input points' legend."""
         import matplotlib.dates as mdates
         from matplotlib.patches import Patch, Rectangle
 
@@ -72,6 +75,9 @@ class Diagram:
         x_lo, x_hi = _extent(np.concatenate(xs), pad_min=1 / 1440)
         has_time = any(np.isfinite(y).any() for y in ys)
         y_lo, y_hi = _extent(np.concatenate(ys), pad_min=1 / 1440) if has_time else (0.0, 1.0)
+        if limits is not None:
+            x_lo, x_hi, y_lo, y_hi = limits
+            has_time = True
         bounded = np.isnan(self.emit)
         span = y_hi - y_lo
         after = (y_hi + 0.06 * span) if has_time else y_lo + 0.8 * span
@@ -155,7 +161,7 @@ class Diagram:
             py = points.arrival if points.arrival is not None else np.full(len(points.event), y_lo + 0.02 * span)
             ok = np.isfinite(points.event) & np.isfinite(py)
             px, py = points.event[ok], py[ok]
-            ax.scatter(px, py, s=INPUT_SIZE, color="black", zorder=6, label="input", gid="inputs")
+            ax.scatter(px, py, s=INPUT_SIZE, color="black", zorder=6, label=input_label, gid="inputs")
             for j, (xv, yv, lab) in enumerate(zip(px, py, np.asarray(points.labels, dtype=object)[ok])):
                 if lab:
                     labels.append(Label(str(lab), "input-label", (INPUT, j), point_places(xv, yv),
@@ -164,7 +170,7 @@ class Diagram:
         # ---- watermark: (W(p), p) as a step line
         if steps is not None and len(steps[0]):
             wx, wy = _watermark_line(steps, x_lo, x_hi, top if bounded.any() else y_hi)
-            ax.plot(wx, wy, color="tab:green", linestyle="--", linewidth=1.5, zorder=4, label="watermark",
+            ax.plot(wx, wy, color=watermark[0], linestyle="--", linewidth=1.5, zorder=4, label=watermark[1],
                     gid="watermark")
 
         # ---- axes
@@ -255,6 +261,15 @@ def _extent(values: np.ndarray, pad_min: float) -> tuple[float, float]:
     lo, hi = float(finite.min()), float(finite.max())
     pad = max((hi - lo) * 0.05, pad_min)
     return lo - pad, hi + pad
+
+
+def extent(values: np.ndarray) -> tuple[float, float]:
+    """The range drawn for these date numbers (their finite ones, padded)."""
+    return _extent(values, pad_min=1 / 1440)
+
+
+def watermark_line(steps, x_lo, x_hi, y_top):
+    return _watermark_line(steps, x_lo, x_hi, y_top)
 
 
 def _watermark_line(steps, x_lo, x_hi, y_top):

@@ -334,15 +334,21 @@ class Runner:
         time = None
         if replay is not None:
             time = StageTime(replay.timeline, replay.p_end, run.holds, stage.replay or "")
-        self._link(ws, new, net, time)
+            stage.timeline, stage.holds = replay.timeline, run.holds
+            stage.reads = ws.upstream.link.stage if ws.upstream is not None else None
+            stage.pane_frame = _pane_frame(self.spark, run.panes, ws, names,
+                                         view_name("plot", self.run_id, len(self.views)))
+        self._link(ws, new, net, time, stage)
 
-    def _link(self, ws: WindowedSelect, new: exp.Select, net: exp.Select, time: StageTime | None) -> None:
+    def _link(self, ws: WindowedSelect, new: exp.Select, net: exp.Select, time: StageTime | None,
+              stage: Stage | None = None) -> None:
         """Replace the windowed SELECT by `new` (over its panes), linked to the stage for the
         SELECTs that read it (`pipelines`); `net` reads its final panes."""
         # merged-away windows reach the output only if a window can emit before its final pane
         merging = _merging(ws.window) and not (not ws.replay and collapsible(ws.windowing.effective_trigger))
         new.meta[STAGE_KEY] = StageLink(ws.windowing.mode, net, merging, ws.label(), replay=ws.replay,
-                                        one_pane=ws.replay and one_pane_per_window(ws.windowing), time=time)
+                                        one_pane=ws.replay and one_pane_per_window(ws.windowing), time=time,
+                                        stage=stage)
         self._replace(ws, new)
 
     def upstream_replay(self, ws: WindowedSelect, stage: Stage) -> timeline.Replay:
@@ -361,6 +367,28 @@ class Runner:
             self.tree = new
         else:
             ws.select.replace(new)
+
+
+def _pane_frame(spark, panes, ws: WindowedSelect, names, view: str):
+    """A function returning a replayed stage's panes with the query's column names, for
+    `sqlflow.plot`: the statement's views are gone by then, so it registers the panes under a view
+    of its own, kept as long as the DataFrame needs it (`lifetimes`)."""
+    from .lifetimes import is_connect, keep_until_unused
+
+    select = panes_select(ws, view, names)
+    select.set("with_", None)  # the statement's CTEs: the SELECT reads only its panes
+    text = to_spark_sql(select)
+
+    def frame():
+        panes.createOrReplaceTempView(view)
+        df = spark.sql(text)
+        if is_connect(spark):  # analysed, by view name, each time it runs
+            keep_until_unused(spark, df, [view])
+        else:
+            spark.catalog.dropTempView(view)
+        return df
+
+    return frame
 
 
 def _no_clock(ws: WindowedSelect) -> SqlflowError:

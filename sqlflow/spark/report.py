@@ -44,6 +44,13 @@ class Stage:
     bad_gap: object = None          # native path: Column condition of a bad per-row gap
     extra: dict = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # triggers that cannot fire (trigger_checks)
+    # a replayed engine stage's time, for sqlflow.plot: its input watermark (an engine Timeline, in
+    # microseconds; for a stage over a stage, that stage's output watermark), its watermark holds
+    # (DataFrame since, until, value), the Stage whose panes it reads, and its own panes
+    timeline: object = None
+    holds: object = None
+    reads: "Stage | None" = None
+    pane_frame: object = None     # function() -> a DataFrame of its panes (the query's column names)
 
     def dropped(self):
         """The dropped input rows as a DataFrame (built on first use: most queries never ask)."""
