@@ -124,10 +124,10 @@ def hand_fixed(spark):
                     "clicks", "total"))
 
 
-def hand_sessions(spark):
+def hand_sessions(spark, view: str = "events"):
     from pyspark.sql import functions as F
 
-    return (spark.table("events").groupBy(F.session_window("event_time", "5 minutes"), "user_id")
+    return (spark.table(view).groupBy(F.session_window("event_time", "5 minutes"), "user_id")
             .agg(F.count("*").alias("clicks"), F.sum("amount").alias("total"))
             .select("user_id", F.col("session_window.start").alias("window_start"),
                     F.col("session_window.end").alias("window_end"), "clicks", "total"))

@@ -12,21 +12,21 @@ from measure import measure, noop
 COLUMNS = ["window_start", "window_end", "sessions", "clicks", "total"]
 
 
-def query(first_stage: str) -> str:
+def query(first_stage: str, minutes: int = 60) -> str:
     """The pipeline over `first_stage` (a sessions query with clicks and total per user)."""
     return f"""WITH sessions AS ({first_stage})
 SELECT COUNT(*) AS sessions, SUM(clicks) AS clicks, SUM(total) AS total FROM sessions
-WINDOW FIXED(SIZE 1h) ON output_time
+WINDOW FIXED(SIZE {minutes}m) ON output_time
 TRIGGER WATERMARK LATE COUNT 1
 ALLOWED LATENESS 1h"""
 
 
-def hand(sessions):
+def hand(sessions, minutes: int = 60):
     """The final sessions (a DataFrame of window_start, window_end, clicks, total) counted per hour
     of their output time (OUTPUT TIMESTAMP END OF WINDOW, the default: the session's end - 1us)."""
     from pyspark.sql import functions as F
 
-    hour = F.window(F.col("window_end") - F.expr("INTERVAL 1 MICROSECOND"), "1 hour")
+    hour = F.window(F.col("window_end") - F.expr("INTERVAL 1 MICROSECOND"), f"{minutes} minutes")
     return (sessions.groupBy(hour)
             .agg(F.count("*").alias("sessions"), F.sum("clicks").alias("clicks"), F.sum("total").alias("total"))
             .select(F.col("window.start").alias("window_start"), F.col("window.end").alias("window_end"),
