@@ -136,7 +136,7 @@ def _draw_holds(ax, holds, output_steps, limits) -> None:
     ax.add_collection(bars)
     if output_steps is not None and len(output_steps[0]):
         wx, wy = watermark_line(output_steps, x_lo, x_hi, y_hi)
-        ax.plot(wx, wy, color=OUTPUT_WATERMARK, linewidth=3.0, alpha=0.7, zorder=3.5, label="output watermark",
+        ax.plot(wx, wy, color=OUTPUT_WATERMARK, linewidth=3.0, zorder=3.5, label="output watermark",
                 gid="output-watermark")
 
 
