@@ -24,15 +24,15 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.dates as mdates  # noqa: E402
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
+import matplotlib.dates as mdates
+import numpy as np
+import pytest
 
-import sqlflow  # noqa: E402
-from sqlflow.errors import SqlflowError  # noqa: E402
+import sqlflow
+from sqlflow.errors import SqlflowError
 
 sys.path.insert(0, str(Path(__file__).parent))  # the layout checks of test_plot_layout.py
-from test_plot_layout import collisions, label_boxes, note_of  # noqa: E402
+from test_plot_layout import collisions, label_boxes, note_of
 
 STAGE1 = """SELECT k, SUM(v) AS total FROM plot_events WATERMARK et TIMELINE plot_heuristic ARRIVAL at
     GROUP BY k WINDOW SESSIONS(GAP 1m) TRIGGER WATERMARK EARLY PERIOD 1m
