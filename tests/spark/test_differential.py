@@ -205,7 +205,7 @@ class Case:
 def _aggregates(value: SqlType, draw) -> tuple[list, bool]:
     """Aggregates over `v` that Spark accepts for its type, or (sometimes) one it refuses."""
     refusals = []
-    if not value.numeric and value.name != "STRING":  # Spark would cast a STRING (sqlflow refuses)
+    if not value.numeric and not value.name.startswith("STRING"):  # Spark would cast a STRING (sqlflow refuses)
         refusals.append("SUM(v)")
     if not value.orderable:
         refusals += ["MIN(v)", "sort_array(collect_set(v))"]
