@@ -115,6 +115,9 @@ ROWS = PREFIX + "rows"
 #: bounded path, replays: when a pane row's watermark hold starts (BIGINT microseconds, NULL: not
 #: held), for the output watermark a later windowed stage reads (sqlflow.engine.holds)
 HOLD_SINCE = PREFIX + "hold_since"
+#: ... and when it ends (its emission, or, for a retraction, when the watermark passed the end of
+#: the window it was pending in: docs/semantics.md, 1.3)
+HOLD_UNTIL = PREFIX + "hold_until"
 #: prefix of the NULL mask of a BIGINT input column (the column itself then holds 0 for NULL)
 NULL_MASK = PREFIX + "null_"
 #: how many input rows a combined element stands for (BIGINT), and the largest event time among them
@@ -143,6 +146,7 @@ OUTPUT_TYPES = {
     KIND: "int", REASON: "string", FINAL: "boolean", ROWS: "bigint",
     **{c: ("bigint" if c in PANE_TIMES else PANE_TYPES[c]) for c in ALL_PANE_COLUMNS},
     EVENT_TIME: "bigint", ARRIVAL_TIME: "bigint", HOLD_SINCE: "bigint",
+    HOLD_UNTIL: "bigint",
 }
 #: the bounded bucket job's columns besides keys, aggregates and argument echoes, in order
 BUCKET_OUTPUT_COLUMNS = tuple(OUTPUT_TYPES)

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from sqlflow.columns import (ARRIVAL_TIME, DROPPED, EVENT_TIME, FINAL, HOLD_SINCE, IS_RETRACTION, KIND, METRICS,
+from sqlflow.columns import (ARRIVAL_TIME, DROPPED, EVENT_TIME, FINAL, HOLD_SINCE, HOLD_UNTIL, IS_RETRACTION, KIND, METRICS,
                              PANE, PANE_INDEX, REASON, ROWS, WINDOW_END, WINDOW_START)
 from sqlflow.engine.arrival_combine import combine
 from sqlflow.engine.plan import EnginePlan
@@ -104,7 +104,7 @@ class BucketJob:
         # in retracting mode the engine tells which rows are final from the panes' lineage
         final = FINAL if self.plan.mode.retracting else None
         return rows, Engine(self.plan).run(rows, timeline=timeline, replay=self.replay, p_end=self.p_end,
-                                           ordered=False, final=final, hold=HOLD_SINCE if self.replay else None)
+                                           ordered=False, final=final, hold=(HOLD_SINCE, HOLD_UNTIL) if self.replay else None)
 
     def _metrics(self, rows: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame({ROWS: [int(rows[self.weight].sum()) if self.weight else len(rows)]})

@@ -47,6 +47,33 @@ def pane_holds(n_panes: int, *, first_pane: np.ndarray, arrival: np.ndarray, tim
     return out
 
 
+def retraction_holds(panes: dict, *, first_pane: np.ndarray, arrival: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per pane, the hold of its retraction (if a later pane retracts it): (since, release).
+
+    since: when its window first took new input after it, as the per-key loop recorded it
+    (`PaneTable.hold_retraction`); where it did not (the vectorised paths, whose windows never
+    merge two emitted windows), the earliest arrival of the new elements of the pane that
+    retracts it. release: when the watermark passed the end of the window the retraction was
+    pending in (NOT_HELD: never, before its emission).
+
+    >>> panes = {"rsince": np.array([NOT_HELD, 3, NOT_HELD]), "rrelease": np.array([NOT_HELD] * 3),
+    ...          "indptr": np.array([0, 0, 1, 2]), "indices": np.array([0, 1])}
+    >>> since, _ = retraction_holds(panes, first_pane=np.array([0, 1, 1, 2]), arrival=np.array([1, 6, 4, 9]))
+    >>> since.tolist() == [4, 3, NOT_HELD]  # pane 0's from pane 1's new input (at 6 and 4); pane 1's recorded
+    True
+    """
+    n = len(panes["rsince"])
+    first_new = np.full(n, NOT_HELD, _I64)
+    sel = np.asarray(first_pane) >= 0
+    np.minimum.at(first_new, np.asarray(first_pane)[sel], np.asarray(arrival, _I64)[sel])
+    since = panes["rsince"].copy()
+    who = np.repeat(np.arange(n), np.diff(panes["indptr"]))
+    old = panes["indices"]
+    unset = since[old] == NOT_HELD
+    since[old[unset]] = first_new[who[unset]]
+    return since, panes["rrelease"]
+
+
 def output_watermark(input_watermark: Timeline, *, since, until, value, end: int | None = None) -> Timeline:
     """The output watermark of a stage: at each processing time p, the running maximum over
     instants q <= p of min(input watermark at q, every `value[i]` with since[i] <= q < until[i]).

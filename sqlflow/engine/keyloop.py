@@ -276,6 +276,7 @@ class KeyLoop:
                 for w, assigned in sorted(touched, key=lambda t: (t[0].start, t[0].end)):
                     if not w.alive:
                         continue
+                    self._hold_retractions(w, p, wm_prev)
                     flags = tuple(self.when[assigned].any(axis=0)) if self.when.shape[1] else ()
                     ctx = Context(p if self.replay else None, wm_prev, w.end, w.count, w.expected)
                     trig.on_elements(w.st, ctx, len(assigned), flags)
@@ -301,10 +302,21 @@ class KeyLoop:
                     self._evaluate(w, p, WATERMARK, wm_new, wm_prev, wm_new)
                     if w.alive and wm_new >= saturating_add(w.end, self.lateness):
                         self._expire(w, p, wm_prev, wm_new)
-                    if w.alive and w.pending and self.stranded is not None and wm_prev < w.end <= wm_new:
-                        self.stranded[w.pending] = True
+                    if w.alive and w.pending and wm_prev < w.end <= wm_new:
+                        if self.stranded is not None:
+                            self.stranded[w.pending] = True
+                        for pid in w.lineage:  # its retractions hold nothing more (docs/semantics.md, 1.3)
+                            self.table.release_retraction(pid, p)
         if p_end is not None:
             self.end(max(p_end, self.last_timer))
+
+    def _hold_retractions(self, w: Window, p: int, wm_prev: int) -> None:
+        """`w` took new input at p: the retractions of the panes it supersedes are certain, and
+        hold the output watermark from p while the watermark has not passed its end."""
+        for pid in w.lineage:
+            self.table.hold_retraction(pid, p)
+            if w.end <= wm_prev:
+                self.table.release_retraction(pid, p)
 
     def end(self, p: int) -> None:
         """End of input at instant p: the watermark reaches +inf; every window fires and expires."""

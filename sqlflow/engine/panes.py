@@ -40,6 +40,11 @@ class PaneTable:
         self._parents: list[list[int]] = []
         self._gen: list[int] = []
         self.size = 0
+        # the per-key loop's retraction holds (docs/semantics.md, 1.3): per pane, when its window
+        # first took new input after it (its retraction is certain from then), and when the
+        # watermark passed the end of the window that retraction was pending in
+        self._retract_since: dict[int, int] = {}
+        self._retract_release: dict[int, int] = {}
 
     def add(self, key, start, end, index, timing_code, is_last, emit, time, parents) -> int:
         """Append one pane; `emit` is NO_EMIT_TIME for bounded data. Returns its id."""
@@ -57,6 +62,14 @@ class PaneTable:
         self._gen.append(1 + max((self.gen_of(q) for q in parents), default=-1))
         self.size += 1
         return pid
+
+    def hold_retraction(self, pid: int, since: int) -> None:
+        """Pane `pid`'s window took new input at `since` (only the first time counts)."""
+        self._retract_since.setdefault(pid, since)
+
+    def release_retraction(self, pid: int, at: int) -> None:
+        """The watermark passed the end of the window pane `pid`'s retraction is pending in."""
+        self._retract_release.setdefault(pid, at)
 
     def mark_last(self, pid: int) -> None:
         """Pane `pid` is its window's last after all (EMIT ... CLOSING ALWAYS: the window closed at
@@ -138,7 +151,24 @@ class PaneTable:
                 flat.extend(b["parent"][has].tolist())
         out["indptr"] = np.r_[0, np.cumsum(np.asarray(counts, np.int64))].astype(np.int64)
         out["indices"] = np.asarray(flat, np.int64)
+        n = len(out["key"])
+        out["rsince"] = _scatter(n, self._retract_since, holds.NOT_HELD)
+        out["rrelease"] = _scatter(n, self._retract_release, holds.NOT_HELD)
         return out
+
+
+def _hold_columns(frame: pd.DataFrame, names: tuple[str, str], since: np.ndarray, until: np.ndarray) -> None:
+    """Columns `names` (since, until) of a hold over [since, until); NULL where that is empty."""
+    none = (since == holds.NOT_HELD) | (since >= until)
+    frame[names[0]] = pd.arrays.IntegerArray(np.where(none, 0, since).astype(np.int64), none)
+    frame[names[1]] = pd.arrays.IntegerArray(np.where(none, 0, until).astype(np.int64), none.copy())
+
+
+def _scatter(n: int, values: dict[int, int], fill: int) -> np.ndarray:
+    out = np.full(n, fill, np.int64)
+    if values:
+        out[np.fromiter(values.keys(), np.int64, len(values))] = np.fromiter(values.values(), np.int64, len(values))
+    return out
 
 
 def _take(acc: dict, idx: np.ndarray) -> dict:
@@ -287,14 +317,15 @@ def pane_accumulators(plan, inputs: list[dict], first_pane: np.ndarray, panes: d
 
 def pane_frame(plan, panes: dict, accumulators: list[dict], key_frame: pd.DataFrame, *,
                hidden: np.ndarray | None = None, ordered: bool = True, final: str | None = None,
-               hold: str | None = None) -> pd.DataFrame:
+               hold: tuple[str, str] | None = None) -> pd.DataFrame:
     """Output rows: key columns, aggregates, pane columns and retractions, in emission order
     (unless ordered=False). `hidden` panes (stored from earlier micro-batches) are not output
     themselves but can be retracted. In retracting mode, `final` names a boolean column to add:
     whether the row is its window's final value, a pane that no later pane retracts (a pane is
-    retracted exactly by the panes whose lineage holds it). `hold` names a column of when each
-    row's watermark hold starts (`panes["hold"]`, NULL for none; a retraction is held with the
-    pane it precedes: sqlflow.engine.holds)."""
+    retracted exactly by the panes whose lineage holds it). `hold` names two columns, when each
+    row's watermark hold starts and ends (NULL for none): a pane's from `panes["hold"]` to its
+    emission, a retraction's from `panes["rsince"]` of the pane it withdraws to its emission or
+    `panes["rrelease"]`, whichever is first (docs/semantics.md, 1.3; sqlflow.engine.holds)."""
     n_panes = len(panes["key"])
     cols: dict = {}
     for k in key_frame.columns:
@@ -314,7 +345,7 @@ def pane_frame(plan, panes: dict, accumulators: list[dict], key_frame: pd.DataFr
     values, null = output_time.column(plan.output_time, start=panes["start"], end=panes["end"], otime=panes["otime"])
     frame["output_time"] = pd.arrays.IntegerArray(values, null)
     if hold is not None:
-        frame[hold] = pd.arrays.IntegerArray(panes["hold"], panes["hold"] == holds.NOT_HELD)
+        _hold_columns(frame, hold, panes["hold"], panes["emit"])
     visible = np.ones(n_panes, bool) if hidden is None else ~hidden
     sort_time, sort_key = panes["time"], panes["key"]
     sort_start = np.where(global_window, NEG_INF, panes["start"])
@@ -339,7 +370,8 @@ def pane_frame(plan, panes: dict, accumulators: list[dict], key_frame: pd.DataFr
                 retractions[final] = False
             retractions["emit_time"] = frame["emit_time"].to_numpy()[who]
             if hold is not None:
-                retractions[hold] = frame[hold].array[who]
+                until = np.minimum(panes["emit"][who], panes["rrelease"][old])
+                _hold_columns(retractions, hold, panes["rsince"][old], until)
             frame = pd.concat([frame, retractions], ignore_index=True)
             sort_time = np.r_[sort_time, panes["time"][who]]
             sort_key = np.r_[sort_key, panes["key"][old]]

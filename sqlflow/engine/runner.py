@@ -68,7 +68,7 @@ class Engine:
     def run(self, rows: pd.DataFrame, *, timeline: Timeline | None = None, replay: bool = False,
             p_end: int | None = None, reference: bool = False, ordered: bool = True,
             timer_instants: np.ndarray | None = None, final: str | None = None,
-            hold: str | None = None) -> EngineResult:
+            hold: tuple[str, str] | None = None) -> EngineResult:
         """Run a whole input to its end.
 
         replay=False: bounded data without arrival times (rows arrive in event-time order, no
@@ -79,8 +79,8 @@ class Engine:
         skips sorting panes into emission order. `timer_instants` makes processing-time timers
         fire at the first of these instants at or after their time, as micro-batches do.
         `final` (retracting mode): add a column of that name telling which rows are final values
-        (`pane_frame`). `hold` (replay): add a column of that name, when each row's watermark hold
-        starts (`holds.pane_holds`; NULL: not held), for the stage's output watermark.
+        (`pane_frame`). `hold` (replay): add two columns of these names, when each row's watermark hold
+        starts and ends (NULL: not held; docs/semantics.md, 1.3), for the stage's output watermark.
         """
         # bounded data without arrival times has no watermark until the end of input
         timeline = timeline if (timeline is not None and replay) else EMPTY_TIMELINE
@@ -130,6 +130,7 @@ class Engine:
                                                 et=a_et, timely=timely)
         if hold is not None and replay:
             panes["hold"] = holds.pane_holds(len(panes["key"]), first_pane=first_pane, arrival=a_at, timely=timely)
+            panes["rsince"], panes["rrelease"] = holds.retraction_holds(panes, first_pane=first_pane, arrival=a_at)
         order_seq = inp.at if replay else np.zeros(len(inp.at), np.int64)
         inputs = accumulators(self.plan, inp, order_seq)
         accs = pane_accumulators(self.plan, inputs, first_pane, panes)

@@ -35,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..columns import (ARRIVAL_TIME, BUCKET_OUTPUT_COLUMNS, DROPPED, DROPPED_ARRIVAL_TIME, DROPPED_EVENT_TIME,
-                       DROPPED_REASON, EMIT_TIME, EVENT_TIME, FINAL, GAP, HOLD_SINCE, IS_RETRACTION, KIND,
+                       DROPPED_REASON, EMIT_TIME, EVENT_TIME, FINAL, GAP, HOLD_SINCE, HOLD_UNTIL, IS_RETRACTION, KIND,
                        OUTPUT_TIME, OUTPUT_TYPES, PANE, PANE_COLUMNS, PANE_TIMES, REASON, SOURCE, WEIGHT, WINDOW_END,
                        WINDOW_START, agg_column, part_column, when_column)
 from ..engine import BOUNDED, COMBINING, REPLAY, Aggregate, EnginePlan, arrival_grid, custom_windows_of, path_for
@@ -197,11 +197,13 @@ def run_engine(ws, rel: InputRelation, raw, agg_types: list, *, buckets: int, ti
         _micros_as_time(EVENT_TIME, DROPPED_EVENT_TIME), _micros_as_time(ARRIVAL_TIME, DROPPED_ARRIVAL_TIME),
         f"{_q(REASON)} AS {DROPPED_REASON}",
         _micros_as_time(WINDOW_START, WINDOW_START), _micros_as_time(WINDOW_END, WINDOW_END))
-    # a replay's holds: (since, emission, smallest output time) per held instant range, for the
+    # a replay's holds: (since, until, smallest output time) per held instant range, for the
     # output watermark a later windowed stage reads (sqlflow.engine.holds); rows without a hold
-    # (since NULL) say where the output ends, and a GLOBAL window's pane may have no output_time
-    holds = pane_rows.groupBy(_q(HOLD_SINCE), _q(EMIT_TIME)).agg({OUTPUT_TIME: "min"}).toDF(
-        "since", "until", "value") if rel.replay else None
+    # (since NULL) say where the output ends (their emission), and a GLOBAL window's pane may have
+    # no output_time
+    holds = pane_rows.selectExpr(f"{_q(HOLD_SINCE)} AS since", f"coalesce({_q(HOLD_UNTIL)}, {_q(EMIT_TIME)}) AS until",
+                                 f"{_q(OUTPUT_TIME)} AS value").groupBy("since", "until").agg(
+        {"value": "min"}).toDF("since", "until", "value") if rel.replay else None
     return EngineRun(output, panes, final, dropped, buckets, combined=lifted is not None,
                      replay_combined=combining is not None, holds=holds)
 

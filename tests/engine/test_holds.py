@@ -17,7 +17,8 @@ from . import paper
 from .paper import clock
 from .strategies import D, durations, inputs, output_times, schedule_triggers, triggers
 
-HOLD = "hold_since"
+HOLD = ("hold_since", "hold_until")
+SINCE, UNTIL = HOLD
 US = 1
 # kept small: each example runs two engines (CI time)
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -67,9 +68,9 @@ def read_as_emitted(panes: pd.DataFrame) -> pd.DataFrame:
 
 
 def stage_output_watermark(panes: pd.DataFrame, iwm: Timeline) -> Timeline:
-    held = panes[HOLD].notna().to_numpy()
+    held = panes[SINCE].notna().to_numpy()
     p = panes[held]
-    return output_watermark(iwm, since=p[HOLD].to_numpy(np.int64), until=p["emit_time"].to_numpy(np.int64),
+    return output_watermark(iwm, since=p[SINCE].to_numpy(np.int64), until=p[UNTIL].to_numpy(np.int64),
                             value=p["output_time"].to_numpy(np.int64))
 
 
@@ -78,12 +79,12 @@ def test_the_paper_example_output_watermark():
     output watermark worked out in tests/spark/test_two_stage_replay.py's module doc."""
     plain = paper.run(ast.Sessions(D(60_000_000)), paper.EARLY_LATE, ast.AccumulationMode.ACCUMULATING_AND_RETRACTING,
                       replay=True, timeline=paper.heuristic_watermark()).panes
-    assert HOLD not in plain  # only when asked for
+    assert SINCE not in plain  # only when asked for
     engine = stage1(ast.Sessions(D(60_000_000)), paper.EARLY_LATE, ast.AccumulationMode.ACCUMULATING_AND_RETRACTING,
                     3_600_000_000)
     panes = engine.run(paper.inputs(), timeline=paper.heuristic_watermark(), replay=True, hold=HOLD).panes
     held = [(None if pd.isna(h) else int(h), int(e), int(o), bool(r))
-            for h, e, o, r in zip(panes[HOLD], panes["emit_time"], panes["output_time"], panes["is_retraction"])]
+            for h, e, o, r in zip(panes[SINCE], panes["emit_time"], panes["output_time"], panes["is_retraction"])]
     c = clock
     assert held == [
         (c("12:05:19"), c("12:06:00"), c("12:01:26") - US, False),   # P1 {e1}
@@ -164,54 +165,128 @@ def output_watermark_from_prefix(engine, rows: pd.DataFrame, iwm: Timeline, q: i
     return stage_output_watermark(panes, steps).at(q)
 
 
-#: windows that never merge: each pane's END OF WINDOW is fixed when its first element arrives
-unmerged_windows = st.one_of(
-    st.builds(ast.Fixed, durations(5, 15), st.just(D(0))),
-    st.builds(lambda s, k: ast.Sliding(D(s.micros * k), s), durations(3, 8), st.integers(1, 3)),
+#: every window kind with an end (END OF WINDOW is an error on GLOBAL)
+bounded_windows = st.one_of(
+    windows1,
     st.builds(lambda s, k: ast.Cumulate(s, D(s.micros * k)), durations(3, 6), st.integers(1, 3)),
 )
+modes = st.sampled_from([ast.AccumulationMode.DISCARDING, ast.AccumulationMode.ACCUMULATING,
+                         ast.AccumulationMode.ACCUMULATING_AND_RETRACTING])
+
+
+def instants_of(rows: pd.DataFrame, iwm: Timeline, panes: pd.DataFrame) -> list[int]:
+    """Every instant at which the stage's input, watermark or output changes."""
+    return sorted(set(rows[ARRIVAL_TIME].tolist()) | set(iwm.times.tolist()) | set(panes["emit_time"].tolist())
+                  | set(panes[UNTIL].dropna().tolist()))
 
 
 @SETTINGS
-@given(inputs(), unmerged_windows, triggers,
-       st.sampled_from([ast.AccumulationMode.DISCARDING, ast.AccumulationMode.ACCUMULATING_AND_RETRACTING]),
-       st.sampled_from([0, 25, 1000]))
-def test_end_of_window_over_unmerged_windows_holds_nothing_below_the_watermark(data, window, trigger, mode,
-                                                                               lateness):
-    """With OUTPUT TIMESTAMP END OF WINDOW (the default) over windows that do not merge, the
-    output watermark is the input watermark (docs/semantics.md, 1.3): every row a pane emits,
-    its retractions included, carries its window's end - 1us, and a pane is held only while its
-    window has not passed the watermark (its elements stop being timely when it does), so no
-    hold is ever below W. A stream can therefore pass it on as it is, batch by batch (600
-    random cases measured; sessions, START OF WINDOW, EARLIEST and LATEST differ, below)."""
+@given(inputs(), bounded_windows, triggers, modes, st.sampled_from([0, 25, 1000]))
+def test_end_of_window_holds_nothing_below_the_watermark_but_merged_retractions(data, window, trigger, mode,
+                                                                                lateness):
+    """With OUTPUT TIMESTAMP END OF WINDOW (the default) the output watermark is the input
+    watermark (docs/semantics.md, 1.3), except for the retractions of panes of sessions merged
+    into a bigger one: a pane's own hold is its window's end - 1us, and it holds only while one of
+    its elements is timely, i.e. while the watermark has not passed the end of the window it is
+    pending in; a retraction of a window that does not merge carries that same end and is released
+    when the watermark passes it. So over FIXED, SLIDING and CUMULATE windows, and over sessions
+    without retractions, a stream passes W on as it is."""
     rows, iwm = data
     if type(iwm) is not Timeline:  # ON PROCESSING TIME: a clock, not steps
         return
     panes = stage1(window, trigger, mode, lateness).run(rows, timeline=iwm, replay=True, hold=HOLD).panes
     ow = stage_output_watermark(panes, iwm)
-    instants = set(rows[ARRIVAL_TIME].tolist()) | set(iwm.times.tolist()) | set(panes["emit_time"].tolist())
-    assert [ow.at(q) for q in sorted(instants)] == [iwm.at(q) for q in sorted(instants)]
+    instants = instants_of(rows, iwm, panes)
+    if isinstance(window, ast.Sessions) and mode.retracting:
+        # the panes' own holds never matter: the retractions alone give the same output watermark
+        retractions = panes[panes["is_retraction"].to_numpy(bool)]
+        assert [ow.at(q) for q in instants] == [stage_output_watermark(retractions, iwm).at(q) for q in instants]
+    else:
+        assert [ow.at(q) for q in instants] == [iwm.at(q) for q in instants]
 
 
-def test_a_late_merge_pulls_a_retraction_back_into_an_earlier_hold():
+@SETTINGS
+@given(inputs(max_rows=25), bounded_windows, triggers, modes, st.sampled_from([0, 25, 1000]), st.randoms())
+def test_end_of_window_output_watermark_is_known_online(data, window, trigger, mode, lateness, rnd):
+    """With END OF WINDOW the output watermark at every instant is what an operator that has seen
+    only the input arrived by then computes (`output_watermark_from_prefix`): every hold that
+    can be below the watermark is a retraction, held from the instant it became certain at a
+    value known then (docs/semantics.md, 1.3). So a stream can give the replay's output
+    watermark batch by batch, for every window kind, trigger, lateness and mode. (A sample of
+    the instants of each case: each costs a run of the prefix.)"""
+    rows, iwm = data
+    if type(iwm) is not Timeline:
+        return
+    engine = stage1(window, trigger, mode, lateness)
+    panes = engine.run(rows, timeline=iwm, replay=True, hold=HOLD).panes
+    ow = stage_output_watermark(panes, iwm)
+    # before the end of the input: at its last instant the replay emits every pending pane, which
+    # an operator does only once told that the input ended (a stream's finish)
+    end = max(iwm.last_time, int(rows[ARRIVAL_TIME].max()) if len(rows) else iwm.last_time)
+    instants = [q for q in instants_of(rows, iwm, panes) if q < end]
+    below = [q for q in instants if ow.at(q) != iwm.at(q)]  # where a retraction holds it: all of them
+    others = sorted(set(instants) - set(below))
+    for q in sorted(below[:8] + rnd.sample(others, min(4, len(others)))):
+        assert output_watermark_from_prefix(engine, rows, iwm, q) == ow.at(q), q
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(inputs(max_rows=25), st.builds(ast.Sessions, durations(1, 8)), triggers, st.sampled_from([0, 25, 1000]),
+       st.randoms())
+def test_merged_retractions_output_watermark_is_known_online(data, window, trigger, lateness, rnd):
+    """The same over retracting sessions, the one shape where OW differs from W."""
+    test_end_of_window_output_watermark_is_known_online.hypothesis.inner_test(
+        data, window, trigger, ast.AccumulationMode.ACCUMULATING_AND_RETRACTING, lateness, rnd)
+
+
+def test_a_late_merge_holds_its_retraction_from_the_merge():
     """Sessions of gap 30, END OF WINDOW, ALLOWED LATENESS 100, retracting; W 0 @0, 40 @10,
-    60 @30, 100 @50. a@0 (at 5) is emitted ON_TIME at 10 as [0, 30), output_time 29; a@50 (at
-    20, timely) opens [50, 80), pending, held from 20. a@25 arrives late at 40 and bridges them:
-    the pane at 50 ([0, 80), LATE) retracts [0, 30), and that retraction (29) is held with it
-    from 20 on, so the replay's OW stays at 40 until 50, where an operator at 30 knew only the
-    hold of 79 and moved it to 60. (A timely bridge would lie inside both sessions, below which
-    the watermark stays, and change nothing; a late one is what makes sessions unstreamable
-    under the rule of 1.3.)"""
+    60 @30, 100 @50. a@0 (at 5) is emitted ON_TIME at 10 as [0, 30), output_time 29, held from
+    5 to 10. a@50 (at 20, timely: 50 >= W 40) opens [50, 80), pending, held from 20. a@25
+    arrives late at 40 (W 60) and bridges them: the pane at 50 ([0, 80), LATE: W 100 >= 80)
+    retracts [0, 30). That retraction is certain only from 40, the arrival of the element that
+    merged [0, 30) into the pending pane, so it is held from 40 (not from 20, the pending pane's
+    start: docs/semantics.md, 1.3), at 29, until 50; W 60 had not passed [0, 80)'s end, so it is
+    not released before. OW: 0 @0; min(40, 79) = 40 @10; min(60, 79) = 60 @30; at 40 the hold
+    of 29 begins behind the 60 already reached, which does not move back; 100 @50, once every
+    hold is released. An operator that has seen the input to 30 computes the same 60 at 30."""
     iwm = Timeline.from_steps([0, 10, 30, 50], [0, 40, 60, 100])
     engine = stage1(ast.Sessions(D(30)), None, ast.AccumulationMode.ACCUMULATING_AND_RETRACTING, 100)
     rows = pd.DataFrame({"k": [0] * 3, "v": [1, 2, 4], EVENT_TIME: [0, 50, 25], ARRIVAL_TIME: [5, 20, 40]})
     panes = engine.run(rows, timeline=iwm, replay=True, hold=HOLD).panes
-    assert panes[["window_start", "window_end", "emit_time", "output_time", "pane_timing", "is_retraction",
-                  HOLD]].values.tolist() == [[0, 30, 10, 29, "ON_TIME", False, 5], [0, 30, 50, 29, "ON_TIME", True, 20],
-                                             [0, 80, 50, 79, "LATE", False, 20]]
+    assert panes[["window_start", "window_end", "emit_time", "output_time", "pane_timing", "is_retraction", SINCE,
+                  UNTIL]].values.tolist() == [[0, 30, 10, 29, "ON_TIME", False, 5, 10],
+                                              [0, 30, 50, 29, "ON_TIME", True, 40, 50],
+                                              [0, 80, 50, 79, "LATE", False, 20, 50]]
     replayed = stage_output_watermark(panes, iwm)
-    assert replayed.steps() == [(0, 0), (10, 40), (50, 100)]
-    assert output_watermark_from_prefix(engine, rows, iwm, 30) == 60 != replayed.at(30)
+    assert replayed.steps() == [(0, 0), (10, 40), (30, 60), (50, 100)]
+    assert [output_watermark_from_prefix(engine, rows, iwm, q) for q in (10, 20, 30, 40)] == [40, 40, 60, 60]
+
+
+def test_a_timely_merge_holds_its_retraction_below_the_watermark():
+    """Why a retraction is held at all, and why OW is not W over sessions: gap 30, END OF
+    WINDOW, retracting, TRIGGER WATERMARK EARLY COUNT 2; W 0 @0, 20 @10, 40 @30, 100 @50.
+    The retraction the pending session will emit is held from the merge at its old output time,
+    which the watermark passes before the session's end: OW stays below W until it is emitted,
+    so the retraction is on time downstream (31 >= OW before 50), which it would not be were OW
+    W (40 from 30 on). An operator knows the hold at each instant: the prefix's OW is the same."""
+    iwm = Timeline.from_steps([0, 10, 30, 50], [0, 20, 40, 100])
+    trigger = ast.WatermarkEarlyLate(early=ast.Count(2))
+    engine = stage1(ast.Sessions(D(30)), trigger, ast.AccumulationMode.ACCUMULATING_AND_RETRACTING, 0)
+    rows = pd.DataFrame({"k": [0] * 3, "v": [1, 2, 4], EVENT_TIME: [0, 2, 25], ARRIVAL_TIME: [5, 5, 10]})
+    panes = engine.run(rows, timeline=iwm, replay=True, hold=HOLD).panes
+    # a@0 and a@2 (both at 5) fire [0, 32) EARLY at 5 (COUNT 2), output_time 31, held from 5 to 5:
+    # nothing. a@25 (at 10) extends it to [0, 55), pending (a fresh COUNT 2 has 1): its
+    # retraction of [0, 32) (31) held from 10; the pane (54) held from 10 as well
+    assert panes[["window_start", "window_end", "emit_time", "output_time", "pane_timing", "is_retraction", SINCE,
+                  UNTIL]].astype(object).where(panes.notna(), None).values.tolist() == [
+        [0, 32, 5, 31, "EARLY", False, None, None],
+        [0, 32, 50, 31, "EARLY", True, 10, 50],
+        [0, 55, 50, 54, "ON_TIME", False, 10, 50]]
+    replayed = stage_output_watermark(panes, iwm)
+    # OW: 0 @0; 20 @10; min(40, 31, 54) = 31 @30; 100 @50
+    assert replayed.steps() == [(0, 0), (10, 20), (30, 31), (50, 100)]
+    assert [output_watermark_from_prefix(engine, rows, iwm, q) for q in (10, 30, 40)] == [20, 31, 31]
 
 
 def test_a_latest_hold_depends_on_later_input():
@@ -242,8 +317,8 @@ def test_a_start_of_window_hold_depends_on_later_input():
                     ast.AccumulationMode.DISCARDING, 0, ast.OutputTimestamp(ast.OutputTime.START_OF_WINDOW))
     rows = pd.DataFrame({"k": [0] * 4, "v": [1, 2, 4, 8], EVENT_TIME: [0, 10, 130, 100], ARRIVAL_TIME: [3, 5, 10, 30]})
     panes = engine.run(rows, timeline=iwm, replay=True, hold=HOLD).panes
-    assert panes[["window_start", "window_end", "emit_time", "output_time", HOLD]].values.tolist() == [
-        [0, 110, 5, 0, 3], [0, 230, 30, 0, 10]]
+    assert panes[["window_start", "window_end", "emit_time", "output_time", SINCE, UNTIL]].values.tolist() == [
+        [0, 110, 5, 0, 3, 5], [0, 230, 30, 0, 10, 30]]
     replayed = stage_output_watermark(panes, iwm)
     assert replayed.steps() == [(0, 0), (30, 90), (40, 1000)]
     assert output_watermark_from_prefix(engine, rows, iwm, 20) == 90 != replayed.at(20)
