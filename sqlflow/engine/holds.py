@@ -5,10 +5,12 @@ A later windowed stage reads a stage's panes as its input: each pane row arrives
 watermark** (seed 004: OutputLowWatermark = min(InputLowWatermark, OldestWork)), where the
 stage's unfinished work is what it holds:
 
-- a pane is **held** from the arrival of the first of its *timely new elements* (those it emits
-  first that arrived not behind the input watermark, `output_time.py`) until its emission,
-  at the smallest `output_time` among the rows it emits (itself, and in retracting mode the
-  retractions that precede it), `pane_holds`;
+- each row the stage emits is **held** at its `output_time` over an interval of processing time:
+  a pane from the arrival of the first of its *timely new elements* (those it emits first that
+  arrived not behind the input watermark, `output_time.py`) until its emission (`pane_holds`);
+  a retraction from the arrival of the element that joined the retracted pane's window to the
+  pending pane until its emission, or until the watermark passes the end of the window it is
+  pending in (`retraction_holds`): from what the stage knows at each instant;
 - the output watermark at processing time p is the largest value, over instants q <= p, of
   min(input watermark at q, every hold active at q): a hold behind the output watermark
   already reached cannot move it back (Beam's watermarks never recede), `output_watermark`.

@@ -10,19 +10,23 @@ The paper's running example (`events(k, id, v, et, at)`, heuristic watermark `he
 
 Stage 1 (figure 14): sessions of gap 1m, early firings every minute until the watermark, then one
 per late instant, ACCUMULATING AND RETRACTING, OUTPUT TIMESTAMP END OF WINDOW (the default:
-window_end - 1us). Its rows, with the hold of each pane (from the arrival of its first timely new
-element to its emission, at the smallest output_time of the rows it emits):
+window_end - 1us). Its rows, with their holds (docs/semantics.md, 1.3: a pane's from the arrival of
+its first timely new element, a retraction's from the arrival of the element that joined the
+retracted session to the pending one, each to its emission, at its own output_time; shown per
+instant at the smallest of them):
 
     @12:06:00  P1 +5  [12:00:26, 12:01:26) EARLY   o 12:01:25.999999  held [12:05:19, 12:06:00)
     @12:06:00  P2 +7  [12:02:24, 12:03:24) EARLY   o 12:03:23.999999  held [12:05:39, 12:06:00)
     @12:07:00  P3 +10 [12:03:39, 12:05:19) EARLY   o 12:05:18.999999  held [12:06:13, 12:07:00)
     @12:07:40  -P2, -P3, P4 +25 [12:02:24, 12:05:19) ON_TIME (e6 merges them; e6 arrived at
-               12:07:06 with W = 12:02, timely)    o 12:05:18.999999  held [12:07:06, 12:07:40)
+               12:07:06 with W = 12:02, timely: P4 and both retractions are held from then)
+                                                   o 12:05:18.999999  held [12:07:06, 12:07:40)
                at min(12:05:18.999999, 12:03:23.999999 of -P2) = 12:03:23.999999
     @12:08:00  P5 +3  [12:06:39, 12:07:39) EARLY   o 12:07:38.999999  held [12:07:19, 12:08:00)
-    @12:08:19  -P1, -P4, P6 +39 [12:00:26, 12:05:19) LATE (e8 is behind W = 12:06): not held
-    @12:09:00  -P5, P7 +12 [12:06:39, 12:08:46) EARLY o 12:08:45.999999
-               held [12:08:39, 12:09:00) at min(12:08:45.999999, 12:07:38.999999 of -P5)
+    @12:08:19  -P1, -P4, P6 +39 [12:00:26, 12:05:19) LATE (e8 is behind W = 12:06, and its
+               arrival, which makes the retractions, is their emission): not held
+    @12:09:00  -P5, P7 +12 [12:06:39, 12:08:46) EARLY o 12:08:45.999999 (e9 at 12:08:39 joins
+               P5's session) held [12:08:39, 12:09:00) at min(12:08:45.999999, 12:07:38.999999 of -P5)
 
 Its output watermark OW = running max of min(W, holds):
     -inf until 12:06:05; 12:02 from 12:06:05 (no hold then: P1, P2 released at 12:06:00, P3's

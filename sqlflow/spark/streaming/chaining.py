@@ -12,9 +12,10 @@ downstream window could close before an upstream window pending in it emits.
 
 What could carry it (measured, tests/upstream/test_transform_with_state.py): a second sqlflow
 operator in timeMode None after the first, each first-stage bucket sending its output watermark
-with its panes. That is possible only with OUTPUT TIMESTAMP END OF WINDOW over windows that do not
-merge upstream, where the output watermark is the input watermark itself (docs/semantics.md, 1.3);
-elsewhere it depends on later input. It is not built.
+with its panes. That is possible with OUTPUT TIMESTAMP END OF WINDOW upstream, for every window
+kind, where the output watermark at each instant is what the first stage knows then
+(docs/semantics.md, 1.3); with the other output timestamps it depends on later input. It is not
+built.
 So `sqlflow.sql` refuses such a SELECT, at its WINDOW clause, with what to do instead
 (`refuse_watermarked_input`).
 """
@@ -38,9 +39,8 @@ def refuse_watermarked_input(ws, relation_sql: str, raw, stream_views) -> None:
                 "Spark cannot pass time between windowed stages: an operator's output keeps the query's one "
                 "watermark, which nothing holds back for pending windows, and a LATE pane or a retraction behind "
                 "it fails the query (EMITTING_ROWS_OLDER_THAN_WATERMARK_NOT_ALLOWED); sqlflow does not pass a "
-                "stage's output watermark between streaming operators (over merging windows such as SESSIONS, or "
-                "with an OUTPUT TIMESTAMP other than END OF WINDOW upstream, no stream can: it depends on later "
-                "input; docs/pipelines.md, \"On a stream\")")
+                "stage's output watermark between streaming operators (with an OUTPUT TIMESTAMP other than END OF "
+                "WINDOW upstream no stream can: it depends on later input; docs/pipelines.md, \"On a stream\")")
     else:
         what = ("reads a stream that already has a watermark (withWatermark, or the result of a windowed "
                 "sqlflow.sql on a stream); Spark allows one watermark per chain of stateful operators (it would "
