@@ -22,7 +22,7 @@ import pandas as pd
 
 from ..columns import ARRIVAL_TIME, TOO_LATE
 from ..errors import SqlflowExecutionError
-from ..time import NEG_INF, saturating_add
+from ..time import NEG_INF, POS_INF, saturating_add
 from . import holds, output_time, stream_step, vectorised
 from .keyloop import KeyLoop, Window
 from .keys import key_columns, key_tuples, sortable_key
@@ -295,6 +295,17 @@ class Engine:
         windows = [w for ws in state.values() for w in ws]
         proc, mark = next_timers(windows, self.trigger, self.lateness, watermark) if windows else (None, None)
         return len(state), len(windows), proc, mark
+
+    def held(self, state) -> int:
+        """The smallest output_time at which a state `advance` returned holds the stage's output
+        watermark (`StreamStep.held`; POS_INF: nothing held). The output watermark after a
+        micro-batch is then the running maximum of min(its watermark, this over every bucket)."""
+        if not state:
+            return POS_INF
+        if self._stream is None or "windows" not in state:
+            raise SqlflowExecutionError("the output watermark of a stream is computed by the vectorised "
+                                        "micro-batch step only (not for custom merging window functions)")
+        return self._stream.held(state)
 
     def _due(self, windows: list[WindowState], p, wm_prev, wm_new) -> bool:
         """A stored key must run at this instant: a timer is due, or the watermark crosses one of

@@ -95,6 +95,19 @@ class StreamStep:
         keys = len(state["keys"]) if self.keys else 1
         return keys, n, proc, int(marks.min())
 
+    def held(self, state: dict) -> int:
+        """The smallest output_time at which the retractions this state will emit hold the stage's
+        output watermark now (docs/semantics.md, 1.3: pending in a window that has new input, not
+        released); POS_INF for none. A pane's own hold is left out: at END OF WINDOW it is never
+        below the watermark."""
+        if not state or not self.retracting or state.get("lineage") is None:
+            return POS_INF
+        lc = state["lineage"][0]
+        if not len(lc["owner"]):
+            return POS_INF
+        active = state["windows"]["has_pending"][lc["owner"]] & (lc.get("released", 0) == 0)
+        return int(lc["output_time"][active].min()) if active.any() else POS_INF
+
 
 class _Batch:
     """The work of one `StreamStep.run`: the table, the instant, and the panes emitted so far."""
@@ -175,6 +188,7 @@ class _Batch:
         n_new = np.bincount(tgt, minlength=W.n)
         c["count"] += n_new
         c["has_pending"][touched] = True
+        self._release(touched[c["end"][touched] <= self.wm_prev])
         flags = np.zeros((W.n, when.shape[1]), bool)
         for j in range(when.shape[1]):
             flags[:, j] = np.bincount(tgt, weights=when[ok, j], minlength=W.n) > 0
@@ -287,6 +301,15 @@ class _Batch:
         # EARLIEST / LATEST (output_time.py)
         passed = crossing[self.alive[crossing] & (lo < c["end"][crossing]) & (c["end"][crossing] <= hi)]
         c["pending_time"][passed] = self.step.no_time
+        self._release(passed[c["has_pending"][passed]])
+
+    def _release(self, rows) -> None:
+        """The retractions pending in windows `rows` hold nothing more (docs/semantics.md, 1.3)."""
+        L = self.W.lineage
+        if L is not None and L.m and len(rows):
+            mine = np.zeros(self.W.n, bool)
+            mine[rows] = True
+            L.cols["released"][mine[L.cols["owner"]]] = 1
 
     def _end(self) -> None:
         """Step 4: the end of input."""

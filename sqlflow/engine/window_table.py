@@ -27,8 +27,10 @@ import pandas as pd
 _I64 = np.int64
 INT_FIELDS = ("key", "start", "end", "next_index", "count", "pending_time")
 BOOL_FIELDS = ("had_nonearly", "closed", "has_pending")
-#: a lineage pane's output_time, as output_time.column gives it (NONE of the policy for NULL)
-LINEAGE_FIELDS = ("owner", "start", "end", "index", "timing", "output_time")
+#: a lineage pane's output_time, as output_time.column gives it (NONE of the policy for NULL), and
+#: whether the hold of its retraction was released (docs/semantics.md, 1.3: the watermark passed the
+#: end of the window it is pending in)
+LINEAGE_FIELDS = ("owner", "start", "end", "index", "timing", "output_time", "released")
 
 
 def take(acc: dict, rows) -> dict:
@@ -70,7 +72,8 @@ class Lineage:
         self.totals = [None if t is None else take(t, rows) for t in self.totals]
 
     def add(self, aggs, owner, start, end, index, timing, output_time, totals: list[dict]) -> None:
-        for f, v in zip(LINEAGE_FIELDS, (owner, start, end, index, timing, output_time)):
+        released = np.zeros(len(np.atleast_1d(owner)), _I64)
+        for f, v in zip(LINEAGE_FIELDS, (owner, start, end, index, timing, output_time, released)):
             self.cols[f] = np.r_[self.cols[f], np.asarray(v, _I64)]
         self.totals = [new if old is None else agg.concat([old, new])
                        for agg, old, new in zip(aggs, self.totals, totals)]
@@ -204,5 +207,7 @@ class WindowTable:
             if "output_time" not in lc:
                 end = lc["end"]
                 lc["output_time"] = np.where(lc["start"] == np.iinfo(_I64).min, no_time, end - 1)
+            if "released" not in lc:  # a checkpoint from before retraction holds
+                lc["released"] = np.zeros(len(lc["owner"]), _I64)
             lin = Lineage(lc, list(lt))
         return WindowTable(trig, aggs, key_names, state["keys"], cols, T, list(state["pending"]), lin, no_time)
