@@ -243,8 +243,9 @@ class BucketStep:
 
     def _panes(self, panes: pd.DataFrame) -> pd.DataFrame:
         out = self._frame(len(panes), PANE)
-        for c in self.spec.plan.keys:
-            out[c] = panes[c].to_numpy(dtype=object)
+        for c in self.spec.plan.keys:  # integers and booleans typed (an object column converts per value)
+            exact = panes[c].dtype.kind in "iub" and not isinstance(panes[c].dtype, pd.CategoricalDtype)
+            out[c] = panes[c] if exact else panes[c].to_numpy(dtype=object)
         for a in self.spec.plan.aggregates:
             out[a.output] = panes[a.output]
             if a.may_overflow:  # Spark's overflow rules read it (sqlflow/spark/handover.py)
@@ -318,6 +319,67 @@ def complete(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
                          for c in columns})
 
 
+def one_frame(frames: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
+    """A call's output frames (panes, dropped rows, metrics) as one frame with every output
+    column, in order: one Arrow conversion per call instead of one per frame. A column is typed
+    as its frames give it (a number or boolean as its nullable pandas type, so an int64 stays
+    exact beside the rows that lack it), NULL where a frame lacks it; all NULL (object None) where
+    none has it.
+
+    >>> panes = pd.DataFrame({"kind": np.array([1, 1], np.int32), "k": np.array([2**53 + 1, 5]),
+    ...                       "t": ["ON_TIME", "LATE"]})
+    >>> metrics = pd.DataFrame({"kind": np.array([3], np.int32), "n": [7]})
+    >>> out = one_frame([panes, metrics], ["kind", "k", "t", "n", "x"])
+    >>> out.to_dict("list")
+    {'kind': [1, 1, 3], 'k': [9007199254740993, 5, None], 't': ['ON_TIME', 'LATE', None], 'n': [None, None, 7], 'x': [None, None, None]}
+    >>> [str(out[c].dtype) for c in out]
+    ['Int32', 'Int64', 'object', 'Int64', 'object']
+    """
+    if len(frames) == 1:
+        return complete(frames[0], columns)
+    sizes = [len(f) for f in frames]
+    out = {}
+    for c in columns:
+        parts = [f[c].reset_index(drop=True) if c in f else None for f in frames]
+        present = [p for p in parts if p is not None]
+        if not present:
+            out[c] = pd.Series([None] * sum(sizes), dtype=object)
+            continue
+        dtype = _nullable(present[0].dtype)
+        out[c] = pd.concat([(p.astype(dtype) if p is not None else
+                             pd.Series(pd.array([None] * k, dtype=dtype) if dtype != object else [None] * k,
+                                       dtype=dtype)) for p, k in zip(parts, sizes)], ignore_index=True)
+    return pd.DataFrame(out)
+
+
+def _nullable(dtype):
+    """The pandas type that holds `dtype`'s values and NULLs exactly (numpy numbers and booleans:
+    their nullable extension types; a float's NaN is NULL either way in PySpark's conversion)."""
+    if isinstance(dtype, np.dtype):
+        if dtype.kind in "iu":
+            return {1: "Int8", 2: "Int16", 4: "Int32"}.get(dtype.itemsize, "Int64") if dtype.kind == "i" else "UInt64"
+        if dtype.kind == "b":
+            return "boolean"
+        if dtype.kind == "f":
+            return "Float64"
+        return object
+    return dtype
+
+
+def struct_type(ddl: str):
+    """A flat DDL schema ("name type, ...") of a state variable as pyspark's StructType, built
+    here: a DDL string would be parsed by the JVM, a round trip (twice per state, every task).
+
+    >>> struct_type("wm long, finished boolean, blob binary").simpleString()
+    'struct<wm:bigint,finished:boolean,blob:binary>'
+    """
+    from pyspark.sql import types as T
+
+    kinds = {"long": T.LongType, "boolean": T.BooleanType, "string": T.StringType, "binary": T.BinaryType}
+    fields = [field.split() for field in ddl.split(",")]
+    return T.StructType([T.StructField(name, kinds[kind](), True) for name, kind in fields])
+
+
 def dumps_state(state: dict) -> bytes:
     return pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
 
@@ -338,8 +400,10 @@ def _processor_class():
 
         def init(self, handle) -> None:
             self.handle = handle
-            self.meta_state = handle.getValueState("meta", META_SCHEMA)
-            self.windows_state = handle.getValueState("windows", "blob binary")
+            # schemas as StructTypes: a DDL string costs two more round trips to the JVM per state
+            # (it parses it), in every task
+            self.meta_state = handle.getValueState("meta", struct_type(META_SCHEMA))
+            self.windows_state = handle.getValueState("windows", struct_type("blob binary"))
             self.step = None  # built on first use: init also runs on the driver
 
         # ------------------------------------------------------------------ callbacks
@@ -383,7 +447,8 @@ def _processor_class():
         # ------------------------------------------------------------------ the step
 
         def _meta(self) -> Meta:
-            return Meta.of(self.meta_state.get()) if self.meta_state.exists() else Meta()
+            stored = self.meta_state.get()  # None when it does not exist (no exists() round trip)
+            return Meta() if stored is None else Meta.of(stored)
 
         def _poll(self, meta: Meta, spark_ms: int) -> None:
             """Keep one event-time timer, at the next watermark advance (none after the finish)."""
@@ -399,7 +464,7 @@ def _processor_class():
         def _advance(self, rows, timerValues, finish: bool, seen):
             spark_ms = timerValues.getCurrentWatermarkInMs()
             p = timerValues.getCurrentProcessingTimeInMs() * 1000
-            stored = self.meta_state.get() if self.meta_state.exists() else None
+            stored = self.meta_state.get()  # None when it does not exist (no exists() round trip)
             meta = Meta() if stored is None else Meta.of(stored)
             wm_ms = spark_ms
             if self.spec.sources:  # the minimum of the sources' (udfs/several.py), Spark's leaves out the silent
@@ -418,7 +483,8 @@ def _processor_class():
             if self.step is None:
                 self.step = BucketStep(self.spec)
             if self.step.due(meta, p, max(wm_new, meta.wm), has_rows, finish):
-                old = bytes(self.windows_state.get()[0]) if self.windows_state.exists() else None
+                held = self.windows_state.get()
+                old = None if held is None else bytes(held[0])
                 frames, state = self.step.run(meta, loads_state(old) if old is not None else {}, rows,
                                               p=p, wm_new=wm_new, finish=finish)
                 blob = dumps_state(state) if state else None
@@ -435,9 +501,8 @@ def _processor_class():
             row = meta.row()
             if row != (None if stored is None else tuple(stored)):
                 self.meta_state.update(row)
-            columns = self.spec.output_columns()
-            for frame in frames:
-                yield complete(frame, columns)
+            # one frame per call: PySpark converts every frame to Arrow on its own (per column)
+            yield one_frame(frames, self.spec.output_columns())
 
     PaneProcessor.__module__ = __name__
     PaneProcessor.__qualname__ = "PaneProcessor"
