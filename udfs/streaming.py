@@ -334,6 +334,12 @@ def one_frame(frames: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
     {'kind': [1, 1, 3], 'k': [9007199254740993, 5, None], 't': ['ON_TIME', 'LATE', None], 'n': [None, None, 7], 'x': [None, None, None]}
     >>> [str(out[c].dtype) for c in out]
     ['Int32', 'Int64', 'object', 'Int64', 'object']
+
+    A NaN result stays a number, apart from the NULLs (a masked float, as the engine gives it):
+
+    >>> sums = pd.DataFrame({"s": pd.arrays.FloatingArray(np.array([np.nan, 1.0]), np.array([False, True]))})
+    >>> one_frame([sums, metrics], ["s"])["s"].isna().tolist()
+    [False, True, True]
     """
     if len(frames) == 1:
         return complete(frames[0], columns)
@@ -347,7 +353,7 @@ def one_frame(frames: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
             continue
         dtype = _nullable(present[0].dtype)
         out[c] = pd.concat([(p.astype(dtype) if p is not None else
-                             pd.Series(pd.array([None] * k, dtype=dtype) if dtype != object else [None] * k,
+                             pd.Series(pd.array([None] * k, dtype=dtype) if dtype is not object else [None] * k,
                                        dtype=dtype)) for p, k in zip(parts, sizes)], ignore_index=True)
     return pd.DataFrame(out)
 
@@ -373,11 +379,11 @@ def struct_type(ddl: str):
     >>> struct_type("wm long, finished boolean, blob binary").simpleString()
     'struct<wm:bigint,finished:boolean,blob:binary>'
     """
-    from pyspark.sql import types as T
+    from pyspark.sql.types import BinaryType, BooleanType, LongType, StringType, StructField, StructType
 
-    kinds = {"long": T.LongType, "boolean": T.BooleanType, "string": T.StringType, "binary": T.BinaryType}
+    kinds = {"long": LongType, "boolean": BooleanType, "string": StringType, "binary": BinaryType}
     fields = [field.split() for field in ddl.split(",")]
-    return T.StructType([T.StructField(name, kinds[kind](), True) for name, kind in fields])
+    return StructType([StructField(name, kinds[kind](), True) for name, kind in fields])
 
 
 def dumps_state(state: dict) -> bytes:
