@@ -21,6 +21,17 @@ depend on the conversion.
 >>> unpack(out.column(PACK).to_pylist()).to_dict("list")
 {'t': [7, 5, 3], 'x': [None, 'a', 'c']}
 
+With `heartbeats`, the same pass then tells every bucket the partition's largest event time
+(udfs/heartbeats.py; here 3 buckets, kind 4), NULL in the other columns:
+
+>>> beat = Pack(bucket="b", kind="k", time="t", columns=("b", "k", "t", "w"), latest=("w",), packed=3,
+...             heartbeats=3, heartbeat=4, beat_time="w")
+>>> out = pa.Table.from_batches(list(beat(iter([rows]))))
+>>> out.drop_columns([PACK]).to_pydict()
+{'b': [0, 1, 0, 1, 2], 'k': [3, 3, 4, 4, 4], 't': [7, 5, 7, 7, 7], 'w': [7, 5, None, None, None]}
+>>> out.column(PACK).null_count
+3
+
 A BIGINT with NULLs comes back exact (pandas alone would make it float64):
 
 >>> rows = pa.record_batch({"b": pa.array([0, 0], pa.int32()), "k": pa.array([0, 0], pa.int32()),
@@ -52,6 +63,12 @@ class Pack:
     latest: tuple  # columns whose largest value the packed row keeps (Spark's watermark column)
     packed: int  # the kind of a packed row
     large_binary: bool = False
+    #: heartbeats in the same pass (udfs/heartbeats.py): after a partition's packed rows, one row
+    #: per bucket 0..heartbeats-1 of kind `heartbeat` carrying the partition's largest value of
+    #: `beat_time` in `time`, NULL elsewhere; 0: none
+    heartbeats: int = 0
+    heartbeat: int = 0
+    beat_time: str | None = None
 
     def __call__(self, batches):
         import pyarrow as pa
@@ -86,7 +103,19 @@ class Pack:
             else:
                 out[name] = pa.array([s.as_py() for s in tops[name]], field.type)
         out[PACK] = pa.array(blobs, pa.large_binary() if self.large_binary else pa.binary())
-        yield from pa.table(out).to_batches()
+        packed = pa.table(out)
+        yield from packed.to_batches()
+        if self.heartbeats:
+            yield self._beats(packed.schema, pc.max(table.column(self.beat_time or self.time)).as_py())
+
+    def _beats(self, schema, top):
+        """The heartbeat rows of a partition whose largest event time is `top`."""
+        import pyarrow as pa
+
+        n = self.heartbeats
+        values = {self.bucket: list(range(n)), self.kind: [self.heartbeat] * n, self.time: [top] * n}
+        return pa.RecordBatch.from_arrays([pa.array(values.get(f.name, [None] * n), f.type) for f in schema],
+                                          schema=schema)
 
 
 def unpack(blobs) -> pd.DataFrame:

@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ...columns import (BUCKET, DATA, DROPPED, DROPPED_EVENT_TIME, DROPPED_REASON, DROPPED_SOURCE, SOURCE, EMIT_TIME, EVENT_TIME, FINISH,
-                        KIND, LATEST, OUTPUT_TYPES, PACK, PACKED, PANE, PANE_TIMES, REASON, STREAM_COUNTERS,
+                        HEARTBEAT, KIND, LATEST, OUTPUT_TYPES, PACK, PACKED, PANE, PANE_TIMES, REASON, STREAM_COUNTERS,
                         STREAM_GAUGES, STREAM_LIVE, WEIGHT, WINDOW_END, WINDOW_START, WM_COLUMN, metric_column,
                         null_mask)
 from ...engine import EnginePlan, overflow_column
@@ -68,8 +68,10 @@ def stateful_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, *, de
         rows = rows.withColumn(WM_COLUMN, F.timestamp_micros(latest + F.lit(time_shift + shift)))
     packed = not by_key and not sources and shift == UNBOUNDED_SHIFT and packable(data.schema)
     masked = ()
-    if packed:  # one row per bucket and input partition, BIGINTs exact (udfs/pack.py)
-        rows = packed_rows(spark, rows)
+    heartbeat = heartbeat is not False and not by_key  # default on
+    if packed:  # one row per bucket and input partition, BIGINTs exact (udfs/pack.py), and the
+        # heartbeats (3.3) in the same pass: one Python crossing of the batch, not two
+        rows = packed_rows(spark, rows, n_buckets if heartbeat else 0)
     else:
         # BIGINT and FLOAT/DOUBLE keys and arguments as value + NULL mask (columns.null_mask)
         masked = masked_numbers(list(dict.fromkeys([*plan.keys, *(a.column for a in plan.aggregates if a.column)])),
@@ -81,8 +83,7 @@ def stateful_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, *, de
     # would turn the whole int64 column of an Arrow batch into float64 for pandas
     fill = {**{c: 0 for c in masked}, **{null_mask(c): True for c in masked}, **({SOURCE: 0} if sources else {})}
     parts = [rows]
-    heartbeat = heartbeat is not False and not by_key  # default on
-    if heartbeat:
+    if heartbeat and not packed:
         # in the same pass as the rows (Spark reads the source once and counts its rows once): each
         # input partition adds one row per bucket with its max event time, `fill` and NULL in every
         # other column, also in the watermark column (Spark's max is unchanged)
@@ -160,10 +161,11 @@ def packable(schema: T.StructType) -> bool:
     return all(isinstance(f.dataType, _PLAIN) for f in schema.fields)
 
 
-def packed_rows(spark: SparkSession, rows: DataFrame) -> DataFrame:
+def packed_rows(spark: SparkSession, rows: DataFrame, heartbeats: int = 0) -> DataFrame:
     """`rows` (bucket, kind, the input columns, the watermark column) as one row per bucket and
     input partition: bucket, kind PACKED, the largest event time and watermark-column value, the
-    rows themselves in column PACK (udfs/pack.py)."""
+    rows themselves in column PACK (udfs/pack.py); with `heartbeats` (the bucket count), then
+    each input partition's heartbeat rows (udfs/heartbeats.py's, in the same pass)."""
     large = (spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false") or "").lower() == "true"
     fields = {f.name: f.dataType for f in rows.schema.fields}
     latest = tuple(c for c in (WM_COLUMN, LATEST) if c in fields)
@@ -171,7 +173,8 @@ def packed_rows(spark: SparkSession, rows: DataFrame) -> DataFrame:
     schema = T.StructType([T.StructField(c, fields[c], True) for c in columns]
                           + [T.StructField(PACK, T.BinaryType(), True)])
     job = Pack(bucket=BUCKET, kind=KIND, time=EVENT_TIME, columns=columns, latest=latest, packed=PACKED,
-               large_binary=large)
+               large_binary=large, heartbeats=heartbeats, heartbeat=HEARTBEAT,
+               beat_time=LATEST if LATEST in fields else None)
     return rows.mapInArrow(job, schema)
 
 
