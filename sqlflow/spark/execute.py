@@ -68,6 +68,8 @@ class Runner:
                  dry: bool = False, finish_dir: str | None = None, starts_query: bool = False):
         self.spark = spark
         self.statement = statement
+        #: the pane-stream views of this statement's windowed SELECTs over streams, and each SELECT
+        self.stream_stages: dict[str, object] = {}
         self.args = args
         self.path = None if path in (None, "auto") else path
         self.dry = dry

@@ -21,26 +21,34 @@ So `sqlflow.sql` refuses such a SELECT, at its WINDOW clause, with what to do in
 """
 from __future__ import annotations
 
+from ... import ast
 from ...errors import SqlflowUnsupportedError
 
 #: the logical-plan node of `withWatermark` (Spark's name, in the analysed plan's text)
 WATERMARK_NODE = "EventTimeWatermark"
 
 
-def refuse_watermarked_input(ws, relation_sql: str, raw, stream_views) -> None:
+def refuse_watermarked_input(ws, relation_sql: str, raw, stream_stages: dict) -> None:
     """Raise a located error when the input of the windowed SELECT `ws` (its relation's SQL and
-    the analysed DataFrame `raw`) already carries a watermark. `stream_views`: the pane-stream
-    views of this statement's earlier windowed SELECTs."""
-    upstream = any(view in relation_sql for view in stream_views)
-    if not upstream and WATERMARK_NODE not in plan_text(raw):
+    the analysed DataFrame `raw`) already carries a watermark. `stream_stages`: the pane-stream
+    views of this statement's earlier windowed SELECTs, and each SELECT."""
+    upstream = next((up for view, up in stream_stages.items() if view in relation_sql), None)
+    if upstream is None and WATERMARK_NODE not in plan_text(raw):
         return
-    if upstream:
-        what = ("reads the panes of another windowed SELECT on a stream; its input already has a watermark, and "
+    if upstream is not None:
+        what = (f"reads the panes of {upstream.label()} on a stream; its input already has a watermark, and "
                 "Spark cannot pass time between windowed stages: an operator's output keeps the query's one "
                 "watermark, which nothing holds back for pending windows, and a LATE pane or a retraction behind "
-                "it fails the query (EMITTING_ROWS_OLDER_THAN_WATERMARK_NOT_ALLOWED); sqlflow does not pass a "
-                "stage's output watermark between streaming operators (with an OUTPUT TIMESTAMP other than END OF "
-                "WINDOW upstream no stream can: it depends on later input; docs/pipelines.md, \"On a stream\")")
+                "it fails the query (EMITTING_ROWS_OLDER_THAN_WATERMARK_NOT_ALLOWED); ")
+        policy = upstream.windowing.output_time
+        if policy is ast.OutputTime.END_OF_WINDOW:
+            what += ("with OUTPUT TIMESTAMP END OF WINDOW upstream its output watermark is known at every "
+                     "micro-batch (docs/semantics.md, 1.3), but sqlflow does not yet carry it from one streaming "
+                     "operator to the next (docs/pipelines.md, \"On a stream\")")
+        else:
+            what += (f"with OUTPUT TIMESTAMP {policy.value} upstream no stream can: its output watermark at an "
+                     "instant depends on input arriving later (docs/semantics.md, 1.3; docs/pipelines.md, "
+                     "\"On a stream\")")
     else:
         what = ("reads a stream that already has a watermark (withWatermark, or the result of a windowed "
                 "sqlflow.sql on a stream); Spark allows one watermark per chain of stateful operators (it would "
@@ -49,8 +57,9 @@ def refuse_watermarked_input(ws, relation_sql: str, raw, stream_views) -> None:
         SqlflowUnsupportedError, f"{ws.label()} {what}", "WINDOW", pos=ws.windowing.pos,
         hint=("write the upstream panes to a sink (sqlflow.spark.streaming.start) and read that as a new stream "
               "with WATERMARK output_time DELAY OF <how late its panes come>, or aggregate them without a WINDOW "
-              "clause (COUNT, SUM and AVG apply retractions); over a stream of your own, drop withWatermark: the "
-              "WATERMARK clause defines it"))
+              "clause (COUNT, SUM and AVG apply retractions), or run both stages over the recorded input as a replay "
+              "(WATERMARK ... ARRIVAL ...), where the output watermark exists; over a stream of your own, drop "
+              "withWatermark: the WATERMARK clause defines it"))
 
 
 def plan_text(df) -> str:

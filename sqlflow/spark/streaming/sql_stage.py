@@ -37,7 +37,7 @@ def streaming_stage(runner, number: int, ws, rel, raw, *, finish_dir: str | None
     SELECT over it. Returns the report's Stage, whose `extra["stream"]` is the PaneStream (for
     `start` and `finish`). `finish_dir` (default: conf `spark.sqlflow.streaming.finishDir`) is
     where `PaneStream.finish` writes its marker."""
-    refuse_watermarked_input(ws, rel.sql(), raw, [v for v in runner.views if v.startswith(STREAM_VIEW_PREFIX)])
+    refuse_watermarked_input(ws, rel.sql(), raw, runner.stream_stages)
     validate(runner.statement, streaming=True)
     if ws.replay:
         src = ws.arrival_source.watermark
@@ -115,6 +115,7 @@ def streaming_stage(runner, number: int, ws, rel, raw, *, finish_dir: str | None
             s.watermark.event_time for s in ws.sources) + ") is not used"
     stage.extra["stream"] = stream
     view = runner.view(stream.panes, "stream")
+    runner.stream_stages[view] = ws
     new = panes_select(ws, view, names)
     # what an aggregation downstream may do with these panes (pipelines.rewrite_consumer)
     new.meta[STAGE_KEY] = StageLink(ws.windowing.mode, None, False, ws.label(), stream=True,
