@@ -22,8 +22,9 @@ from sqlflow.engine.aggregates import Aggregate
 from sqlflow.engine.plan import EnginePlan
 from sqlflow.engine.runner import Engine
 from sqlflow.engine.watermarks import Timeline
-from sqlflow.time import NEG_INF
+from sqlflow.time import NEG_INF, POS_INF
 
+from . import paper
 from .strategies import D, durations, inputs, triggers
 from .test_holds import HOLD, bounded_windows, read_as_emitted, stage_output_watermark
 
@@ -159,6 +160,50 @@ def test_a_retraction_is_released_when_the_watermark_passes_its_pending_window()
                         1000)
     marks, marks2, _ = stream_and_replay(rows, iwm, [5, 10, 30, 40, 50], one, stage2_engine(D(20), None, 100))
     assert (marks, marks2) == ([0, 20, 60, 60, 100], [0, 20, 60, 60, 100])
+
+
+def test_the_paper_example_on_a_stream_gives_the_two_stage_replays_panes():
+    """tests/spark/test_two_stage_replay.py's pipeline, streamed: stage 1 the paper's sessions
+    (gap 1m, early every minute, late per instant, ALLOWED LATENESS 1h, retracting), stage 2
+    COUNT and SUM of them per 2-minute window of output_time (early every minute, ALLOWED LATENESS
+    1h, retracting). The micro-batches run at every arrival, every watermark step and every minute
+    from 12:05 to 12:10, so the stream's PERIOD timers fire at their exact boundaries and its
+    panes are the replay's exactly: the 15 stage-2 panes derived by hand in that test's doc, and
+    the output watermark after each batch the one worked out there (12:02 from 12:06:05,
+    12:03:23.999999 from 12:07:30, 12:06 from 12:07:40, 12:08:30 from 12:09:30)."""
+    c = paper.clock
+    rows, iwm = paper.inputs(), paper.heuristic_watermark()
+    rows["flag"] = False
+    minutes = [c(f"12:{m:02d}:00") for m in range(5, 11)]
+    cuts = sorted(set(rows[ARRIVAL_TIME].tolist()) | set(iwm.times.tolist()) | set(minutes))
+    one = stage1_engine(ast.Sessions(D(paper.MINUTE)), paper.EARLY_LATE,
+                        ast.AccumulationMode.ACCUMULATING_AND_RETRACTING, paper.HOUR)
+    two = stage2_engine(D(2 * paper.MINUTE), ast.WatermarkEarlyLate(early=ast.Period(D(paper.MINUTE), D(0))),
+                        paper.HOUR)
+    _, marks2, panes = stream_and_replay(rows, iwm, cuts, one, two)
+    steps = [(p, m) for p, m, before in zip(cuts, marks2, [NEG_INF, *marks2]) if m != before]
+    assert steps[:5] == [(c("12:06:05"), c("12:02:00")), (c("12:07:30"), c("12:03:24") - 1),
+                         (c("12:07:40"), c("12:06:00")), (c("12:09:30"), c("12:08:30")), (c("12:10:00"), POS_INF)]
+    T = c
+    got = [(n, total, start, index, timing, retraction, emit)
+           for start, _, index, timing, _, emit, _, retraction, n, total in as_rows(panes)]
+    assert got == [
+        (1, 5, T("12:00:00"), 0, "EARLY", False, T("12:06:00")),
+        (1, 7, T("12:02:00"), 0, "EARLY", False, T("12:06:00")),
+        (1, 10, T("12:04:00"), 0, "EARLY", False, T("12:07:00")),
+        (1, 7, T("12:02:00"), 0, "EARLY", True, T("12:07:40")),
+        (1, 10, T("12:04:00"), 0, "EARLY", True, T("12:07:40")),
+        (0, 0, T("12:02:00"), 1, "ON_TIME", False, T("12:07:40")),
+        (1, 25, T("12:04:00"), 1, "ON_TIME", False, T("12:07:40")),
+        (1, 3, T("12:06:00"), 0, "EARLY", False, T("12:08:00")),
+        (1, 5, T("12:00:00"), 0, "EARLY", True, T("12:08:19")),
+        (1, 25, T("12:04:00"), 1, "ON_TIME", True, T("12:08:19")),
+        (0, 0, T("12:00:00"), 1, "LATE", False, T("12:08:19")),
+        (1, 39, T("12:04:00"), 2, "LATE", False, T("12:08:19")),
+        (1, 3, T("12:06:00"), 0, "EARLY", True, T("12:09:00")),
+        (0, 0, T("12:06:00"), 1, "EARLY", False, T("12:09:00")),
+        (1, 12, T("12:08:00"), 0, "EARLY", False, T("12:09:00")),
+    ]
 
 
 @SETTINGS
