@@ -166,3 +166,18 @@ def test_the_docs_example_runs_and_prints_what_the_docs_show(spark, repo_root):
     assert [g[:4] for g in got] == [e[:4] for e in expected]
     assert [dt.datetime.fromisoformat(g[4]) for g in got] == [dt.datetime.fromisoformat(e[4]) for e in expected]
     assert sum(int(e[1]) for e in expected) == 140 and sum(int(e[2]) for e in expected) == 2000
+
+
+def test_the_semantics_example_prints_what_the_docs_show(spark, paper_views, repo_root):
+    """docs/semantics.md 1.3's example: this module's pipeline, its stage-2 panes as a table."""
+    text = (repo_root / "docs" / "semantics.md").read_text(encoding="utf-8")
+    section = text[text.index("### 1.3 Time across stages"):text.index("## 2. Windows")]
+    sql = re.search(r"```sql\n(.*?)```", section, re.S).group(1)
+    table = re.search(r"```text\n(.*?)```", section, re.S).group(1)
+    lines = [ln for ln in table.splitlines() if ln.startswith("|")]
+    header = [c.strip() for c in lines[0].strip("|").split("|")]
+    expected = [tuple(c.strip() for c in ln.strip("|").split("|")) for ln in lines[1:]]
+    df = sqlflow.sql(spark, sql)
+    assert df.columns[:len(header)] == header
+    assert [tuple(str(v) for v in r) for r in df.select(*header).collect()] == expected
+    assert len(expected) == 15
