@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ... import ast
-from ...columns import EVENT_TIME, GAP, PREFIX, SOURCE, agg_column, when_column
+from ...columns import EVENT_TIME, GAP, SOURCE, agg_column, when_column
 from ...engine import EnginePlan, custom_windows_of
 from ...errors import SqlflowSemanticError, SqlflowUnsupportedError
 from ...frontend.validate import validate
@@ -27,9 +27,6 @@ from .metrics import METRICS_NAME
 from .schema import pane_schema
 from .session_conf import check_state_store
 from .several import several_sources, tagged_input
-
-#: the temporary views of pane streams (`Runner.view(panes, "stream")`)
-STREAM_VIEW_PREFIX = PREFIX + "stream_"
 
 
 def streaming_stage(runner, number: int, ws, rel, raw, *, finish_dir: str | None = None) -> Stage:
