@@ -346,30 +346,38 @@ def one_frame(frames: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
     sizes = [len(f) for f in frames]
     out = {}
     for c in columns:
-        parts = [f[c].reset_index(drop=True) if c in f else None for f in frames]
-        present = [p for p in parts if p is not None]
-        if not present:
-            out[c] = pd.Series([None] * sum(sizes), dtype=object)
-            continue
-        dtype = _nullable(present[0].dtype)
-        out[c] = pd.concat([(p.astype(dtype) if p is not None else
-                             pd.Series(pd.array([None] * k, dtype=dtype) if dtype is not object else [None] * k,
-                                       dtype=dtype)) for p, k in zip(parts, sizes)], ignore_index=True)
+        parts = [f[c] if c in f else None for f in frames]
+        first = next((p for p in parts if p is not None), None)
+        if first is None:
+            out[c] = np.full(sum(sizes), None, dtype=object)
+        elif first.dtype.kind in "iubf" and not isinstance(first.dtype, pd.CategoricalDtype):
+            out[c] = _masked(parts, sizes, first.dtype)
+        elif first.dtype == object:
+            out[c] = np.concatenate([np.full(k, None, dtype=object) if p is None else p.to_numpy(dtype=object)
+                                     for p, k in zip(parts, sizes)])
+        else:  # any other type (times, categories, ...): pandas' own concatenation
+            dtype = first.dtype
+            out[c] = pd.concat([p.reset_index(drop=True) if p is not None else
+                                pd.Series(pd.array([None] * k, dtype=dtype), dtype=dtype)
+                                for p, k in zip(parts, sizes)], ignore_index=True)
     return pd.DataFrame(out)
 
 
-def _nullable(dtype):
-    """The pandas type that holds `dtype`'s values and NULLs exactly (numpy numbers and booleans:
-    their nullable extension types; a float's NaN is NULL either way in PySpark's conversion)."""
-    if isinstance(dtype, np.dtype):
-        if dtype.kind in "iu":
-            return {1: "Int8", 2: "Int16", 4: "Int32"}.get(dtype.itemsize, "Int64") if dtype.kind == "i" else "UInt64"
-        if dtype.kind == "b":
-            return "boolean"
-        if dtype.kind == "f":
-            return "Float64"
-        return object
-    return dtype
+def _masked(parts: list, sizes: list[int], dtype):
+    """Numbers or booleans of `parts` (None: NULL for that many rows) as one masked pandas array:
+    values and NULL mask concatenated in numpy (a float's NaN stays apart from NULL where its
+    part is a masked array; in a plain float64 part it is NULL, as PySpark's conversion reads it)."""
+    base = np.dtype(getattr(dtype, "numpy_dtype", dtype))
+    values = np.concatenate([np.zeros(k, base) if p is None else
+                             p.to_numpy(dtype=base, na_value=np.nan if base.kind == "f" else 0)
+                             for p, k in zip(parts, sizes)])
+    mask = np.concatenate([np.ones(k, bool) if p is None else np.asarray(p.isna(), dtype=bool)
+                           for p, k in zip(parts, sizes)])
+    if base.kind == "b":
+        return pd.arrays.BooleanArray(values, mask)
+    if base.kind == "f":
+        return pd.arrays.FloatingArray(values, mask)
+    return pd.arrays.IntegerArray(values, mask)
 
 
 def struct_type(ddl: str):
