@@ -43,9 +43,9 @@ EXCEPTIONS = {
     # built on first use (never at import), and an executor that runs it is in pyspark's own
     # transformWithState worker, which has loaded pyspark.sql already.
     ("sqlflow.udfs.streaming", "pyspark.sql.streaming"),
-    # Its state schemas as StructTypes (a DDL string is a JVM round trip), built in its init, in
-    # that same worker.
-    ("sqlflow.udfs.streaming", "pyspark.sql.types"),
+    # Its state schemas as StructTypes (a DDL string is a JVM round trip, udfs/frames.struct_type),
+    # built in its init, in that same worker.
+    ("sqlflow.udfs.frames", "pyspark.sql.types"),
 }
 #: where each package's source is: grammar/ and udfs/ ship as sqlflow.grammar and sqlflow.udfs
 SOURCES = {"sqlflow": "sqlflow", "sqlflow.grammar": "grammar", "sqlflow.udfs": "udfs"}

@@ -54,7 +54,7 @@ import pandas as pd
 
 from sqlflow.ast import TimeDomain
 from sqlflow.columns import (DATA, DROP_METRICS, DROPPED, EMIT_TIME, EVENT_TIME, FINISH, HEARTBEAT,
-                             IS_LAST, IS_RETRACTION, KIND, METRICS, NULL_MASK, OUTPUT_TIME, PACK, PACKED, PANE,
+                             IS_LAST, IS_RETRACTION, KIND, METRICS, OUTPUT_TIME, PACK, PACKED, PANE,
                              PANE_INDEX, PANE_TIMING, REASON, SOURCE, STREAM_COUNTERS, STREAM_GAUGES, STREAM_LIVE,
                              WINDOW_END, WINDOW_START, metric_column, pane_columns, source_metric)
 from sqlflow.engine.aggregates import overflow_column
@@ -62,6 +62,7 @@ from sqlflow.engine.plan import EnginePlan
 from sqlflow.engine.runner import Engine
 from sqlflow.time import NEG_INF, POS_INF
 from sqlflow.udfs import several
+from sqlflow.udfs.frames import one_frame, restore_nulls, struct_type
 from sqlflow.udfs.pack import unpack
 
 META_SCHEMA = ("wm long, p long, keys long, windows long, next_wm long, next_proc long, "
@@ -311,89 +312,6 @@ def weighted_metrics(metrics: dict, dropped: pd.DataFrame, weight: np.ndarray) -
     return out
 
 
-def complete(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
-    """The frame with every output column, in order; missing ones all NULL (object None converts
-    to any Arrow type, a float NaN column does not)."""
-    n = len(frame)
-    return pd.DataFrame({c: (frame[c] if c in frame else pd.Series([None] * n, dtype=object, index=frame.index))
-                         for c in columns})
-
-
-def one_frame(frames: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
-    """A call's output frames (panes, dropped rows, metrics) as one frame with every output
-    column, in order: one Arrow conversion per call instead of one per frame. A column is typed
-    as its frames give it (a number or boolean as its nullable pandas type, so an int64 stays
-    exact beside the rows that lack it), NULL where a frame lacks it; all NULL (object None) where
-    none has it.
-
-    >>> panes = pd.DataFrame({"kind": np.array([1, 1], np.int32), "k": np.array([2**53 + 1, 5]),
-    ...                       "t": ["ON_TIME", "LATE"]})
-    >>> metrics = pd.DataFrame({"kind": np.array([3], np.int32), "n": [7]})
-    >>> out = one_frame([panes, metrics], ["kind", "k", "t", "n", "x"])
-    >>> out.to_dict("list")
-    {'kind': [1, 1, 3], 'k': [9007199254740993, 5, None], 't': ['ON_TIME', 'LATE', None], 'n': [None, None, 7], 'x': [None, None, None]}
-    >>> [str(out[c].dtype) for c in out]
-    ['Int32', 'Int64', 'object', 'Int64', 'object']
-
-    A NaN result stays a number, apart from the NULLs (a masked float, as the engine gives it):
-
-    >>> sums = pd.DataFrame({"s": pd.arrays.FloatingArray(np.array([np.nan, 1.0]), np.array([False, True]))})
-    >>> one_frame([sums, metrics], ["s"])["s"].isna().tolist()
-    [False, True, True]
-    """
-    if len(frames) == 1:
-        return complete(frames[0], columns)
-    sizes = [len(f) for f in frames]
-    out = {}
-    for c in columns:
-        parts = [f[c] if c in f else None for f in frames]
-        first = next((p for p in parts if p is not None), None)
-        if first is None:
-            out[c] = np.full(sum(sizes), None, dtype=object)
-        elif first.dtype.kind in "iubf" and not isinstance(first.dtype, pd.CategoricalDtype):
-            out[c] = _masked(parts, sizes, first.dtype)
-        elif first.dtype == object:
-            out[c] = np.concatenate([np.full(k, None, dtype=object) if p is None else p.to_numpy(dtype=object)
-                                     for p, k in zip(parts, sizes)])
-        else:  # any other type (times, categories, ...): pandas' own concatenation
-            dtype = first.dtype
-            out[c] = pd.concat([p.reset_index(drop=True) if p is not None else
-                                pd.Series(pd.array([None] * k, dtype=dtype), dtype=dtype)
-                                for p, k in zip(parts, sizes)], ignore_index=True)
-    return pd.DataFrame(out)
-
-
-def _masked(parts: list, sizes: list[int], dtype):
-    """Numbers or booleans of `parts` (None: NULL for that many rows) as one masked pandas array:
-    values and NULL mask concatenated in numpy (a float's NaN stays apart from NULL where its
-    part is a masked array; in a plain float64 part it is NULL, as PySpark's conversion reads it)."""
-    base = np.dtype(getattr(dtype, "numpy_dtype", dtype))
-    values = np.concatenate([np.zeros(k, base) if p is None else
-                             p.to_numpy(dtype=base, na_value=np.nan if base.kind == "f" else 0)
-                             for p, k in zip(parts, sizes)])
-    mask = np.concatenate([np.ones(k, bool) if p is None else np.asarray(p.isna(), dtype=bool)
-                           for p, k in zip(parts, sizes)])
-    if base.kind == "b":
-        return pd.arrays.BooleanArray(values, mask)
-    if base.kind == "f":
-        return pd.arrays.FloatingArray(values, mask)
-    return pd.arrays.IntegerArray(values, mask)
-
-
-def struct_type(ddl: str):
-    """A flat DDL schema ("name type, ...") of a state variable as pyspark's StructType, built
-    here: a DDL string would be parsed by the JVM, a round trip (twice per state, every task).
-
-    >>> struct_type("wm long, finished boolean, blob binary").simpleString()
-    'struct<wm:bigint,finished:boolean,blob:binary>'
-    """
-    from pyspark.sql.types import BinaryType, BooleanType, LongType, StringType, StructField, StructType
-
-    kinds = {"long": LongType, "boolean": BooleanType, "string": StringType, "binary": BinaryType}
-    fields = [field.split() for field in ddl.split(",")]
-    return StructType([StructField(name, kinds[kind](), True) for name, kind in fields])
-
-
 def dumps_state(state: dict) -> bytes:
     return pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
 
@@ -528,23 +446,3 @@ def __getattr__(name: str):
         cls = globals()["PaneProcessor"] = _processor_class()
         return cls
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def restore_nulls(rows: pd.DataFrame, columns) -> pd.DataFrame:
-    """Rebuild each column of `columns` from its value (0 for NULL) and its NULL mask column
-    (dropped): an exact nullable Int64 column, or a masked float column whose NaN are numbers.
-
-    >>> rows = pd.DataFrame({"x": [2.0**53 + 1, 0.0, float("nan")], NULL_MASK + "x": [False, True, False]})
-    >>> restore_nulls(rows, ["x"])["x"].isna().tolist()
-    [False, True, False]
-    """
-    for column in columns:
-        mask = NULL_MASK + column
-        if column in rows and mask in rows:
-            null = rows.pop(mask).to_numpy(dtype=bool, na_value=True)
-            if rows[column].dtype.kind == "f":  # a FLOAT or DOUBLE (a masked BIGINT has no NULL: int64)
-                rows[column] = pd.arrays.FloatingArray(rows[column].to_numpy(dtype=np.float64), null)
-            else:
-                values = rows[column].to_numpy(dtype=np.int64, na_value=0)
-                rows[column] = pd.arrays.IntegerArray(values, null)
-    return rows

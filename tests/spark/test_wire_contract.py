@@ -14,7 +14,8 @@ from sqlflow.spark.schema import spark_type
 from sqlflow.spark.streaming.schema import pane_schema
 from sqlflow.spark.streaming.stateful import operator_schema
 from sqlflow.udfs.bucket import BucketJob, arrow_frame
-from sqlflow.udfs.streaming import BucketStep, Meta, StreamSpec, complete
+from sqlflow.udfs.frames import complete
+from sqlflow.udfs.streaming import BucketStep, Meta, StreamSpec
 
 MIN = 60_000_000
 RETRACTING = ast.Windowing(ast.WindowClause(ast.Sessions(ast.Duration(MIN))),

@@ -227,7 +227,7 @@ def masked_numbers(columns, schema) -> tuple:
 
 def masked_number_exprs(columns, masked) -> list[str]:
     """`columns` as SQL expressions for `selectExpr`, each of `masked` as its value with NULL as 0
-    plus a boolean NULL mask (`columns.null_mask`), which `udfs.streaming.restore_nulls`
+    plus a boolean NULL mask (`columns.null_mask`), which `udfs.frames.restore_nulls`
     turns back into an exact nullable column on the executor. SQL text rather than
     `pyspark.sql.functions` calls: those are a dozen py4j round trips each."""
     def q(name: str) -> str:
