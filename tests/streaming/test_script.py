@@ -1,6 +1,7 @@
 """SQL scripts: a streaming source, a windowed query and a sink with a checkpoint, end to end;
 and sqlflow.sql over streaming views and STREAM(...)."""
 import json
+import re
 
 import pytest
 
@@ -63,7 +64,9 @@ def test_script_source_query_sink_with_checkpoint(spark, tmp_path):
     results = run_script(spark, text)
     query = results[-1]
     assert not query.isActive
-    assert (tmp_path / "cp" / f"parquet_{str(tmp_path / 'out').strip('/').replace('/', '_').replace('-', '_')}").is_dir()
+    # the query's name (its checkpoint's subdirectory): the sink's format and path, every run of
+    # characters other than letters and digits one "_" (a temp path may hold "-" and ".")
+    assert (tmp_path / "cp" / f"parquet_{re.sub('[^0-9A-Za-z]+', '_', str(tmp_path / 'out')).strip('_')}").is_dir()
     got = sorted((r.user_id, r.window_start.strftime("%M:%S"), r.window_end.strftime("%M:%S"), r.total, r.clicks,
                   r.pane_index, r.pane_timing, r.is_retraction)
                  for r in spark.read.parquet(str(tmp_path / "out")).collect())
