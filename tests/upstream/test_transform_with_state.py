@@ -314,3 +314,27 @@ def test_a_second_operator_without_event_time_follows_in_the_same_batch(spark, s
         (1, 0, "a", 1, 10, -1, -1), (1, 1, "a", 1, 10, -1, -1),
         (2, 0, "c", 1, 30, -1, -1), (2, 1, "c", 1, 30, -1, -1)]
     assert [p[:2] for p in progress(query)][-1] == (0, "2024-01-01T00:00:50.000Z")  # the no-data batch
+
+
+def test_two_branches_off_one_operator_run_it_twice(spark, stream_files, frame, tmp_path):
+    """Why the first stage's reports to the second (its output watermark) must travel in the same
+    rows as its panes, through whatever SQL lies between the stages (docs/pipelines.md, "On a
+    stream"): a UNION ALL of two branches read off one transformWithStateInPandas plans that
+    operator twice (three stateful operators here, each with its own state), and the two copies do
+    not even see the same watermark (batch 1: 10 s in one branch, none in the other)."""
+    for batch in ([("a", 0), ("b", 20)], [("a", 40)]):
+        stream_files.write(frame(batch))
+    first = stream(spark, stream_files).groupBy("k").transformWithStateInPandas(
+        Forward(), Forward.OUT, "Append", "EventTime")
+    both = first.where(F.col("b2") == 0).unionByName(first.where(F.col("b2") == 1))
+    second = both.groupBy("b2").transformWithStateInPandas(Gather(), Gather.OUT, "Append", "None")
+    rows: list[tuple] = []
+    query = (second.writeStream.outputMode("append")
+             .foreachBatch(lambda batch, n: rows.extend((n, *r) for r in batch.collect()))
+             .option("checkpointLocation", str(tmp_path / "cp")).trigger(availableNow=True).start())
+    assert query.awaitTermination(300), "availableNow did not terminate"
+    assert sorted((n, b2, k, count, seconds(wm1)) for n, b2, k, count, wm1, _, _ in rows) == [
+        (0, 0, "a", 1, 0), (0, 0, "b", 1, 0), (0, 1, "a", 1, 0), (0, 1, "b", 1, 0),
+        (1, 0, "a", 1, 10), (1, 1, "a", 1, 0)]
+    assert [[op["operatorName"] for op in p["stateOperators"]] for p in query.recentProgress][0] == \
+        ["transformWithStateInPandasExec"] * 3
