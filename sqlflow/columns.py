@@ -103,8 +103,11 @@ PANE, DROPPED, METRICS = 0, 1, 2
 #: input rows of the streaming operator: data, a heartbeat (a partition's max event time), end of
 #: input, and a bucket's data rows packed in one row (column PACK, udfs/pack.py)
 DATA, HEARTBEAT, FINISH, PACKED = 3, 4, 5, 6
+#: ... and of a chained stage (a windowed SELECT over a windowed stage on a stream): a report of
+#: the stage before (the REPORT_* columns)
+REPORT = 7
 KIND_NAMES = {PANE: "pane", DROPPED: "dropped", METRICS: "metrics", DATA: "data", HEARTBEAT: "heartbeat",
-              FINISH: "finish", PACKED: "packed"}
+              FINISH: "finish", PACKED: "packed", REPORT: "report"}
 
 #: a dropped row's reason (STRING)
 REASON = PREFIX + "reason"
@@ -133,6 +136,17 @@ WM_COLUMN = PREFIX + "wm"
 SOURCE = PREFIX + "source"
 #: streaming: a PACKED row's data rows, an Arrow IPC stream (BINARY, udfs/pack.py)
 PACK = PREFIX + "pack"
+#: streaming, chained stages (docs/pipelines.md, "On a stream"): what each call of a stage's
+#: bucket tells the stage after it, on its METRICS row (BIGINT; DONE BOOLEAN): its bucket, its
+#: call number (larger: later), its input watermark and holds after the call (engine
+#: microseconds; the output watermark is their minimum), the batch time, whether its input ended
+REPORT_FROM = PREFIX + "from_bucket"
+REPORT_SEQ = PREFIX + "seq"
+REPORT_WM = PREFIX + "report_wm"
+REPORT_HELD = PREFIX + "report_held"
+REPORT_TIME = PREFIX + "report_time"
+REPORT_DONE = PREFIX + "report_done"
+REPORT_COLUMNS = (REPORT_FROM, REPORT_SEQ, REPORT_WM, REPORT_HELD, REPORT_TIME, REPORT_DONE)
 #: streaming: prefix of the counter columns on a METRICS row (BIGINT)
 METRIC_PREFIX = PREFIX + "m_"
 
@@ -148,6 +162,8 @@ OUTPUT_TYPES = {
     EVENT_TIME: "bigint", ARRIVAL_TIME: "bigint", HOLD_SINCE: "bigint",
     HOLD_UNTIL: "bigint",
 }
+#: ... and the streaming operator's report columns (not the bounded job's)
+REPORT_TYPES = {**{c: "bigint" for c in REPORT_COLUMNS}, REPORT_DONE: "boolean"}
 #: the bounded bucket job's columns besides keys, aggregates and argument echoes, in order
 BUCKET_OUTPUT_COLUMNS = tuple(OUTPUT_TYPES)
 

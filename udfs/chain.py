@@ -1,13 +1,14 @@
 """The second stage's side of two chained windowed stages on a stream (docs/pipelines.md, "On a
 stream"; docs/semantics.md, 1.3): what it keeps of the first stage's reports, and its watermark.
 
-Not wired into Spark yet. The intended wiring: each call of a first-stage bucket (hash bucket b
-of n1) sends every second-stage bucket one report row: its call number in the query (`seq`,
-increasing per bucket), its input watermark W and its holds after the call (`Engine.held`: the
-smallest `output_time` of its pending retractions, +inf when none), the batch time, and whether
-its input has finished. A second-stage bucket runs in timeMode None, so Spark gives it neither a
-watermark nor a batch time (tests/upstream/test_transform_with_state.py): both come from the
-reports. It keeps, per first-stage bucket, the value of its latest report, min(W, held), since
+Each call of a first-stage bucket (hash bucket b of n1) reports on its METRICS row
+(`columns.REPORT_COLUMNS`, udfs/streaming.py): its call number (`seq`, increasing per bucket),
+its input watermark W and its holds after the call (`Engine.held`: the smallest `output_time`
+of its pending retractions, +inf when none), the batch time, and whether its input has finished;
+Spark copies the row to every second-stage bucket (sqlflow/spark/streaming/chained.py), so that
+every second-stage bucket runs in every batch. A second-stage bucket runs in timeMode None
+(udfs/chained.py), so Spark gives it neither a watermark nor a batch time
+(tests/upstream/test_transform_with_state.py): both come from the reports. It keeps, per first-stage bucket, the value of its latest report, min(W, held), since
 a bucket not visited in a batch holds what it last held; its watermark is the running maximum of
 the minimum over the buckets (seed 004: InputLowWatermark = min of the upstream
 OutputLowWatermarks), and a bucket that has not reported yet holds it at -inf.
@@ -35,33 +36,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from sqlflow.columns import PREFIX
+from sqlflow.columns import REPORT_DONE as DONE
+from sqlflow.columns import REPORT_FROM as FROM
+from sqlflow.columns import REPORT_HELD as HELD
+from sqlflow.columns import REPORT_SEQ as SEQ
+from sqlflow.columns import REPORT_TIME as TIME
+from sqlflow.columns import REPORT_WM as WM
 from sqlflow.time import NEG_INF
-
-#: the report columns of a first-stage bucket's output row for the second stage
-FROM = PREFIX + "from_bucket"
-SEQ = PREFIX + "seq"
-WM = PREFIX + "report_wm"
-HELD = PREFIX + "report_held"
-TIME = PREFIX + "report_time"
-DONE = PREFIX + "report_done"
-REPORT_COLUMNS = (FROM, SEQ, WM, HELD, TIME, DONE)
-
-
-def report_frame(bucket: int, seq: int, watermark: int, held: int, batch_time: int, finished: bool,
-                 n2: int, to: str) -> pd.DataFrame:
-    """A first-stage bucket's report after one call, one row per second-stage bucket (column
-    `to`), so that every second-stage bucket runs in every batch.
-
-    >>> from sqlflow.time import POS_INF
-    >>> report_frame(3, 7, 40, POS_INF, 30, False, 2, "b2").to_dict("list")[FROM], \\
-    ...     report_frame(3, 7, 40, 31, 30, False, 2, "b2")["b2"].tolist()
-    ([3, 3], [0, 1])
-    """
-    return pd.DataFrame({to: np.arange(n2, dtype=np.int32), FROM: np.full(n2, bucket, np.int64),
-                         SEQ: np.full(n2, seq, np.int64), WM: np.full(n2, watermark, np.int64),
-                         HELD: np.full(n2, held, np.int64), TIME: np.full(n2, batch_time, np.int64),
-                         DONE: np.full(n2, finished, bool)})
 
 
 @dataclass(frozen=True)
@@ -123,4 +104,4 @@ class Reports:
         return Reports(a[0].copy(), a[1].copy(), a[2].astype(bool))
 
 
-__all__ = ["Reports", "REPORT_COLUMNS", "report_frame"]
+__all__ = ["Reports"]

@@ -55,7 +55,7 @@ import pandas as pd
 from sqlflow.ast import TimeDomain
 from sqlflow.columns import (DATA, DROP_METRICS, DROPPED, EMIT_TIME, EVENT_TIME, FINISH, HEARTBEAT,
                              IS_LAST, IS_RETRACTION, KIND, METRICS, OUTPUT_TIME, PACK, PACKED, PANE,
-                             PANE_INDEX, PANE_TIMING, REASON, SOURCE, STREAM_COUNTERS, STREAM_GAUGES, STREAM_LIVE,
+                             PANE_INDEX, PANE_TIMING, REASON, REPORT_COLUMNS, SOURCE, STREAM_COUNTERS, STREAM_GAUGES, STREAM_LIVE,
                              WINDOW_END, WINDOW_START, metric_column, pane_columns, source_metric)
 from sqlflow.engine.aggregates import overflow_column
 from sqlflow.engine.plan import EnginePlan
@@ -66,7 +66,7 @@ from sqlflow.udfs.frames import one_frame, restore_nulls, struct_type
 from sqlflow.udfs.pack import unpack
 
 META_SCHEMA = ("wm long, p long, keys long, windows long, next_wm long, next_proc long, "
-               "poll long, finished boolean, seen long, seen_by string, bytes long")
+               "poll long, finished boolean, seen long, seen_by string, bytes long, held long, seq long")
 
 
 def engine_watermark(spark_ms: int, shift: int) -> int:
@@ -131,6 +131,9 @@ class StreamSpec:
     #: several watermarked inputs: their names and delays (ms, on the watermark column; udfs/several.py)
     sources: tuple[str, ...] = ()
     source_delays_ms: tuple[int, ...] = ()
+    #: a later windowed stage reads this one's panes (udfs/chained.py): every call's METRICS row
+    #: carries the bucket's report (columns.REPORT_COLUMNS)
+    report: bool = False
 
     @property
     def retracting(self) -> bool:
@@ -147,7 +150,7 @@ class StreamSpec:
             cols += [a.output, overflow_column(a.output)] if a.may_overflow else [a.output]
         cols += [*pane_columns(self.retracting), EVENT_TIME, REASON, *([SOURCE] if self.sources else [])]
         cols += [metric_column(m) for m in STREAM_COUNTERS + STREAM_GAUGES + STREAM_LIVE + self.source_counters()]
-        return cols
+        return cols + (list(REPORT_COLUMNS) if self.report else [])
 
     def source_counters(self) -> tuple[str, ...]:
         """The counters of each source of several: its too-late (row, window) pairs."""
@@ -167,10 +170,12 @@ class Meta:
     seen: int | None = None  # the largest event time of any batch so far (heartbeats)
     seen_by: str | None = None  # several sources: the largest event time of each (udfs/several.py)
     bytes: int = 0  # the size of the engine state blob (`windows`)
+    held: int | None = None  # reporting stages: what the state holds of the output watermark (`Engine.held`)
+    seq: int = 0  # reporting stages: the bucket's calls so far
 
     def row(self) -> tuple:
         return (self.wm, self.p, self.keys, self.windows, self.next_wm, self.next_proc, self.poll,
-                self.finished, self.seen, self.seen_by, self.bytes)
+                self.finished, self.seen, self.seen_by, self.bytes, self.held, self.seq)
 
     @staticmethod
     def of(row) -> "Meta":
@@ -190,6 +195,8 @@ class BucketStep:
             return True
         if meta.windows == 0:
             return False
+        if meta.held is not None and meta.held < POS_INF and wm_new > meta.wm:
+            return True  # a held retraction is released when the watermark passes its window's end
         return ((meta.next_proc is not None and meta.next_proc <= p)
                 or (meta.next_wm is not None and meta.next_wm <= wm_new))
 
@@ -210,6 +217,8 @@ class BucketStep:
             meta.finished = True
         meta.wm = POS_INF if meta.finished else wm_new
         meta.keys, meta.windows, meta.next_proc, meta.next_wm = self.engine.state_summary(state, meta.wm)
+        if self.spec.report:
+            meta.held = self.engine.held(state) if self.spec.retracting else POS_INF
         frames = [self._panes(result.panes)] if len(result.panes) else []
         if self.spec.keep_dropped and len(result.dropped):
             frames.append(self._dropped(result.dropped, rows, p))
@@ -228,6 +237,16 @@ class BucketStep:
     def live(self, metrics: pd.DataFrame, meta: Meta) -> pd.DataFrame:
         """The metrics frame with the state's size once it is written (`meta.bytes`)."""
         metrics[metric_column("state_bytes")] = [int(meta.bytes or 0)]
+        return metrics
+
+    def report(self, metrics: pd.DataFrame, meta: Meta, bucket: int) -> pd.DataFrame:
+        """The metrics frame with the bucket's report to a later stage (udfs/chained.py): its
+        output watermark is min(REPORT_WM, REPORT_HELD)."""
+        held = POS_INF if meta.held is None else int(meta.held)
+        values = (bucket, int(meta.seq), int(meta.wm), held, int(metrics[metric_column("batch_time")].iloc[0]),
+                  bool(meta.finished))
+        for c, v in zip(REPORT_COLUMNS, values):
+            metrics[c] = [v]
         return metrics
 
     # ------------------------------------------------------------------ frames
@@ -368,10 +387,10 @@ def _processor_class():
             batch = pd.concat(data, ignore_index=True) if len(data) > 1 else (data[0] if data else None)
             if beats:
                 seen = pd.concat(beats, ignore_index=True)
-            yield from self._advance(batch, timerValues, finish, seen)
+            yield from self._advance(key, batch, timerValues, finish, seen)
 
         def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
-            yield from self._advance(None, timerValues, False, None)
+            yield from self._advance(key, None, timerValues, False, None)
 
         def close(self) -> None:
             pass
@@ -393,7 +412,7 @@ def _processor_class():
                 self.handle.registerTimer(want)
             meta.poll = want
 
-        def _advance(self, rows, timerValues, finish: bool, seen):
+        def _advance(self, key, rows, timerValues, finish: bool, seen):
             spark_ms = timerValues.getCurrentWatermarkInMs()
             p = timerValues.getCurrentProcessingTimeInMs() * 1000
             stored = self.meta_state.get()  # None when it does not exist (no exists() round trip)
@@ -430,6 +449,9 @@ def _processor_class():
             else:
                 frames = self.step.skip(meta, p, wm_new)
             self._poll(meta, spark_ms)
+            if self.spec.report:
+                meta.seq += 1
+                frames[-1] = self.step.report(frames[-1], meta, int(key[0]))
             row = meta.row()
             if row != (None if stored is None else tuple(stored)):
                 self.meta_state.update(row)

@@ -166,8 +166,8 @@ def rewrite_consumer(select: exp.Select, statement, *, avg_type=None, windowed: 
             SqlflowUnsupportedError, f"this SELECT aggregates over {len(linked)} windowed stages at once",
             position, clause="SELECT", hint="aggregate each stage on its own first")
     relation, link, direct = linked[0]
-    if link.stream and windowed:
-        return
+    if link.stream and windowed and not chainable(link):
+        return  # refused by `streaming.chaining`
     calls = [aggregate_call(node) for node in aggregate_calls(
         list(select.expressions) + [select.args.get("having"), select.args.get("order")])]
     as_emitted = link.stream or (link.replay and windowed and _timed(select))
@@ -196,6 +196,14 @@ def rewrite_consumer(select: exp.Select, statement, *, avg_type=None, windowed: 
     alias = relation.args.get("alias")
     name = alias.copy() if alias is not None else exp.TableAlias(this=exp.to_identifier(relation.name))
     relation.replace(exp.Subquery(this=link.net.copy(), alias=name))
+
+
+def chainable(link: StageLink) -> bool:
+    """A windowed SELECT reading this stage on a stream can run chained after it: the stage's
+    output watermark is known at every micro-batch (OUTPUT TIMESTAMP END OF WINDOW: docs/semantics.md,
+    1.3; `streaming.chaining`)."""
+    stage = link.stage
+    return stage is not None and getattr(stage, "output_time", None) == ast.OutputTime.END_OF_WINDOW.value
 
 
 def _timed(select: exp.Select) -> bool:

@@ -26,7 +26,7 @@ def build_stream(input_df: DataFrame, plan: EnginePlan, *, delay: int, buckets: 
                  metrics_name: str = METRICS_NAME, grouping: str = "bucket",
                  spark_drops_late: bool = False, engine_types: dict | None = None,
                  decode: dict | None = None, sources: tuple[str, ...] = (),
-                 source_delays: tuple[int, ...] = ()) -> PaneStream:
+                 source_delays: tuple[int, ...] = (), report: bool = False) -> PaneStream:
     """Build the pane stream of `plan` over the streaming DataFrame `input_df`.
 
     - `input_df` has the engine input columns (event time as int64 microseconds, keys, aggregate
@@ -56,7 +56,9 @@ def build_stream(input_df: DataFrame, plan: EnginePlan, *, delay: int, buckets: 
     - `sources`, `source_delays`: several watermarked inputs (their names and DELAY OF, us): the
       input has column SOURCE (each row's source number) and its own per-source Spark watermarks
       (`several.several_sources`); the window's watermark is the minimum of the sources' (the
-      stateful operator, which counts late rows per source). `delay` is then unused.
+      stateful operator, which counts late rows per source). `delay` is then unused;
+    - `report`: a later windowed stage reads this one (`chaining`): the stateful operator, whose
+      every call reports its bucket's output watermark (`PaneStream.chain`).
     """
     spark = input_df.sparkSession
     data = input_df.select(*engine_columns(input_df, plan), *([SOURCE] if sources else []))
@@ -64,6 +66,8 @@ def build_stream(input_df: DataFrame, plan: EnginePlan, *, delay: int, buckets: 
     reason = native_equivalent(plan, time_shift=time_shift) if native is not False else "forced"
     if sources:
         reason = "several watermarked sources"
+    if report:
+        reason = "a later windowed stage reads its output watermark"
     if native and reason is not None:
         raise SqlflowUnsupportedError(f"the native operator is not equivalent here: {reason}", clause="STREAM")
     if reason is None and not keep_dropped and finish_dir is None:
@@ -74,7 +78,7 @@ def build_stream(input_df: DataFrame, plan: EnginePlan, *, delay: int, buckets: 
                           metrics_name=metrics_name, grouping=grouping,
                           shift=lateness_shift(plan) if spark_drops_late else UNBOUNDED_SHIFT,
                           engine_types=engine_types or {}, decode=decode or {}, sources=tuple(sources),
-                          source_delays=tuple(source_delays))
+                          source_delays=tuple(source_delays), report=report)
 
 
 def engine_columns(df: DataFrame, plan: EnginePlan) -> list[str]:

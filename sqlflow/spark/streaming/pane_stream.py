@@ -24,7 +24,10 @@ class PaneStream:
       with the window they missed, when `keep_dropped=True` (same query as `panes`: use
       `start(..., dropped_path=...)` to write both);
     - `finish_dir`: where `finish()` writes the end-of-input marker (None: cannot finish);
-    - `operator`: "native" or "stateful".
+    - `operator`: "native" or "stateful";
+    - `chain`: when a later windowed stage reads this one (udfs/chained.py), its panes (KIND
+      DATA) and each operator call's report (KIND REPORT, `columns.REPORT_COLUMNS`) in one
+      relation: what that stage reads, in place of `panes`.
     """
 
     panes: DataFrame
@@ -36,6 +39,7 @@ class PaneStream:
     metrics_name: str = METRICS_NAME
     pane_projection: list | None = None
     dropped_projection: list | None = None
+    chain: DataFrame | None = None
 
     def finish(self) -> None:
         """End the input: the next micro-batch moves the watermark to +infinity in every bucket,

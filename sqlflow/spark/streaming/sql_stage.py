@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ... import ast
-from ...columns import EVENT_TIME, GAP, SOURCE, agg_column, when_column
+from ...columns import EVENT_TIME, GAP, KIND, REPORT_COLUMNS, SOURCE, agg_column, when_column
 from ...engine import EnginePlan, custom_windows_of
 from ...errors import SqlflowSemanticError, SqlflowUnsupportedError
 from ...frontend.validate import validate
@@ -22,7 +22,8 @@ from ..relations import to_spark_sql
 from ..report import Stage
 from ..schema import check_input_types, names_and_types, naming_query
 from .build import build_stream
-from .chaining import refuse_watermarked_input
+from .chained import chained_panes
+from .chaining import carry_reports, find_chain, read_later, refuse_unchainable, refuse_watermarked_input
 from .metrics import METRICS_NAME
 from .schema import pane_schema
 from .session_conf import check_state_store
@@ -34,7 +35,13 @@ def streaming_stage(runner, number: int, ws, rel, raw, *, finish_dir: str | None
     SELECT over it. Returns the report's Stage, whose `extra["stream"]` is the PaneStream (for
     `start` and `finish`). `finish_dir` (default: conf `spark.sqlflow.streaming.finishDir`) is
     where `PaneStream.finish` writes its marker."""
-    refuse_watermarked_input(ws, rel.sql(), raw, runner.stream_stages)
+    chain, obstacle = find_chain(ws)
+    if chain is not None:  # a stage over an earlier stage's panes: runs after it, on its reports
+        refuse_unchainable(ws, chain)
+        carry_reports(rel.query, chain)
+        raw = runner.sql(rel.sql(), ws.select, ws.position)
+    else:
+        refuse_watermarked_input(ws, rel.sql(), raw, runner.stream_stages, obstacle)
     validate(runner.statement, streaming=True)
     if ws.replay:
         src = ws.arrival_source.watermark
@@ -42,7 +49,7 @@ def streaming_stage(runner, number: int, ws, rel, raw, *, finish_dir: str | None
                        "arrives with its micro-batch", "WATERMARK", hint="drop ARRIVAL, or read the data as a batch")
     clock = ws.domain is not ast.TimeDomain.EVENT_TIME  # docs/semantics.md, 10: the batch's time
     delays = [] if clock else [s.watermark.model for s in ws.sources]
-    if not clock and (not delays or not all(isinstance(d, ast.BoundedDelay) for d in delays)):
+    if chain is None and not clock and (not delays or not all(isinstance(d, ast.BoundedDelay) for d in delays)):
         raise ws.error(SqlflowUnsupportedError, f"{ws.label()} reads a stream: it needs a source with "
                        "WATERMARK <column> DELAY OF <interval> (each of its sources, when several)", "WATERMARK")
     spark = runner.spark
@@ -67,6 +74,8 @@ def streaming_stage(runner, number: int, ws, rel, raw, *, finish_dir: str | None
     columns += [F.col(when_column(i)) for i in range(rel.n_when)]
     if several is not None:
         columns.append(F.col(SOURCE))
+    if chain is not None:
+        columns += [F.col(KIND), *[F.col(c) for c in REPORT_COLUMNS]]
     engine_input = raw.select(*columns)
     # the engine's exact sums, finished by Spark's type rules (overflow: handover.py)
     outputs = handover.plan_outputs(ws, rel, schema, agg_types, ansi_mode=handover.ansi(runner.spark),
@@ -86,31 +95,39 @@ def streaming_stage(runner, number: int, ws, rel, raw, *, finish_dir: str | None
         raise ws.error(SqlflowUnsupportedError, f"{conf.STREAMING_OPERATOR} is native, but Spark's window "
                        f"aggregation keeps one watermark, and {len(delays)} watermarked streams feed this window",
                        "WATERMARK", pos=ws.sources[1].watermark.pos, hint=f"SET {conf.STREAMING_OPERATOR} = auto")
-    stream = build_stream(
-        engine_input, plan, delay=0 if clock else delays[0].delay.micros, output_schema=output_schema,
-        native=False if several is not None else {"auto": None, "native": True, "stateful": False}[operator],
-        buckets=int(buckets) if buckets else None,
-        finish_dir=finish_dir or conf.get(spark, conf.STREAMING_FINISH_DIR),
-        time_shift=time_shift, sources=several.names if several else (),
-        source_delays=several.delays if several else (),
-        engine_types=dict(outputs.types), decode=outputs.decode_by_column(),
-        metrics_name=METRICS_NAME if number == 1 else f"{METRICS_NAME}_{number}")
+    report = read_later(runner.statement, ws.select)
+    if chain is not None:
+        if operator == "native":
+            raise ws.error(SqlflowUnsupportedError, f"{conf.STREAMING_OPERATOR} is native, but {ws.label()} reads "
+                           "the panes of an earlier windowed stage: it runs on that stage's reports", "WINDOW",
+                           pos=ws.windowing.pos, hint=f"SET {conf.STREAMING_OPERATOR} = auto")
+        stream = chained_panes(spark, engine_input, plan, upstream=chain.stage.extra["stream"],
+                               schema=output_schema, metrics_name=_metrics_name(number),
+                               buckets=int(buckets) if buckets else None, engine_types=dict(outputs.types),
+                               decode=outputs.decode_by_column(), report=report)
+    else:
+        stream = _build(runner, number, engine_input, plan, clock, delays, output_schema, operator, buckets,
+                        several, finish_dir, time_shift, outputs, report)
     if stream.operator == "stateful" and not runner.starts_query:
         check_state_store(spark, ws)
-    why = ("Spark's native streaming window aggregation (equivalent for this query)" if stream.operator == "native"
-           else f"transformWithStateInPandas over {stream.buckets} hash buckets of keys")
+    if chain is not None:
+        why = (f"transformWithStateInPandas (timeMode None) over {stream.buckets} hash buckets of keys, after "
+               f"{chain.link.label}'s operator in the same query")
+    else:
+        why = ("Spark's native streaming window aggregation (equivalent for this query)" if stream.operator == "native"
+               else f"transformWithStateInPandas over {stream.buckets} hash buckets of keys")
     stage = Stage(number, ws.label(), f"streaming {stream.operator}", why, ws.windowing.mode.value,
                   output_time=ws.windowing.output_time.value)
-    stage.replay = (f"stream, on {ws.domain.value}: each row's time is its micro-batch's, and so is the watermark "
-                    "(a window fires at the first micro-batch at or after its end)" if clock
-                    else f"stream, watermark DELAY OF {delays[0].delay}" if several is None
-                    else f"stream, watermark the minimum of {len(delays)} sources' (UNION ALL): " + ", ".join(
-                        f"DELAY OF {d.delay} on {s.watermark.event_time} of {n}"
-                        for d, s, n in zip(delays, ws.sources, several.names)))
-    if clock and ws.sources:
-        stage.replay += "; the source's WATERMARK clause (on " + ", ".join(
-            s.watermark.event_time for s in ws.sources) + ") is not used"
+    if chain is not None:
+        stage.replay = (f"stream, the panes of {chain.link.label} as it emits them (each in the micro-batch that "
+                        "emits it, with its output_time as event time); watermark: that stage's output watermark "
+                        "(the minimum of its input watermark and the output times its pending retractions hold), "
+                        f"reported by each of its {chain.stage.extra['stream'].buckets} buckets at every call")
+    else:
+        stage.replay = _stream_text(ws, clock, delays, several)
     stage.extra["stream"] = stream
+    if stream.chain is not None:
+        stage.extra["chain_view"] = runner.view(stream.chain, "chain")
     view = runner.view(stream.panes, "stream")
     runner.stream_stages[view] = ws
     new = panes_select(ws, view, names)
@@ -122,6 +139,39 @@ def streaming_stage(runner, number: int, ws, rel, raw, *, finish_dir: str | None
     else:
         ws.select.replace(new)
     return stage
+
+
+def _metrics_name(number: int) -> str:
+    return METRICS_NAME if number == 1 else f"{METRICS_NAME}_{number}"
+
+
+def _build(runner, number, engine_input, plan, clock, delays, output_schema, operator, buckets, several,
+           finish_dir, time_shift, outputs, report):
+    """The pane stream of a stage over a watermarked stream (`build_stream`)."""
+    spark = runner.spark
+    return build_stream(
+        engine_input, plan, delay=0 if clock else delays[0].delay.micros, output_schema=output_schema,
+        native=False if several is not None else {"auto": None, "native": True, "stateful": False}[operator],
+        buckets=int(buckets) if buckets else None,
+        finish_dir=finish_dir or conf.get(spark, conf.STREAMING_FINISH_DIR),
+        time_shift=time_shift, sources=several.names if several else (),
+        source_delays=several.delays if several else (),
+        engine_types=dict(outputs.types), decode=outputs.decode_by_column(),
+        metrics_name=_metrics_name(number), report=report)
+
+
+def _stream_text(ws, clock: bool, delays, several) -> str:
+    """Where a stage over a watermarked stream gets its time, for explain()."""
+    text = (f"stream, on {ws.domain.value}: each row's time is its micro-batch's, and so is the watermark "
+            "(a window fires at the first micro-batch at or after its end)" if clock
+            else f"stream, watermark DELAY OF {delays[0].delay}" if several is None
+            else f"stream, watermark the minimum of {len(delays)} sources' (UNION ALL): " + ", ".join(
+                f"DELAY OF {d.delay} on {s.watermark.event_time} of {n}"
+                for d, s, n in zip(delays, ws.sources, several.names)))
+    if clock and ws.sources:
+        text += "; the source's WATERMARK clause (on " + ", ".join(
+            s.watermark.event_time for s in ws.sources) + ") is not used"
+    return text
 
 
 def _interval_micros(spark: SparkSession, text: str) -> int:

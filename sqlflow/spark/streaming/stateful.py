@@ -13,7 +13,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ...columns import (BUCKET, DATA, DROPPED, DROPPED_EVENT_TIME, DROPPED_REASON, DROPPED_SOURCE, SOURCE, EMIT_TIME, EVENT_TIME, FINISH,
-                        HEARTBEAT, KIND, LATEST, OUTPUT_TYPES, PACK, PACKED, PANE, PANE_TIMES, REASON, STREAM_COUNTERS,
+                        HEARTBEAT, KIND, LATEST, METRICS, OUTPUT_TYPES, PACK, PACKED, PANE, PANE_TIMES, REASON,
+                        REPORT, REPORT_COLUMNS, REPORT_TYPES, STREAM_COUNTERS,
                         STREAM_GAUGES, STREAM_LIVE, WEIGHT, WINDOW_END, WINDOW_START, WM_COLUMN, metric_column,
                         null_mask)
 from ...engine import EnginePlan, overflow_column
@@ -37,7 +38,7 @@ def stateful_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, *, de
                    finish_dir, keep_dropped, time_shift, schema: T.StructType, metrics_name: str,
                    grouping: str, shift: int, engine_types: dict | None = None,
                    decode: dict | None = None, sources: tuple[str, ...] = (),
-                   source_delays: tuple[int, ...] = ()) -> PaneStream:
+                   source_delays: tuple[int, ...] = (), report: bool = False) -> PaneStream:
     """The pane stream of `plan` by the stateful operator (see `build.build_stream` for the
     arguments; `shift` is the watermark column's shift, `watermark.lateness_shift`)."""
     if sources and (grouping == "key" or heartbeat is False or shift != UNBOUNDED_SHIFT):
@@ -117,7 +118,7 @@ def stateful_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, *, de
         shift=time_shift, keep_dropped=keep_dropped, weight=weight,
         column_shift=time_shift + shift, delay_ms=(delay + shift) // MILLISECOND if heartbeat else None,
         packed=packed, sources=tuple(sources),
-        source_delays_ms=tuple((d + shift) // MILLISECOND for d in source_delays))
+        source_delays_ms=tuple((d + shift) // MILLISECOND for d in source_delays), report=report)
     out_schema = operator_schema(spec, schema, engine_types)
     group_cols = list(plan.keys) if by_key else [BUCKET]
     initial = None
@@ -127,13 +128,7 @@ def stateful_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, *, de
     raw = union.groupBy(*group_cols).transformWithStateInPandas(
         statefulProcessor=PaneProcessor(spec), outputStructType=out_schema, outputMode="Append",
         timeMode="EventTime", initialState=initial)
-    sums = [F.coalesce(F.sum(metric_column(m)), F.lit(0)).alias(m) for m in STREAM_COUNTERS]
-    gauges = [F.max(metric_column(m)).alias(m) for m in STREAM_GAUGES]
-    live = [F.sum(metric_column(m)).alias(m) for m in STREAM_LIVE]  # over the buckets
-    by_source = [F.coalesce(F.sum(metric_column(c)), F.lit(0)).alias(c) for c in spec.source_counters()]
-    observed = raw.observe(metrics_name, *sums, *gauges, *live, *by_source)
-    pane_projection = pane_columns(spec, schema, decode)
-    panes = observed.where(F.col(KIND) == PANE).select(*pane_projection)
+    observed, panes, pane_projection, chain = operator_outputs(raw, spec, schema, decode, metrics_name)
     dropped = dropped_projection = None
     if keep_dropped:
         dropped_projection = [
@@ -146,7 +141,27 @@ def stateful_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, *, de
                                                    F.col(SOURCE).cast("int") + 1).alias(DROPPED_SOURCE))
         dropped = observed.where(F.col(KIND) == DROPPED).select(*dropped_projection)
     return PaneStream(panes, observed, dropped, finish_dir, "stateful", n_buckets, metrics_name,
-                      pane_projection, dropped_projection)
+                      pane_projection, dropped_projection, chain)
+
+
+def operator_outputs(raw: DataFrame, spec: StreamSpec, schema: T.StructType, decode: dict | None,
+                     metrics_name: str):
+    """What a stateful operator's output `raw` gives: itself with its counters observed, its panes
+    (and their projection) and, when it reports to a later stage, its chain (`PaneStream.chain`)."""
+    sums = [F.coalesce(F.sum(metric_column(m)), F.lit(0)).alias(m) for m in STREAM_COUNTERS]
+    gauges = [F.max(metric_column(m)).alias(m) for m in STREAM_GAUGES]
+    live = [F.sum(metric_column(m)).alias(m) for m in STREAM_LIVE]  # over the buckets
+    by_source = [F.coalesce(F.sum(metric_column(c)), F.lit(0)).alias(c) for c in spec.source_counters()]
+    observed = raw.observe(metrics_name, *sums, *gauges, *live, *by_source)
+    pane_projection = pane_columns(spec, schema, decode)
+    panes = observed.where(F.col(KIND) == PANE).select(*pane_projection)
+    chain = None
+    if spec.report:  # panes as DATA and each call's report as a REPORT row, in one relation
+        kind = F.when(F.col(KIND) == METRICS, F.lit(REPORT)).otherwise(F.lit(DATA)).cast("int").alias(KIND)
+        # never NULL (0, false on the panes): a NULL would make the int64 column float64 for pandas
+        reports = [F.coalesce(F.col(c), F.lit(0).cast(REPORT_TYPES[c])).alias(c) for c in REPORT_COLUMNS]
+        chain = observed.where(F.col(KIND).isin(PANE, METRICS)).select(*pane_projection, kind, *reports)
+    return observed, panes, pane_projection, chain
 
 
 #: Spark types whose pandas form the operator gets alike packed or not (udfs/pack.py)
@@ -192,7 +207,8 @@ def operator_schema(spec: StreamSpec, schema: T.StructType, engine_types: dict |
         if a.may_overflow:  # every SUM says where it overflowed (udfs.streaming.StreamSpec.output_columns)
             fields.append(T.StructField(overflow_column(a.output), T.BooleanType(), True))
     wire = spec.output_columns()[len(fields):]
-    fields += [T.StructField(c, spark_type(OUTPUT_TYPES.get(c, "bigint")), True) for c in wire]  # else a counter
+    types = {**OUTPUT_TYPES, **REPORT_TYPES}
+    fields += [T.StructField(c, spark_type(types.get(c, "bigint")), True) for c in wire]  # else a counter
     return T.StructType(fields)
 
 

@@ -1,0 +1,60 @@
+"""A chained stage's operator: a windowed SELECT over an earlier windowed stage on a stream.
+
+The driver side of udfs/chained.py. Its input is the SELECT's input relation over the earlier
+stage's chain (`PaneStream.chain`, passed through the SELECTs between by `chaining.carry_reports`):
+panes as DATA rows, reports as REPORT rows. Each data row goes to the hash bucket of its keys, each
+report to every bucket (so every bucket runs in every batch the earlier stage ran in, and learns
+its watermark and batch time); the operator runs in timeMode None after the earlier one, in the
+same query and micro-batch (tests/upstream/test_transform_with_state.py).
+"""
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from ...columns import BUCKET, DATA, EVENT_TIME, KIND, REPORT, REPORT_COLUMNS
+from ...engine import EnginePlan
+from ...udfs.chained import ChainedProcessor, ChainSpec
+from ...udfs.streaming import StreamSpec
+from .build import engine_columns
+from .pane_stream import PaneStream
+from .schema import is_integral
+from .stateful import (BUCKETS_PER_PARTITION, masked_number_exprs, masked_numbers, operator_outputs,
+                       operator_schema)
+
+
+def chained_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, *, upstream: PaneStream,
+                  schema: T.StructType, metrics_name: str, buckets: int | None = None,
+                  engine_types: dict | None = None, decode: dict | None = None,
+                  report: bool = False) -> PaneStream:
+    """The pane stream of `plan` over `data`: the engine input columns of the earlier stage's panes
+    (KIND DATA) and its reports (KIND REPORT, the REPORT_COLUMNS). `upstream`: the earlier stage's
+    pane stream (its bucket count, its finish directory); `report`: this stage reports in turn."""
+    kind = F.col(KIND)
+    cols = engine_columns(data, plan)
+    data = data.select(*[F.when(kind == REPORT, F.lit(0)).otherwise(F.col(c)).alias(c) if c == EVENT_TIME
+                         else F.col(c) for c in cols], kind, *REPORT_COLUMNS)
+    data = data.observe(metrics_name + "_input", F.coalesce(F.sum((kind == DATA).cast("long")), F.lit(0))
+                        .alias("input_rows"))
+    n_buckets = buckets or BUCKETS_PER_PARTITION * int(spark.conf.get("spark.sql.shuffle.partitions"))
+    if not plan.keys:
+        n_buckets = 1
+    own = F.pmod(F.hash(*[F.col(k) for k in plan.keys]), F.lit(n_buckets)) if plan.keys else F.lit(0)
+    every = F.sequence(F.lit(0), F.lit(n_buckets - 1))
+    targets = F.when(kind == REPORT, every).otherwise(F.array(own)).cast("array<int>")
+    rows = data.select("*", F.explode(targets).alias(BUCKET))
+    masked = masked_numbers(list(dict.fromkeys([*plan.keys, *(a.column for a in plan.aggregates if a.column)])),
+                            data.schema)
+    if masked:
+        rows = rows.selectExpr(*masked_number_exprs(rows.columns, masked))
+    spec = StreamSpec(plan=plan, input_columns=tuple(cols), frame_columns=tuple(rows.columns),
+                      integral_columns=tuple(f.name for f in data.schema.fields
+                                             if f.name in cols and is_integral(f.dataType)),
+                      masked_columns=masked, report=report)
+    raw = rows.groupBy(BUCKET).transformWithStateInPandas(
+        statefulProcessor=ChainedProcessor(ChainSpec(spec, upstream.buckets)),
+        outputStructType=operator_schema(spec, schema, engine_types), outputMode="Append", timeMode="None")
+    observed, panes, projection, chain = operator_outputs(raw, spec, schema, decode, metrics_name)
+    return PaneStream(panes, observed, None, upstream.finish_dir, "stateful", n_buckets, metrics_name,
+                      projection, None, chain)

@@ -1,0 +1,142 @@
+"""The operator of a chained stage: a windowed SELECT over the panes of a windowed stage on a stream.
+
+Runs on Spark's Python workers, in `transformWithStateInPandas(..., timeMode="None")` after the
+first stage's operator (udfs/streaming.py) in the same query (docs/pipelines.md, "On a stream").
+Spark gives such an operator neither a watermark nor a batch time, so both travel in its input:
+
+- DATA rows: the first stage's panes (retractions included), as this stage's input elements,
+  each with its `output_time` as event time; they arrive in the batch that emitted them;
+- REPORT rows: every call of a first-stage bucket reports its watermark, its holds, the batch
+  time and whether its input ended (`columns.REPORT_COLUMNS`); Spark copies each to every bucket
+  of this stage, so every bucket runs in every batch in which the first stage ran.
+
+Per bucket, the state is the streaming operator's (`meta`, the pickled engine state) plus the
+view of the first stage's buckets (`chain.Reports`). A batch is one engine instant, as a stream
+step is: `advance(rows, p, wm_prev, wm_new)` with the batch time of the reports, the previous
+output watermark and the new one, the running maximum of the minimum over the first stage's
+buckets of min(watermark, holds) (seed 004's InputLowWatermark = min of the upstream
+OutputLowWatermarks). When every first-stage bucket has finished, so has this stage's input.
+Its own panes and METRICS rows are the streaming operator's (`BucketStep`), reports included
+when a third stage reads it.
+
+Imports the engine; pyspark's stateful-processor API only when `ChainedProcessor` is first used.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from sqlflow.columns import DATA, KIND, REPORT, REPORT_COLUMNS
+from sqlflow.udfs.chain import Reports
+from sqlflow.udfs.frames import one_frame, struct_type
+from sqlflow.udfs.streaming import META_SCHEMA, BucketStep, Meta, StreamSpec, dumps_state, loads_state
+
+
+@dataclass(frozen=True)
+class ChainSpec:
+    """What a chained stage's operator needs: its own stage (`stream`: plan, columns, whether it
+    reports in turn) and the number of buckets of the stage it reads."""
+
+    stream: StreamSpec
+    upstream_buckets: int
+
+
+class ChainStep:
+    """One bucket's call, independent of Spark (unit-testable): the reports and data of the call
+    in, the output frames and new states out."""
+
+    def __init__(self, spec: ChainSpec):
+        self.spec = spec
+        self.step = BucketStep(spec.stream)
+
+    def split(self, frames) -> tuple[pd.DataFrame | None, pd.DataFrame]:
+        """The call's data rows (None: none) and report rows."""
+        data, reports = [], []
+        for frame in frames:
+            frame.columns = self.spec.stream.frame_columns  # Spark renames columns named __x
+            kind = frame[KIND].to_numpy()
+            if (kind == DATA).any():
+                data.append(frame[kind == DATA])
+            if (kind == REPORT).any():
+                reports.append(frame.loc[kind == REPORT, list(REPORT_COLUMNS)])
+        rows = pd.concat(data, ignore_index=True) if data else None
+        return rows, (pd.concat(reports, ignore_index=True) if reports
+                      else pd.DataFrame({c: pd.Series([], dtype="int64") for c in REPORT_COLUMNS}))
+
+    def run(self, meta: Meta, view: Reports, state_blob: bytes | None, rows, reports: pd.DataFrame):
+        """Advance the bucket. Returns the output frames, the new view, and the new engine state
+        blob (`state_blob` itself when the step did not run)."""
+        view, p = view.merge(reports)
+        p = meta.p if p is None else max(p, meta.p)
+        wm_new = view.watermark(meta.wm)
+        finish = view.finished
+        has_rows = rows is not None and len(rows) > 0
+        if self.step.due(meta, p, wm_new, has_rows, finish):
+            frames, state = self.step.run(meta, loads_state(state_blob) if state_blob is not None else {}, rows,
+                                          p=p, wm_new=wm_new, finish=finish)
+            blob = dumps_state(state) if state else None
+            meta.bytes = len(blob) if blob is not None else 0
+            frames[-1] = self.step.live(frames[-1], meta)
+        else:
+            frames, blob = self.step.skip(meta, p, wm_new), state_blob
+        return frames, view, blob
+
+
+def _processor_class():
+    """ChainedProcessor, built on first use so that importing this module does not import pyspark."""
+    from pyspark.sql.streaming import StatefulProcessor
+
+    class ChainedProcessor(StatefulProcessor):
+        """The TWS processor of a chained stage (timeMode None): one call per bucket with input."""
+
+        def __init__(self, spec: ChainSpec):
+            self.spec = spec
+
+        def init(self, handle) -> None:
+            self.meta_state = handle.getValueState("meta", struct_type(META_SCHEMA))
+            self.windows_state = handle.getValueState("windows", struct_type("blob binary"))
+            self.reports_state = handle.getValueState("reports", struct_type("blob binary"))
+            self.step = None  # built on first use: init also runs on the driver
+
+        def handleInputRows(self, key, rows, timerValues):
+            if self.step is None:
+                self.step = ChainStep(self.spec)
+            data, reports = self.step.split(rows)
+            stored = self.meta_state.get()
+            meta = Meta() if stored is None else Meta.of(stored)
+            kept = self.reports_state.get()
+            n1 = self.spec.upstream_buckets
+            view = Reports.start(n1) if kept is None else Reports.of_bytes(bytes(kept[0]), n1)
+            held = self.windows_state.get()
+            old = None if held is None else bytes(held[0])
+            frames, new_view, blob = self.step.run(meta, view, old, data, reports)
+            if blob != old:
+                if blob is not None:
+                    self.windows_state.update((blob,))
+                else:
+                    self.windows_state.clear()
+            if new_view is not view:
+                self.reports_state.update((new_view.to_bytes(),))
+            stream = self.spec.stream
+            if stream.report:
+                meta.seq += 1
+                frames[-1] = self.step.step.report(frames[-1], meta, int(key[0]))
+            row = meta.row()
+            if row != (None if stored is None else tuple(stored)):
+                self.meta_state.update(row)
+            yield one_frame(frames, stream.output_columns())
+
+        def close(self) -> None:
+            pass
+
+    ChainedProcessor.__module__ = __name__
+    ChainedProcessor.__qualname__ = "ChainedProcessor"
+    return ChainedProcessor
+
+
+def __getattr__(name: str):
+    if name == "ChainedProcessor":  # pickled by reference: Spark workers rebuild it the same way
+        cls = globals()["ChainedProcessor"] = _processor_class()
+        return cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
