@@ -196,38 +196,27 @@ def test_shapes_that_cannot_be_right_on_a_stream_are_refused(spark, tmp_path, qu
     assert err.value.hint
 
 
-CHAINED = ("sqlflow: WINDOW: the SELECT with WINDOW FIXED reads the panes of the SELECT with "
-           "WINDOW SESSIONS at line 2, column 22 on a stream; its input already has a watermark, and Spark cannot pass "
-           "time between windowed stages: an operator's output keeps the query's one watermark, which nothing holds "
-           "back for pending windows, and a LATE pane or a retraction behind it fails the query "
-           "(EMITTING_ROWS_OLDER_THAN_WATERMARK_NOT_ALLOWED); ")
-
-
-@pytest.mark.parametrize("output, why", [
-    ("", "with OUTPUT TIMESTAMP END OF WINDOW upstream its output watermark is known at every micro-batch "
-         "(docs/semantics.md, 1.3), but sqlflow does not yet carry it from one streaming operator to the next "
-         "(docs/pipelines.md, \"On a stream\")"),
-    ("OUTPUT TIMESTAMP LATEST", "with OUTPUT TIMESTAMP LATEST upstream no stream can: its output watermark at an "
-                               "instant depends on input arriving later (docs/semantics.md, 1.3; docs/pipelines.md, "
-                               "\"On a stream\")"),
-])
-def test_a_windowed_select_over_a_windowed_stream_is_refused_where_it_is_written(spark, tmp_path, output, why):
-    """Spark cannot pass time between windowed stages (measured on 4.3, docs/pipelines.md): no hold
-    on its one watermark, and a LATE pane behind it fails the query; sqlflow.sql refuses, naming
-    the downstream WINDOW and saying why: at END OF WINDOW upstream (the default) what is not built,
-    with another output timestamp why no stream can."""
+def test_a_windowed_select_over_a_latest_stage_on_a_stream_is_refused_where_it_is_written(spark, tmp_path):
+    """A windowed SELECT over a windowed stage on a stream runs chained after it
+    (tests/streaming/test_chained_stages.py), but only at OUTPUT TIMESTAMP END OF WINDOW upstream:
+    with another output timestamp no stream can know the stage's output watermark
+    (docs/semantics.md, 1.3), and sqlflow.sql refuses, naming the downstream WINDOW and why."""
     write_files(tmp_path / "in", [[("u1", 0)]])
     clicks_view(spark, tmp_path / "in", "clicks_chained")
-    stage = STAGE.format(view="clicks_chained", trigger="", mode="ACCUMULATING AND RETRACTING " + output)
+    stage = STAGE.format(view="clicks_chained", trigger="", mode="ACCUMULATING AND RETRACTING OUTPUT TIMESTAMP LATEST")
     query = (f"WITH s AS ({stage})\nSELECT COUNT(*) AS n, SUM(clicks) AS c FROM s "
              "WINDOW FIXED(SIZE 1h) ON output_time")
     with pytest.raises(SqlflowUnsupportedError) as err:
         sqlflow.sql(spark, query)
     assert err.value.clause == "WINDOW" and (err.value.line, err.value.column) == (3, 47)
-    assert str(err.value).splitlines()[0] == CHAINED + why + " (line 3, column 47)"
-    assert err.value.hint.startswith("write the upstream panes to a sink (sqlflow.spark.streaming.start)")
+    assert str(err.value).splitlines()[0] == (
+        "sqlflow: WINDOW: the SELECT with WINDOW FIXED reads the panes of the SELECT with WINDOW SESSIONS at line 2, "
+        "column 22 on a stream, whose OUTPUT TIMESTAMP is LATEST: no stream can know that stage's output watermark, "
+        "which at an instant depends on input arriving later (docs/semantics.md, 1.3; docs/pipelines.md, "
+        "\"On a stream\") (line 3, column 47)")
+    assert err.value.hint.startswith("use OUTPUT TIMESTAMP END OF WINDOW upstream (the default)")
 
-    # the same across statements: the first result registered as a view
+    # across statements the first result is a stream with a watermark of its own
     sqlflow.sql(spark, stage).createOrReplaceTempView("sessions_view")
     with pytest.raises(SqlflowUnsupportedError, match="already has a watermark"):
         sqlflow.sql(spark, "SELECT user_id, COUNT(*) AS n FROM sessions_view WATERMARK window_end "
