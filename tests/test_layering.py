@@ -43,6 +43,7 @@ EXCEPTIONS = {
     # built on first use (never at import), and an executor that runs it is in pyspark's own
     # transformWithState worker, which has loaded pyspark.sql already.
     ("sqlflow.udfs.streaming", "pyspark.sql.streaming"),
+    ("sqlflow.udfs.chained", "pyspark.sql.streaming"),  # the same, for a chained stage's processor
     # Its state schemas as StructTypes (a DDL string is a JVM round trip, udfs/frames.struct_type),
     # built in its init, in that same worker.
     ("sqlflow.udfs.frames", "pyspark.sql.types"),

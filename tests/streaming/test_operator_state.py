@@ -45,7 +45,7 @@ def test_every_call_reports_the_state_it_leaves():
     meta = tester.peekValueState("meta", 0)
     blob = tester.peekValueState("windows", 0)[0]
     assert (keys, windows) == (3, 3)  # a and b in [0, 1m), c in [1m, 2m)
-    assert size == len(blob) == meta[-1] > 0
+    assert size == len(blob) == op.Meta.of(meta).bytes > 0
     # the next call steps to the watermark its predecessor's rows made (1:10, nothing expires yet);
     # the one after to 3:20: windows up to 2:00 are past end + lateness, only c's two are left
     out = tester.testInPandas(0, batch(columns, ["c"], [200]))
@@ -94,7 +94,7 @@ def test_a_visit_with_nothing_due_writes_nothing():
     assert (len(meta_writes), len(blob_writes)) == (2, 1)
     assert tester.peekValueState("meta", 0) == meta and tester.peekValueState("windows", 0) == blob
     assert list(tester.handle.listTimers()) == timers
-    assert live(out) == (1, 1, meta[-1])
+    assert live(out) == (1, 1, op.Meta.of(meta).bytes)
     assert int(out[C.metric_column("buckets_advanced")].sum()) == 0
     # a later heartbeat moves what the bucket has seen, so `meta` (only) is written
     tester.testInPandas(0, heartbeat(columns, 20))
