@@ -160,3 +160,27 @@ def test_what_cannot_be_chained_is_refused_where_it_is_written(spark, tmp_path):
     assert watermarked.clause == "WATERMARK"
     by_end = error(STAGE2.format(stage1=stage1, trigger="WATERMARK").replace("ON output_time", "ON window_end"))
     assert (by_end.clause, "not window_end" in str(by_end)) == ("WINDOW", True)
+
+
+def test_the_docs_hourly_sessions_example(spark, tmp_path, repo_root):
+    """docs/pipelines.md's two-stage stream example, run as written: u1's clicks at 00:00:00 and
+    00:00:30 (one session [0:00:00, 0:01:30), its first EARLY pane retracted when the second click
+    joined it) and u2's at 00:10:00 give one ON_TIME pane for the hour, emitted when the input
+    ends: two sessions, three clicks."""
+    import re
+
+    from .test_pipelines import write_files
+
+    write_files(tmp_path / "in", [[("u1", 0)], [("u1", 30)], [("u2", 600)]])
+    text = (repo_root / "docs" / "pipelines.md").read_text(encoding="utf-8")
+    start = text.index("A **windowed** SELECT over a windowed stage on a stream runs")
+    code = re.search(r"```python\n(.*?)```", text[start:], re.S).group(1)
+    code = code.replace("/data/clicks", str(tmp_path / "in")).replace("/tmp/sqlflow-finish-hourly",
+                                                                      str(tmp_path / "fin"))
+    scope = {"spark": spark, "sqlflow": sqlflow}
+    exec(code, scope)
+    rows = spark.table("hourly").select("window_start", "sessions", "clicks", "pane_timing").collect()
+    assert [tuple(r) for r in rows] == [(datetime(2024, 1, 1, 0, 0), 2, 3, "ON_TIME")]
+    # the first stage's panes: +[0:00, 0:01), then -[0:00, 0:01) and +[0:00, 0:01:30), then
+    # +[0:10, 0:11), each EARLY (a pane per click); no ON_TIME pane without new input (docs/semantics.md, 5.1)
+    assert S.query_metrics(scope["query"], "sqlflow_2")["input_rows"] == 4
