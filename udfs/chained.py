@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from sqlflow.columns import DATA, KIND, REPORT, REPORT_COLUMNS
+from sqlflow.columns import DATA, KIND, REPORT, REPORT_COLUMNS, STREAM_COUNTERS, metric_column
 from sqlflow.udfs.chain import Reports
 from sqlflow.udfs.frames import one_frame, struct_type
 from sqlflow.udfs.streaming import META_SCHEMA, BucketStep, Meta, StreamSpec, dumps_state, loads_state
@@ -73,14 +73,32 @@ class ChainStep:
         finish = view.finished
         has_rows = rows is not None and len(rows) > 0
         if self.step.due(meta, p, wm_new, has_rows, finish):
-            frames, state = self.step.run(meta, loads_state(state_blob) if state_blob is not None else {}, rows,
-                                          p=p, wm_new=wm_new, finish=finish)
+            state = loads_state(state_blob) if state_blob is not None else {}
+            if finish and has_rows and not meta.finished:
+                # the panes of the first stage's last batch, then the end of the input as an
+                # instant of its own, as a replay ends (docs/semantics.md 1.2, "End of input")
+                first, state = self.step.run(meta, state, rows, p=p, wm_new=wm_new, finish=False)
+                frames, state = self.step.run(meta, state, None, p=p, wm_new=wm_new, finish=True)
+                frames = first[:-1] + frames[:-1] + [added(first[-1], frames[-1])]
+            else:
+                frames, state = self.step.run(meta, state, rows, p=p, wm_new=wm_new, finish=finish)
             blob = dumps_state(state) if state else None
             meta.bytes = len(blob) if blob is not None else 0
             frames[-1] = self.step.live(frames[-1], meta)
         else:
             frames, blob = self.step.skip(meta, p, wm_new), state_blob
         return frames, view, blob
+
+
+def added(first: pd.DataFrame, then: pd.DataFrame) -> pd.DataFrame:
+    """The metrics row of two steps of one call: `then`'s, with `first`'s counters added (but one
+    bucket advanced)."""
+    out = then.copy()
+    for m in STREAM_COUNTERS:
+        if m != "buckets_advanced":
+            c = metric_column(m)
+            out[c] = first[c].to_numpy() + then[c].to_numpy()
+    return out
 
 
 def _processor_class():

@@ -243,8 +243,11 @@ class BucketStep:
         """The metrics frame with the bucket's report to a later stage (udfs/chained.py): its
         output watermark is min(REPORT_WM, REPORT_HELD)."""
         held = POS_INF if meta.held is None else int(meta.held)
-        values = (bucket, int(meta.seq), int(meta.wm), held, int(metrics[metric_column("batch_time")].iloc[0]),
-                  bool(meta.finished))
+        # once finished, the batch's watermark rather than +inf: a replay's watermark stays at its
+        # last step when its input ends (the end is an instant of its own, udfs/chained.py)
+        batch_wm = int(metrics[metric_column("watermark")].iloc[0])
+        values = (bucket, int(meta.seq), batch_wm if meta.finished else int(meta.wm), held,
+                  int(metrics[metric_column("batch_time")].iloc[0]), bool(meta.finished))
         for c, v in zip(REPORT_COLUMNS, values):
             metrics[c] = [v]
         return metrics

@@ -5,6 +5,7 @@ and gives the panes of the two-stage replay of the same micro-batches (the first
 test_replay_vs_stream.py), emit_time included."""
 from datetime import datetime, timedelta, timezone
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -184,3 +185,26 @@ def test_the_docs_hourly_sessions_example(spark, tmp_path, repo_root):
     # the first stage's panes: +[0:00, 0:01), then -[0:00, 0:01) and +[0:00, 0:01:30), then
     # +[0:10, 0:11), each EARLY (a pane per click); no ON_TIME pane without new input (docs/semantics.md, 5.1)
     assert S.query_metrics(scope["query"], "sqlflow_2")["input_rows"] == 4
+
+
+@pytest.mark.parametrize("seed", [7])
+def test_random_two_stage_streams_give_the_two_stage_replay(spark, tmp_path, seed):
+    """Random keys and event times drifting forward over six files, some behind the watermark
+    (late, within the first stage's lateness; some too late for it): sessions with a pane every
+    second element and late panes, retracting, under a second stage with early panes every
+    element. The streamed panes of the second stage are the replay's, emit times included, and
+    rows the first stage dropped are counted in its counters."""
+    rng = np.random.default_rng(seed)
+    data = []
+    for b in range(6):
+        times = 40 * b + rng.integers(-60, 30, 8)
+        data.append([(f"k{k}", int(max(t, 0)), int(v)) for k, t, v in
+                     zip(rng.integers(0, 3, 8), times, rng.integers(1, 100, 8))])
+    got, replayed, query = stream_and_replay(
+        spark, tmp_path, "random", data,
+        {"window": "SESSIONS(GAP 15s)", "trigger": "WATERMARK EARLY REPEAT(COUNT 2) LATE REPEAT(COUNT 1)",
+         "lateness": "20s"},
+        "WATERMARK EARLY REPEAT(COUNT 1)")
+    assert got == replayed
+    assert len(got) > 10
+    query.stop()
