@@ -18,7 +18,7 @@ from .test_replay_vs_stream import data_batch_times, frame, write
 STAGE1 = """SELECT k, COUNT(*) AS n, SUM(v) AS total FROM {source}
     GROUP BY k WINDOW {window} TRIGGER {trigger} ALLOWED LATENESS {lateness} EMIT ACCUMULATING AND RETRACTING"""
 STAGE2 = """WITH s AS ({stage1})
-    SELECT COUNT(*) AS windows, SUM(n) AS n, SUM(total) AS total FROM s
+    SELECT {keys}COUNT(*) AS windows, SUM(n) AS n, SUM(total) AS total FROM s{group}
     WINDOW FIXED(SIZE 20s) ON output_time TRIGGER {trigger} ALLOWED LATENESS 100s
     EMIT ACCUMULATING AND RETRACTING"""
 COLUMNS = ["windows", "n", "total", "window_start", "window_end", "pane_index", "pane_timing", "is_last",
@@ -33,12 +33,15 @@ def _state_store(rocksdb, spark, tmp_path):
 
 
 def rows_of(df) -> list[tuple]:
-    return sorted(tuple(r) for r in df.select(*COLUMNS).collect())
+    keys = ["k"] if "k" in df.columns else []
+    return sorted(tuple(r) for r in df.select(*keys, *COLUMNS).collect())
 
 
-def stream_and_replay(spark, tmp_path, name, data, stage1: dict, trigger2: str):
+def stream_and_replay(spark, tmp_path, name, data, stage1: dict, trigger2: str, keyed: bool = False):
     """The pipeline over `data` (one parquet file per micro-batch, read as a backlog) on a stream,
-    and replayed: returns (streamed stage-2 panes, replayed ones, the stream's query)."""
+    and replayed: returns (streamed stage-2 panes, replayed ones, the stream's query). `keyed`:
+    the second stage groups by k too."""
+    second = {"keys": "k, " if keyed else "", "group": " GROUP BY k" if keyed else "", "trigger": trigger2}
     files = tmp_path / "in"
     files.mkdir()
     for i, rows in enumerate(data):
@@ -46,7 +49,7 @@ def stream_and_replay(spark, tmp_path, name, data, stage1: dict, trigger2: str):
     spark.readStream.schema("k string, et timestamp, v long").option("maxFilesPerTrigger", 1) \
         .parquet(str(files)).createOrReplaceTempView(name)
     source = f"{name} WATERMARK et DELAY OF INTERVAL 35 SECONDS"
-    df = sqlflow.sql(spark, STAGE2.format(stage1=STAGE1.format(source=source, **stage1), trigger=trigger2))
+    df = sqlflow.sql(spark, STAGE2.format(stage1=STAGE1.format(source=source, **stage1), **second))
     query = S.start(df, format="memory", query_name=f"{name}_out", available_now=True, finish=True)
     got = rows_of(spark.table(f"{name}_out"))
     arrivals = data_batch_times(query)
@@ -57,8 +60,7 @@ def stream_and_replay(spark, tmp_path, name, data, stage1: dict, trigger2: str):
     table = pd.concat([frame(b).assign(at=pd.to_datetime(p, unit="us")) for b, p in zip(data, arrivals)])
     spark.createDataFrame(table).createOrReplaceTempView(f"{name}_table")
     replay_source = f"{name}_table WATERMARK et TIMELINE {name}_log ARRIVAL at"
-    replayed = sqlflow.sql(spark, STAGE2.format(stage1=STAGE1.format(source=replay_source, **stage1),
-                                                trigger=trigger2))
+    replayed = sqlflow.sql(spark, STAGE2.format(stage1=STAGE1.format(source=replay_source, **stage1), **second))
     return got, rows_of(replayed), query
 
 
@@ -112,11 +114,12 @@ def test_fixed_windows_through_a_select_with_late_panes_dropped_by_the_second_st
               "lateness": "60s"}
     global STAGE2
     plain = STAGE2
-    STAGE2 = plain.replace("FROM s\n", "FROM (SELECT * FROM s WHERE k <> 'c') AS f\n")
+    STAGE2 = plain.replace("FROM s{group}\n", "FROM (SELECT * FROM s WHERE k <> 'c') AS f\n")
     try:
         got, replayed, query = stream_and_replay(spark, tmp_path, "fixed", data, stage1, "WATERMARK")
         text = sqlflow.explain(STAGE2.format(stage1=STAGE1.format(
-            source="fixed WATERMARK et DELAY OF INTERVAL 35 SECONDS", **stage1), trigger="WATERMARK"), spark)
+            source="fixed WATERMARK et DELAY OF INTERVAL 35 SECONDS", **stage1), trigger="WATERMARK", keys="",
+            group=""), spark)
     finally:
         STAGE2 = plain
     assert got == replayed
@@ -150,17 +153,24 @@ def test_what_cannot_be_chained_is_refused_where_it_is_written(spark, tmp_path):
 
     latest = error(STAGE2.format(stage1=stage1.replace("EMIT ACCUMULATING AND RETRACTING",
                                                        "EMIT ACCUMULATING AND RETRACTING OUTPUT TIMESTAMP LATEST"),
-                                 trigger="WATERMARK"))
+                                 trigger="WATERMARK", keys="", group=""))
     assert (latest.clause, "whose OUTPUT TIMESTAMP is LATEST" in str(latest)) == ("WINDOW", True)
-    grouped = error(STAGE2.format(stage1=stage1, trigger="WATERMARK").replace(
+    grouped = error(STAGE2.format(stage1=stage1, trigger="WATERMARK", keys="", group="").replace(
         "FROM s\n", "FROM (SELECT k, output_time, is_retraction, SUM(n) AS n, SUM(total) AS total FROM s "
                     "GROUP BY k, output_time, is_retraction) AS g\n"))
     assert (grouped.clause, "through an aggregation" in str(grouped)) == ("WINDOW", True)
-    watermarked = error(STAGE2.format(stage1=stage1, trigger="WATERMARK").replace(
+    watermarked = error(STAGE2.format(stage1=stage1, trigger="WATERMARK", keys="", group="").replace(
         "FROM s\n", "FROM s WATERMARK output_time DELAY OF INTERVAL 1 SECOND\n"))
     assert watermarked.clause == "WATERMARK"
-    by_end = error(STAGE2.format(stage1=stage1, trigger="WATERMARK").replace("ON output_time", "ON window_end"))
+    by_end = error(STAGE2.format(stage1=stage1, trigger="WATERMARK", keys="", group="").replace(
+        "ON output_time", "ON window_end"))
     assert (by_end.clause, "not window_end" in str(by_end)) == ("WINDOW", True)
+    spark.conf.set("spark.sqlflow.streaming.operator", "native")
+    try:
+        native = error(STAGE2.format(stage1=stage1, trigger="WATERMARK", keys="", group=""))
+    finally:
+        spark.conf.unset("spark.sqlflow.streaming.operator")
+    assert (native.clause, native.line, "only the stateful operator reports" in str(native)) == ("WINDOW", 2, True)
 
 
 def test_the_docs_hourly_sessions_example(spark, tmp_path, repo_root):
@@ -189,6 +199,7 @@ def test_the_docs_hourly_sessions_example(spark, tmp_path, repo_root):
 
 @pytest.mark.parametrize("seed", [7])
 def test_random_two_stage_streams_give_the_two_stage_replay(spark, tmp_path, seed):
+    # the second stage per key: its panes go to the buckets of their keys, the reports to all
     """Random keys and event times drifting forward over six files, some behind the watermark
     (late, within the first stage's lateness; some too late for it): sessions with a pane every
     second element and late panes, retracting, under a second stage with early panes every
@@ -204,7 +215,7 @@ def test_random_two_stage_streams_give_the_two_stage_replay(spark, tmp_path, see
         spark, tmp_path, "random", data,
         {"window": "SESSIONS(GAP 15s)", "trigger": "WATERMARK EARLY REPEAT(COUNT 2) LATE REPEAT(COUNT 1)",
          "lateness": "20s"},
-        "WATERMARK EARLY REPEAT(COUNT 1)")
+        "WATERMARK EARLY REPEAT(COUNT 1)", keyed=True)
     assert got == replayed
     assert len(got) > 10
     query.stop()

@@ -106,6 +106,11 @@ def streaming_stage(runner, number: int, ws, rel, raw, *, finish_dir: str | None
                                buckets=int(buckets) if buckets else None, engine_types=dict(outputs.types),
                                decode=outputs.decode_by_column(), report=report)
     else:
+        if report and operator == "native":
+            raise ws.error(SqlflowUnsupportedError, f"{conf.STREAMING_OPERATOR} is native, but a later windowed "
+                           f"SELECT reads the panes of {ws.label()}, under the output watermark that only the "
+                           "stateful operator reports", "WINDOW", pos=ws.windowing.pos,
+                           hint=f"SET {conf.STREAMING_OPERATOR} = auto")
         stream = _build(runner, number, engine_input, plan, clock, delays, output_schema, operator, buckets,
                         several, finish_dir, time_shift, outputs, report)
     if stream.operator == "stateful" and not runner.starts_query:
