@@ -79,16 +79,18 @@ def test_the_streaming_operator_writes_the_wire_columns_and_row_kinds():
 def test_every_wire_column_has_one_type():
     from pyspark.sql import types as T
 
-    spec = StreamSpec(plan=PLAN, input_columns=("k", "v", C.EVENT_TIME))
+    spec = StreamSpec(plan=PLAN, input_columns=("k", "v", C.EVENT_TIME), report=True)
     schema = operator_schema(spec, pane_schema(T.StructType([T.StructField("k", T.StringType()),
                                                              T.StructField("v", T.LongType())]), PLAN))
+    types = {**C.OUTPUT_TYPES, **C.REPORT_TYPES}
     for field in schema.fields:
-        if field.name in C.OUTPUT_TYPES:
-            assert field.dataType == spark_type(C.OUTPUT_TYPES[field.name]), field.name
+        if field.name in types:
+            assert field.dataType == spark_type(types[field.name]), field.name
         elif field.name.startswith(C.METRIC_PREFIX):
             assert field.dataType == T.LongType()
+    assert [f.name for f in schema.fields][-len(C.REPORT_COLUMNS):] == list(C.REPORT_COLUMNS)
     assert not set(C.BUCKET_OUTPUT_COLUMNS) - set(C.OUTPUT_TYPES)
-    kinds = (C.PANE, C.DROPPED, C.METRICS, C.DATA, C.HEARTBEAT, C.FINISH, C.PACKED)
+    kinds = (C.PANE, C.DROPPED, C.METRICS, C.DATA, C.HEARTBEAT, C.FINISH, C.PACKED, C.REPORT)
     assert len(set(kinds)) == len(kinds) and set(C.KIND_NAMES) == set(kinds)  # a code never means two things
 
 
