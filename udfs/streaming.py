@@ -5,23 +5,26 @@ by a hash bucket of the GROUP BY key, so one Python call advances many keys at o
 every bucket three kinds of input row (column `KIND`): data, heartbeats (one per bucket and input
 partition in every batch with data, for processing-time triggers) and finish rows (end of input).
 
-Per bucket, two values of state:
+Per bucket, one value of state (`bucket`, `STATE_SCHEMA`): the `Meta` fields and the engine
+state as one binary field, so a call reads it once and writes it at most once (each read and write
+is a round trip to the JVM):
 
-- `meta` (a struct): the engine watermark and processing time of the bucket's last step, the
+- the `Meta` fields: the engine watermark and processing time of the bucket's last step, the
   number of keys and live windows, and when something is next due (the earliest processing-time
   timer and watermark value that matter, from `Engine.state_summary`);
-- `windows` (a binary blob): the engine state of every key of the bucket, pickled (it is read
-  and written only when something is due).
+- `blob`: the engine state of every key of the bucket, pickled. Its bytes come with every read,
+  but they are unpickled (and the engine run) only when something is due.
 
 Each micro-batch N (processing time p, Spark watermark W_N) is one engine instant
 `advance(rows, p, wm_prev=W_{N-1}, wm_new=W_N)`: rows are judged against the watermark of the
 batch before, as Spark itself judges late rows, then the watermark steps to W_N. For that every
 bucket must see every watermark advance, so every bucket exists from batch 0 (initial state) and
 keeps one event-time "poll" timer at W + 1 ms: whenever the watermark moves, every bucket is
-visited (cheaply, from `meta`, when nothing is due). A visit writes only what changed (what a batch
-writes goes into a state store version Spark keeps for `spark.sql.streaming.minBatchesToRetain`
-batches): the blob when its bytes changed, `meta` when its row did, the timer when the watermark
-moved.
+visited (cheaply, from the `Meta` fields, when nothing is due). A visit writes only when something
+changed (what a batch writes goes into a state store version Spark keeps for
+`spark.sql.streaming.minBatchesToRetain` batches): the value when the blob's bytes or the `Meta`
+fields changed (the whole value then, the blob as it was read when it did not change), the timer
+when the watermark moved.
 
 Heartbeat rows also carry their input partition's max event time, and every bucket keeps the
 largest it has seen (`meta.seen`). From it the bucket computes the watermark Spark should have
@@ -67,6 +70,9 @@ from sqlflow.udfs.pack import unpack
 
 META_SCHEMA = ("wm long, p long, keys long, windows long, next_wm long, next_proc long, "
                "poll long, finished boolean, seen long, seen_by string, bytes long, held long, seq long")
+#: the bucket's one value of state: the `Meta` fields, then the pickled engine state
+STATE_NAME = "bucket"
+STATE_SCHEMA = META_SCHEMA + ", blob binary"
 
 
 def engine_watermark(spark_ms: int, shift: int) -> int:
@@ -169,7 +175,7 @@ class Meta:
     finished: bool = False
     seen: int | None = None  # the largest event time of any batch so far (heartbeats)
     seen_by: str | None = None  # several sources: the largest event time of each (udfs/several.py)
-    bytes: int = 0  # the size of the engine state blob (`windows`)
+    bytes: int = 0  # the size of the engine state blob (`blob`)
     held: int | None = None  # reporting stages: what the state holds of the output watermark (`Engine.held`)
     seq: int = 0  # reporting stages: the bucket's calls so far
 
@@ -180,6 +186,22 @@ class Meta:
     @staticmethod
     def of(row) -> "Meta":
         return Meta(*(None if v is None else v for v in row))
+
+
+def stored(value) -> tuple[Meta, bytes | None]:
+    """The bucket's state value (`STATE_SCHEMA`; None: none yet) as its `Meta` and its engine state
+    blob (None: no engine state).
+
+    >>> meta, blob = stored((*Meta(keys=2).row(), bytearray(b"xy")))
+    >>> meta.keys, blob
+    (2, b'xy')
+    >>> stored(None) == (Meta(), None)
+    True
+    """
+    if value is None:
+        return Meta(), None
+    *fields, blob = value
+    return Meta.of(fields), None if blob is None else bytes(blob)
 
 
 class BucketStep:
@@ -339,7 +361,7 @@ def dumps_state(state: dict) -> bytes:
 
 
 def loads_state(blob) -> dict:
-    return pickle.loads(bytes(blob))
+    return pickle.loads(blob)
 
 
 def _processor_class():
@@ -356,16 +378,15 @@ def _processor_class():
             self.handle = handle
             # schemas as StructTypes: a DDL string costs two more round trips to the JVM per state
             # (it parses it), in every task
-            self.meta_state = handle.getValueState("meta", struct_type(META_SCHEMA))
-            self.windows_state = handle.getValueState("windows", struct_type("blob binary"))
+            self.state = handle.getValueState(STATE_NAME, struct_type(STATE_SCHEMA))
             self.step = None  # built on first use: init also runs on the driver
 
         # ------------------------------------------------------------------ callbacks
 
         def handleInitialState(self, key, initialState, timerValues) -> None:
-            meta = self._meta()
+            meta, blob = stored(self.state.get())  # None when it does not exist (no exists() round trip)
             self._poll(meta, timerValues.getCurrentWatermarkInMs())
-            self.meta_state.update(meta.row())
+            self.state.update((*meta.row(), blob))
 
         def handleInputRows(self, key, rows, timerValues):
 
@@ -400,10 +421,6 @@ def _processor_class():
 
         # ------------------------------------------------------------------ the step
 
-        def _meta(self) -> Meta:
-            stored = self.meta_state.get()  # None when it does not exist (no exists() round trip)
-            return Meta() if stored is None else Meta.of(stored)
-
         def _poll(self, meta: Meta, spark_ms: int) -> None:
             """Keep one event-time timer, at the next watermark advance (none after the finish)."""
             want = None if meta.finished else poll_timer_ms(spark_ms)
@@ -418,8 +435,9 @@ def _processor_class():
         def _advance(self, key, rows, timerValues, finish: bool, seen):
             spark_ms = timerValues.getCurrentWatermarkInMs()
             p = timerValues.getCurrentProcessingTimeInMs() * 1000
-            stored = self.meta_state.get()  # None when it does not exist (no exists() round trip)
-            meta = Meta() if stored is None else Meta.of(stored)
+            value = self.state.get()  # None when it does not exist (no exists() round trip)
+            meta, old = stored(value)
+            before = None if value is None else meta.row()
             wm_ms = spark_ms
             if self.spec.sources:  # the minimum of the sources' (udfs/several.py), Spark's leaves out the silent
                 wm_ms = several.watermark_ms(meta.seen_by, self.spec.column_shift, self.spec.source_delays_ms)
@@ -437,27 +455,20 @@ def _processor_class():
             if self.step is None:
                 self.step = BucketStep(self.spec)
             if self.step.due(meta, p, max(wm_new, meta.wm), has_rows, finish):
-                held = self.windows_state.get()
-                old = None if held is None else bytes(held[0])
                 frames, state = self.step.run(meta, loads_state(old) if old is not None else {}, rows,
                                               p=p, wm_new=wm_new, finish=finish)
                 blob = dumps_state(state) if state else None
                 meta.bytes = len(blob) if blob is not None else 0
-                if blob != old:  # what a batch writes is kept for minBatchesToRetain batches
-                    if blob is not None:
-                        self.windows_state.update((blob,))
-                    else:
-                        self.windows_state.clear()
                 frames[-1] = self.step.live(frames[-1], meta)
             else:
-                frames = self.step.skip(meta, p, wm_new)
+                frames, blob = self.step.skip(meta, p, wm_new), old
             self._poll(meta, spark_ms)
             if self.spec.report:
                 meta.seq += 1
                 frames[-1] = self.step.report(frames[-1], meta, int(key[0]))
             row = meta.row()
-            if row != (None if stored is None else tuple(stored)):
-                self.meta_state.update(row)
+            if row != before or blob != old:  # what a batch writes is kept for minBatchesToRetain batches
+                self.state.update((*row, blob))
             # one frame per call: PySpark converts every frame to Arrow on its own (per column)
             yield one_frame(frames, self.spec.output_columns())
 

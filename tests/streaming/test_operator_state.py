@@ -35,6 +35,11 @@ def live(out: pd.DataFrame) -> tuple:
     return tuple(int(metrics[C.metric_column(m)]) for m in C.STREAM_LIVE)
 
 
+def peek(tester) -> tuple[op.Meta, bytes | None]:
+    """The bucket's one value of state: its `Meta` and its engine state blob."""
+    return op.stored(tester.peekValueState(op.STATE_NAME, 0))
+
+
 def test_every_call_reports_the_state_it_leaves():
     from pyspark.sql.streaming.tws_tester import TwsTester
 
@@ -42,19 +47,20 @@ def test_every_call_reports_the_state_it_leaves():
     tester = TwsTester(proc, timeMode="EventTime", eventTimeExtractor=lambda row: 1 << 60)  # no row is late for Spark
     out = tester.testInPandas(0, batch(columns, ["a", "b", "c"], [1, 2, 70]))
     keys, windows, size = live(out)
-    meta = tester.peekValueState("meta", 0)
-    blob = tester.peekValueState("windows", 0)[0]
-    assert (keys, windows) == (3, 3)  # a and b in [0, 1m), c in [1m, 2m)
-    assert size == len(blob) == op.Meta.of(meta).bytes > 0
+    meta, blob = peek(tester)
+    assert (keys, windows) == (3, 3) == (meta.keys, meta.windows)  # a and b in [0, 1m), c in [1m, 2m)
+    assert size == len(blob) == meta.bytes > 0
+    assert op.loads_state(blob)["windows"]["key"].size == 3  # the engine state, all keys of the bucket
     # the next call steps to the watermark its predecessor's rows made (1:10, nothing expires yet);
     # the one after to 3:20: windows up to 2:00 are past end + lateness, only c's two are left
     out = tester.testInPandas(0, batch(columns, ["c"], [200]))
     assert live(out)[:2] == (3, 4)
     out = tester.testInPandas(0, batch(columns, ["c"], [260]))
-    assert tester.peekValueState("meta", 0)[2:4] == (1, 2)
+    meta, blob = peek(tester)
+    assert (meta.keys, meta.windows) == (1, 2)
     keys, windows, smaller = live(out)
     assert (keys, windows) == (1, 2)
-    assert smaller == len(tester.peekValueState("windows", 0)[0]) < size
+    assert smaller == len(blob) == meta.bytes < size
 
 
 def heartbeat(columns, second):
@@ -78,26 +84,30 @@ def test_a_visit_with_nothing_due_writes_nothing():
 
     proc, columns = processor()
     tester = TwsTester(proc, timeMode="EventTime", eventTimeExtractor=lambda row: 1 << 60)
-    meta_writes, blob_writes = writes(tester, "meta"), writes(tester, "windows")
+    done = writes(tester, op.STATE_NAME)
     tester.testInPandas(0, batch(columns, ["a"], [10]))
-    assert (len(meta_writes), len(blob_writes)) == (1, 1)
-    # the watermark steps to 0:10 (what the rows before made): `meta` records it, the blob is
-    # not rewritten (nothing was due: the window ends at 1:00)
+    assert len(done) == 1
+    first = op.stored(done[0])[1]
+    # the watermark steps to 0:10 (what the rows before made): the `Meta` fields record it, the
+    # engine is not run (nothing was due: the window ends at 1:00), the blob written back is the
+    # one read
     tester.testInPandas(0, heartbeat(columns, 5))
-    assert (len(meta_writes), len(blob_writes)) == (2, 1)
-    assert tester.peekValueState("meta", 0)[0] == T0 + 10 * SECOND
-    meta, blob = tester.peekValueState("meta", 0), tester.peekValueState("windows", 0)
+    assert len(done) == 2
+    meta, blob = peek(tester)
+    assert meta.wm == T0 + 10 * SECOND and blob == first
+    value = tester.peekValueState(op.STATE_NAME, 0)
     timers = list(tester.handle.listTimers())
     # a heartbeat no later than what the bucket has seen, the watermark where it was: nothing is
     # due, nothing moves, nothing is written (before: `meta` was rewritten with the new time)
     out = tester.testInPandas(0, heartbeat(columns, 5))
-    assert (len(meta_writes), len(blob_writes)) == (2, 1)
-    assert tester.peekValueState("meta", 0) == meta and tester.peekValueState("windows", 0) == blob
+    assert len(done) == 2
+    assert tester.peekValueState(op.STATE_NAME, 0) == value
     assert list(tester.handle.listTimers()) == timers
-    assert live(out) == (1, 1, op.Meta.of(meta).bytes)
+    assert live(out) == (1, 1, meta.bytes)
     assert int(out[C.metric_column("buckets_advanced")].sum()) == 0
-    # a later heartbeat moves what the bucket has seen, so `meta` (only) is written
+    # a later heartbeat moves what the bucket has seen: written, the blob unchanged
     tester.testInPandas(0, heartbeat(columns, 20))
-    assert (len(meta_writes), len(blob_writes)) == (3, 1)
-    assert tester.peekValueState("meta", 0)[8] == T0 + 20 * SECOND
+    assert len(done) == 3
+    meta, blob = peek(tester)
+    assert meta.seen == T0 + 20 * SECOND and blob == first
 

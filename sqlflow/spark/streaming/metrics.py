@@ -13,6 +13,7 @@ from pyspark.sql import functions as F
 
 from ...columns import EVENT_TIME, STREAM_GAUGES, STREAM_LIVE
 from ...time import NEG_INF
+from ...udfs.streaming import STATE_NAME
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql.streaming import StreamingQuery
@@ -94,7 +95,7 @@ def watermark_log(query: "StreamingQuery", name: str = METRICS_NAME) -> list[tup
 def state_summary(spark: SparkSession, checkpoint: str) -> dict:
     """What a stateful pane query keeps, from its checkpoint (Spark's state data source): buckets,
     keys, live windows and bytes of engine state, and how many buckets have finished their input."""
-    meta = spark.read.format("statestore").option("path", checkpoint).option("stateVarName", "meta").load()
+    meta = spark.read.format("statestore").option("path", checkpoint).option("stateVarName", STATE_NAME).load()
     row = meta.agg(F.count("*").alias("buckets"), F.sum("value.keys").alias("keys"),
                    F.sum("value.windows").alias("windows"), F.sum("value.bytes").alias("bytes"),
                    F.sum(F.col("value.finished").cast("long")).alias("finished")).collect()[0]
