@@ -3,10 +3,13 @@ streaming scenarios' sides (benchmarks/compare.py's 3, 3c and their native refer
 f4's sqlflow side), one process, for profiling (docs/streaming.md 9.1).
 
     python benchmarks/stream_batches.py [--rows 400000] [--cases f3pq,3c,n3c] [--rounds 2] [--marker FILE]
+                                        [--buckets 2,4,8]
 
 Cases: f3, f4 (flink_compare's sqlflow side: the CSV stream, DELAY 30 minutes, finished), f3pq and
 f4pq (the same queries over the parquet stream), 3, 3b, 3c (compare.py's stateful sides), n3, n3c
-(their native references). Every round runs each case once, in order; the first round also
+(their native references). `--buckets N,M,...`: each stateful case (3, 3b, 3c) runs once per
+count of the stateful operator's buckets (`spark.sqlflow.streaming.buckets`), labelled e.g. `3@4`.
+Every round runs each case once, in order; the first round also
 starts the Python workers, so read the last. Per case: wall time, each micro-batch's
 triggerExecution and addBatch (s), and the run time of the Spark stages it ran (executorRunTime,
 JVM CPU). `--marker FILE`: the file holds the case running in the last round ("done" at the end),
@@ -38,12 +41,14 @@ def main(argv=None) -> int:
     ap.add_argument("--cases", default="f3pq,3c,n3c")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--marker", default=None)
+    ap.add_argument("--buckets", default=None, help="bucket counts of the stateful cases, e.g. 2,4,8")
     args = ap.parse_args(argv)
 
     import sqlflow
     from pyspark.sql import functions as F
 
     from sqlflow.spark import streaming
+    from sqlflow.spark.streaming import metrics
     from sqlflow.spark.session import local_session
 
     spark = local_session(app_name="sqlflow-stream-batches",
@@ -57,6 +62,15 @@ def main(argv=None) -> int:
          .createOrReplaceTempView("stream_events"))
 
     def run(case: str):
+        case, _, buckets = case.partition("@")
+        if buckets:
+            spark.conf.set(streaming.CONF_BUCKETS, buckets)
+        try:
+            return run_case(case)
+        finally:
+            spark.conf.unset(streaming.CONF_BUCKETS)
+
+    def run_case(case: str):
         checkpoint = tempfile.mkdtemp(dir=work)
         if case in ("f3", "f4", "f3pq", "f4pq"):
             query = flink_compare.sqlflow_query("tumble" if case.startswith("f3") else "session", True)
@@ -100,10 +114,14 @@ def main(argv=None) -> int:
                 cpu_ns += st.get("executorCpuTime", 0)
         return run_ms / 1000, cpu_ns / 1e9
 
+    cases = args.cases.split(",")
+    if args.buckets:
+        cases = [f"{c}@{b}" if c in ("3", "3b", "3c") else c for c in cases for b in
+                 (args.buckets.split(",") if c in ("3", "3b", "3c") else [None])]
     marker = Path(args.marker) if args.marker else None
     try:
         for r in range(args.rounds):
-            for case in args.cases.split(","):
+            for case in cases:
                 if marker is not None and r == args.rounds - 1:
                     marker.write_text(case)
                 t0 = time.perf_counter()
@@ -115,6 +133,15 @@ def main(argv=None) -> int:
                       f"stages: run {run_s:.1f} s, JVM CPU {cpu_s:.1f} s", flush=True)
                 for phase in ("triggerExecution", "addBatch"):
                     print(f"    {phase}: {[round(b['durationMs'].get(phase, 0) / 1000, 1) for b in batches]}", flush=True)
+                if batches:  # where the first batch's time outside addBatch goes (query start)
+                    first = {k: round(v / 1000, 2) for k, v in batches[0]["durationMs"].items()
+                             if k not in ("triggerExecution", "addBatch") and v >= 50}
+                    print(f"    first batch, other phases: {first}", flush=True)
+                live = [m for m in (metrics._observed_row((b["observedMetrics"] or {}).get(metrics.METRICS_NAME))
+                                    for b in batches) if m.get("state_bytes") is not None]
+                if live:  # the stateful operator's state, largest over the batches (summed over the buckets)
+                    print("    state, largest: " + ", ".join(f"{k} {max(int(m[k] or 0) for m in live):,}" for k in
+                                                           ("state_keys", "state_windows", "state_bytes")), flush=True)
     finally:
         if marker is not None:
             marker.write_text("done")
