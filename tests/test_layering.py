@@ -42,8 +42,11 @@ EXCEPTIONS = {
     # The transformWithState processor must subclass pyspark's StatefulProcessor. The class is
     # built on first use (never at import), and an executor that runs it is in pyspark's own
     # transformWithState worker, which has loaded pyspark.sql already.
-    ("sqlflow.udfs.streaming", "pyspark.sql.streaming"),
+    ("sqlflow.udfs.tws", "pyspark.sql.streaming"),
     ("sqlflow.udfs.chained", "pyspark.sql.streaming"),  # the same, for a chained stage's processor
+    # The stateful operator's processor pickles its spec when it is built (on the driver), so that
+    # the process Spark starts to plan a query unpickles it without importing the engine.
+    ("sqlflow.udfs.tws", "pyspark"),
     # Its state schemas as StructTypes (a DDL string is a JVM round trip, udfs/frames.struct_type),
     # built in its init, in that same worker.
     ("sqlflow.udfs.frames", "pyspark.sql.types"),

@@ -37,8 +37,9 @@ uninterrupted run.
 Spark's watermark (milliseconds, computed on a shifted column, see docs/streaming.md) maps to
 engine time (microseconds) by `engine_watermark`; Spark's 0 (or -1) means "none yet".
 
-This module imports the engine; pyspark's stateful-processor API only when `PaneProcessor` is
-first used (the class is built then); never sqlglot or lark.
+This module imports the engine; never pyspark (pyspark's types only in `state_schema`), sqlglot or
+lark. The TWS processor Spark calls is udfs/tws.py's `PaneProcessor`, a shell that imports this
+module only on its first call on an executor and hands every call to a `BucketOperator`.
 
 >>> engine_watermark(0, 0) == NEG_INF, engine_watermark(-1, 0) == NEG_INF
 (True, True)
@@ -364,121 +365,107 @@ def loads_state(blob) -> dict:
     return pickle.loads(blob)
 
 
-def _processor_class():
-    """PaneProcessor, built on first use so that importing this module does not import pyspark."""
-    from pyspark.sql.streaming import StatefulProcessor
+def state_schema():
+    """The bucket's state value as pyspark's StructType (built here: a DDL string costs two more
+    round trips to the JVM per state, in every task)."""
+    return struct_type(STATE_SCHEMA)
 
-    class PaneProcessor(StatefulProcessor):
-        """The TWS processor: one call per bucket with input or an expired poll timer."""
 
-        def __init__(self, spec: StreamSpec):
-            self.spec = spec
+class BucketOperator:
+    """One bucket's calls in one task of transformWithStateInPandas, given the state handle and
+    the bucket's state variable by udfs/tws.py's `PaneProcessor`: one call per bucket with input or
+    an expired poll timer."""
 
-        def init(self, handle) -> None:
-            self.handle = handle
-            # schemas as StructTypes: a DDL string costs two more round trips to the JVM per state
-            # (it parses it), in every task
-            self.state = handle.getValueState(STATE_NAME, struct_type(STATE_SCHEMA))
-            self.step = None  # built on first use: init also runs on the driver
+    def __init__(self, spec: StreamSpec, handle, state):
+        self.spec = spec
+        self.handle = handle
+        self.state = state
+        self.step = BucketStep(spec)
 
-        # ------------------------------------------------------------------ callbacks
+    # ------------------------------------------------------------------ callbacks
 
-        def handleInitialState(self, key, initialState, timerValues) -> None:
-            meta, blob = stored(self.state.get())  # None when it does not exist (no exists() round trip)
-            self._poll(meta, timerValues.getCurrentWatermarkInMs())
-            self.state.update((*meta.row(), blob))
+    def initial(self, timerValues) -> None:
+        """The bucket's first call (TWS initial state, batch 0): its poll timer."""
+        meta, blob = stored(self.state.get())  # None when it does not exist (no exists() round trip)
+        self._poll(meta, timerValues.getCurrentWatermarkInMs())
+        self.state.update((*meta.row(), blob))
 
-        def handleInputRows(self, key, rows, timerValues):
+    def input_rows(self, key, rows, timerValues):
+        """A call with rows (data, heartbeats, finish markers): one step."""
+        data, finish, seen, beats = [], False, None, []
+        for frame in rows:
+            frame.columns = self.spec.frame_columns  # Spark renames columns named __x to _<position>
+            kind = frame[KIND].to_numpy()
+            if (kind == FINISH).any():
+                finish = True
+            if self.spec.sources:  # each heartbeat: one source's max in a partition
+                beats.append(frame.loc[kind == HEARTBEAT, [SOURCE, EVENT_TIME]])
+            elif self.spec.delay_ms is not None:  # heartbeats on: they carry the partitions' max
+                seen = latest_time(frame[EVENT_TIME], seen)
+            if self.spec.packed:
+                blobs = frame[PACK].to_numpy()[kind == PACKED]
+                if len(blobs):
+                    data.append(unpack(blobs))
+            elif (kind == DATA).all():
+                data.append(frame)
+            elif (kind == DATA).any():
+                data.append(frame[kind == DATA])
+        batch = pd.concat(data, ignore_index=True) if len(data) > 1 else (data[0] if data else None)
+        if beats:
+            seen = pd.concat(beats, ignore_index=True)
+        yield from self._advance(key, batch, timerValues, finish, seen)
 
-            data, finish, seen, beats = [], False, None, []
-            for frame in rows:
-                frame.columns = self.spec.frame_columns  # Spark renames columns named __x to _<position>
-                kind = frame[KIND].to_numpy()
-                if (kind == FINISH).any():
-                    finish = True
-                if self.spec.sources:  # each heartbeat: one source's max in a partition
-                    beats.append(frame.loc[kind == HEARTBEAT, [SOURCE, EVENT_TIME]])
-                elif self.spec.delay_ms is not None:  # heartbeats on: they carry the partitions' max
-                    seen = latest_time(frame[EVENT_TIME], seen)
-                if self.spec.packed:
-                    blobs = frame[PACK].to_numpy()[kind == PACKED]
-                    if len(blobs):
-                        data.append(unpack(blobs))
-                elif (kind == DATA).all():
-                    data.append(frame)
-                elif (kind == DATA).any():
-                    data.append(frame[kind == DATA])
-            batch = pd.concat(data, ignore_index=True) if len(data) > 1 else (data[0] if data else None)
-            if beats:
-                seen = pd.concat(beats, ignore_index=True)
-            yield from self._advance(key, batch, timerValues, finish, seen)
+    def expired(self, key, timerValues):
+        """The poll timer fired: the watermark moved."""
+        yield from self._advance(key, None, timerValues, False, None)
 
-        def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
-            yield from self._advance(key, None, timerValues, False, None)
+    # ------------------------------------------------------------------ the step
 
-        def close(self) -> None:
-            pass
+    def _poll(self, meta: Meta, spark_ms: int) -> None:
+        """Keep one event-time timer, at the next watermark advance (none after the finish)."""
+        want = None if meta.finished else poll_timer_ms(spark_ms)
+        if meta.poll == want:
+            return
+        if meta.poll is not None:
+            self.handle.deleteTimer(meta.poll)
+        if want is not None:
+            self.handle.registerTimer(want)
+        meta.poll = want
 
-        # ------------------------------------------------------------------ the step
-
-        def _poll(self, meta: Meta, spark_ms: int) -> None:
-            """Keep one event-time timer, at the next watermark advance (none after the finish)."""
-            want = None if meta.finished else poll_timer_ms(spark_ms)
-            if meta.poll == want:
-                return
-            if meta.poll is not None:
-                self.handle.deleteTimer(meta.poll)
-            if want is not None:
-                self.handle.registerTimer(want)
-            meta.poll = want
-
-        def _advance(self, key, rows, timerValues, finish: bool, seen):
-            spark_ms = timerValues.getCurrentWatermarkInMs()
-            p = timerValues.getCurrentProcessingTimeInMs() * 1000
-            value = self.state.get()  # None when it does not exist (no exists() round trip)
-            meta, old = stored(value)
-            before = None if value is None else meta.row()
-            wm_ms = spark_ms
-            if self.spec.sources:  # the minimum of the sources' (udfs/several.py), Spark's leaves out the silent
-                wm_ms = several.watermark_ms(meta.seen_by, self.spec.column_shift, self.spec.source_delays_ms)
-                if seen is not None:
-                    meta.seen_by = several.merge_seen(meta.seen_by, len(self.spec.sources), seen)
-                    seen = None
-            elif self.spec.delay_ms is not None:  # this batch's watermark from the batches before
-                wm_ms = max(spark_ms, own_watermark_ms(meta.seen, self.spec.column_shift, self.spec.delay_ms))
-            wm_new = engine_watermark(wm_ms, self.spec.shift)
-            if self.spec.clock:  # the batch's time: every row of it and of the batches before is in
-                wm_new = p       # (docs/semantics.md, 10), where Spark's watermark lags a batch
+    def _advance(self, key, rows, timerValues, finish: bool, seen):
+        spark_ms = timerValues.getCurrentWatermarkInMs()
+        p = timerValues.getCurrentProcessingTimeInMs() * 1000
+        value = self.state.get()  # None when it does not exist (no exists() round trip)
+        meta, old = stored(value)
+        before = None if value is None else meta.row()
+        wm_ms = spark_ms
+        if self.spec.sources:  # the minimum of the sources' (udfs/several.py), Spark's leaves out the silent
+            wm_ms = several.watermark_ms(meta.seen_by, self.spec.column_shift, self.spec.source_delays_ms)
             if seen is not None:
-                meta.seen = seen if meta.seen is None else max(meta.seen, seen)
-            has_rows = rows is not None and len(rows) > 0
-            if self.step is None:
-                self.step = BucketStep(self.spec)
-            if self.step.due(meta, p, max(wm_new, meta.wm), has_rows, finish):
-                frames, state = self.step.run(meta, loads_state(old) if old is not None else {}, rows,
-                                              p=p, wm_new=wm_new, finish=finish)
-                blob = dumps_state(state) if state else None
-                meta.bytes = len(blob) if blob is not None else 0
-                frames[-1] = self.step.live(frames[-1], meta)
-            else:
-                frames, blob = self.step.skip(meta, p, wm_new), old
-            self._poll(meta, spark_ms)
-            if self.spec.report:
-                meta.seq += 1
-                frames[-1] = self.step.report(frames[-1], meta, int(key[0]))
-            row = meta.row()
-            if row != before or blob != old:  # what a batch writes is kept for minBatchesToRetain batches
-                self.state.update((*row, blob))
-            # one frame per call: PySpark converts every frame to Arrow on its own (per column)
-            yield one_frame(frames, self.spec.output_columns())
-
-    PaneProcessor.__module__ = __name__
-    PaneProcessor.__qualname__ = "PaneProcessor"
-    return PaneProcessor
-
-
-def __getattr__(name: str):
-    if name == "PaneProcessor":  # pickled by reference: Spark workers rebuild it the same way
-        cls = globals()["PaneProcessor"] = _processor_class()
-        return cls
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+                meta.seen_by = several.merge_seen(meta.seen_by, len(self.spec.sources), seen)
+                seen = None
+        elif self.spec.delay_ms is not None:  # this batch's watermark from the batches before
+            wm_ms = max(spark_ms, own_watermark_ms(meta.seen, self.spec.column_shift, self.spec.delay_ms))
+        wm_new = engine_watermark(wm_ms, self.spec.shift)
+        if self.spec.clock:  # the batch's time: every row of it and of the batches before is in
+            wm_new = p       # (docs/semantics.md, 10), where Spark's watermark lags a batch
+        if seen is not None:
+            meta.seen = seen if meta.seen is None else max(meta.seen, seen)
+        has_rows = rows is not None and len(rows) > 0
+        if self.step.due(meta, p, max(wm_new, meta.wm), has_rows, finish):
+            frames, state = self.step.run(meta, loads_state(old) if old is not None else {}, rows,
+                                          p=p, wm_new=wm_new, finish=finish)
+            blob = dumps_state(state) if state else None
+            meta.bytes = len(blob) if blob is not None else 0
+            frames[-1] = self.step.live(frames[-1], meta)
+        else:
+            frames, blob = self.step.skip(meta, p, wm_new), old
+        self._poll(meta, spark_ms)
+        if self.spec.report:
+            meta.seq += 1
+            frames[-1] = self.step.report(frames[-1], meta, int(key[0]))
+        row = meta.row()
+        if row != before or blob != old:  # what a batch writes is kept for minBatchesToRetain batches
+            self.state.update((*row, blob))
+        # one frame per call: PySpark converts every frame to Arrow on its own (per column)
+        yield one_frame(frames, self.spec.output_columns())

@@ -11,6 +11,7 @@ from sqlflow.engine.aggregates import Aggregate
 from sqlflow.engine.plan import EnginePlan
 from sqlflow.time import MINUTE, SECOND
 from sqlflow.udfs import streaming as op
+from sqlflow.udfs import tws
 
 T0 = 1_700_000_000 * SECOND - (1_700_000_000 * SECOND) % MINUTE
 COLUMNS = (C.BUCKET, C.KIND, C.EVENT_TIME, "k", "v", C.SOURCE)
@@ -23,7 +24,7 @@ def processor():
     spec = op.StreamSpec(plan=plan, input_columns=("k", C.EVENT_TIME, "v", C.SOURCE), frame_columns=COLUMNS,
                          integral_columns=("v", C.SOURCE), keep_dropped=True, column_shift=0, delay_ms=0,
                          sources=("eu", "us"), source_delays_ms=(10_000, 30_000))
-    return op.PaneProcessor(spec)
+    return tws.PaneProcessor(spec)
 
 
 def call(rows):

@@ -22,7 +22,8 @@ from ...errors import SqlflowUnsupportedError
 from ...time import MILLISECOND
 from ...udfs.pack import Pack
 from ...udfs.heartbeats import heartbeats
-from ...udfs.streaming import PaneProcessor, StreamSpec
+from ...udfs.streaming import StreamSpec
+from ...udfs.tws import PaneProcessor
 from ..schema import spark_type
 from .combine import combinable, combined
 from .metrics import observe_input
