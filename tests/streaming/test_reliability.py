@@ -196,7 +196,7 @@ def test_state_stays_bounded(spark, stream_files, tmp_path):
     metrics = S.query_metrics(query)
     assert metrics["input_rows"] == 300 * 12
     # the live state as of the last batch is in the query's own metrics too (issue 20, item 5:
-    # Spark's numRowsTotal counts sqlflow's two values per bucket, 8, whatever it holds)
+    # Spark's numRowsTotal counts sqlflow's one value per bucket, 4, whatever it holds)
     summary = S.state_summary(spark, str(cp))
     assert (metrics["state_keys"], metrics["state_windows"]) == (300, 600)
     assert metrics["state_bytes"] == summary["bytes"] > 0
