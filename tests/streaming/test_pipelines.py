@@ -90,7 +90,8 @@ def test_two_clicks_forming_one_session_count_once(spark, tmp_path, repo_root):
     batches = [[("u1", 0)], [("u1", 30)]]
     write_files(tmp_path / "in", batches)
     text = (repo_root / "docs" / "pipelines.md").read_text(encoding="utf-8")
-    code = re.search(r"```python\n(.*?)```", text[text.index("## On a stream"):], re.S).group(1)
+    blocks = re.findall(r"```python\n(.*?)```", text[text.index("## On a stream"):], re.S)
+    code = next(b for b in blocks if "by_user" in b)
     code = code.replace("/data/clicks", str(tmp_path / "in")).replace("/tmp/sqlflow-finish", str(tmp_path / "fin"))
     scope = {"spark": spark, "sqlflow": sqlflow}
     try:
