@@ -30,7 +30,7 @@ _FACE = {
     "STREAM": "paths", "COMBINING": "paths", "SPARK_STREAMING_AGGREGATES": "paths",
     "register_window_fn": "windows", "registered_window_fn": "windows", "registered_window_fns": "windows",
     "window_fn": "windows", "custom_windows_of": "windows", "FixedWindows": "windows", "SlidingWindows": "windows",
-    "CumulateWindows": "windows", "CustomWindows": "windows",
+    "CumulateWindows": "windows", "CustomWindows": "windows", "spread_blocks": "windows",
     "Timeline": "watermarks", "EMPTY_TIMELINE": "watermarks", "ProcessingClock": "watermarks",
     "bounded_delay": "watermarks", "perfect": "watermarks", "minimum": "watermarks",
     "output_watermark": "holds",

@@ -182,6 +182,27 @@ class CustomWindows:
             raise SqlflowExecutionError(f"window function {self.name}.merge failed: {e}", clause="WINDOW") from e
 
 
+def spread_blocks(fn: "ast.WindowFn") -> tuple[int, int] | None:
+    """(size, offset) of blocks of event time [k*size + offset, (k+1)*size + offset) that every
+    window of this function lies in (FIXED: its windows; CUMULATE: its `size` periods), or None
+    (sliding windows overlap blocks, sessions merge, GLOBAL is one window, custom ones are unknown).
+    A window's panes depend only on its own elements (triggers, pane indexes, lateness and holds
+    are per key and window; the watermark and the end of input are global), so the rows of a
+    stage without GROUP BY keys can be spread over buckets by block (`sqlflow.spark.engine_path`)
+    instead of one bucket holding every row.
+
+    >>> spread_blocks(ast.Fixed(ast.Duration(60), ast.Duration(10)))
+    (60, 10)
+    >>> spread_blocks(ast.Sliding(ast.Duration(60), ast.Duration(30))) is None
+    True
+    """
+    if isinstance(fn, ast.Fixed):
+        return fn.size.micros, fn.offset.micros % fn.size.micros
+    if isinstance(fn, ast.Cumulate):
+        return fn.size.micros, fn.offset.micros % fn.size.micros
+    return None
+
+
 def window_fn(fn: "ast.WindowFn", custom: dict | None = None):
     """The implementation of an AST window function. `custom` maps names to classes (defaults
     to the registry), so a plan can carry its custom classes to Spark executors."""

@@ -38,7 +38,8 @@ from ..columns import (ARRIVAL_TIME, BUCKET_OUTPUT_COLUMNS, DROPPED, DROPPED_ARR
                        DROPPED_REASON, EMIT_TIME, EVENT_TIME, FINAL, GAP, HOLD_SINCE, HOLD_UNTIL, IS_RETRACTION, KIND,
                        OUTPUT_TIME, OUTPUT_TYPES, PANE, PANE_COLUMNS, PANE_TIMES, REASON, SOURCE, WEIGHT, WINDOW_END,
                        WINDOW_START, agg_column, part_column, when_column)
-from ..engine import BOUNDED, COMBINING, REPLAY, Aggregate, EnginePlan, arrival_grid, custom_windows_of, path_for
+from ..engine import (BOUNDED, COMBINING, REPLAY, Aggregate, EnginePlan, arrival_grid, custom_windows_of, path_for,
+                      spread_blocks)
 from . import conf, handover
 from .collation import representative
 from .inputs import InputRelation
@@ -60,6 +61,15 @@ class EngineRun:
     combined: bool = False  # rows were combined before the shuffle (lifted_rows)
     replay_combined: bool = False  # replayed rows combined in the bucket jobs (replay_combining)
     holds: object = None  # a replay's watermark holds: since, until, value (microseconds)
+    derive: object = None  # function(output) -> the EngineRun of the same stage over that output
+
+    def materialised(self) -> "EngineRun":
+        """The same stage over its output computed once, now, and kept as a local checkpoint (in
+        the executors' memory, spilling to disk) for a later stage that reads its panes after
+        collecting its holds: the engine runs once, not once per job. Spark's ContextCleaner drops
+        the checkpoint's blocks once no DataFrame refers to it (the statement's result and every
+        DataFrame derived from it are garbage)."""
+        return self.derive(self.output.localCheckpoint(eager=True))
 
 
 def arrow_schema(schema, spark):
@@ -163,7 +173,7 @@ def run_engine(ws, rel: InputRelation, raw, agg_types: list, *, buckets: int, ti
         if rel.gap:
             columns.append(f"unix_micros(timestamp_micros(0) + {_q(GAP)}) AS {_q(GAP)}")
         columns += [_q(when_column(i)) for i in range(rel.n_when)]
-        rows = by_bucket(raw.selectExpr(*columns), rel.keys, buckets)
+        rows = by_bucket(raw.selectExpr(*columns), rel.keys, buckets, spread_over(ws, rel))
 
     # output schema: the wire columns (sqlflow/columns.py), keys, aggregates (Spark's types), argument echoes
     fields = [T.StructField(name, spark_type(OUTPUT_TYPES[name]), True) for name in BUCKET_OUTPUT_COLUMNS]
@@ -189,23 +199,28 @@ def run_engine(ws, rel: InputRelation, raw, agg_types: list, *, buckets: int, ti
         pane_columns.append(_micros_as_time(name, name) if name in PANE_TIMES else _q(name))
     if ws.windowing.mode.retracting:
         pane_columns.append(IS_RETRACTION)
-    pane_rows = output.where(f"{_q(KIND)} = {PANE}")
-    panes = pane_rows.selectExpr(*pane_columns)
-    final = pane_rows.where(_q(FINAL)).selectExpr(*pane_columns)
-    dropped = output.where(f"{_q(KIND)} = {DROPPED}").selectExpr(
-        *[_q(k) for k in rel.keys], *[_q(a) for a in rel.args],
-        _micros_as_time(EVENT_TIME, DROPPED_EVENT_TIME), _micros_as_time(ARRIVAL_TIME, DROPPED_ARRIVAL_TIME),
-        f"{_q(REASON)} AS {DROPPED_REASON}",
-        _micros_as_time(WINDOW_START, WINDOW_START), _micros_as_time(WINDOW_END, WINDOW_END))
-    # a replay's holds: (since, until, smallest output time) per held instant range, for the
-    # output watermark a later windowed stage reads (sqlflow.engine.holds); rows without a hold
-    # (since NULL) say where the output ends (their emission), and a GLOBAL window's pane may have
-    # no output_time
-    holds = pane_rows.selectExpr(f"{_q(HOLD_SINCE)} AS since", f"coalesce({_q(HOLD_UNTIL)}, {_q(EMIT_TIME)}) AS until",
-                                 f"{_q(OUTPUT_TIME)} AS value").groupBy("since", "until").agg(
-        {"value": "min"}).toDF("since", "until", "value") if rel.replay else None
-    return EngineRun(output, panes, final, dropped, buckets, combined=lifted is not None,
-                     replay_combined=combining is not None, holds=holds)
+
+    def derive(output) -> EngineRun:
+        pane_rows = output.where(f"{_q(KIND)} = {PANE}")
+        panes = pane_rows.selectExpr(*pane_columns)
+        final = pane_rows.where(_q(FINAL)).selectExpr(*pane_columns)
+        dropped = output.where(f"{_q(KIND)} = {DROPPED}").selectExpr(
+            *[_q(k) for k in rel.keys], *[_q(a) for a in rel.args],
+            _micros_as_time(EVENT_TIME, DROPPED_EVENT_TIME), _micros_as_time(ARRIVAL_TIME, DROPPED_ARRIVAL_TIME),
+            f"{_q(REASON)} AS {DROPPED_REASON}",
+            _micros_as_time(WINDOW_START, WINDOW_START), _micros_as_time(WINDOW_END, WINDOW_END))
+        # a replay's holds: (since, until, smallest output time) per held instant range, for the
+        # output watermark a later windowed stage reads (sqlflow.engine.holds); rows without a hold
+        # (since NULL) say where the output ends (their emission), and a GLOBAL window's pane may have
+        # no output_time
+        holds = pane_rows.selectExpr(f"{_q(HOLD_SINCE)} AS since",
+                                     f"coalesce({_q(HOLD_UNTIL)}, {_q(EMIT_TIME)}) AS until",
+                                     f"{_q(OUTPUT_TIME)} AS value").groupBy("since", "until").agg(
+            {"value": "min"}).toDF("since", "until", "value") if rel.replay else None
+        return EngineRun(output, panes, final, dropped, buckets, combined=lifted is not None,
+                         replay_combined=combining is not None, holds=holds, derive=derive)
+
+    return derive(output)
 
 
 def _micros_as_time(column: str, alias: str) -> str:
@@ -213,12 +228,26 @@ def _micros_as_time(column: str, alias: str) -> str:
     return f"timestamp_micros({_q(column)}) AS {_q(alias)}"
 
 
-def by_bucket(rows, keys, buckets: int):
+def by_bucket(rows, keys, buckets: int, blocks: tuple[int, int] | None = None):
     """`rows` hash-partitioned by the keys into `buckets` partitions, pmod(murmur3(keys), N):
-    every row of a key in one partition, which is one bucket job."""
+    every row of a key in one partition, which is one bucket job. Without keys, by the block of
+    event time (`blocks`: size, offset; `spread_over`) when given, else all in one partition."""
     from pyspark.sql import functions as F
 
-    return rows.repartition(buckets, *[F.col(k) for k in keys]) if keys else rows.repartition(1)
+    if keys:
+        return rows.repartition(buckets, *[F.col(k) for k in keys])
+    if blocks is not None:
+        size, offset = blocks
+        et = _q(EVENT_TIME)
+        return rows.repartition(buckets, F.expr(f"{et} - pmod({et} - {offset}, {size})"))
+    return rows.repartition(1)
+
+
+def spread_over(ws, rel: InputRelation) -> tuple[int, int] | None:
+    """The blocks of event time over which the rows of a windowed SELECT without GROUP BY keys
+    are spread over buckets (FIXED and CUMULATE windows: `sqlflow.engine.spread_blocks`), or None
+    (keys spread them; other windows leave every row in one bucket)."""
+    return None if rel.keys else spread_blocks(ws.window)
 
 
 def liftable(plan: EnginePlan, rel: InputRelation, schema: dict) -> bool:

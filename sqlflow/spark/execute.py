@@ -27,10 +27,11 @@ from ..errors import SqlflowError
 from ..engine import collapsible
 from ..frontend.grouping import PANE_COLUMNS, ungrouped_item
 from ..frontend.statement import Statement
-from . import collation, conf, timeline, trigger_checks
+from . import collation, conf, engine_path, timeline, trigger_checks
 from .analysis import spark_sql
-from .engine_path import run_engine
+from .engine_path import EngineRun, run_engine
 from .inputs import InputRelation, input_relation, tagged_relation
+from .lifetimes import is_connect
 from .native import rewrite_native
 from .output import panes_select
 from .pipelines import STAGE_KEY, StageLink, StageTime, one_pane_per_window, rewrite_consumer, upstream_stage
@@ -308,6 +309,9 @@ class Runner:
             if self.dry:
                 stage.replay += " (the timeline is computed when the query runs)"
             elif ws.upstream is not None:
+                if ws.upstream.link.time is not None and ws.upstream.link.time.materialised():
+                    # the stage's panes are now its kept output: read them again, over it
+                    raw = self.sql(rel.sql(), ws.select, ws.position, clauses=_clause_columns(ws))
                 replay = self.upstream_replay(ws, stage)
             else:
                 src = ws.arrival_source.watermark
@@ -316,7 +320,10 @@ class Runner:
                                          lambda q, node: self.sql(q, node, where, clause="WATERMARK"))
                 stage.replay += f": {replay.rows} rows, {len(replay.timeline.times)} watermark steps"
                 stage.notes += trigger_checks.replay_notes(ws, raw, replay.rows)
-        n, why = conf.buckets(self.spark, raw, keyed=bool(rel.keys))
+        blocks = engine_path.spread_over(ws, rel)
+        n, why = conf.buckets(self.spark, raw, keyed=bool(rel.keys) or blocks is not None)
+        if blocks is not None:
+            why += "; no GROUP BY keys: the rows spread by window (each window's rows in one bucket)"
         stage.buckets = why
         run = run_engine(ws, rel, raw, agg_types, buckets=n,
                          timeline=replay.timeline if replay else None, p_end=replay.p_end if replay else None)
@@ -328,19 +335,36 @@ class Runner:
             stage.engine_mode += ("; replayed rows combined per key, gap-aligned slice and arrival period "
                                   "in the bucket jobs where nothing can fire between their arrivals")
         renamed = dict(_user_columns(ws, rel))
-        stage.dropped_rows = lambda: run.dropped.toDF(*[renamed.get(c, c) for c in run.dropped.columns])
+        stage.dropped_rows = _dropped(run, renamed)
         panes_view = self.view(run.panes, "panes")
         final_view = self.view(run.final, "final")
         new = panes_select(ws, panes_view, names)
         net = panes_select(ws, final_view, names)
         time = None
         if replay is not None:
+            plot = view_name("plot", self.run_id, len(self.views))
             time = StageTime(replay.timeline, replay.p_end, run.holds, stage.replay or "")
             stage.timeline, stage.holds = replay.timeline, run.holds
             stage.reads = ws.upstream.link.stage if ws.upstream is not None else None
-            stage.pane_frame = _pane_frame(self.spark, run.panes, ws, names,
-                                         view_name("plot", self.run_id, len(self.views)))
+            stage.pane_frame = _pane_frame(self.spark, run.panes, ws, names, plot)
+            if not is_connect(self.spark):
+                time.materialise = lambda: self.materialise(run, ws, names, stage,
+                                                            (panes_view, final_view, plot), renamed)
         self._link(ws, new, net, time, stage)
+
+    def materialise(self, run: EngineRun, ws: WindowedSelect, names, stage: Stage, views, renamed) -> object:
+        """Run a replayed stage once, now, for a later windowed SELECT that collects its holds (for
+        its output watermark) and then reads its panes: both read the kept output
+        (`EngineRun.materialised`), so the engine does not run twice. Its views, report and plot
+        read it too. Not on Spark Connect, whose views are analysed when the result runs (its
+        panes are then computed twice). Returns the holds."""
+        panes_view, final_view, plot = views
+        done = run.materialised()
+        done.panes.createOrReplaceTempView(panes_view)
+        done.final.createOrReplaceTempView(final_view)
+        stage.output, stage.holds, stage.dropped_rows = done.output, done.holds, _dropped(done, renamed)
+        stage.pane_frame = _pane_frame(self.spark, done.panes, ws, names, plot)
+        return done.holds
 
     def _link(self, ws: WindowedSelect, new: exp.Select, net: exp.Select, time: StageTime | None,
               stage: Stage | None = None) -> None:
@@ -369,6 +393,11 @@ class Runner:
             self.tree = new
         else:
             ws.select.replace(new)
+
+
+def _dropped(run: EngineRun, renamed: dict):
+    """A function returning a stage's dropped rows with readable column names (`Stage.dropped_rows`)."""
+    return lambda: run.dropped.toDF(*[renamed.get(c, c) for c in run.dropped.columns])
 
 
 def _pane_frame(spark, panes, ws: WindowedSelect, names, view: str):

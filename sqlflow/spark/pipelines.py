@@ -228,6 +228,17 @@ class StageTime:
     p_end: int
     holds: object      # DataFrame, or None when planned without Spark
     model: str         # the stage's own watermark, for explain()
+    #: function() -> the holds of the stage computed once and kept for the later stage that reads
+    #: its panes too (`Runner.materialise`); None once called, or when there is nothing to keep
+    materialise: object = None
+
+    def materialised(self) -> bool:
+        """Compute the stage once and keep it (its panes and holds then read the kept output),
+        before a later stage reads them; whether anything changed (its panes must be read again)."""
+        if self.materialise is None:
+            return False
+        self.holds, self.materialise = self.materialise(), None
+        return True
 
     def output_watermark(self):
         from ..engine import output_watermark
