@@ -111,8 +111,9 @@ def markdown(out: dict) -> str:
     single = out["results"].get("2p", {}).get("single_stage")
     if single:
         lines += ["", f"Scenario 2p's first stage alone (scenario 2's query, same rounds): {single['median_s']} s; "
-                  f"the two-stage pipeline takes {single['stage_two_overhead']}x its time (the second stage "
-                  f"collects the sessions' holds for their output watermark and replays their panes)."]
+                  f"the two-stage pipeline takes {single['stage_two_overhead']}x its time (the first stage runs once, "
+                  f"kept; the second collects its holds for their output watermark and replays its panes, "
+                  f"spread over buckets by hour)."]
     lines += flink_compare.notes(out["results"])
     if "5" in out["results"]:
         r = out["results"]["5"]
