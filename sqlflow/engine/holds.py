@@ -98,6 +98,11 @@ def output_watermark(input_watermark: Timeline, *, since, until, value, end: int
     since, until, value = since[held], until[held], value[held]
     last = max(input_watermark.last_time, int(until.max()) if len(until) else input_watermark.last_time)
     end = last if end is None else max(end, last)
+    # a hold not below the input watermark anywhere in [since, until) changes nothing; W only
+    # rises, so its largest value there is W just before `until`: such holds (most of them: a
+    # pane is usually emitted before the watermark passes its output time) are dropped, exactly
+    binding = value < input_watermark.before_many(until)
+    since, until, value = since[binding], until[binding], value[binding]
     if not len(since):
         return Timeline(input_watermark.times, input_watermark.values, end)
     points = np.unique(np.concatenate([input_watermark.times, since, until]))
