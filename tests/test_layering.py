@@ -43,7 +43,6 @@ EXCEPTIONS = {
     # built on first use (never at import), and an executor that runs it is in pyspark's own
     # transformWithState worker, which has loaded pyspark.sql already.
     ("sqlflow.udfs.tws", "pyspark.sql.streaming"),
-    ("sqlflow.udfs.chained", "pyspark.sql.streaming"),  # the same, for a chained stage's processor
     # The stateful operator's processor pickles its spec when it is built (on the driver), so that
     # the process Spark starts to plan a query unpickles it without importing the engine.
     ("sqlflow.udfs.tws", "pyspark"),

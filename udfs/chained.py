@@ -10,8 +10,8 @@ Spark gives such an operator neither a watermark nor a batch time, so both trave
   time and whether its input ended (`columns.REPORT_COLUMNS`); Spark copies each to every bucket
   of this stage, so every bucket runs in every batch in which the first stage ran.
 
-Per bucket, the state is the streaming operator's (`meta`, the pickled engine state) plus the
-view of the first stage's buckets (`chain.Reports`). A batch is one engine instant, as a stream
+Per bucket, the state is the streaming operator's value (`Meta` and the pickled engine state,
+`streaming.STATE_SCHEMA`) plus the view of the first stage's buckets (`chain.Reports`). A batch is one engine instant, as a stream
 step is: `advance(rows, p, wm_prev, wm_new)` with the batch time of the reports, the previous
 output watermark and the new one, the running maximum of the minimum over the first stage's
 buckets of min(watermark, holds) (seed 004's InputLowWatermark = min of the upstream
@@ -19,7 +19,8 @@ OutputLowWatermarks). When every first-stage bucket has finished, so has this st
 Its own panes and METRICS rows are the streaming operator's (`BucketStep`), reports included
 when a third stage reads it.
 
-Imports the engine; pyspark's stateful-processor API only when `ChainedProcessor` is first used.
+Imports the engine, never pyspark: the TWS processor is udfs/tws.py's `ChainedProcessor`, a
+light shell that builds a `ChainOperator` on its first call on an executor.
 """
 from __future__ import annotations
 
@@ -29,8 +30,8 @@ import pandas as pd
 
 from sqlflow.columns import DATA, KIND, REPORT, REPORT_COLUMNS, STREAM_COUNTERS, metric_column
 from sqlflow.udfs.chain import Reports
-from sqlflow.udfs.frames import one_frame, struct_type
-from sqlflow.udfs.streaming import META_SCHEMA, BucketStep, Meta, StreamSpec, dumps_state, loads_state
+from sqlflow.udfs.frames import one_frame
+from sqlflow.udfs.streaming import BucketStep, Meta, StreamSpec, dumps_state, loads_state, stored
 
 
 @dataclass(frozen=True)
@@ -101,60 +102,37 @@ def added(first: pd.DataFrame, then: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _processor_class():
-    """ChainedProcessor, built on first use so that importing this module does not import pyspark."""
-    from pyspark.sql.streaming import StatefulProcessor
+class ChainOperator:
+    """One bucket's calls in one task, given the state handle's two variables by udfs/tws.py's
+    `ChainedProcessor`: the bucket's state value (`streaming.STATE_SCHEMA`: Meta and engine
+    state) and its view of the first stage's buckets (`chain.Reports`, bytes)."""
 
-    class ChainedProcessor(StatefulProcessor):
-        """The TWS processor of a chained stage (timeMode None): one call per bucket with input."""
+    def __init__(self, spec: ChainSpec, state, reports):
+        self.spec = spec
+        self.state = state
+        self.reports = reports
+        self.step = ChainStep(spec)
 
-        def __init__(self, spec: ChainSpec):
-            self.spec = spec
-
-        def init(self, handle) -> None:
-            self.meta_state = handle.getValueState("meta", struct_type(META_SCHEMA))
-            self.windows_state = handle.getValueState("windows", struct_type("blob binary"))
-            self.reports_state = handle.getValueState("reports", struct_type("blob binary"))
-            self.step = None  # built on first use: init also runs on the driver
-
-        def handleInputRows(self, key, rows, timerValues):
-            if self.step is None:
-                self.step = ChainStep(self.spec)
-            data, reports = self.step.split(rows)
-            stored = self.meta_state.get()
-            meta = Meta() if stored is None else Meta.of(stored)
-            kept = self.reports_state.get()
-            n1 = self.spec.upstream_buckets
-            view = Reports.start(n1) if kept is None else Reports.of_bytes(bytes(kept[0]), n1)
-            held = self.windows_state.get()
-            old = None if held is None else bytes(held[0])
-            frames, new_view, blob = self.step.run(meta, view, old, data, reports)
-            if blob != old:
-                if blob is not None:
-                    self.windows_state.update((blob,))
-                else:
-                    self.windows_state.clear()
-            if new_view is not view:
-                self.reports_state.update((new_view.to_bytes(),))
-            stream = self.spec.stream
-            if stream.report:
-                meta.seq += 1
-                frames[-1] = self.step.step.report(frames[-1], meta, int(key[0]))
-            row = meta.row()
-            if row != (None if stored is None else tuple(stored)):
-                self.meta_state.update(row)
-            yield one_frame(frames, stream.output_columns())
-
-        def close(self) -> None:
-            pass
-
-    ChainedProcessor.__module__ = __name__
-    ChainedProcessor.__qualname__ = "ChainedProcessor"
-    return ChainedProcessor
+    def input_rows(self, key, rows):
+        data, reports = self.step.split(rows)
+        value = self.state.get()  # None when it does not exist (no exists() round trip)
+        meta, old = stored(value)
+        before = None if value is None else meta.row()
+        kept = self.reports.get()
+        n1 = self.spec.upstream_buckets
+        view = Reports.start(n1) if kept is None else Reports.of_bytes(bytes(kept[0]), n1)
+        frames, new_view, blob = self.step.run(meta, view, old, data, reports)
+        if new_view is not view:
+            self.reports.update((new_view.to_bytes(),))
+        stream = self.spec.stream
+        if stream.report:
+            meta.seq += 1
+            frames[-1] = self.step.step.report(frames[-1], meta, int(key[0]))
+        row = meta.row()
+        if row != before or blob != old:
+            self.state.update((*row, blob))
+        yield one_frame(frames, stream.output_columns())
 
 
-def __getattr__(name: str):
-    if name == "ChainedProcessor":  # pickled by reference: Spark workers rebuild it the same way
-        cls = globals()["ChainedProcessor"] = _processor_class()
-        return cls
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+#: the name of a chained bucket's second state variable (udfs/tws.py), and its schema
+REPORTS_NAME, REPORTS_SCHEMA = "reports", "blob binary"

@@ -10,7 +10,8 @@ processor carries the operator's spec pickled and its state schema built, and im
 the operator on its first call on an executor (where the workers are reused, so once per worker).
 pyspark's stateful-processor API is imported when `PaneProcessor` is first used (the class is built
 then), so that importing this module does not import pyspark
-(`tests/streaming/test_operator_state.py` unpickles it as that process does).
+(`tests/streaming/test_operator_state.py` unpickles it as that process does). `ChainedProcessor`
+is the same shell for a chained stage's `ChainOperator` (udfs/chained.py).
 """
 from __future__ import annotations
 
@@ -63,8 +64,49 @@ def _processor_class():
     return PaneProcessor
 
 
+def _chained_class():
+    """ChainedProcessor (a chained stage's, udfs/chained.py), built on first use as PaneProcessor is."""
+    from pyspark.sql.streaming import StatefulProcessor
+
+    class ChainedProcessor(StatefulProcessor):
+        """The TWS processor of a chained stage (timeMode None): one call per bucket with input,
+        handed to the bucket's `ChainOperator`."""
+
+        def __init__(self, spec):
+            from pyspark import cloudpickle
+
+            from sqlflow.udfs import chained, streaming
+            from sqlflow.udfs.frames import struct_type
+
+            self.spec = cloudpickle.dumps(spec)  # loaded on the executors only (not by the planning process)
+            self.names = (streaming.STATE_NAME, chained.REPORTS_NAME)
+            self.schemas = (streaming.state_schema(), struct_type(chained.REPORTS_SCHEMA))
+
+        def init(self, handle) -> None:
+            self.state, self.reports = (handle.getValueState(n, s) for n, s in zip(self.names, self.schemas))
+            self.operator = None  # built on the first call: init also runs on the driver
+
+        def handleInputRows(self, key, rows, timerValues):
+            if self.operator is None:
+                from sqlflow.udfs.chained import ChainOperator
+
+                self.operator = ChainOperator(pickle.loads(self.spec), self.state, self.reports)
+            yield from self.operator.input_rows(key, rows)
+
+        def close(self) -> None:
+            pass
+
+    ChainedProcessor.__module__ = __name__
+    ChainedProcessor.__qualname__ = "ChainedProcessor"
+    return ChainedProcessor
+
+
 def __getattr__(name: str):
-    if name == "PaneProcessor":  # pickled by reference: Spark workers rebuild it the same way
+    # pickled by reference: Spark workers rebuild them the same way
+    if name == "PaneProcessor":
         cls = globals()["PaneProcessor"] = _processor_class()
+        return cls
+    if name == "ChainedProcessor":
+        cls = globals()["ChainedProcessor"] = _chained_class()
         return cls
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,7 +11,7 @@ from sqlflow import columns as C
 from sqlflow.engine.aggregates import Aggregate
 from sqlflow.engine.plan import EnginePlan
 from sqlflow.time import POS_INF, SECOND
-from sqlflow.udfs import chained
+from sqlflow.udfs import chained, tws
 from sqlflow.udfs import streaming as op
 
 ENGINE_COLUMNS = (C.EVENT_TIME, "v")
@@ -26,7 +26,7 @@ def processor(report: bool = False):
     plan = EnginePlan(windowing, (Aggregate("count", "v", "n"), Aggregate("sum", "v", "total")), keys=())
     spec = op.StreamSpec(plan=plan, input_columns=ENGINE_COLUMNS, frame_columns=FRAME, integral_columns=("v",),
                          report=report)
-    return chained.ChainedProcessor(chained.ChainSpec(spec, upstream_buckets=2))
+    return tws.ChainedProcessor(chained.ChainSpec(spec, upstream_buckets=2))
 
 
 def rows(data=(), reports=()):
@@ -76,7 +76,7 @@ def test_the_watermark_is_the_minimum_of_the_first_stages_latest_reports():
     assert panes(out) == [] and watermark(out) == 55 * SECOND
     out = tester.testInPandas(0, rows([], [(1, 3, None, None, 150, True)]))
     assert panes(out) == [(60, 1, 8, "ON_TIME", 150)]
-    assert op.Meta.of(tester.peekValueState("meta", 0)).finished
+    assert op.stored(tester.peekValueState(op.STATE_NAME, 0))[0].finished
 
 
 def test_a_chained_stage_reports_in_turn():

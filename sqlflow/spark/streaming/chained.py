@@ -15,8 +15,9 @@ from pyspark.sql import types as T
 
 from ...columns import BUCKET, DATA, EVENT_TIME, KIND, REPORT, REPORT_COLUMNS
 from ...engine import EnginePlan
-from ...udfs.chained import ChainedProcessor, ChainSpec
+from ...udfs.chained import ChainSpec
 from ...udfs.streaming import StreamSpec
+from ...udfs.tws import ChainedProcessor
 from .build import engine_columns
 from .pane_stream import PaneStream
 from .schema import is_integral
