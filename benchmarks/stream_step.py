@@ -14,7 +14,9 @@ core. Cases:
 - card: SESSIONS(GAP 30m), SEQUENCE(REPEAT_UNTIL(PERIOD 1m, WATERMARK), REPEAT(WATERMARK)),
   ACCUMULATING AND RETRACTING, 10 s delay (the issue's card query);
 - fixed: FIXED(SIZE 1m), WATERMARK EARLY PERIOD 1s LATE WATERMARK, ALLOWED LATENESS 1m,
-  ACCUMULATING (benchmarks/compare.py's scenario 3).
+  ACCUMULATING (benchmarks/compare.py's scenario 3);
+- f3: FIXED(SIZE 1m), the default trigger, a 30-minute delay (benchmarks/flink_compare.py's f3:
+  each window stays live ~31 minutes of event time, so the blobs are the largest here).
 
 Each case runs the vectorised step (`stream_step.py`, what `Engine.advance` runs) on all rows,
 and the per-key reference loop and the vectorised step on the first --reference-rows rows. Also
@@ -52,15 +54,17 @@ D = ast.Duration
 W = ast.Watermark()
 AGGS = (Aggregate("count_star", None, "clicks"), Aggregate("sum", "amount", "total"))
 CARD = ast.Sequence((ast.RepeatUntil(ast.Period(D(MINUTE)), W), ast.Repeat(W)))
-CASES = {
-    "card": (ast.Sessions(D(30 * MINUTE)), CARD, None, ast.AccumulationMode.ACCUMULATING_AND_RETRACTING),
-    "fixed": (ast.Fixed(D(MINUTE)), ast.WatermarkEarlyLate(early=ast.Period(D(SECOND))), D(MINUTE),
-              ast.AccumulationMode.ACCUMULATING),
-}
 DELAY = 10 * SECOND
+#: name: window, trigger, allowed lateness, accumulation, watermark delay
+CASES = {
+    "card": (ast.Sessions(D(30 * MINUTE)), CARD, None, ast.AccumulationMode.ACCUMULATING_AND_RETRACTING, DELAY),
+    "fixed": (ast.Fixed(D(MINUTE)), ast.WatermarkEarlyLate(early=ast.Period(D(SECOND))), D(MINUTE),
+              ast.AccumulationMode.ACCUMULATING, DELAY),
+    "f3": (ast.Fixed(D(MINUTE)), None, None, ast.AccumulationMode.DISCARDING, 30 * MINUTE),
+}
 
 
-def batches(rows: int, n_batches: int, n_buckets: int):
+def batches(rows: int, n_batches: int, n_buckets: int, delay: int = DELAY):
     """[(p, wm_prev, wm_new, [bucket frames])] for the micro-batches of the first `rows` events."""
     data = ev.events(rows).sort_values("arrival_time", kind="stable").reset_index(drop=True)
     data = data.rename(columns={"event_time": EVENT_TIME})
@@ -73,7 +77,7 @@ def batches(rows: int, n_batches: int, n_buckets: int):
         # Spark's watermark of batch i: from the event times of the batches before it
         frames = [part[bucket[cuts[i]:cuts[i + 1]] == b][["user_id", "amount", EVENT_TIME]].reset_index(drop=True)
                   for b in range(n_buckets)]
-        new_wm = wm if seen == NEG_INF else max(wm, seen - DELAY)
+        new_wm = wm if seen == NEG_INF else max(wm, seen - delay)
         out.append((p, wm, new_wm, frames))
         wm = new_wm
         seen = max(seen, int(part[EVENT_TIME].max()))
@@ -85,7 +89,7 @@ def run(engine: Engine, feed, how: str) -> dict:
     n_buckets = len(feed[0][3])
     states = [None] * n_buckets
     engine_s = pickle_s = 0.0
-    panes = rows = 0
+    panes = rows = written = 0
     largest = (0, 0)
     for p, wm_prev, wm_new, frames in feed:
         for b, frame in enumerate(frames):
@@ -98,6 +102,7 @@ def run(engine: Engine, feed, how: str) -> dict:
             blob = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
             t3 = time.perf_counter()
             states[b] = blob
+            written += len(blob)
             engine_s += t2 - t1
             pickle_s += (t1 - t0) + (t3 - t2)
             panes += len(result.panes)
@@ -108,7 +113,8 @@ def run(engine: Engine, feed, how: str) -> dict:
     return {"rows": rows, "seconds": round(total, 3), "engine_seconds": round(engine_s, 3),
             "pickle_seconds": round(pickle_s, 3), "rows_per_second": round(rows / total),
             "output_rows": panes, "largest_state_bytes": largest[0], "its_live_windows": largest[1],
-            "bytes_per_live_window": round(largest[0] / largest[1], 1) if largest[1] else None}
+            "bytes_per_live_window": round(largest[0] / largest[1], 1) if largest[1] else None,
+            "blob_bytes_written": written}  # what the operator's state reads and writes, over all calls
 
 
 def state_bytes(state) -> int:
@@ -137,7 +143,7 @@ def memory(keys: int) -> dict:
     that has emitted an EARLY pane (its lineage) and holds new pending input: bytes per live
     window, in memory and pickled; then the watermark passes every session and the state is
     empty again."""
-    window, trigger, lateness, mode = CASES["card"]
+    window, trigger, lateness, mode, _ = CASES["card"]
     engine = Engine(EnginePlan(ast.Windowing(ast.WindowClause(window), trigger, None, ast.Emit(mode)), AGGS,
                                keys=("user_id",)))
     t0 = ev.BASE
@@ -172,11 +178,11 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     state_memory = memory(args.memory_keys) if args.memory_keys else None
 
-    feed = batches(args.rows, args.batches, args.buckets)
-    small = batches(args.reference_rows, args.batches, args.buckets) if args.reference_rows else None
     results = {}
     for name in args.cases.split(","):
-        window, trigger, lateness, mode = CASES[name]
+        window, trigger, lateness, mode, delay = CASES[name]
+        feed = batches(args.rows, args.batches, args.buckets, delay)
+        small = batches(args.reference_rows, args.batches, args.buckets, delay) if args.reference_rows else None
         plan = EnginePlan(ast.Windowing(ast.WindowClause(window), trigger,
                                         ast.AllowedLateness(lateness) if lateness else None, ast.Emit(mode)),
                           AGGS, keys=("user_id",))
@@ -188,7 +194,8 @@ def main(argv=None) -> int:
         for how, r in results[name].items():
             print(f"{name:6s} {how:32s} {r['rows']:>9,} rows {r['rows_per_second']:>10,} rows/s "
                   f"(engine {r['engine_seconds']} s, pickle {r['pickle_seconds']} s) {r['output_rows']:,} panes, "
-                  f"state {r['largest_state_bytes']:,} B / {r['its_live_windows']:,} windows", flush=True)
+                  f"state {r['largest_state_bytes']:,} B / {r['its_live_windows']:,} windows, "
+                  f"{r['blob_bytes_written']:,} B of blobs written", flush=True)
     report = {"command": "python benchmarks/stream_step.py " + " ".join(argv if argv is not None else sys.argv[1:]),
               "rows": args.rows, "batches": args.batches, "buckets": args.buckets,
               "machine": {"python": platform.python_version(), "cpu_count": os.cpu_count(),
