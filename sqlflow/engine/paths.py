@@ -181,6 +181,10 @@ def _why_not_combined(plan: EnginePlan, input: str, types: Mapping[str, str]) ->
             return "only sessions combine on bounded input"
         if not collapsible(plan.trigger):
             return "the trigger can fire before the end of the input"
+        if any("map<" in _type(types, k) for k in plan.keys):
+            # measured on Spark 4.3: grouping a repartitioned MAP<STRING, INT> key with the slice
+            # columns turned a NULL map value into 0 (tests/spark/test_differential.py's regressions)
+            return "a key of a MAP type (Spark's aggregation can change its NULL values)"
     elif input == REPLAY:
         if not isinstance(fn, ast.Sessions):
             return "only sessions combine on a replay"
