@@ -75,7 +75,7 @@ from report import NAMES, README, beam_version, machine, markdown, readme_with  
 
 SCENARIOS = ("1", "2", "2p", "2b", "3", "3b", "3c", "4", "5", *flink_compare.SCENARIOS)
 #: the streaming scenarios: measured by every run that writes the README's results, `--only` or not,
-#: so that the README's streaming rows are always the current code's (issue 20, item 8)
+#: so that the README's streaming rows are always the current code's
 STREAMING = ("3", "3b", "3c")
 SCHEMA = "user_id BIGINT, amount BIGINT, event_time TIMESTAMP, arrival_time TIMESTAMP"
 
@@ -352,7 +352,7 @@ def summarise(name: str, result: dict) -> dict:
         result.update(ratio=round(ours["median_s"] / ref["median_s"], 3), ratio_kind="time sqlflow / hand-written",
                       target="<= 1.10", met=ours["median_s"] <= 1.10 * ref["median_s"])
     else:
-        # 3 and 3c: issue 18's targets for live streams (the references emit final values only)
+        # 3 and 3c: the targets for live streams (the references emit final values only)
         target = {"2": 1.0, "2p": 1.0, "2b": 1.5, "3": 1.0, "3b": 0.5, "3c": 1.0, "4": 20.0, **dict.fromkeys(flink_compare.SCENARIOS, 1.0)}[name]
         result.update(ratio=round(speed, 3), ratio_kind="throughput sqlflow / reference", target=f">= {target}",
                       met=speed >= target)

@@ -1,5 +1,5 @@
 """State growth of a long-running stream: Spark's state numbers for sqlflow's stateful operator
-against Spark's native window aggregation, batch by batch (issue 20, item 5).
+against Spark's native window aggregation, batch by batch.
 
     python benchmarks/state_growth.py [--batches 40] [--keys 220] [--retain 10,100] [--maintenance 1s] [--label after]
 

@@ -1,5 +1,5 @@
 """Live streams: sqlflow's stateful operator against Spark's native streaming aggregations, same
-files, same micro-batches, same session, interleaved rounds (issue 18's two streaming targets).
+files, same micro-batches, same session, interleaved rounds (the two live-stream targets).
 
     python benchmarks/stream_live.py [--rows 2000000] [--files 10] [--repeat 3] [--cases card,fixed]
 

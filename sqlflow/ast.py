@@ -125,7 +125,7 @@ WindowFn = Union[Global, Fixed, Sliding, Sessions, Cumulate, CustomWindow]
 
 class TimeDomain(enum.Enum):
     """Which time a window reads (`WINDOW <fn> ON PROCESSING TIME`): the three times of the Flink
-    time note (seed 003; docs/semantics.md, 10).
+    time design draft (docs/semantics.md, 10).
 
     EVENT TIME, the default, is a column of the row (ON <column>, or the source's WATERMARK
     column) under the source's watermark. PROCESSING TIME (the note's operator time) is when the

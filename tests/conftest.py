@@ -54,12 +54,12 @@ def repo_root() -> Path:
 
 
 #: SQLFLOW_TEST_SESSION=defaults: the `spark` fixture is a session built with Spark's defaults,
-#: as `SparkSession.builder.getOrCreate()` gives a user (issue 19, item 1), but for
+#: as `SparkSession.builder.getOrCreate()` gives a user, but for
 #: spark.sql.shuffle.partitions=2 (200 partitions are 200 state stores per stateful operator: time,
 #: not semantics); .ci/run runs the streaming, bounded and magic tests on it too
 #: SQLFLOW_TEST_SESSION=connect: the `spark` fixture is a Spark Connect session
-#: (`SparkSession.builder.remote("local[2]")`: a local server, the client in this process; issue 20,
-#: item 3); .ci/run runs the bounded, replay and streaming tests that matter there on it
+#: (`SparkSession.builder.remote("local[2]")`: a local server, the client in this process);
+#: .ci/run runs the bounded, replay and streaming tests that matter there on it
 SESSION_KIND = os.environ.get("SQLFLOW_TEST_SESSION", "")
 DEFAULTS_SESSION = SESSION_KIND == "defaults"
 CONNECT_SESSION = SESSION_KIND == "connect"

@@ -10,7 +10,7 @@ every second-stage bucket runs in every batch. A second-stage bucket runs in tim
 (udfs/chained.py), so Spark gives it neither a watermark nor a batch time
 (tests/upstream/test_transform_with_state.py): both come from the reports. It keeps, per first-stage bucket, the value of its latest report, min(W, held), since
 a bucket not visited in a batch holds what it last held; its watermark is the running maximum of
-the minimum over the buckets (seed 004: InputLowWatermark = min of the upstream
+the minimum over the buckets (the low-watermark article: InputLowWatermark = min of the upstream
 OutputLowWatermarks), and a bucket that has not reported yet holds it at -inf.
 
 A bucket can be called twice in one batch (its rows, then its expired timer): the report with

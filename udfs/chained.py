@@ -14,7 +14,7 @@ Per bucket, the state is the streaming operator's value (`Meta` and the pickled 
 `streaming.STATE_SCHEMA`) plus the view of the first stage's buckets (`chain.Reports`). A batch is one engine instant, as a stream
 step is: `advance(rows, p, wm_prev, wm_new)` with the batch time of the reports, the previous
 output watermark and the new one, the running maximum of the minimum over the first stage's
-buckets of min(watermark, holds) (seed 004's InputLowWatermark = min of the upstream
+buckets of min(watermark, holds) (the low-watermark article's InputLowWatermark = min of the upstream
 OutputLowWatermarks). When every first-stage bucket has finished, so has this stage's input.
 Its own panes and METRICS rows are the streaming operator's (`BucketStep`), reports included
 when a third stage reads it.

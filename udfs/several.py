@@ -5,7 +5,7 @@ source's max event time in an input partition. A bucket keeps the largest event 
 source (`Meta.seen_by`, as text: a value state of one string needs no schema change per count of
 sources), and its watermark is the minimum over the sources of what Spark computes for one
 source, `own_watermark_ms`: max event time - that source's delay. A source that has sent no row
-yet holds it at "none" (0, -inf for the engine), as in a replay (seed 004: the input low
+yet holds it at "none" (0, -inf for the engine), as in a replay (the low-watermark article: the input low
 watermark is the minimum over *all* inputs; Spark's own minimum leaves such a source out).
 
 >>> seen = merge_seen(None, 2, pd.DataFrame({SOURCE: [1, 1, 0], EVENT_TIME: [5_000, 9_000, None]}))

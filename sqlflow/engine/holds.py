@@ -1,8 +1,8 @@
-"""Watermark holds and a stage's output watermark (docs/semantics.md, 1.3; seed 004).
+"""Watermark holds and a stage's output watermark (docs/semantics.md, 1.3; the low-watermark article).
 
 A later windowed stage reads a stage's panes as its input: each pane row arrives at its
 `emit_time` and carries its `output_time` as event time. Its watermark is the stage's **output
-watermark** (seed 004: OutputLowWatermark = min(InputLowWatermark, OldestWork)), where the
+watermark** (the low-watermark article: OutputLowWatermark = min(InputLowWatermark, OldestWork)), where the
 stage's unfinished work is what it holds:
 
 - each row the stage emits is **held** at its `output_time` over an interval of processing time:

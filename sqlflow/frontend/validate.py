@@ -226,7 +226,7 @@ class _Checker:
                       "ambiguous", w.window.pos, "WINDOW", hint="name the event-time column with ON <column>")
 
     def time_domain(self, select: exp.Select, w: ast.Windowing) -> None:
-        """docs/semantics.md, 10: a pipeline has one time domain (seed 003), and on processing
+        """docs/semantics.md, 10: a pipeline has one time domain (Flink's time design draft), and on processing
         or ingestion time no row is ever late, so what only late rows do is refused."""
         domain = w.domain
         where = w.window.on_pos or w.window.pos
@@ -238,7 +238,7 @@ class _Checker:
             at = f" at line {pos.line}, column {pos.column}" if pos else ""
             self.fail(f"this window is on {domain.value} but reads the panes of a window on {other.value} "
                       f"(WINDOW {type(upstream.window.fn).__name__.upper()}{at}): {_mixing(domain, other)}",
-                      where, "WINDOW", hint="a pipeline has one time domain (seed 003): write the same "
+                      where, "WINDOW", hint="a pipeline has one time domain (Flink's time design draft): write the same "
                                             "ON ... TIME in each of its windowed SELECTs")
         if domain is ast.TimeDomain.EVENT_TIME:
             return
@@ -287,7 +287,7 @@ class _Checker:
 
 
 def _mixing(a: ast.TimeDomain, b: ast.TimeDomain) -> str:
-    """Why two time domains cannot meet in one pipeline (the Flink time note, seed 003)."""
+    """Why two time domains cannot meet in one pipeline (Flink's time design draft)."""
     if ast.TimeDomain.PROCESSING_TIME in (a, b):
         return ("mixing operator time with timestamp time gives arbitrary, ill-defined results: operator "
                 "time is each stage's own clock, so timestamps and watermarks of the other stage mean nothing to it")

@@ -303,7 +303,7 @@ class Cli:
         from ..spark.streaming.sink import RETRY_PAUSE, START_ATTEMPTS, run_with_retries
 
         def launch():
-            with state_store_for_result(df):  # the RocksDB state store for this query (issue 19, item 1)
+            with state_store_for_result(df):  # the RocksDB state store for this query
                 return (df.writeStream.foreachBatch(emit).queryName(f"sqlflow_select_{next(_QUERY_NUMBERS)}")
                         .trigger(availableNow=True).start())
 

@@ -245,7 +245,7 @@ class SqlflowMagic(Magics):
                 writer = writer.trigger(availableNow=True)
             else:
                 writer = writer.trigger(processingTime=trigger)
-            with state_store_for_result(df):  # the RocksDB state store for this query (issue 19, item 1)
+            with state_store_for_result(df):  # the RocksDB state store for this query
                 query = writer.start()
             watcher.reader = lambda: spark.table(name)
             return watcher.follow(query).query

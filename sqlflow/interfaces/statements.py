@@ -78,7 +78,7 @@ def parse_piece(piece: Piece):
     from ..frontend.validate import validate
 
     statement = parse_statement(piece.sql, piece.source, piece.start, piece.start + len(piece.sql))
-    validate(statement, streaming=False, grouping=False)  # after Spark resolved the names (issue 19, 11)
+    validate(statement, streaming=False, grouping=False)  # after Spark resolved the names
     return statement
 
 

@@ -63,7 +63,7 @@ def replay(spark, ws: WindowedSelect, args, run_sql) -> Replay:
     analysis errors at `node` of the user's query.
 
     Several replayed sources (the branches of a UNION ALL) each have their own watermark; the
-    window's is the minimum of theirs at every processing time (seed 004: a stage's input low
+    window's is the minimum of theirs at every processing time (the low-watermark article: a stage's input low
     watermark is the minimum over its inputs), and the input ends at the last of their ends."""
     if ws.domain is not ast.TimeDomain.EVENT_TIME:
         return clock_replay(ws, run_sql)

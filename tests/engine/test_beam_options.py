@@ -1,4 +1,4 @@
-"""The options Beam users port (issue 19, item 15): PERIOD d OFFSET o, ALLOWED LATENESS UNBOUNDED,
+"""The options Beam users port: PERIOD d OFFSET o, ALLOWED LATENESS UNBOUNDED,
 EMIT ... ON TIME ALWAYS / CLOSING ALWAYS, with exact panes from the per-key loop (the definition),
 the engine as dispatched (vectorised paths), and micro-batches (the stream step and the loop)."""
 import pickle

@@ -1,4 +1,4 @@
-"""Two windowed stages on a stream, at the engine level (docs/semantics.md, 1.3; issue 17): the
+"""Two windowed stages on a stream, at the engine level (docs/semantics.md, 1.3): the
 first stage advanced micro-batch by micro-batch (`Engine.advance`, its state pickled in
 between), its output watermark after each batch the running maximum of min(its watermark, what
 its state holds, `Engine.held`), and the second stage advanced on the first's panes of each

@@ -925,7 +925,7 @@ def test_sql_sqlglot_cannot_tokenize():
     """)
 
 
-# --------------------------------------------------------------------------- hints for common slips (issue 19, item 13)
+# --------------------------------------------------------------------------- hints for common slips
 
 
 def test_emit_retracting_suggests_accumulating_and_retracting():
@@ -1110,7 +1110,7 @@ def test_a_late_trigger_never_fires_on_ingestion_time():
 
 
 def test_a_pipeline_has_one_time_domain():
-    """Seed 003: mixing operator time with timestamp time is ill-defined; so is reading event
+    """Flink's time design draft: mixing operator time with timestamp time is ill-defined; so is reading event
     times under an ingestion-time watermark. The error points at the downstream ON."""
     upstream = ("WITH s AS (SELECT k, count(*) AS n FROM t WATERMARK ts DELAY OF 1m ARRIVAL at GROUP BY k\n"
                 "           WINDOW FIXED(SIZE 1h){})\n")
@@ -1118,14 +1118,14 @@ def test_a_pipeline_has_one_time_domain():
         sqlflow: WINDOW: this window is on PROCESSING TIME but reads the panes of a window on EVENT TIME (WINDOW FIXED at line 2, column 12): mixing operator time with timestamp time gives arbitrary, ill-defined results: operator time is each stage's own clock, so timestamps and watermarks of the other stage mean nothing to it (line 3, column 52)
           SELECT sum(n) AS n FROM s WINDOW FIXED(SIZE 1d) ON PROCESSING TIME
                                                              ^
-        a pipeline has one time domain (seed 003): write the same ON ... TIME in each of its windowed SELECTs
+        a pipeline has one time domain (Flink's time design draft): write the same ON ... TIME in each of its windowed SELECTs
     """)
     expect(upstream.format(" ON INGESTION TIME") + "SELECT sum(n) AS n FROM s WINDOW FIXED(SIZE 1d) ON output_time",
            SqlflowSemanticError, """
         sqlflow: WINDOW: this window is on EVENT TIME but reads the panes of a window on INGESTION TIME (WINDOW FIXED at line 2, column 37): event times and ingestion times are different clocks: the watermark of one says nothing about the timestamps of the other (line 3, column 52)
           SELECT sum(n) AS n FROM s WINDOW FIXED(SIZE 1d) ON output_time
                                                              ^
-        a pipeline has one time domain (seed 003): write the same ON ... TIME in each of its windowed SELECTs
+        a pipeline has one time domain (Flink's time design draft): write the same ON ... TIME in each of its windowed SELECTs
     """)
     # one domain throughout is no error
     parse(upstream.format(" ON INGESTION TIME") + "SELECT sum(n) AS n FROM s WINDOW FIXED(SIZE 1d) ON INGESTION TIME")

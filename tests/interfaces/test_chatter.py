@@ -1,5 +1,5 @@
 """PySpark's worker chatter stays out of the command's output and the notebook's cells at the
-default log level (issue 19, item 8). The slow tests run a stateful streaming query (its
+default log level. The slow tests run a stateful streaming query (its
 transformWithState driver worker prints at start) in a fresh process and read what the process,
 JVM included, wrote."""
 from __future__ import annotations

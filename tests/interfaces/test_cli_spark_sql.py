@@ -1,4 +1,4 @@
-"""The `sqlflow` command behaves as spark-sql does (issue 19, items 2-4): where Spark keeps its
+"""The `sqlflow` command behaves as spark-sql does: where Spark keeps its
 catalog, Spark's own defaults and settings, spark-submit's flags, quit; and exit;, how stdin is
 read, how errors look. The slow tests run the real spark-sql of the pyspark wheel side by side
 (each run starts a JVM); the others run in process, without Spark or on the shared session."""

@@ -310,7 +310,7 @@ def test_streaming_insert_into_a_checkpointed_sink(ipython, spark, paper, stream
             spark.conf.unset(key)
 
 
-# ---------------------------------------------------------------- failures (issue 19, items 6 and 7)
+# ---------------------------------------------------------------- failures
 
 
 def test_a_failed_stream_shows_its_error_never_a_finished_state(ipython, spark, stream_files, capsys):

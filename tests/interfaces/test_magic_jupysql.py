@@ -1,4 +1,4 @@
-"""The magic's options as a jupysql user expects them (issue 19, item 5): unknown options are
+"""The magic's options as a jupysql user expects them: unknown options are
 errors that list the valid ones, `%sqlflow --help`, `NAME <<` next to `-o`, and `--save` /
 `--with` composing saved queries; driven through a real IPython shell."""
 from __future__ import annotations

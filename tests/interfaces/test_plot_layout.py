@@ -1,6 +1,6 @@
 """sqlflow.plot's layout: labels measured by matplotlib's own text extents never overlap each
 other, input points or the legend; many keys become small multiples with a note of what was left
-out; the default label is the query's first aggregate (issue 19, item 9)."""
+out; the default label is the query's first aggregate."""
 from __future__ import annotations
 
 import re

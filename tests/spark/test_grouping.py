@@ -1,5 +1,4 @@
-"""GROUP BY in a windowed SELECT: the empty grouping set, and misspelt columns (issue 19, items 10
-and 11).
+"""GROUP BY in a windowed SELECT: the empty grouping set, and misspelt columns.
 
 `GROUP BY ()` is one group, as a windowed SELECT without GROUP BY: the aggregates per window over
 all rows, on every path. A column Spark cannot resolve is reported by Spark's own message (with

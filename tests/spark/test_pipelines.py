@@ -125,7 +125,7 @@ def _docs_example(repo_root, heading: str) -> tuple[str, list[tuple]]:
 
 def test_the_docs_sessions_by_length_example_prints_what_the_docs_show(spark, repo_root):
     """docs/pipelines.md: a session lasts at least its gap, so the example must pick a threshold
-    above it for 'short' to occur (issue 19, item 14)."""
+    above it for 'short' to occur."""
     from sqlflow.demo import load_clickstream
 
     load_clickstream(spark)
@@ -140,7 +140,7 @@ def test_the_docs_sessions_by_length_example_prints_what_the_docs_show(spark, re
 @pytest.mark.parametrize("path", ["auto", "engine"])
 def test_a_bounded_default_trigger_sessions_stage_read_by_count_and_max_does_not_warn(spark, paper_views, path):
     """Each window of a bounded stage with the default trigger emits one final pane: no merged-away
-    session is ever in its output, so there is nothing to warn about (issue 19, item 12)."""
+    session is ever in its output, so there is nothing to warn about."""
     import warnings
 
     stage = "SELECT k, SUM(v) AS total FROM events GROUP BY k WINDOW SESSIONS(GAP 1m) ON et"

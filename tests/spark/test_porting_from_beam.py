@@ -1,4 +1,4 @@
-"""docs/porting-from-beam.md: every SQL example prints the table under it (issue 19, item 15)."""
+"""docs/porting-from-beam.md: every SQL example prints the table under it."""
 from __future__ import annotations
 
 import datetime as dt

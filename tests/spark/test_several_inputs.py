@@ -1,4 +1,4 @@
-"""Several watermarked inputs feeding one window (docs/semantics.md, 9; seed 004): replayed
+"""Several watermarked inputs feeding one window (docs/semantics.md, 9; the low-watermark article): replayed
 sources as branches of a UNION ALL, each with its own ARRIVAL order and watermark model; the
 window's watermark is the minimum of theirs at every processing time, and rows are judged late
 against that combined watermark. A join with a table without WATERMARK keeps the source's."""

@@ -1,4 +1,4 @@
-"""Issue 21's differences between the engine path and Spark, one regression test each: GROUP BY an
+"""Differences found between the engine path and Spark, one regression test each: GROUP BY an
 ARRAY or STRUCT key, FLOAT/DOUBLE keys, DECIMAL(38,18) near 1E+20, STDDEV of two 1.0E308, and
 BIGINT SUM overflow under `spark.sql.ansi.enabled` on bounded, replayed and streaming paths, each
 against Spark's own answer (docs/semantics.md, 7.1)."""

@@ -1,4 +1,4 @@
-"""The three time domains of the Flink time note (seed 003; docs/semantics.md, 10) over one
+"""The three time domains of the Flink time design draft (docs/semantics.md, 10) over one
 recorded input: event time, ingestion time and processing time window the same rows into three
 different answers, the ones the note predicts.
 

@@ -1,5 +1,5 @@
 """Triggers that cannot fire on their input: `explain` says so and `sqlflow.sql` warns
-(SqlflowTriggerWarning); the windows still emit at the end of the input (issue 19, item 12)."""
+(SqlflowTriggerWarning); the windows still emit at the end of the input."""
 import warnings
 
 import pytest
@@ -91,7 +91,7 @@ def test_the_docs_example(spark, repo_root, capsys):
 
 
 def test_on_time_always_with_a_trigger_that_never_fires_on_the_watermark(spark, paper_views):
-    """EMIT ... ON TIME ALWAYS (issue 19, item 15) adds nothing when no firing happens as the
+    """EMIT ... ON TIME ALWAYS adds nothing when no firing happens as the
     watermark passes a window's end: said, and the panes are the ones without the option."""
     query = REPLAY.format(trigger="REPEAT(PERIOD 1m) EMIT ACCUMULATING ON TIME ALWAYS")
     messages, totals = warned(spark, query)

@@ -1,4 +1,4 @@
-"""Two windowed stages on a stream (issue 17, docs/pipelines.md "On a stream"): the second runs
+"""Two windowed stages on a stream (docs/pipelines.md "On a stream"): the second runs
 after the first in the same query, on its panes and on the output watermark its buckets report,
 and gives the panes of the two-stage replay of the same micro-batches (the first stage's
 `TIMELINE` of the stream's own watermark log, arrivals at the batch times: see

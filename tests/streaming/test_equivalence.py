@@ -136,7 +136,7 @@ def test_combined_rows_give_the_same_panes_and_counts(spark, stream_files, tmp_p
 
 
 def test_beam_options_on_a_stream(spark, stream_files, tmp_path):
-    """Issue 19, item 15 on a live stream: PERIOD OFFSET early firings, ALLOWED LATENESS UNBOUNDED
+    """The options Beam users port, on a live stream: PERIOD OFFSET early firings, ALLOWED LATENESS UNBOUNDED
     (no window is ever collected until the input finishes: the stream runs on, state and all) and
     EMIT ... ON TIME ALWAYS CLOSING ALWAYS give the engine's panes, and every window ends with one
     is_last pane."""

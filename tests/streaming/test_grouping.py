@@ -1,5 +1,4 @@
-"""`GROUP BY ()` on a stream: one group, as without GROUP BY, on both streaming operators (issue 19,
-item 10)."""
+"""`GROUP BY ()` on a stream: one group, as without GROUP BY, on both streaming operators."""
 import json
 import os
 import time

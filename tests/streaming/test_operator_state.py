@@ -1,4 +1,4 @@
-"""The stateful operator's state as it reports it (issue 20, item 5), driven by PySpark's
+"""The stateful operator's state as it reports it, driven by PySpark's
 TwsTester (no query, no JVM): per bucket, what it keeps (keys, live windows, bytes of the engine
 state blob) goes out with every call's metrics row, and equals what its state holds."""
 import numpy as np

@@ -1,6 +1,6 @@
 """Pipelines over a stream (docs/pipelines.md, docs/streaming.md 5.3): an aggregation downstream of
 a windowed stage on a stream gives the same final result as on bounded data, or sqlflow.sql
-refuses the shape with a located error; it never runs and is wrong (issue 20, item 1).
+refuses the shape with a located error; it never runs and is wrong.
 
 The oracle is written here, independently of the engine: sessions are cut by hand from the
 clicks sorted per user (a click more than GAP after the previous one starts a new session)."""

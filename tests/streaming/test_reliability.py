@@ -195,13 +195,13 @@ def test_state_stays_bounded(spark, stream_files, tmp_path):
     assert len(panes) == 300 * 11  # [0, 1) ... [10, 11) emitted ON_TIME; [11, 12) is still open
     metrics = S.query_metrics(query)
     assert metrics["input_rows"] == 300 * 12
-    # the live state as of the last batch is in the query's own metrics too (issue 20, item 5:
-    # Spark's numRowsTotal counts sqlflow's one value per bucket, 4, whatever it holds)
+    # the live state as of the last batch is in the query's own metrics too
+    # (Spark's numRowsTotal counts sqlflow's one value per bucket, 4, whatever it holds)
     summary = S.state_summary(spark, str(cp))
     assert (metrics["state_keys"], metrics["state_windows"]) == (300, 600)
     assert metrics["state_bytes"] == summary["bytes"] > 0
     # Spark reads the source once (the heartbeats come from the same pass): its own input count
-    # and rates are the rows' (issue 20, item 6: a second scan counted 2 x 3,600)
+    # and rates are the rows' (a second scan counted 2 x 3,600)
     assert sum(p["numInputRows"] for p in query.recentProgress) == 300 * 12
 
 

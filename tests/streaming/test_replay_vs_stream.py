@@ -1,4 +1,4 @@
-"""When an ARRIVAL replay gives the panes a stream emitted (issue 20, item 4; docs/streaming.md 2.1).
+"""When an ARRIVAL replay gives the panes a stream emitted (docs/streaming.md 2.1).
 
 A stream reads one file per micro-batch; the replay reads the same rows as a table, each arriving
 at the processing time of the batch that read it. The replay's `DELAY OF d` watermark is the max

@@ -1,4 +1,4 @@
-"""A stream on a session with Spark's default state store (issue 19, item 1): `start` and scripts
+"""A stream on a session with Spark's default state store: `start` and scripts
 set the RocksDB store for the query they start; `sqlflow.sql` refuses, naming the line to add."""
 import json
 import os

@@ -1,4 +1,4 @@
-"""Several watermarked streams feeding one window (docs/semantics.md, 9; seed 004): a UNION ALL of
+"""Several watermarked streams feeding one window (docs/semantics.md, 9; the low-watermark article): a UNION ALL of
 two file sources, each with its own WATERMARK ... DELAY OF; the window's watermark is the minimum
 of theirs (a source that has sent nothing holds it back), late rows are judged against it and
 counted per source. A join with a static table keeps the stream's own watermark."""
@@ -127,7 +127,7 @@ def test_two_streams_the_watermark_is_their_minimum(spark, tmp_path):
 
 
 def test_a_silent_source_holds_the_watermark(spark, tmp_path):
-    """A source that has sent no row yet holds the window's watermark at none (seed 004: the
+    """A source that has sent no row yet holds the window's watermark at none (the low-watermark article: the
     minimum over every input; Spark's own minimum would leave it out): nothing fires before the
     finish, and nothing is late."""
     source(spark, tmp_path, "la", [A[0], A[4]])

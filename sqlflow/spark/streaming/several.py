@@ -1,5 +1,5 @@
 """Several watermarked streams feeding one window: each keeps its own watermark, the window's is
-the minimum of theirs (docs/semantics.md, 9; seed 004's InputLowWatermark).
+the minimum of theirs (docs/semantics.md, 9; the low-watermark article's InputLowWatermark).
 
 The sources are the branches of one UNION ALL, each with `WATERMARK <column> DELAY OF <d>`.
 Each input row carries the number of its source (column `SOURCE`, a constant added to its
