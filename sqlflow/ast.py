@@ -32,7 +32,7 @@ class Position:
 
 
 def _pos() -> Position | None:
-    return field(default=None, compare=False, repr=False)  # type: ignore[return-value]
+    return field(default=None, compare=False, repr=False)
 
 
 # --------------------------------------------------------------------------- values

@@ -65,7 +65,7 @@ def generate_clickstream(n_users: int = 60, n_clicks: int = 2000, seed: int = 7)
     minutes apart, most arriving within seconds, some minutes late (a phone back online)."""
     rng = np.random.default_rng(seed)
     start = pd.Timestamp("2024-03-01 08:00:00")
-    rows = []
+    rows: list[tuple] = []
     while len(rows) < n_clicks:
         user = f"u{rng.integers(1, n_users + 1):03d}"
         t = start + pd.Timedelta(seconds=int(rng.integers(0, 3 * 3600)))

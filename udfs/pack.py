@@ -83,7 +83,8 @@ class Pack:
         cuts = np.flatnonzero(np.r_[True, bucket[order][1:] != bucket[order][:-1], True])
         keep = [c for c in table.column_names if c not in (self.bucket, self.kind, *self.latest)]
         rows = table.select(keep).take(pa.array(order))
-        blobs, tops = [], {c: [] for c in (self.time, *self.latest)}
+        blobs: list = []
+        tops: dict[str, list] = {c: [] for c in (self.time, *self.latest)}
         for lo, hi in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
             part = rows.slice(lo, hi - lo)
             sink = pa.BufferOutputStream()

@@ -52,9 +52,10 @@ def watermark_ms(seen_by: str | None, column_shift: int, delays_ms: tuple[int, .
     """The window's watermark (ms of the shifted watermark column; 0: none yet): the minimum over
     the sources of max event time + `column_shift` (whole ms) - the source's delay."""
     seen = decode(seen_by, len(delays_ms))
-    if any(v is None for v in seen):
+    known = [v for v in seen if v is not None]
+    if len(known) < len(seen):
         return 0
-    return min((v + column_shift) // 1000 - d for v, d in zip(seen, delays_ms))
+    return min((v + column_shift) // 1000 - d for v, d in zip(known, delays_ms))
 
 
 def late_by_source(dropped: pd.DataFrame, rows: pd.DataFrame, n: int, weight: np.ndarray | None = None) -> list[int]:

@@ -6,6 +6,7 @@ view is one display, refreshed in place as micro-batches arrive.
 from __future__ import annotations
 
 from html import escape
+from typing import Any
 
 from .statements import stream_error
 
@@ -29,7 +30,7 @@ class ResultTable:
     def __init__(self, dataframe, limit: int) -> None:
         self.dataframe = dataframe
         self.limit = limit
-        self._head = None
+        self._head: tuple[Any, bool] | None = None
 
     def _fetch(self):
         if self._head is None:
@@ -108,7 +109,7 @@ class StreamView:
 
     def __init__(self, query, rows, limit: int, note: str = "") -> None:
         self.query, self.rows, self.limit, self.note = query, rows, limit, note
-        self._state = None
+        self._state: tuple[Any, str] | None = None
 
     def _compute(self):
         if self._state is None:

@@ -6,6 +6,8 @@ statement runs in a worker thread and the waiting main thread, whose connection 
 """
 from __future__ import annotations
 
+from typing import Any
+
 import signal
 import threading
 import time
@@ -65,7 +67,7 @@ class interrupt_flag:
 
     def __init__(self) -> None:
         self._event = threading.Event()
-        self._previous = None
+        self._previous: Any = None  # the SIGINT handler to restore
         self._main = threading.current_thread() is threading.main_thread()
 
     def is_set(self) -> bool:

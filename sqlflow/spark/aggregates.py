@@ -45,7 +45,7 @@ tuple_sketch_agg_integer tuple_union_agg_double tuple_union_agg_integer var_pop 
 """.split())
 
 #: sqlglot node types -> engine kinds (sqlflow/engine/aggregates.py)
-_KIND_OF_NODE = {
+_KIND_OF_NODE: dict[type[exp.Expr], str] = {
     exp.Sum: "sum",
     exp.Avg: "avg",
     exp.Min: "min",

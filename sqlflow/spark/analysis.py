@@ -180,7 +180,7 @@ def locate_fragment(fragment: str, original: exp.Expr | None, statement: Stateme
     names = {fragment.strip("`").lower()}
     if isinstance(wanted, (exp.Column, exp.Table)):
         names.add(wanted.name.lower())
-    candidates = []
+    candidates: list[exp.Expr] = []
     for node in original.walk():
         if wanted is not None and node == wanted:
             candidates.append(node)
@@ -189,8 +189,7 @@ def locate_fragment(fragment: str, original: exp.Expr | None, statement: Stateme
     if not candidates and isinstance(wanted, exp.Func) and not isinstance(wanted, exp.Anonymous):
         # Spark prints the call after its own rewrites (DATE(ts) becomes CAST(ts AS DATE)):
         # the only call of that function will do
-        same = [node for node in original.walk() if type(node) is type(wanted)]
+        same: list[exp.Expr] = [node for node in original.walk() if type(node) is type(wanted)]
         candidates = same if len(same) == 1 else []
-    positions = [statement.position(node) for node in candidates]
-    positions = [p for p in positions if p is not None]
-    return min(positions, key=lambda p: (p.line, p.column)) if positions else None
+    found = [p for p in (statement.position(node) for node in candidates) if p is not None]
+    return min(found, key=lambda p: (p.line, p.column)) if found else None

@@ -7,6 +7,8 @@ docs/streaming.md.
 """
 from __future__ import annotations
 
+from typing import overload
+
 #: auto | native | engine: force the execution path of every windowed SELECT (default auto)
 PATH = "spark.sqlflow.path"
 #: number of hash buckets of keys on the engine path (default: see `buckets`)
@@ -48,7 +50,16 @@ TRIGGER = "spark.sqlflow.trigger"
 FINISH = "spark.sqlflow.finish"
 
 
+@overload
+def get(spark, key: str) -> str | None: ...
+@overload
+def get(spark, key: str, default: str) -> str: ...
+@overload
+def get(spark, key: str, default: None) -> str | None: ...
+
+
 def get(spark, key: str, default: str | None = None) -> str | None:
+    """A session conf's value: `default` when unset or empty (or without a session)."""
     if spark is None:
         return default
     try:

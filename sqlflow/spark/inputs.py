@@ -71,11 +71,12 @@ def input_relation(ws: WindowedSelect) -> InputRelation:
             items.append(exp.alias_(call.arg.copy(), name))
         call_args.append(name)
     items.append(exp.alias_(ws.event_time.copy(), EVENT_TIME))
-    if ws.replay:
-        items.append(exp.alias_(ws.arrival, ARRIVAL_TIME))
+    arrival = ws.arrival
+    if ws.replay and arrival is not None:
+        items.append(exp.alias_(arrival, ARRIVAL_TIME))
     fn = ws.window
     gap = isinstance(fn, ast.Sessions) and isinstance(fn.gap, ast.SqlExpr)
-    if gap:
+    if isinstance(fn, ast.Sessions) and isinstance(fn.gap, ast.SqlExpr):
         items.append(exp.alias_(parse_column(fn.gap.sql), GAP))
     predicates = when_predicates(ws.windowing.effective_trigger)
     for i, predicate in enumerate(predicates):

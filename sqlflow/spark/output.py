@@ -67,10 +67,10 @@ def panes_select(ws: WindowedSelect, relation: str | exp.Expr, names: list[str])
             new = exp.alias_(replace_keys_and_calls(ws, item.this.copy()), item.args["alias"].copy())
             present.add(item.alias.lower())
         else:
-            value = replace_keys_and_calls(ws, item.copy())
+            replaced = replace_keys_and_calls(ws, item.copy())
             name = names[i]
-            same = isinstance(value, exp.Column) and not value.table and value.name == name
-            new = value if same else exp.alias_(value, name, quoted=True)
+            same = isinstance(replaced, exp.Column) and not replaced.table and replaced.name == name
+            new = replaced if same else exp.alias_(replaced, name, quoted=True)
             present.add(name.lower())
         items.append(new)
     for column in pane_columns(ws.windowing.mode.retracting):

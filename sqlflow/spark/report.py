@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..columns import (BY_SOURCE, DROP_METRICS, DROPPED, IS_RETRACTION, KIND, METRIC_NAMES, METRICS, PANE, REASON, ROWS,
                        SOURCE, TOO_LATE, source_metric)
@@ -35,13 +36,13 @@ class Stage:
     buckets: str | None = None
     output_time: str | None = None  # the OUTPUT TIMESTAMP policy (column output_time)
     # lazily evaluated DataFrames
-    output: object = None         # engine path: the bucket jobs' raw output
-    dropped_rows: object = None   # dropped input rows (user-facing columns), or a function building them
-    input_rows: object = None     # native path: the input relation, for counting
-    panes: object = None          # native path: the panes, for counting
+    output: Any = None         # engine path: the bucket jobs' raw output
+    dropped_rows: Any = None   # dropped input rows (user-facing columns), or a function building them
+    input_rows: Any = None     # native path: the input relation, for counting
+    panes: Any = None          # native path: the panes, for counting
     panes_are_result: bool = False  # native path: the statement's result is the panes (`panes` set from it)
-    null_event_time: object = None  # native path: Column condition of a NULL event time
-    bad_gap: object = None          # native path: Column condition of a bad per-row gap
+    null_event_time: Any = None  # native path: Column condition of a NULL event time
+    bad_gap: Any = None          # native path: Column condition of a bad per-row gap
     extra: dict = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # triggers that cannot fire (trigger_checks)
     # a replayed engine stage's time, for sqlflow.plot: its input watermark (an engine Timeline, in
@@ -168,7 +169,7 @@ def metrics(df) -> dict:
     dropped rows by reason (and per source of several: `late_by_source`), summed over the windowed
     SELECTs, and per windowed SELECT under "stages". Runs Spark jobs; warns (SqlflowDataWarning) about rows with a NULL event time."""
     report = report_of(df)
-    total = dict.fromkeys(METRIC_NAMES, 0)
+    total: dict[str, Any] = dict.fromkeys(METRIC_NAMES, 0)
     stages = []
     for stage in report.stages:
         counts = stage.metrics()

@@ -94,7 +94,7 @@ def register_window_udfs(spark) -> list[str]:
     }
     for name, fn in functions.items():
         fn.__name__ = name
-        spark.udf.register(name, pandas_udf(fn, RETURN_TYPE))
+        spark.udf.register(name, pandas_udf(fn, RETURN_TYPE))  # type: ignore[call-overload]
     return list(functions)
 
 

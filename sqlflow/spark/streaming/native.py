@@ -49,7 +49,7 @@ def native_panes(data: DataFrame, plan: EnginePlan, *, delay: int, schema: T.Str
                        f"{fn.offset.micros % fn.period.micros} microseconds")
     aggs = []
     for agg in plan.aggregates:
-        col = F.col(agg.column) if agg.column is not None else None
+        col = F.col(agg.column) if agg.column is not None else F.lit(None)
         expr = {"count_star": lambda: F.count(F.lit(1)), "count": lambda: F.count(col),
                 "sum": lambda: F.sum(col), "avg": lambda: F.avg(col), "min": lambda: F.min(col),
                 "max": lambda: F.max(col)}[agg.kind]()

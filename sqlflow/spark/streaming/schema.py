@@ -46,6 +46,8 @@ def aggregate_type(kind: str, source: T.DataType | None) -> T.DataType:
         if isinstance(source, T.DecimalType):
             return T.DecimalType(min(38, source.precision + 4), min(38, source.scale + 4))
         return T.DoubleType()
+    if source is None:
+        raise ValueError(f"{kind} needs the type of its argument")
     if kind in ("collect_list", "collect_set"):
         return T.ArrayType(source, False)
     return source  # min, max, first, last

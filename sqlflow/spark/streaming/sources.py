@@ -28,7 +28,11 @@ def read_stream(spark: SparkSession, path: str, *, format: str, schema: T.Struct
         raise SqlflowUnsupportedError(f"unknown mode {mode!r}: {', '.join(MODES[:-1])} or {MODES[-1]}",
                                       clause="SOURCE")
     if isinstance(schema, str):
-        schema = T._parse_datatype_string(schema)
+        parsed = T._parse_datatype_string(schema)
+        if not isinstance(parsed, T.StructType):
+            raise SqlflowUnsupportedError(f"the schema {schema!r} is not a list of columns (e.g. 'ts TIMESTAMP, "
+                                          "user STRING')", clause="SOURCE")
+        schema = parsed
     reader = spark.readStream.format(format).options(**{k: str(v) for k, v in (options or {}).items()})
     if mode == "FAILFAST":
         return reader.schema(schema).option("mode", "FAILFAST").load(path)
