@@ -15,6 +15,8 @@ must not carry sqlflow's clauses (Spark cannot read them).
 """
 from __future__ import annotations
 
+from typing import TypeVar
+
 from sqlglot import exp
 
 from ..frontend.dialect import WATERMARK_KEY, WINDOWING_KEY
@@ -23,7 +25,10 @@ from ..frontend.statement import DIALECT
 SQLFLOW_KEYS = (WATERMARK_KEY, WINDOWING_KEY)
 
 
-def strip_clauses(node: exp.Expr) -> exp.Expr:
+E = TypeVar("E", bound=exp.Expr)
+
+
+def strip_clauses(node: E) -> E:
     """A copy of `node` without sqlflow clauses attached (Spark reads what is left)."""
     copy = node.copy()
     for child in copy.walk():

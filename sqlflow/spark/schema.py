@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from .. import ast
 from ..columns import ALL_PANE_COLUMNS, ARRIVAL_TIME, EVENT_TIME, GAP, PANE_ALIAS, PANE_TYPES, when_column
 from ..engine import when_predicates
 from ..errors import SqlflowAnalysisError
@@ -70,20 +71,24 @@ def check_input_types(ws: WindowedSelect, rel: InputRelation, schema) -> str | N
             window = ws.windowing.window
             column, pos, clause = window.on, window.on_pos or window.pos, "WINDOW"
         elif ws.event_time_clause == "ARRIVAL":  # ON PROCESSING / INGESTION TIME: the arrival is the time
-            w = ws.arrival_source.watermark
-            raise ws.error(SqlflowAnalysisError, f"the arrival column {w.arrival} is {_type_name(et)}, not a "
-                           "TIMESTAMP", "WATERMARK", pos=w.arrival_pos or w.pos, hint=to_timestamp_hint(w.arrival, et))
+            src = ws.replayed
+            w = src.watermark
+            raise ws.error(SqlflowAnalysisError, f"the arrival column {src.arrival} is {_type_name(et)}, not a "
+                           "TIMESTAMP", "WATERMARK", pos=w.arrival_pos or w.pos, hint=to_timestamp_hint(src.arrival, et))
         else:
             w = ws.sources[0].watermark
             column, pos, clause = w.event_time, w.event_time_pos or w.pos, "WATERMARK"
         raise ws.error(SqlflowAnalysisError, f"the event-time column {column} is {_type_name(et)}, not a TIMESTAMP",
-                       clause, pos=pos, hint=to_timestamp_hint(column, et))
+                       clause, pos=pos, hint=to_timestamp_hint(str(column), et))
     if rel.replay and ws.upstream is None and not isinstance(types[ARRIVAL_TIME], timestamps):
-        w = ws.arrival_source.watermark
-        raise ws.error(SqlflowAnalysisError, f"the arrival column {w.arrival} is {_type_name(types[ARRIVAL_TIME])}, "
-                       "not a TIMESTAMP", "WATERMARK", pos=w.arrival_pos or w.pos, hint=to_timestamp_hint(w.arrival, types[ARRIVAL_TIME]))
-    if rel.gap and not isinstance(types[GAP], (T.DayTimeIntervalType, T.CalendarIntervalType)):
-        fn = ws.window
+        src = ws.replayed
+        w = src.watermark
+        raise ws.error(SqlflowAnalysisError, f"the arrival column {src.arrival} is {_type_name(types[ARRIVAL_TIME])}, "
+                       "not a TIMESTAMP", "WATERMARK", pos=w.arrival_pos or w.pos,
+                       hint=to_timestamp_hint(src.arrival, types[ARRIVAL_TIME]))
+    fn = ws.window
+    if (rel.gap and isinstance(fn, ast.Sessions) and isinstance(fn.gap, ast.SqlExpr)
+            and not isinstance(types[GAP], (T.DayTimeIntervalType, T.CalendarIntervalType))):
         raise ws.error(SqlflowAnalysisError, f"the session GAP {fn.gap.sql} is {_type_name(types[GAP])}, "
                        "not an interval", "WINDOW", pos=fn.gap.pos or fn.pos,
                        hint="write it as an interval, e.g. INTERVAL 5 MINUTES or make_interval(...)")
@@ -95,7 +100,7 @@ def check_input_types(ws: WindowedSelect, rel: InputRelation, schema) -> str | N
                            hint="compare it, e.g. WHEN(x > 0)")
     numeric = (T.NumericType, T.NullType, T.DayTimeIntervalType)
     for call, arg in zip(ws.calls, rel.call_args):
-        if arg is None or call.kind is None:
+        if arg is None or call.kind is None or call.arg is None:
             continue
         dtype = types[arg]
         if call.kind in NUMERIC_KINDS:
@@ -141,7 +146,7 @@ def uncarried(dtype) -> str | None:
     return None
 
 
-def naming_query(ws: WindowedSelect) -> exp.Select:
+def naming_query(ws: WindowedSelect) -> exp.Query:
     """The original SELECT, its aggregate calls appended as items, runnable by Spark (not run)."""
     select = strip_clauses(ws.select)
     for arg in ("having", "qualify", "order", "limit", "offset", "distinct", "with_"):

@@ -48,12 +48,12 @@ def _timestamp_check(ws: WindowedSelect, source: Source, dtype, what: str, colum
                        "not a TIMESTAMP", "WATERMARK", pos=pos or source.watermark.pos, hint=to_timestamp_hint(column, dtype))
 
 
-def source_query(source: Source) -> exp.Select:
+def source_query(source: Source) -> exp.Query:
     """SELECT <event time>, <arrival> FROM <the watermarked relation> (with its visible CTEs)."""
     w = source.watermark
     relation = strip_clauses(source.node)
     query = exp.Select(expressions=[exp.alias_(parse_column(w.event_time), "et"),
-                                    exp.alias_(parse_column(w.arrival), "at")])
+                                    exp.alias_(parse_column(source.arrival), "at")])
     query.set("from_", exp.From(this=relation))
     return with_ctes(query, visible_ctes(source.node))
 
@@ -85,7 +85,7 @@ def source_replay(spark, ws: WindowedSelect, source: Source, run_sql) -> Replay:
     raw = run_sql(to_spark_sql(source_query(source)), source.node)
     types = {f.name: f.dataType for f in raw.schema.fields}
     _timestamp_check(ws, source, types["et"], "event-time", w.event_time, w.event_time_pos)
-    _timestamp_check(ws, source, types["at"], "arrival", w.arrival, w.arrival_pos)
+    _timestamp_check(ws, source, types["at"], "arrival", source.arrival, w.arrival_pos)
     micros = raw.select(F.unix_micros(F.col("et").cast("timestamp")).alias("et"),
                         F.unix_micros(F.col("at").cast("timestamp")).alias("at"))
     model = w.model
@@ -148,12 +148,12 @@ def clock_replay(ws: WindowedSelect, run_sql) -> Replay:
     records, rows, first_at, last_at = [], 0, POS_INF, NEG_INF
     for source in ws.arrival_sources:
         w = source.watermark
-        query = exp.Select(expressions=[exp.alias_(parse_column(w.arrival), "at")])
+        query = exp.Select(expressions=[exp.alias_(parse_column(source.arrival), "at")])
         query.set("from_", exp.From(this=strip_clauses(source.node)))
         raw = run_sql(to_spark_sql(with_ctes(query, visible_ctes(source.node))), source.node)
-        _timestamp_check(ws, source, raw.schema.fields[0].dataType, "arrival", w.arrival, w.arrival_pos)
-        at = F.unix_micros(F.col("at").cast("timestamp"))
-        part, n, first, last = _records(raw.select(at.alias("et"), at.alias("at")).where(F.col("at").isNotNull()),
+        _timestamp_check(ws, source, raw.schema.fields[0].dataType, "arrival", source.arrival, w.arrival_pos)
+        micros = F.unix_micros(F.col("at").cast("timestamp"))
+        part, n, first, last = _records(raw.select(micros.alias("et"), micros.alias("at")).where(F.col("at").isNotNull()),
                                         "delay")
         records.append(part["at"].to_numpy(np.int64))
         rows, first_at, last_at = rows + n, min(first_at, first), max(last_at, last)
@@ -225,6 +225,8 @@ def explicit_timeline(spark, ws: WindowedSelect, source: Source, run_sql) -> Tim
     from pyspark.sql import types as T
 
     model = source.watermark.model
+    if not isinstance(model, ast.Timeline):
+        raise ValueError(f"{_model_text(model)} has no table of steps")
     table = parse_column(model.table)
     name = table.sql(dialect="spark")
     query = exp.Select(expressions=[exp.column("proc_time"), exp.column("watermark")])

@@ -18,6 +18,7 @@ answer (`WindowedSelect.path`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import sqlglot
 from sqlglot import exp
@@ -30,6 +31,9 @@ from ..frontend.dialect import WINDOWING_KEY
 from ..frontend.statement import DIALECT, Statement, watermarks_feeding
 from .aggregates import AggregateCall, aggregate_call, aggregate_calls, is_aggregate_call
 
+if TYPE_CHECKING:  # pragma: no cover
+    from .pipelines import Upstream
+
 
 @dataclass
 class Source:
@@ -38,6 +42,13 @@ class Source:
     node: exp.Expr
     watermark: ast.SourceWatermark
     direct: bool  # in the SELECT's own FROM or JOINs (its columns can be qualified by its name)
+
+    @property
+    def arrival(self) -> str:
+        """The ARRIVAL column as written (a replayed source's; `WindowedSelect.arrival_sources`)."""
+        if self.watermark.arrival is None:
+            raise ValueError(f"the source at {self.watermark.pos} has no ARRIVAL column")
+        return self.watermark.arrival
 
     def column(self, name: str) -> exp.Expr:
         """A column of this relation, qualified by its name when that avoids ambiguity."""
@@ -77,21 +88,28 @@ class WindowedSelect:
     pane_columns_used: set[str] = field(default_factory=set)
     #: the replayed windowed stage whose panes this SELECT reads as they are emitted (each pane
     #: arriving at its emit_time, under that stage's output watermark: `pipelines.Upstream`)
-    upstream: object = None
+    upstream: Upstream | None = None
 
     @property
     def arrival(self) -> exp.Expr | None:
         if self.upstream is not None:
             return self.upstream.arrival.copy()
         src = self.arrival_source
-        return None if src is None else src.column(src.watermark.arrival)
+        return None if src is None else src.column(src.arrival)
 
     @property
     def arrival_name(self) -> str | None:
         """The arrival column as written (ARRIVAL x), or the stage's emit_time."""
         if self.upstream is not None:
             return self.upstream.arrival.sql(dialect="spark")
-        return None if self.arrival_source is None else self.arrival_source.watermark.arrival
+        return None if self.arrival_source is None else self.arrival_source.arrival
+
+    @property
+    def replayed(self) -> Source:
+        """The replayed source of a replay that reads no upstream stage (`arrival_source`)."""
+        if self.arrival_source is None:
+            raise ValueError(f"{self.label()} replays no source of its own")
+        return self.arrival_source
 
     @property
     def replay(self) -> bool:
@@ -148,9 +166,8 @@ class WindowedSelect:
 
 def select_position(statement: Statement, select: exp.Select) -> ast.Position | None:
     """Where a SELECT's list starts in the query text (its own WITH clause left out)."""
-    positions = [statement.position(item) for item in select.expressions]
-    positions = [p for p in positions if p is not None]
-    return min(positions, key=lambda p: (p.line, p.column)) if positions else statement.position(select)
+    found = [p for p in (statement.position(item) for item in select.expressions) if p is not None]
+    return min(found, key=lambda p: (p.line, p.column)) if found else statement.position(select)
 
 
 def parse_column(name: str) -> exp.Expr:
@@ -173,7 +190,7 @@ def describe(statement: Statement, select: exp.Select, windowing: ast.Windowing)
     if windowing.domain is not ast.TimeDomain.EVENT_TIME:
         # a row's time is its arrival (replay) or its micro-batch's time (a stream: Spark's
         # current_timestamp() is the batch's); bounded data has neither (execute.py says so)
-        event_time, clause = ((arriving[0].column(arriving[0].watermark.arrival), "ARRIVAL") if arriving
+        event_time, clause = ((arriving[0].column(arriving[0].arrival), "ARRIVAL") if arriving
                               else (exp.CurrentTimestamp(), "STREAM"))
     elif windowing.window.on is not None:
         event_time, clause = parse_column(windowing.window.on), "WINDOW"
