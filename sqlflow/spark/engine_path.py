@@ -33,6 +33,7 @@ precision, AVG of decimals) is finished by Spark on the engine's exact output (`
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..columns import (ARRIVAL_TIME, BUCKET_OUTPUT_COLUMNS, DROPPED, DROPPED_ARRIVAL_TIME, DROPPED_EVENT_TIME,
                        DROPPED_REASON, EMIT_TIME, EVENT_TIME, FINAL, GAP, HOLD_SINCE, HOLD_UNTIL, IS_RETRACTION, KIND,
@@ -45,6 +46,9 @@ from .collation import representative
 from .inputs import InputRelation
 from .schema import spark_type
 
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame
+
 #: replay timelines with more steps than this travel as a broadcast variable
 _BROADCAST_STEPS = 10_000
 
@@ -53,15 +57,16 @@ _BROADCAST_STEPS = 10_000
 class EngineRun:
     """The DataFrames of one windowed SELECT run by the engine."""
 
-    output: object        # everything the bucket jobs returned (kinds PANE, DROPPED, METRICS)
-    panes: object         # keys (k0...), aggregates (agg0...), pane columns
-    final: object         # the panes that are their window's final value
-    dropped: object       # dropped input rows (internal column names)
+    output: DataFrame     # everything the bucket jobs returned (kinds PANE, DROPPED, METRICS)
+    panes: DataFrame      # keys (k0...), aggregates (agg0...), pane columns
+    final: DataFrame      # the panes that are their window's final value
+    dropped: DataFrame    # dropped input rows (internal column names)
     buckets: int
     combined: bool = False  # rows were combined before the shuffle (lifted_rows)
     replay_combined: bool = False  # replayed rows combined in the bucket jobs (replay_combining)
-    holds: object = None  # a replay's watermark holds: since, until, value (microseconds)
-    derive: object = None  # function(output) -> the EngineRun of the same stage over that output
+    holds: Any = None  # a replay's watermark holds: since, until, value (microseconds)
+    #: function(output) -> the EngineRun of the same stage over that output
+    derive: Callable[[DataFrame], EngineRun] | None = None
 
     def materialised(self) -> "EngineRun":
         """The same stage over its output computed once, now, and kept as a local checkpoint (in
@@ -69,6 +74,8 @@ class EngineRun:
         collecting its holds: the engine runs once, not once per job. Spark's ContextCleaner drops
         the checkpoint's blocks once no DataFrame refers to it (the statement's result and every
         DataFrame derived from it are garbage)."""
+        if self.derive is None:
+            raise ValueError("this run cannot be derived from its output")
         return self.derive(self.output.localCheckpoint(eager=True))
 
 

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from typing import Any, Callable
 
 from sqlglot import exp
 
@@ -224,13 +225,13 @@ class StageTime:
     `engine_path.EngineRun.holds`). `output_watermark()` collects the holds (one job over the
     stage's panes) and computes the stage's output watermark (`sqlflow.engine.holds`)."""
 
-    timeline: object   # engine.watermarks.Timeline
+    timeline: Any      # engine.watermarks.Timeline
     p_end: int
-    holds: object      # DataFrame, or None when planned without Spark
+    holds: Any         # DataFrame, or None when planned without Spark
     model: str         # the stage's own watermark, for explain()
     #: function() -> the holds of the stage computed once and kept for the later stage that reads
     #: its panes too (`Runner.materialise`); None once called, or when there is nothing to keep
-    materialise: object = None
+    materialise: Callable[[], Any] | None = None
 
     def materialised(self) -> bool:
         """Compute the stage once and keep it (its panes and holds then read the kept output),
@@ -373,6 +374,8 @@ def subtract(call: exp.Expr, flag: exp.Expr, avg_type) -> exp.Expr:
         return exp.Coalesce(this=exp.Sum(this=counted), expressions=[zero])
     info = aggregate_call(call)
     arg = info.arg
+    if arg is None:
+        raise AssertionError(f"not invertible: {call.sql()}")
     if info.kind == "sum":
         return exp.Sum(this=_signed(arg, flag))
     if info.kind == "avg":
