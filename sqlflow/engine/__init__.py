@@ -19,6 +19,7 @@ this package, and a Python UDF worker should pay only for what its job runs):
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
 
 #: public name -> the module of this package that defines it (imported on first use)
 _FACE = {
@@ -39,6 +40,45 @@ _FACE = {
 }
 
 __all__ = sorted(_FACE)
+
+if TYPE_CHECKING:  # pragma: no cover  (what mypy sees; tests/engine/test_face.py keeps it equal to _FACE)
+    from .plan import EnginePlan as EnginePlan
+    from .aggregates import Aggregate as Aggregate
+    from .aggregates import INVERTIBLE as INVERTIBLE
+    from .aggregates import overflow_column as overflow_column
+    from .runner import Engine as Engine
+    from .prepared import EngineResult as EngineResult
+    from .paths import BOUNDED as BOUNDED
+    from .paths import COMBINING as COMBINING
+    from .paths import Path as Path
+    from .paths import REPLAY as REPLAY
+    from .paths import SPARK_STREAMING_AGGREGATES as SPARK_STREAMING_AGGREGATES
+    from .paths import STREAM as STREAM
+    from .paths import collapsible as collapsible
+    from .paths import describe as describe
+    from .paths import path_for as path_for
+    from .paths import schedule_shape as schedule_shape
+    from .paths import watermark_shape as watermark_shape
+    from .windows import CumulateWindows as CumulateWindows
+    from .windows import CustomWindows as CustomWindows
+    from .windows import FixedWindows as FixedWindows
+    from .windows import SlidingWindows as SlidingWindows
+    from .windows import custom_windows_of as custom_windows_of
+    from .windows import register_window_fn as register_window_fn
+    from .windows import registered_window_fn as registered_window_fn
+    from .windows import registered_window_fns as registered_window_fns
+    from .windows import spread_blocks as spread_blocks
+    from .windows import window_fn as window_fn
+    from .watermarks import EMPTY_TIMELINE as EMPTY_TIMELINE
+    from .watermarks import ProcessingClock as ProcessingClock
+    from .watermarks import Timeline as Timeline
+    from .watermarks import bounded_delay as bounded_delay
+    from .watermarks import minimum as minimum
+    from .watermarks import perfect as perfect
+    from .holds import output_watermark as output_watermark
+    from .triggers import compile_trigger as compile_trigger
+    from .triggers import when_predicates as when_predicates
+    from .arrival_combine import arrival_grid as arrival_grid
 
 
 def __getattr__(name: str):

@@ -35,6 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
+from .. import ast
 from ..columns import (ARRIVAL_TIME, BUCKET_OUTPUT_COLUMNS, DROPPED, DROPPED_ARRIVAL_TIME, DROPPED_EVENT_TIME,
                        DROPPED_REASON, EMIT_TIME, EVENT_TIME, FINAL, GAP, HOLD_SINCE, HOLD_UNTIL, IS_RETRACTION, KIND,
                        OUTPUT_TIME, OUTPUT_TYPES, PANE, PANE_COLUMNS, PANE_TIMES, REASON, SOURCE, WEIGHT, WINDOW_END,
@@ -280,13 +281,23 @@ def replay_combining(plan: EnginePlan, rel: InputRelation, schema: dict):
     if not rel.replay or _combine_path(plan, REPLAY, schema).name != "combined":
         return None
     grid = arrival_grid(plan.windowing)
+    if grid is None:
+        return None
     parts, aggregates = [], []
     for j, agg in enumerate(plan.aggregates):
         name = part_column(j)
         parts.append((name, agg.kind, agg.column))
         aggregates.append(Aggregate(COMBINING[agg.kind], name, agg.output, agg.ignore_nulls))
     combined = EnginePlan(plan.windowing, tuple(aggregates), keys=plan.keys, custom_windows=plan.custom_windows)
-    return combined, (plan.window.gap.micros, *grid, tuple(parts))
+    return combined, (_fixed_gap(plan), *grid, tuple(parts))
+
+
+def _fixed_gap(plan: EnginePlan) -> int:
+    """The gap of a plan's SESSIONS(GAP <duration>) windows, in microseconds (what combining needs)."""
+    fn = plan.window
+    if not isinstance(fn, ast.Sessions) or not isinstance(fn.gap, ast.Duration):
+        raise ValueError(f"rows combine per gap-aligned slice of SESSIONS with a fixed gap, not {fn}")
+    return fn.gap.micros
 
 
 def lifted_rows(plan: EnginePlan, rel: InputRelation, raw, buckets: int):
@@ -298,13 +309,13 @@ def lifted_rows(plan: EnginePlan, rel: InputRelation, raw, buckets: int):
     Returns the rows partitioned by bucket and the plan over the partial columns."""
     from pyspark.sql import functions as F
 
-    gap = plan.window.gap.micros
+    gap = _fixed_gap(plan)
     et = _q(EVENT_TIME)
     keys = [_q(k) for k in rel.keys]
     partial_names = [part_column(j) for j in range(len(plan.aggregates))]
     partials, aggregates = [], []
     for name, agg in zip(partial_names, plan.aggregates):
-        arg = "1" if agg.kind == "count_star" else _q(agg.column)
+        arg = "1" if agg.kind == "count_star" or agg.column is None else _q(agg.column)
         partials.append(f"{'count' if agg.kind == 'count_star' else agg.kind}({arg}) AS {_q(name)}")
         aggregates.append(Aggregate(COMBINING[agg.kind], name, agg.output, agg.ignore_nulls))
     echoes = [f"first(IF({et} IS NULL, {_q(a)}, NULL), true) AS {_q(a)}" for a in rel.args]

@@ -21,6 +21,16 @@ def test_every_name_of_the_face_is_its_modules_own():
     assert set(engine.__all__) <= set(dir(engine))
 
 
+def test_what_mypy_sees_of_the_face_is_the_face():
+    """The TYPE_CHECKING imports (what mypy reads, the face being lazy) name each module of _FACE."""
+    tree = ast.parse((ROOT / "sqlflow" / "engine" / "__init__.py").read_text())
+    guarded = next(node for node in tree.body if isinstance(node, ast.If)
+                   and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING")
+    seen = {alias.name: node.module for node in guarded.body if isinstance(node, ast.ImportFrom)
+            for alias in node.names}
+    assert seen == engine._FACE
+
+
 def test_an_unknown_name_is_an_attribute_error():
     try:
         engine.nosuch  # noqa: B018
