@@ -27,6 +27,7 @@ False
 from __future__ import annotations
 
 import math
+from typing import Protocol, Sequence
 
 from .. import ast
 from ..time import POS_INF, saturating_add
@@ -43,6 +44,35 @@ class Context:
         self.end = end  # window end
         self.arrived = arrived  # elements the window holds (for percentile completeness)
         self.expected = expected  # elements it will eventually hold
+
+
+class TriggerMachine(Protocol):
+    """The contract every trigger implements (this module's docstring): one state machine per
+    window, over a state of nested lists of plain values. `compile_trigger` builds them."""
+
+    def new(self) -> list:
+        """A fresh state."""
+        ...
+
+    def on_elements(self, st: list, ctx: Context, n: int, when: Sequence[bool]) -> None:
+        """`n` elements arrived at this instant; `when[i]`: one of them made WHEN predicate i true."""
+        ...
+
+    def step(self, st: list, ctx: Context) -> bool:
+        """Evaluate once; True: the trigger fired (the state is updated)."""
+        ...
+
+    def finished(self, st: list) -> bool:
+        """The trigger can never fire again."""
+        ...
+
+    def merge(self, states: Sequence[list]) -> list:
+        """The state of a merged window from its sources' states."""
+        ...
+
+    def timer(self, st: list) -> int | None:
+        """The earliest armed processing-time timer, or None."""
+        ...
 
 
 def copy_state(st: list) -> list:
@@ -65,28 +95,28 @@ def _min_timer(*timers):
 # ---------------------------------------------------------------------- primitives
 
 
-class WatermarkTrigger:
+class WatermarkTrigger(TriggerMachine):
     """Fires once when W >= window end. State: [fired]."""
 
-    def new(self):
+    def new(self) -> list:
         return [False]
 
-    def on_elements(self, st, ctx, n, when):
+    def on_elements(self, st: list, ctx: Context, n: int, when: Sequence[bool]) -> None:
         pass
 
-    def step(self, st, ctx):
+    def step(self, st: list, ctx: Context) -> bool:
         if not st[0] and ctx.watermark >= ctx.end:
             st[0] = True
             return True
         return False
 
-    def finished(self, st):
+    def finished(self, st: list) -> bool:
         return st[0]
 
-    def merge(self, states):
+    def merge(self, states: Sequence[list]) -> list:
         return [all(s[0] for s in states)]
 
-    def timer(self, st):
+    def timer(self, st: list) -> int | None:
         return None
 
 
@@ -96,7 +126,7 @@ class PercentileTrigger(WatermarkTrigger):
     def __init__(self, percentile: float):
         self.percentile = percentile
 
-    def step(self, st, ctx):
+    def step(self, st: list, ctx: Context) -> bool:
         if st[0]:
             return False
         need = math.ceil(self.percentile / 100.0 * ctx.expected - 1e-9)
@@ -116,33 +146,33 @@ def next_boundary(now: int, period: int, offset: int = 0) -> int:
     return min(-((-(now - offset)) // period) * period + offset, POS_INF)
 
 
-class PeriodTrigger:
+class PeriodTrigger(TriggerMachine):
     """Fires once at the first boundary k*period + offset at or after its first element.
     State: [timer, fired]."""
 
     def __init__(self, period: int, offset: int = 0):
         self.period, self.offset = period, offset
 
-    def new(self):
+    def new(self) -> list:
         return [None, False]
 
-    def on_elements(self, st, ctx, n, when):
+    def on_elements(self, st: list, ctx: Context, n: int, when: Sequence[bool]) -> None:
         if st[0] is None and not st[1] and ctx.now is not None:
             st[0] = next_boundary(ctx.now, self.period, self.offset)
 
-    def step(self, st, ctx):
+    def step(self, st: list, ctx: Context) -> bool:
         if not st[1] and st[0] is not None and ctx.now is not None and ctx.now >= st[0]:
             st[0], st[1] = None, True
             return True
         return False
 
-    def finished(self, st):
+    def finished(self, st: list) -> bool:
         return st[1]
 
-    def merge(self, states):
+    def merge(self, states: Sequence[list]) -> list:
         return [_min_timer(*(s[0] for s in states)), all(s[1] for s in states)]
 
-    def timer(self, st):
+    def timer(self, st: list) -> int | None:
         return st[0]
 
 
@@ -152,12 +182,12 @@ class DelayTrigger(PeriodTrigger):
     def __init__(self, delay: int):
         self.delay = delay
 
-    def on_elements(self, st, ctx, n, when):
+    def on_elements(self, st: list, ctx: Context, n: int, when: Sequence[bool]) -> None:
         if st[0] is None and not st[1] and ctx.now is not None:
             st[0] = saturating_add(ctx.now, self.delay)  # +inf: never, in int64 microseconds
 
 
-class _LatchTrigger:
+class _LatchTrigger(TriggerMachine):
     """Fires once what it has seen since it started (`st[0]`, from `start`) is `enough`.
     State: [seen, fired]; a merged window has seen what its sources saw together (`together`)."""
 
@@ -169,22 +199,22 @@ class _LatchTrigger:
     def together(self, seen):
         raise NotImplementedError
 
-    def new(self):
+    def new(self) -> list:
         return [self.start, False]
 
-    def step(self, st, ctx):
+    def step(self, st: list, ctx: Context) -> bool:
         if not st[1] and self.enough(st[0]):
             st[1] = True
             return True
         return False
 
-    def finished(self, st):
+    def finished(self, st: list) -> bool:
         return st[1]
 
-    def merge(self, states):
+    def merge(self, states: Sequence[list]) -> list:
         return [self.together(s[0] for s in states), all(s[1] for s in states)]
 
-    def timer(self, st):
+    def timer(self, st: list) -> int | None:
         return None
 
 
@@ -196,7 +226,7 @@ class CountTrigger(_LatchTrigger):
     def __init__(self, n: int):
         self.n = n
 
-    def on_elements(self, st, ctx, n, when):
+    def on_elements(self, st: list, ctx: Context, n: int, when: Sequence[bool]) -> None:
         if not st[1]:
             st[0] += n
 
@@ -215,7 +245,7 @@ class WhenTrigger(_LatchTrigger):
     def __init__(self, index: int):
         self.index = index
 
-    def on_elements(self, st, ctx, n, when):
+    def on_elements(self, st: list, ctx: Context, n: int, when: Sequence[bool]) -> None:
         if not st[1] and when[self.index]:
             st[0] = True
 
@@ -229,50 +259,50 @@ class WhenTrigger(_LatchTrigger):
 # ---------------------------------------------------------------------- composites
 
 
-class RepeatTrigger:
+class RepeatTrigger(TriggerMachine):
     """Fires whenever the child fires; restarts the child after each firing. State: [child]."""
 
-    def __init__(self, child):
+    def __init__(self, child: TriggerMachine) -> None:
         self.child = child
 
-    def new(self):
+    def new(self) -> list:
         return [self.child.new()]
 
-    def on_elements(self, st, ctx, n, when):
+    def on_elements(self, st: list, ctx: Context, n: int, when: Sequence[bool]) -> None:
         self.child.on_elements(st[0], ctx, n, when)
 
-    def step(self, st, ctx):
+    def step(self, st: list, ctx: Context) -> bool:
         fired = self.child.step(st[0], ctx)
         if self.child.finished(st[0]):
             st[0] = self.child.new()
         return fired
 
-    def finished(self, st):
+    def finished(self, st: list) -> bool:
         return False
 
-    def merge(self, states):
+    def merge(self, states: Sequence[list]) -> list:
         return [self.child.merge([s[0] for s in states])]
 
-    def timer(self, st):
+    def timer(self, st: list) -> int | None:
         return self.child.timer(st[0])
 
 
-class RepeatUntilTrigger:
+class RepeatUntilTrigger(TriggerMachine):
     """REPEAT(t) while `until` runs alongside; when `until` fires, fires and finishes.
     State: [t, until, finished]."""
 
-    def __init__(self, child, until):
+    def __init__(self, child: TriggerMachine, until: TriggerMachine) -> None:
         self.child, self.until = child, until
 
-    def new(self):
+    def new(self) -> list:
         return [self.child.new(), self.until.new(), False]
 
-    def on_elements(self, st, ctx, n, when):
+    def on_elements(self, st: list, ctx: Context, n: int, when: Sequence[bool]) -> None:
         if not st[2]:
             self.child.on_elements(st[0], ctx, n, when)
             self.until.on_elements(st[1], ctx, n, when)
 
-    def step(self, st, ctx):
+    def step(self, st: list, ctx: Context) -> bool:
         if st[2]:
             return False
         if self.until.step(st[1], ctx):
@@ -283,34 +313,34 @@ class RepeatUntilTrigger:
             st[0] = self.child.new()
         return fired
 
-    def finished(self, st):
+    def finished(self, st: list) -> bool:
         return st[2]
 
-    def merge(self, states):
+    def merge(self, states: Sequence[list]) -> list:
         return [
             self.child.merge([s[0] for s in states]),
             self.until.merge([s[1] for s in states]),
             all(s[2] for s in states),
         ]
 
-    def timer(self, st):
+    def timer(self, st: list) -> int | None:
         return None if st[2] else _min_timer(self.child.timer(st[0]), self.until.timer(st[1]))
 
 
-class SequenceTrigger:
+class SequenceTrigger(TriggerMachine):
     """Runs each child until it finishes, then the next. State: [index, child state]."""
 
-    def __init__(self, children):
+    def __init__(self, children: Sequence[TriggerMachine]) -> None:
         self.children = tuple(children)
 
-    def new(self):
+    def new(self) -> list:
         return [0, self.children[0].new()]
 
-    def on_elements(self, st, ctx, n, when):
+    def on_elements(self, st: list, ctx: Context, n: int, when: Sequence[bool]) -> None:
         if st[0] < len(self.children):
             self.children[st[0]].on_elements(st[1], ctx, n, when)
 
-    def step(self, st, ctx):
+    def step(self, st: list, ctx: Context) -> bool:
         i = st[0]
         if i >= len(self.children):
             return False
@@ -321,35 +351,35 @@ class SequenceTrigger:
             st[1] = self.children[i + 1].new() if i + 1 < len(self.children) else None
         return fired
 
-    def finished(self, st):
+    def finished(self, st: list) -> bool:
         return st[0] >= len(self.children)
 
-    def merge(self, states):
+    def merge(self, states: Sequence[list]) -> list:
         # the patent: resume at the lowest stage among the sources; merge that stage's child
         low = min(s[0] for s in states)
         if low >= len(self.children):
             return [low, None]
         return [low, self.children[low].merge([s[1] for s in states if s[0] == low])]
 
-    def timer(self, st):
+    def timer(self, st: list) -> int | None:
         return None if st[0] >= len(self.children) else self.children[st[0]].timer(st[1])
 
 
-class FirstOfTrigger:
+class FirstOfTrigger(TriggerMachine):
     """Fires when any child fires, then finishes. State: [child states, finished]."""
 
-    def __init__(self, children):
+    def __init__(self, children: Sequence[TriggerMachine]) -> None:
         self.children = tuple(children)
 
-    def new(self):
+    def new(self) -> list:
         return [[c.new() for c in self.children], False]
 
-    def on_elements(self, st, ctx, n, when):
+    def on_elements(self, st: list, ctx: Context, n: int, when: Sequence[bool]) -> None:
         if not st[1]:
             for c, s in zip(self.children, st[0]):
                 c.on_elements(s, ctx, n, when)
 
-    def step(self, st, ctx):
+    def step(self, st: list, ctx: Context) -> bool:
         if st[1]:
             return False
         fired = False
@@ -359,35 +389,35 @@ class FirstOfTrigger:
             st[1] = True
         return fired
 
-    def finished(self, st):
+    def finished(self, st: list) -> bool:
         return st[1]
 
-    def merge(self, states):
+    def merge(self, states: Sequence[list]) -> list:
         return [
             [c.merge([s[0][i] for s in states]) for i, c in enumerate(self.children)],
             all(s[1] for s in states),
         ]
 
-    def timer(self, st):
+    def timer(self, st: list) -> int | None:
         return None if st[1] else _min_timer(*(c.timer(s) for c, s in zip(self.children, st[0])))
 
 
-class AllOfTrigger:
+class AllOfTrigger(TriggerMachine):
     """Fires when every child has fired, then finishes. State: [child states, done flags, finished]."""
 
-    def __init__(self, children):
+    def __init__(self, children: Sequence[TriggerMachine]) -> None:
         self.children = tuple(children)
 
-    def new(self):
+    def new(self) -> list:
         return [[c.new() for c in self.children], [False] * len(self.children), False]
 
-    def on_elements(self, st, ctx, n, when):
+    def on_elements(self, st: list, ctx: Context, n: int, when: Sequence[bool]) -> None:
         if not st[2]:
             for c, s, done in zip(self.children, st[0], st[1]):
                 if not done:
                     c.on_elements(s, ctx, n, when)
 
-    def step(self, st, ctx):
+    def step(self, st: list, ctx: Context) -> bool:
         if st[2]:
             return False
         for i, (c, s) in enumerate(zip(self.children, st[0])):
@@ -398,17 +428,17 @@ class AllOfTrigger:
             return True
         return False
 
-    def finished(self, st):
+    def finished(self, st: list) -> bool:
         return st[2]
 
-    def merge(self, states):
+    def merge(self, states: Sequence[list]) -> list:
         return [
             [c.merge([s[0][i] for s in states]) for i, c in enumerate(self.children)],
             [all(s[1][i] for s in states) for i in range(len(self.children))],
             all(s[2] for s in states),
         ]
 
-    def timer(self, st):
+    def timer(self, st: list) -> int | None:
         if st[2]:
             return None
         return _min_timer(*(c.timer(s) for c, s, d in zip(self.children, st[0], st[1]) if not d))
@@ -417,7 +447,7 @@ class AllOfTrigger:
 # ---------------------------------------------------------------------- compilation
 
 
-def compile_trigger(trigger: "ast.Trigger"):
+def compile_trigger(trigger: "ast.Trigger") -> TriggerMachine:
     """AST trigger (sugar allowed) -> state machine. WHEN nodes are numbered in pre-order."""
     counter = iter(range(1_000_000))
     return _compile(ast.desugar(trigger), counter)

@@ -29,38 +29,57 @@ def _floor_to(t: np.ndarray, size: int, offset: int) -> np.ndarray:
     return ((t - offset) // size) * size + offset
 
 
-class WindowFnImpl(Protocol):
+#: Parallel arrays (row, start, end): row i of the input is in window [start, end).
+Assigned = tuple[np.ndarray, np.ndarray, np.ndarray]
+#: A merging window function's merge: each merged window with the windows merged into it.
+Merged = list[tuple[tuple[int, int], list[tuple[int, int]]]]
+
+
+class WindowAssigner(Protocol):
+    """The contract of a window function (the paper's AssignWindows, section 2.2). `merging`
+    says whether it also implements `MergingWindowAssigner.merge` (the paper's MergeWindows)."""
+
     merging: bool
 
-    def assign(self, event_time: np.ndarray, gap: np.ndarray | None = None): ...
+    def assign(self, event_time: np.ndarray, gap: np.ndarray | None = None) -> Assigned:
+        """The windows of each element: parallel arrays (row, start, end)."""
+        ...
 
 
-class GlobalWindows:
+class MergingWindowAssigner(WindowAssigner, Protocol):
+    """A window function whose windows merge as elements arrive (sessions, merging custom ones)."""
+
+    def merge(self, windows: list[tuple[int, int]]) -> Merged:
+        """Group windows that merge: each merged window with the windows it was made of."""
+        ...
+
+
+class GlobalWindows(WindowAssigner):
     merging = False
 
-    def assign(self, event_time, gap=None):
+    def assign(self, event_time: np.ndarray, gap: np.ndarray | None = None) -> Assigned:
         n = len(event_time)
         return np.arange(n), np.full(n, NEG_INF, _I64), np.full(n, POS_INF, _I64)
 
 
-class FixedWindows:
+class FixedWindows(WindowAssigner):
     merging = False
 
     def __init__(self, size: int, offset: int = 0):
         self.size, self.offset = size, offset % size
 
-    def assign(self, event_time, gap=None):
+    def assign(self, event_time: np.ndarray, gap: np.ndarray | None = None) -> Assigned:
         start = _floor_to(np.asarray(event_time, _I64), self.size, self.offset)
         return np.arange(len(start)), start, saturating_add(start, self.size)
 
 
-class SlidingWindows:
+class SlidingWindows(WindowAssigner):
     merging = False
 
     def __init__(self, size: int, period: int, offset: int = 0):
         self.size, self.period, self.offset = size, period, offset % period
 
-    def assign(self, event_time, gap=None):
+    def assign(self, event_time: np.ndarray, gap: np.ndarray | None = None) -> Assigned:
         t = np.asarray(event_time, _I64)
         last = _floor_to(t, self.period, self.offset)  # latest window start <= t
         k = -(-self.size // self.period)  # windows per element (at most)
@@ -71,13 +90,13 @@ class SlidingWindows:
         return rows[keep], starts[keep], ends[keep]
 
 
-class CumulateWindows:
+class CumulateWindows(WindowAssigner):
     merging = False
 
     def __init__(self, step: int, size: int, offset: int = 0):
         self.step, self.size, self.offset = step, size, offset % size
 
-    def assign(self, event_time, gap=None):
+    def assign(self, event_time: np.ndarray, gap: np.ndarray | None = None) -> Assigned:
         t = np.asarray(event_time, _I64)
         ws = _floor_to(t, self.size, self.offset)
         k = self.size // self.step
@@ -87,7 +106,7 @@ class CumulateWindows:
         return rows[keep], np.repeat(ws, k)[keep], ends[keep]
 
 
-class SessionWindows:
+class SessionWindows(MergingWindowAssigner):
     """Each element opens [t, t + gap); the engine merges overlapping windows."""
 
     merging = True
@@ -95,16 +114,15 @@ class SessionWindows:
     def __init__(self, gap: int | None):
         self.gap = gap  # None: per-row gaps are given to assign()
 
-    def assign(self, event_time, gap=None):
+    def assign(self, event_time: np.ndarray, gap: np.ndarray | None = None) -> Assigned:
         """[t, t + gap), ending at +inf when t + gap is past it (a gap may be that long)."""
         t = np.asarray(event_time, _I64)
         g = self.gap if self.gap is not None else np.asarray(gap, _I64)
         return np.arange(len(t)), t, saturating_add(t, g)
 
-    @staticmethod
-    def merge(windows: list[tuple[int, int]]):
+    def merge(self, windows: list[tuple[int, int]]) -> Merged:
         """Overlapping windows merge transitively; windows that only touch do not."""
-        out: list[tuple[tuple[int, int], list[tuple[int, int]]]] = []
+        out: Merged = []
         for s, e in sorted(windows):
             if out and s < out[-1][0][1]:
                 (ms, me), srcs = out[-1]
@@ -155,13 +173,13 @@ def registered_window_fns() -> dict[str, type]:
     return dict(_REGISTRY)
 
 
-class CustomWindows:
+class CustomWindows(MergingWindowAssigner):
     def __init__(self, name: str, impl):
         self.name = name
         self.impl = impl
         self.merging = callable(getattr(impl, "merge", None))
 
-    def assign(self, event_time, gap=None):
+    def assign(self, event_time: np.ndarray, gap: np.ndarray | None = None) -> Assigned:
         try:
             row, start, end = self.impl.assign(np.asarray(event_time, _I64))
         except Exception as e:  # a user's bug: say whose
@@ -175,7 +193,7 @@ class CustomWindows:
                                         clause="WINDOW")
         return row, start, end
 
-    def merge(self, windows):
+    def merge(self, windows: list[tuple[int, int]]) -> Merged:
         try:
             return self.impl.merge(windows)
         except Exception as e:
@@ -203,7 +221,7 @@ def spread_blocks(fn: "ast.WindowFn") -> tuple[int, int] | None:
     return None
 
 
-def window_fn(fn: "ast.WindowFn", custom: dict | None = None):
+def window_fn(fn: "ast.WindowFn", custom: dict | None = None) -> WindowAssigner:
     """The implementation of an AST window function. `custom` maps names to classes (defaults
     to the registry), so a plan can carry its custom classes to Spark executors."""
     if isinstance(fn, ast.Global):
