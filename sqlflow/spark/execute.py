@@ -152,6 +152,7 @@ class Runner:
     def prepare(self) -> Prepared:
         stages: list[Stage] = []
         try:
+            self.resolve_views()
             for number, (select, windowing) in enumerate(self.statement.windowed_selects(), start=1):
                 stages.append(self.stage(number, select, windowing))
             for select in list(self.tree.find_all(exp.Select)):
@@ -164,6 +165,35 @@ class Runner:
             raise
         keep = not isinstance(self.tree, exp.Query)
         return Prepared(final, self.args, Report(stages), list(self.views), keep)
+
+    def resolve_views(self) -> None:
+        """Resolve each temp view the query reads once, now, and have every Spark job of this call
+        read that version (the replay's timeline, the engine's buckets, the counters, the final
+        query): each query sqlflow hands Spark would otherwise resolve the view again, and a view
+        replaced meanwhile (another thread, another notebook cell) would give a result matching
+        neither version. Each view's analysed plan becomes a view of this run's own, which the
+        query's relations are pointed at (aliased by their old names). Not for a statement that
+        defines something (CREATE VIEW ...: it reads its inputs when it is read), nor for
+        streams (Spark resolves a streaming query once, when it starts)."""
+        if self.spark is None or self.dry or not isinstance(self.tree, exp.Query):
+            return
+        from pyspark.errors import AnalysisException
+
+        from .relations import named_relations, rename_relation
+
+        for nodes in named_relations(self.tree).values():
+            quoted = "`" + nodes[0].name.replace("`", "``") + "`"
+            try:
+                if not self.spark.catalog.getTable(quoted).isTemporary:
+                    continue  # a catalog table: no plan to keep (its files are listed by each job)
+                df = self.spark.table(quoted)
+                if df.isStreaming:
+                    continue
+            except AnalysisException:  # no such view: Spark's own error, located, comes later
+                continue
+            frozen = self.view(df, "input")
+            for node in nodes:
+                rename_relation(node, frozen)
 
     def analyse_panes(self, final: str) -> None:
         """Analyse the panes query of each native stage, unless it is the statement itself (a lone

@@ -89,3 +89,42 @@ def with_ctes(query: exp.Query, ctes: list[exp.CTE]) -> exp.Query:
 def to_spark_sql(node: exp.Expr, pretty: bool = False) -> str:
     """Spark SQL text of a tree without sqlflow clauses."""
     return strip_clauses(node).sql(dialect=DIALECT, pretty=pretty)
+
+
+def named_relations(tree: exp.Expr) -> dict[str, list[exp.Table]]:
+    """The relations of `tree` that name a table or view by an unqualified name (not a CTE, not a
+    streaming relation `STREAM t`, not a table function), grouped by lower-case name.
+
+    >>> from sqlflow.frontend import parse
+    >>> s = parse("WITH c AS (SELECT * FROM t) SELECT * FROM c JOIN T AS x ON c.k = x.k "
+    ...           "JOIN db.u ON TRUE JOIN STREAM s ON TRUE WHERE c.k IN (SELECT k FROM v)")
+    >>> {name: len(tables) for name, tables in named_relations(s.tree).items()}
+    {'t': 2, 'v': 1}
+    """
+    ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
+    out: dict[str, list[exp.Table]] = {}
+    for node in tree.find_all(exp.Table):
+        if (not isinstance(node.this, exp.Identifier) or node.args.get("db") is not None
+                or node.args.get("catalog") is not None or isinstance(node.parent, exp.Stream)):
+            continue
+        name = node.name.lower()
+        if name not in ctes:
+            out.setdefault(name, []).append(node)
+    return out
+
+
+def rename_relation(node: exp.Table, name: str) -> None:
+    """Point `node` at relation `name`, keeping what it was called (its alias, else its old name:
+    columns qualified by it still resolve, and Spark's messages name it), and where it was
+    written (its identifier stays, for error positions).
+
+    >>> t = exp.to_table("events")
+    >>> rename_relation(t, "frozen_1"); t.sql()
+    'frozen_1 AS events'
+    """
+    ident = node.this
+    alias = node.args.get("alias")
+    if alias is None or alias.this is None:
+        node.set("alias", exp.TableAlias(this=exp.to_identifier(ident.this, quoted=ident.quoted)))
+    ident.set("this", name)
+    ident.set("quoted", False)

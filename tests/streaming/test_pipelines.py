@@ -103,6 +103,52 @@ def test_two_clicks_forming_one_session_count_once(spark, tmp_path, repo_root):
     assert [(u, 1, n) for u, _, _, n in oracle_sessions(batches)] == got
 
 
+def test_the_example_run_twice_with_the_same_finish_dir_counts_every_click_both_times(spark, tmp_path, repo_root):
+    """A finish marker belongs to the run that wrote it: re-running docs/pipelines.md's example
+    (a re-run notebook cell: the same fixed finish directory), one file per micro-batch, reads
+    every click again; the first run's marker does not end the second at its first batch."""
+    import re
+
+    batches = [[("u1", 0)], [("u1", 30)]]
+    write_files(tmp_path / "in", batches)
+    text = (repo_root / "docs" / "pipelines.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", text[text.index("## On a stream"):], re.S)
+    code = next(b for b in blocks if "by_user" in b)
+    code = (code.replace('.json("/data/clicks")', f'.option("maxFilesPerTrigger", 1).json("{tmp_path / "in"}")')
+            .replace("/tmp/sqlflow-finish", str(tmp_path / "fin")))
+    assert "maxFilesPerTrigger" in code
+    got = []
+    for _ in range(2):
+        scope = {"spark": spark, "sqlflow": sqlflow}
+        try:
+            exec(code, scope)
+        finally:
+            spark.conf.unset(S.CONF_FINISH_DIR)
+        got.append([tuple(r) for r in spark.table("by_user").collect()])
+    assert got == [[("u1", 1, 2)], [("u1", 1, 2)]]
+
+
+def test_a_one_stage_query_run_twice_with_the_same_finish_dir_counts_every_row_both_times(spark, tmp_path):
+    """Six files, one per micro-batch, 36 rows: both runs count 36 (a stale marker of the first
+    run would finish the second at its first batch, and drop every later row as too late)."""
+    batches = [[(f"u{i}", 600 * b + 10 * i) for i in range(6)] for b in range(6)]
+    write_files(tmp_path / "in", batches)
+    clicks_view(spark, tmp_path / "in", "clicks_twice")
+    query = ("SELECT user_id, COUNT(*) AS n FROM clicks_twice WATERMARK ts DELAY OF INTERVAL 1 SECOND "
+             "GROUP BY user_id WINDOW FIXED(SIZE 1h)")
+    totals = []
+    for run in range(2):
+        spark.conf.set(S.CONF_FINISH_DIR, str(tmp_path / "finish"))
+        try:
+            df = sqlflow.sql(spark, query)
+        finally:
+            spark.conf.unset(S.CONF_FINISH_DIR)
+        query_run = S.start(df, format="memory", query_name=f"twice_{run}", available_now=True, finish=True)
+        totals.append((sum(r.n for r in spark.table(f"twice_{run}").collect()),
+                       S.query_metrics(query_run)["dropped_too_late"]))
+    assert totals == [(36, 0), (36, 0)]
+
+
 def random_clicks(seed: int, users: int = 12, batches: int = 6, per_batch: int = 25, behind: int = 120):
     """Clicks drifting forward 90 s per batch; a batch reaches `behind` seconds back, past the
     watermark of the batch before (late clicks, kept: the stages allow an hour of lateness)."""

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 import uuid
 from dataclasses import dataclass
@@ -50,14 +51,78 @@ class PaneStream:
         write_finish_marker(self.finish_dir)
 
 
+#: the names of end-of-input marker files (`write_finish_marker`)
+MARKER_PREFIX, MARKER_SUFFIX = "finish-", ".json"
+
+
 def write_finish_marker(finish_dir: str) -> None:
     """Write one end-of-input marker file (atomically: Spark's file source never sees half of it)."""
     os.makedirs(finish_dir, exist_ok=True)
-    name = f"finish-{time.time_ns()}-{uuid.uuid4().hex[:8]}.json"
+    name = f"{MARKER_PREFIX}{time.time_ns()}-{uuid.uuid4().hex[:8]}{MARKER_SUFFIX}"
     tmp = os.path.join(finish_dir, "." + name + ".tmp")
     with open(tmp, "w") as out:
         out.write(json.dumps({"finish": "finish"}) + "\n")
     os.replace(tmp, os.path.join(finish_dir, name))
+
+
+def clear_finish_markers(finishers: list[PaneStream]) -> int:
+    """Delete the end-of-input markers in the finish directories of `finishers`, before a run that
+    starts from a fresh checkpoint: a marker belongs to the run that wrote it, and its file source
+    would read an earlier run's markers in its first batch, finishing the run there and dropping
+    every later row as too late. Returns how many it deleted.
+
+    >>> import tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> write_finish_marker(d); write_finish_marker(d)
+    >>> s = PaneStream(None, None, None, d, "stateful", 1)
+    >>> clear_finish_markers([s, s]), sorted(os.listdir(d)), clear_finish_markers([s])
+    (2, [], 0)
+    """
+    deleted = 0
+    for finish_dir in dict.fromkeys(s.finish_dir for s in finishers if s.finish_dir is not None):
+        if not os.path.isdir(finish_dir):
+            continue
+        for name in os.listdir(finish_dir):
+            if name.startswith(MARKER_PREFIX) and name.endswith(MARKER_SUFFIX):
+                try:
+                    os.remove(os.path.join(finish_dir, name))
+                    deleted += 1
+                except FileNotFoundError:  # pragma: no cover - removed meanwhile
+                    pass
+    return deleted
+
+
+def fresh_checkpoint(spark, checkpoint: str | None, query_name: str | None = None) -> bool:
+    """Whether a query started with `checkpoint` (None: Spark's choice) starts a new run rather
+    than resuming one: no micro-batch planned yet (no `<checkpoint>/offsets/<n>`). Without a
+    checkpoint Spark takes `spark.sql.streaming.checkpointLocation/<query name>` when both are
+    set (a resumable one), else a new directory. A checkpoint on a file system other than the
+    local one cannot be looked at from here: not fresh (its markers are kept).
+
+    >>> import tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> class Conf:
+    ...     def get(self, key, default=None):
+    ...         return default
+    >>> class Spark:
+    ...     conf = Conf()
+    >>> fresh_checkpoint(Spark(), None), fresh_checkpoint(Spark(), d), fresh_checkpoint(Spark(), "s3a://b/cp")
+    (True, True, False)
+    >>> os.makedirs(os.path.join(d, "offsets")); open(os.path.join(d, "offsets", "0"), "w").close()
+    >>> fresh_checkpoint(Spark(), d), fresh_checkpoint(Spark(), "file://" + d)
+    (False, False)
+    """
+    if checkpoint is None:
+        root = spark.conf.get("spark.sql.streaming.checkpointLocation", None)
+        if not root or not query_name:
+            return True
+        checkpoint = os.path.join(root, query_name)
+    if checkpoint.startswith("file:"):
+        checkpoint = "/" + checkpoint[len("file:"):].lstrip("/")
+    elif re.match(r"[A-Za-z][A-Za-z0-9+.-]+:", checkpoint):  # hdfs:, s3a:, ...
+        return False
+    offsets = os.path.join(checkpoint, "offsets")
+    return not os.path.isdir(offsets) or not any(not n.startswith((".", "_")) for n in os.listdir(offsets))
 
 
 def aggregated(df) -> bool:

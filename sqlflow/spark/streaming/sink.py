@@ -9,7 +9,7 @@ from pyspark.sql import DataFrame
 from ...columns import DROPPED, PANE
 from ...errors import SqlflowUnsupportedError
 from ..conf import FILE_FORMATS, STREAMING_FINISH_DIR
-from .pane_stream import PaneStream, aggregated, pane_streams
+from .pane_stream import PaneStream, aggregated, clear_finish_markers, fresh_checkpoint, pane_streams
 from .session_conf import state_store_for
 from .stateful import project_batch
 
@@ -36,7 +36,9 @@ def start(stream: PaneStream | DataFrame, *, format: str = "parquet", path: str 
       DELAY triggers (default: as soon as the previous batch is done);
     - `available_now`: process what is available, then stop; with `finish=True` the stream is
       then finished (every window emitted) by a second availableNow run that reads the finish
-      marker. Both wait for termination and return the last query.
+      marker. Both wait for termination and return the last query. A run from a fresh
+      checkpoint first deletes the markers earlier runs left in its finish directory (a marker
+      belongs to the run that wrote it).
     - `output_mode`: Spark's output mode; default append, or complete for a result that
       aggregates the panes downstream (docs/pipelines.md: a streaming aggregation without a
       watermark; complete and update need a sink that supports them: memory, console, foreachBatch);
@@ -84,6 +86,8 @@ def start(stream: PaneStream | DataFrame, *, format: str = "parquet", path: str 
                 raise SqlflowUnsupportedError(f"a {format} sink needs a checkpoint location", clause="INSERT")
     stateful = any(s.operator == "stateful" for s in finishers)
     def launch() -> "StreamingQuery":
+        if fresh_checkpoint(df.sparkSession, checkpoint, query_name):  # a new run: no earlier run's marker ends it
+            clear_finish_markers(finishers)
         with state_store_for(df.sparkSession, stateful):  # TWS needs RocksDB: set for this query only
             if dropped_path is not None:
                 return w.start()
