@@ -135,9 +135,11 @@ def _ends_operand(tokens: list[Token], i: int) -> bool:
 
 def _starts_tail(tokens: list[Token], i: int) -> bool:
     word = tokens[i].upper
+    nxt = _word(tokens, i + 1)
+    if word == "WINDOW" and _word(tokens, i - 1) == "WINDOW" and tokens[i - 1].kind == WORD and nxt in WINDOW_FNS:
+        return True  # after a column named window (unquoted: the parse says so, `unquoted_window`)
     if not _ends_operand(tokens, i - 1):
         return False
-    nxt = _word(tokens, i + 1)
     if word == "WINDOW":
         if not nxt or _word(tokens, i + 2) == "AS":
             return False

@@ -28,7 +28,7 @@ from ..errors import SqlflowSyntaxError
 from . import clauses
 from .dialect import (MARKER_KEY, WATERMARK_KEY, WATERMARK_MARKER, WINDOWING_KEY,
                       WINDOWING_MARKER, SqlflowSpark)
-from .keywords import CLAUSES
+from .keywords import CLAUSES, WINDOW_FNS
 from .locate import SOURCE, TAIL, Span, locate
 from .scan import PUNCT, WORD, scan, unterminated
 from .source import Source
@@ -356,6 +356,9 @@ def _check_depth(source: Source, offsets: "Offsets", tree: exp.Expr) -> None:
 
 
 def _misplaced(source: Source, span: Span) -> SqlflowSyntaxError:
+    window = unquoted_window(source, 0, span.start) if span.kind == TAIL else None
+    if window is not None:
+        return _window_column(source, window)
     if span.kind == TAIL:
         name = _tail_name(source, span)
         return source.error(SqlflowSyntaxError,
@@ -369,6 +372,9 @@ def _misplaced(source: Source, span: Span) -> SqlflowSyntaxError:
 
 def _sql_error(source: Source, offsets: "Offsets", spans: list[Span], error: ParseError):
     token = getattr(error, "sqlflow_token", None)
+    window = unquoted_window(source, offsets.start, offsets.original(token.start) if token is not None else None)
+    if window is not None:
+        return _window_column(source, window)
     if token is not None and token.text.startswith((WINDOWING_MARKER, WATERMARK_MARKER)):
         number = int(token.text.rsplit("_", 1)[1])
         kind = TAIL if token.text.startswith(WINDOWING_MARKER) else SOURCE
@@ -377,6 +383,34 @@ def _sql_error(source: Source, offsets: "Offsets", spans: list[Span], error: Par
     detail = error.errors[0]["description"] if error.errors else str(error)
     return source.error(SqlflowSyntaxError, sqlglot_words(detail, token.text if token else ""),
                         offset, clause="SQL")
+
+
+def _window_column(source: Source, offset: int) -> SqlflowSyntaxError:
+    return source.error(SqlflowSyntaxError, "a column named window must be quoted here: an unquoted WINDOW "
+                        "starts a WINDOW clause", offset, clause="SQL", hint="write `window` (in backquotes)")
+
+
+def unquoted_window(source: Source, start: int, offset: int | None) -> int | None:
+    """Where an unquoted column named window is, when sqlglot fails at it or just after it (it
+    reads WINDOW as the start of a named window clause): the offset of that word, else None.
+
+    >>> q = "SELECT k, COUNT(*) AS n FROM t GROUP BY window, k WINDOW GLOBAL ON ts"
+    >>> unquoted_window(Source(q), 0, q.index(", k"))
+    40
+    """
+    if offset is None:
+        return None
+    tokens = [t for t in scan(source.code, start, offset + 1) if t.start <= offset]
+    for tok in tokens[-2:]:
+        if tok.kind == WORD and tok.upper == "WINDOW" and not _is_tail_word(source, tok.end):
+            return tok.start
+    return None
+
+
+def _is_tail_word(source: Source, end: int) -> bool:
+    """Whether the WINDOW word ending at `end` starts a clause tail (a window function follows)."""
+    following = scan(source.code, end, min(len(source.code), end + 40))
+    return bool(following) and following[0].upper in WINDOW_FNS
 
 
 class Offsets:

@@ -12,6 +12,8 @@
 'SESSIONS'
 >>> print(nearest("FOO", ["TRIGGER"]))
 None
+>>> window_fn_for("TUMBLE", "SIZE 1h"), window_fn_for("TUMBLE", "1h"), window_fn_for("hop", "1m, 5m")
+('FIXED(SIZE 1h)', 'FIXED(SIZE 1h)', 'SLIDING(SIZE d, PERIOD p)')
 """
 from __future__ import annotations
 
@@ -70,3 +72,29 @@ def did_you_mean(word: str, candidates) -> str | None:
     """A hint naming the nearest keyword, as the phrase it starts."""
     match = nearest(word, candidates)
     return f"did you mean {_PHRASES.get(match, match)}?" if match else None
+
+
+#: window functions of other systems (Flink SQL's TUMBLE, HOP, SESSION; Beam's and Kafka's names)
+#: and the window function of sqlflow that is meant, with its parameters
+OTHER_WINDOW_FNS = {
+    "TUMBLE": ("FIXED", "SIZE d"), "TUMBLING": ("FIXED", "SIZE d"),
+    "HOP": ("SLIDING", "SIZE d, PERIOD p"), "HOPPING": ("SLIDING", "SIZE d, PERIOD p"),
+    "SLIDE": ("SLIDING", "SIZE d, PERIOD p"),
+    "SESSION": ("SESSIONS", "GAP g"), "SESSION_WINDOW": ("SESSIONS", "GAP g"),
+    "CUMULATIVE": ("CUMULATE", "STEP s, SIZE d"),
+}
+
+
+def window_fn_for(name: str, arguments: str) -> str | None:
+    """The sqlflow window function call meant by another system's `name(arguments)`, keeping the
+    arguments when they already name sqlflow's parameters, else with placeholders."""
+    fn = OTHER_WINDOW_FNS.get(name.upper())
+    if fn is None:
+        return None
+    words = {w.upper() for w in arguments.replace(",", " ").split()}
+    params = [p.split()[0] for p in fn[1].split(", ")]
+    if set(params) <= words:
+        return f"{fn[0]}({arguments.strip()})"
+    if len(params) == 1 and arguments.strip() and "," not in arguments:  # TUMBLE(1h): one duration
+        return f"{fn[0]}({params[0]} {arguments.strip()})"
+    return f"{fn[0]}({fn[1]})"

@@ -110,7 +110,10 @@ def _misspelt_window_fn(source: Source, start: int, offset: int):
             depth += {"(": 1, ")": -1}.get(later.text, 0) if later.kind == PUNCT else 0
             if depth == 0:
                 return None  # its arguments closed before the error
-        match = suggest.nearest(name.text, suggest.WINDOW_FNS)
+        rest = scan(source.code, paren.end, min(len(source.code), paren.end + 200))
+        close = next((t for t in rest if t.kind == PUNCT and t.text in "()"), None)
+        arguments = source.code[paren.end:close.start] if close is not None and close.text == ")" else ""
+        match = suggest.window_fn_for(name.text, arguments) or suggest.nearest(name.text, suggest.WINDOW_FNS)
         return (name, match) if match is not None else None
     return None
 

@@ -22,8 +22,9 @@ from typing import NoReturn
 from sqlglot import exp
 
 from .. import ast
-from ..errors import SqlflowSemanticError
+from ..errors import SqlflowSemanticError, SqlflowUnsupportedError
 from . import limits, printer, sqlexpr
+from .scan import scan
 from .grouping import ancestors, is_aggregate, ungrouped_item
 from .statement import Statement, watermarks_feeding, windowed_feeding
 
@@ -205,6 +206,18 @@ class _Checker:
     # ---------------------------------------------------------------- the SELECT
 
     def select(self, select: exp.Select, w: ast.Windowing) -> None:
+        group = select.args.get("group")
+        for node in group.expressions if group is not None else []:
+            if isinstance(node, (exp.GroupingSets, exp.Rollup, exp.Cube)):
+                words = {exp.GroupingSets: "GROUPING SETS", exp.Rollup: "ROLLUP", exp.Cube: "CUBE"}[type(node)]
+                source, pos = self.statement.source, self.statement.position(node) or w.pos
+                if pos is not None:  # the node's position is its first argument's: point at its word
+                    at = source.offset(pos.line, pos.column)
+                    words_before = [t for t in scan(source.code, 0, at) if t.upper in ("GROUPING", "ROLLUP", "CUBE")]
+                    pos = source.position(words_before[-1].start) if words_before else pos
+                raise source.error_at(
+                    SqlflowUnsupportedError, f"GROUP BY {words} in a windowed SELECT: a window's panes have one "
+                    "grouping", pos, clause="GROUP BY", hint="run one windowed SELECT per grouping and UNION ALL them")
         if select.args.get("group") is None and not _has_aggregate(select):
             self.fail("a windowed SELECT needs GROUP BY or an aggregate", w.pos, "WINDOW",
                       hint="without GROUP BY the aggregates are computed per window over all rows")

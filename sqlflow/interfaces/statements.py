@@ -249,7 +249,13 @@ def locate_error(error: Exception, piece: Piece) -> SqlflowError:
 
 
 def _spark_position(error: Exception, piece: Piece) -> tuple[int, int]:
-    """Line and column in the script of a Spark error in this statement (its start if unknown)."""
+    """Line and column in the script of a Spark error in this statement (its start if unknown).
+
+    An error in the SQL sqlflow runs for a windowed statement (a stream's micro-batch dividing by
+    zero) has its query context in that SQL: the failing expression is found in the statement."""
+    found = _fragment_offset(error, piece.sql)
+    if found is not None:
+        return piece.source.line_column(piece.start + found)
     offset = 0
     try:
         contexts = error.getQueryContext() if hasattr(error, "getQueryContext") else []
@@ -266,6 +272,54 @@ def _spark_position(error: Exception, piece: Piece) -> tuple[int, int]:
     except Exception:  # noqa: BLE001 - a position is a nicety
         offset = 0
     return piece.source.line_column(piece.start + min(offset, len(piece.sql)))
+
+
+_CONTEXT = re.compile(r"== SQL \(line \d+, position \d+\) ==\n(.*)\n( *)(\^+)")
+
+
+def spark_fragment(error: Exception) -> str | None:
+    r"""The text of the expression a Spark error's query context points at (None if it has none).
+
+    >>> spark_fragment(Exception("[DIVIDE_BY_ZERO] ...\n== SQL (line 1, position 15) ==\nSELECT k, SUM(1 / 0) AS n\n"
+    ...                          "              ^^^^^\n"))
+    '1 / 0'
+    """
+    try:
+        for ctx in error.getQueryContext() if hasattr(error, "getQueryContext") else []:
+            fragment = ctx.fragment()
+            if fragment:
+                return fragment
+    except Exception:  # noqa: BLE001 - a position is a nicety
+        pass
+    m = _CONTEXT.search(str(error))
+    if m is None:
+        return None
+    return m.group(1)[len(m.group(2)):len(m.group(2)) + len(m.group(3))]
+
+
+def _fragment_offset(error: Exception, sql: str) -> int | None:
+    """Where in a windowed statement `sql` the failing expression of a Spark error is: the
+    statement's node equal to it (Spark's context is in sqlflow's rewrite, not in `sql`)."""
+    fragment = spark_fragment(error)
+    if not fragment:
+        return None
+    try:
+        import sqlglot
+
+        from ..frontend.statement import DIALECT, parse_statement
+
+        statement = parse_statement(sql)
+        if statement.is_plain or statement.tree is None:
+            return None
+        wanted = sqlglot.parse_one(fragment, read=DIALECT)
+        for node in statement.tree.walk():
+            if type(node) is type(wanted) and node == wanted:
+                pos = statement.position(node)
+                if pos is not None:
+                    return statement.source.offset(pos.line, pos.column)
+    except Exception:  # noqa: BLE001 - a position is a nicety
+        return None
+    return None
 
 
 def _in_script(error: SqlflowError, piece: Piece) -> SqlflowError:

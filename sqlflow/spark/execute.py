@@ -256,6 +256,7 @@ class Runner:
             choice = choose(ws, self.path)
         stage = Stage(number, ws.label(), choice.path, choice.why, ws.windowing.mode.value,
                       output_time=ws.windowing.output_time.value)
+        stage.notes += trigger_checks.finish_notes(ws, bounded=not ws.replay)
         if SOURCE in rel.args:
             from .streaming.several import source_name
 

@@ -15,6 +15,11 @@ what it knows without running anything, and `sqlflow.sql` warns (`SqlflowTrigger
 
 Streams get none of these: their processing time and rows are still to come.
 
+One more note holds on every input, streams included (`finish_notes`): a trigger that can
+**finish** while its window still accepts data (docs/semantics.md 3.2: a finished trigger closes
+the window, and its later elements are dropped as `closed window`). A window accepts data until
+the end of bounded input, or until the watermark passes its end plus the allowed lateness.
+
 >>> from sqlflow.frontend import parse
 >>> from sqlflow.spark.windowed_select import describe
 >>> s = parse("SELECT k, COUNT(*) FROM t GROUP BY k WINDOW FIXED(SIZE 1h) ON ts TRIGGER REPEAT(PERIOD 1m)")
@@ -26,6 +31,9 @@ COUNT 100000 never fires: the input has 2,000 rows
 >>> s = parse("SELECT k, COUNT(*) FROM t GROUP BY k WINDOW GLOBAL ON ts TRIGGER REPEAT(COUNT 5) EMIT DISCARDING ON TIME ALWAYS")
 >>> print(*option_notes(describe(s, *s.windowed_selects()[0])))
 ON TIME ALWAYS adds no pane: the trigger never fires when the watermark passes a window's end (it has no WATERMARK)
+>>> s = parse("SELECT k, COUNT(*) FROM t GROUP BY k WINDOW FIXED(SIZE 1h) ON ts TRIGGER COUNT 2")
+>>> print(*finish_notes(describe(s, *s.windowed_selects()[0]), bounded=True))
+TRIGGER COUNT 2 can finish before the watermark passes the window's end: the window is then closed, and its later elements are dropped (counted as 'closed window', listed by sqlflow.dropped); REPEAT(...) or WATERMARK ... LATE keeps it firing
 """
 from __future__ import annotations
 
@@ -100,6 +108,70 @@ def replay_notes(ws: WindowedSelect, raw, rows: int) -> list[str]:
             seen.add(predicate.sql)
             notes.append(f"WHEN({predicate.sql}) never fires: it is true for none of the {rows:,} input rows")
     return notes + option_notes(ws)
+
+
+#: when a trigger can finish, or fire for the first time: at any instant, only once the watermark
+#: has passed the window's end, or never (ordered: the earlier, the lower)
+ANYTIME, AT_END, NEVER = 0, 1, 2
+
+
+def first_firing(t: ast.Trigger) -> int:
+    """The earliest a trigger can fire for the first time (`ANYTIME` or `AT_END`).
+
+    >>> first_firing(ast.Repeat(ast.Watermark())), first_firing(ast.FirstOf((ast.Watermark(), ast.Count(3))))
+    (1, 0)
+    """
+    if isinstance(t, ast.Watermark) or (isinstance(t, ast.WatermarkPercentile) and t.percentile >= 100):
+        return AT_END
+    if isinstance(t, ast.Repeat):
+        return first_firing(t.trigger)
+    if isinstance(t, ast.RepeatUntil):
+        return min(first_firing(t.trigger), first_firing(t.until))
+    if isinstance(t, ast.Sequence):
+        return first_firing(t.triggers[0])
+    if isinstance(t, ast.FirstOf):
+        return min(first_firing(c) for c in t.triggers)
+    if isinstance(t, ast.AllOf):
+        return max(first_firing(c) for c in t.triggers)
+    return ANYTIME  # COUNT, WHEN, PERIOD, DELAY, WATERMARK PERCENTILE below 100
+
+
+def finishing(t: ast.Trigger) -> int:
+    """The earliest a (desugared) trigger can finish (docs/semantics.md 3.2): `ANYTIME`, `AT_END`
+    or `NEVER`. A primitive finishes as it fires; REPEAT never; REPEAT_UNTIL as its `until` first
+    fires; SEQUENCE with its last child, after the others; FIRST_OF / ALL_OF at their firing.
+
+    >>> finishing(ast.Repeat(ast.Count(2))), finishing(ast.desugar(ast.WatermarkEarlyLate(late=ast.Count(1))))
+    (2, 2)
+    >>> finishing(ast.Watermark()), finishing(ast.RepeatUntil(ast.Period(ast.Duration(60_000_000)), ast.Watermark()))
+    (1, 1)
+    """
+    if isinstance(t, ast.Repeat):
+        return NEVER
+    if isinstance(t, ast.RepeatUntil):
+        return first_firing(t.until)
+    if isinstance(t, ast.Sequence):
+        return max(finishing(c) for c in t.triggers)
+    if isinstance(t, (ast.FirstOf, ast.AllOf)):
+        return first_firing(t)
+    return first_firing(t)
+
+
+def finish_notes(ws: WindowedSelect, bounded: bool) -> list[str]:
+    """A trigger that can finish while its window still accepts data: before the watermark passes
+    the window's end (any input), or at that instant with ALLOWED LATENESS (replays and streams;
+    bounded input ends when the watermark passes). Its later elements are dropped as closed window."""
+    windowing = ws.windowing
+    when = finishing(ast.desugar(windowing.effective_trigger))
+    text = printer.trigger(windowing.effective_trigger)
+    consequence = ("the window is then closed, and its later elements are dropped (counted as 'closed window', "
+                   "listed by sqlflow.dropped); REPEAT(...) or WATERMARK ... LATE keeps it firing")
+    if when == ANYTIME:
+        return [f"TRIGGER {text} can finish before the watermark passes the window's end: {consequence}"]
+    if when == AT_END and windowing.lateness_micros > 0 and not bounded and windowing.allowed_lateness is not None:
+        return [f"TRIGGER {text} finishes when the watermark passes the window's end, while ALLOWED LATENESS "
+                f"{printer.lateness(windowing.allowed_lateness)} still accepts late elements: {consequence}"]
+    return []
 
 
 def row_count_estimate(df) -> int | None:

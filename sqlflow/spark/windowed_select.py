@@ -177,6 +177,7 @@ def parse_column(name: str) -> exp.Expr:
 
 def describe(statement: Statement, select: exp.Select, windowing: ast.Windowing) -> WindowedSelect:
     """Take a windowed SELECT apart (raises SqlflowUnsupportedError for what no path can run)."""
+    _check_known_window_fn(statement, windowing)
     keys = group_keys(statement, select, windowing)
     scopes = list(select.expressions) + [select.args.get("having"), select.args.get("qualify"),
                                          select.args.get("order")]
@@ -210,6 +211,23 @@ def describe(statement: Statement, select: exp.Select, windowing: ast.Windowing)
     used = {c.name.lower() for c in _pane_refs(scopes)}
     return WindowedSelect(statement, select, windowing, keys, calls, event_time, clause, sources,
                           arriving[0] if arriving else None, used)
+
+
+def _check_known_window_fn(statement: Statement, windowing: ast.Windowing) -> None:
+    """A custom window function must be registered before the query is planned: the plan carries
+    its class to the executors, which would otherwise fail inside a Python worker."""
+    from ..engine.windows import registered_window_fn
+    from ..frontend import suggest
+
+    fn = windowing.window.fn
+    if not isinstance(fn, ast.CustomWindow) or registered_window_fn(fn.name) is not None:
+        return
+    arguments = ", ".join(str(a) if isinstance(a, ast.Duration) else repr(a) for a in fn.args)
+    meant = suggest.window_fn_for(fn.name, arguments) or suggest.nearest(fn.name, suggest.WINDOW_FNS)
+    hint = f"did you mean {meant}? " if meant else ""
+    raise statement.source.error_at(
+        SqlflowSemanticError, f"unknown window function {fn.name}", fn.pos or windowing.window.pos, clause="WINDOW",
+        hint=f"{hint}A custom window function is registered with sqlflow.register_window_fn before the query runs")
 
 
 def _text_order(source: Source) -> tuple[int, int]:

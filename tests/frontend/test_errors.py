@@ -62,7 +62,7 @@ def test_misspelt_window_function_is_blamed_not_its_arguments():
         sqlflow: WINDOW: unknown window function SESSION (line 1, column 45)
           SELECT k, count(*) FROM t GROUP BY k WINDOW SESSION(GAP 30m) ON ts
                                                       ^
-        did you mean SESSIONS?
+        did you mean SESSIONS(GAP 30m)?
     """)
 
 
@@ -1147,3 +1147,56 @@ def test_a_misspelt_time_domain():
         "did you mean ON PROCESSING TIME?")
     assert error(R + "WINDOW FIXED(SIZE 1h) ON wall TIME").hint == \
         "ON takes a column or a time domain: PROCESSING TIME, INGESTION TIME, EVENT TIME"
+
+
+# --------------------------------------------------------------------------- errors found from the outside
+
+
+def test_an_unquoted_column_named_window_before_the_window_clause():
+    """`GROUP BY window WINDOW ...` reached Spark as plain SQL (its raw ParseException); last in
+    GROUP BY after another key it now parses, and elsewhere it is located with the fix."""
+    expect("SELECT window, COUNT(*) AS n FROM t GROUP BY window WINDOW FIXED(SIZE 1h) ON ts", SqlflowSyntaxError, """
+        sqlflow: SQL: a column named window must be quoted here: an unquoted WINDOW starts a WINDOW clause (line 1, column 46)
+          SELECT window, COUNT(*) AS n FROM t GROUP BY window WINDOW FIXED(SIZE 1h) ON ts
+                                                       ^
+        write `window` (in backquotes)""")
+    expect("SELECT k, window, COUNT(*) AS n\nFROM t GROUP BY window, k WINDOW FIXED(SIZE 1h) ON ts", SqlflowSyntaxError,
+           """
+        sqlflow: SQL: a column named window must be quoted here: an unquoted WINDOW starts a WINDOW clause (line 2, column 17)
+          FROM t GROUP BY window, k WINDOW FIXED(SIZE 1h) ON ts
+                          ^
+        write `window` (in backquotes)""")
+    s = parse("SELECT k, window, COUNT(*) AS n FROM t GROUP BY k, window WINDOW FIXED(SIZE 1h) ON ts")
+    (select, windowing), = s.windowed_selects()
+    assert [g.sql() for g in select.args["group"].expressions] == ["k", "window"]
+    assert windowing.window.fn == ast.Fixed(ast.Duration(3_600_000_000))
+    assert not parse("SELECT k, `window`, COUNT(*) AS n FROM t GROUP BY `window`, k WINDOW GLOBAL ON ts").is_plain
+
+
+@pytest.mark.parametrize("grouping, word, column", [
+    ("GROUPING SETS ((k), ())", "GROUPING SETS", 37),
+    ("ROLLUP(k)", "ROLLUP", 37),
+    ("k, CUBE (k)", "CUBE", 40),
+])
+def test_grouping_sets_rollup_and_cube_are_refused_where_they_are(grouping, word, column):
+    from sqlflow.errors import SqlflowUnsupportedError
+
+    sql = f"SELECT k, COUNT(*) AS n FROM t\nGROUP BY {grouping} WINDOW FIXED(SIZE 1h) ON ts"
+    e = error(sql)
+    assert type(e) is SqlflowUnsupportedError
+    assert (e.clause, e.line, e.column) == ("GROUP BY", 2, column - 27)
+    assert e.message == f"GROUP BY {word} in a windowed SELECT: a window's panes have one grouping"
+    assert e.hint == "run one windowed SELECT per grouping and UNION ALL them"
+
+
+@pytest.mark.parametrize("fn, meant", [
+    ("TUMBLE(SIZE 1h)", "FIXED(SIZE 1h)"),
+    ("HOP(SIZE 1h, PERIOD 5m)", "SLIDING(SIZE 1h, PERIOD 5m)"),
+    ("SESSION(GAP 10m)", "SESSIONS(GAP 10m)"),
+])
+def test_window_functions_of_other_systems_name_sqlflows(fn, meant):
+    """Flink's TUMBLE written with sqlflow's parameters failed with "expected TRUE, FALSE, NULL"."""
+    e = error(f"{G}WINDOW {fn} ON ts")
+    assert type(e) is SqlflowSyntaxError
+    assert (e.clause, e.line, e.column) == ("WINDOW", 1, 45)
+    assert (e.message, e.hint) == (f"unknown window function {fn.split('(')[0]}", f"did you mean {meant}?")

@@ -269,3 +269,24 @@ def test_in_process_streaming_insert_with_checkpoint_then_restart(spark, capsys,
     finally:
         for key in ("spark.sqlflow.checkpointLocation", "spark.sqlflow.trigger", "spark.sqlflow.finish"):
             spark.conf.unset(key)
+
+
+def test_a_failing_expression_in_a_stream_is_located_at_the_expression(spark, capsys, tmp_path, stream_files):
+    """SUM(1/0) fails in the stream's micro-batch, inside sqlflow's rewrite of the statement: the
+    error points at the expression in the user's statement (line 3, column 7 of the script), not
+    at the statement's start."""
+    import pandas as pd
+
+    stream_files.write(pd.DataFrame({"k": ["a"], "ts": ["2024-01-01 00:00:10"]}), fmt="json")
+    table = f"cli_failing_{os.getpid()}"
+    status = main(["-e",
+                   f"CREATE TABLE {table} (k STRING, ts TIMESTAMP) USING json LOCATION '{stream_files.path}';\n"
+                   f"SELECT k,\n  SUM(1/0) AS n FROM STREAM({table}) WATERMARK ts DELAY OF INTERVAL 1 MINUTE "
+                   "GROUP BY k WINDOW FIXED(SIZE 1h);\n"
+                   f"DROP TABLE {table}"])
+    err = capsys.readouterr().err
+    assert status == 1
+    assert "Error in statement 2:\n" in err and "[DIVIDE_BY_ZERO] Division by zero" in err
+    assert err.endswith("SQLSTATE: 22012 (line 3, column 7)\n    SUM(1/0) AS n FROM STREAM(" + table + ") WATERMARK ts "
+                        "DELAY OF INTERVAL 1 MINUTE GROUP BY k WINDOW FIXED(SIZE 1h);\n        ^\n"), err[-600:]
+    assert not spark.streams.active

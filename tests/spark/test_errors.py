@@ -301,3 +301,38 @@ def test_a_located_spark_error_keeps_its_class_and_sqlstate(spark, tables, path)
     assert type(error) is sqlflow.SqlflowAnalysisError
     assert (error.spark_error_class, error.spark_sql_state) == ("DATATYPE_MISMATCH.UNEXPECTED_INPUT_TYPE", "42K09")
     assert (error.line, error.column) == (1, query.index("SUM") + 1)
+
+
+def test_grouping_sets_rollup_and_cube_are_refused_before_spark(spark, tables):
+    """Spark's analysis of the rewrite gave an empty message (GROUPING SETS) or "Cannot resolve
+    routine ROLLUP": the frontend refuses them first, at their words."""
+    for grouping, word in (("GROUPING SETS ((user), ())", "GROUPING SETS"), ("ROLLUP(user)", "ROLLUP"),
+                           ("CUBE(user)", "CUBE")):
+        e = error_of(spark, f"SELECT user, COUNT(*) AS n FROM clicks\nGROUP BY {grouping} WINDOW GLOBAL ON ts")
+        assert type(e) is sqlflow.SqlflowUnsupportedError
+        assert (e.clause, e.line, e.column, e.hint) == ("GROUP BY", 2, 10,
+                                                        "run one windowed SELECT per grouping and UNION ALL them")
+        assert e.message == f"GROUP BY {word} in a windowed SELECT: a window's panes have one grouping"
+
+
+def test_an_unknown_window_function_is_refused_when_planned(spark, tables):
+    """`WINDOW TUMBLE(1h)` parses as a custom window function; unregistered, it failed inside a
+    Python worker. It is refused when planned (explain too, without Spark), naming FIXED."""
+    query = "SELECT user, COUNT(*) AS n FROM clicks GROUP BY user\nWINDOW TUMBLE(1h) ON ts"
+    for run in (lambda: sqlflow.sql(spark, query), lambda: sqlflow.explain(query)):
+        with pytest.raises(sqlflow.SqlflowError) as info:
+            run()
+        e = info.value
+        assert (type(e), e.clause, e.line, e.column) == (sqlflow.SqlflowSemanticError, "WINDOW", 2, 8)
+        assert e.message == "unknown window function TUMBLE"
+        assert e.hint == ("did you mean FIXED(SIZE 1h)? A custom window function is registered with "
+                          "sqlflow.register_window_fn before the query runs")
+
+
+def test_an_unquoted_column_named_window_is_located(spark):
+    spark.sql("SELECT 'a' AS k, 'x' AS window, TIMESTAMP'2024-01-01 00:00:10' AS ts").createOrReplaceTempView("wcol")
+    e = error_of(spark, "SELECT window, COUNT(*) AS n FROM wcol GROUP BY window WINDOW GLOBAL ON ts")
+    assert (type(e), e.clause, e.line, e.column) == (sqlflow.SqlflowSyntaxError, "SQL", 1, 49)
+    assert e.hint == "write `window` (in backquotes)"
+    rows = sqlflow.sql(spark, "SELECT k, window, COUNT(*) AS n FROM wcol GROUP BY k, window WINDOW GLOBAL ON ts")
+    assert [(r.k, r.window, r.n) for r in rows.collect()] == [("a", "x", 1)]

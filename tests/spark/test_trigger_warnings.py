@@ -21,6 +21,53 @@ def warned(spark, query) -> tuple[list[str], list]:
     return [str(w.message) for w in ours], sorted(r.total for r in df.collect())
 
 
+CLOSED = ("the window is then closed, and its later elements are dropped (counted as 'closed window', listed by "
+          "sqlflow.dropped); REPEAT(...) or WATERMARK ... LATE keeps it firing")
+
+
+def test_a_trigger_that_finishes_while_the_window_accepts_data(spark, paper_views):
+    """COUNT 2 with ALLOWED LATENESS 1h on the paper's replay, panes derived by hand: [12:00, 12:02)
+    fires at its 2nd element, the late 9 (5 + 9 = 14); [12:02, 12:04) at 7 and 3 (10), then 4 and 8
+    are dropped; [12:04, 12:06) holds only 3, emitted at the end of the input; [12:06, 12:08) fires
+    at 3 and 8 (11), then 1 is dropped. Three rows dropped as closed window, said beforehand."""
+    query = REPLAY.format(trigger="COUNT 2 ALLOWED LATENESS 1h")
+    messages, totals = warned(spark, query)
+    note = f"TRIGGER COUNT 2 can finish before the watermark passes the window's end: {CLOSED}"
+    assert messages == [f"sqlflow: the SELECT with WINDOW FIXED at line 1, column 93: {note}"]
+    assert totals == [3, 10, 11, 14]
+    with pytest.warns(SqlflowTriggerWarning):
+        df = sqlflow.sql(spark, query)
+    assert sqlflow.metrics(df)["dropped_closed_window"] == 3
+    assert sorted(r.v for r in sqlflow.dropped(df).collect()) == [1, 4, 8]
+    assert f"  warning: {note}" in sqlflow.explain(query).splitlines()  # without Spark, too
+    assert f"  warning: {note}" in sqlflow.explain(query, spark).splitlines()
+
+
+def test_a_watermark_trigger_with_allowed_lateness(spark, paper_views):
+    """WATERMARK alone finishes as the watermark passes the end; with ALLOWED LATENESS the window
+    still accepts late rows, which are then dropped as closed: the 9 (event 12:01:25, arriving at
+    12:08:19, after [12:00, 12:02) fired with 5 at 12:06:05). The same panes as without the lateness,
+    where the 9 is too late."""
+    messages, totals = warned(spark, REPLAY.format(trigger="WATERMARK ALLOWED LATENESS 1h"))
+    note = (f"TRIGGER WATERMARK finishes when the watermark passes the window's end, while ALLOWED LATENESS 1h "
+            f"still accepts late elements: {CLOSED}")
+    assert messages == [f"sqlflow: the SELECT with WINDOW FIXED at line 1, column 93: {note}"]
+    assert totals == [3, 5, 12, 22]
+    with pytest.warns(SqlflowTriggerWarning):
+        df = sqlflow.sql(spark, REPLAY.format(trigger="WATERMARK ALLOWED LATENESS 1h"))
+    assert sqlflow.metrics(df)["dropped_closed_window"] == 1
+    assert sqlflow.metrics(df)["dropped_too_late"] == 0
+
+
+def test_count_on_bounded_data_finishes_too(spark, paper_views):
+    """Bounded rows come in event-time order: COUNT 2 closes [12:02, 12:04) at 7 and 8 (15), so 3
+    and 4 are dropped, and [12:06, 12:08) at 3 and 8 (11), so 1 is dropped."""
+    messages, totals = warned(spark, BOUNDED.format(trigger="COUNT 2"))
+    note = f"TRIGGER COUNT 2 can finish before the watermark passes the window's end: {CLOSED}"
+    assert messages == [f"sqlflow: the SELECT with WINDOW FIXED at line 1, column 50: {note}"]
+    assert totals == [3, 11, 14, 15]
+
+
 def test_period_on_bounded_data_never_fires(spark, paper_views):
     query = BOUNDED.format(trigger="REPEAT(PERIOD 1m)")
     messages, totals = warned(spark, query)
@@ -34,9 +81,11 @@ def test_period_on_bounded_data_never_fires(spark, paper_views):
 def test_delay_in_a_composite_on_bounded_data(spark, paper_views):
     messages, totals = warned(spark, BOUNDED.format(trigger="FIRST_OF(COUNT 2, DELAY 30s)"))
     # COUNT 2 still fires, so no "at the end of the input": each window's first two rows (in
-    # event-time order) fire it once; [12:04, 12:06) has one row, emitted at the end
-    assert messages == ["sqlflow: the SELECT with WINDOW FIXED at line 1, column 50: DELAY 30s never fires on "
-                        "bounded data: there is no processing time without ARRIVAL"]
+    # event-time order) fire it once; [12:04, 12:06) has one row, emitted at the end. FIRST_OF
+    # finishes as it fires: the rows after a window's second are dropped (the finishing note)
+    assert messages == [f"sqlflow: the SELECT with WINDOW FIXED at line 1, column 50: {note}" for note in (
+        f"TRIGGER FIRST_OF(COUNT 2, DELAY 30s) can finish before the watermark passes the window's end: {CLOSED}",
+        "DELAY 30s never fires on bounded data: there is no processing time without ARRIVAL")]
     assert totals == [3, 11, 14, 15]
 
 
@@ -48,7 +97,7 @@ def test_count_above_the_rows_of_a_replay_never_fires(spark, paper_views):
 
 
 def test_when_never_true_on_a_replay(spark, paper_views):
-    messages, _ = warned(spark, REPLAY.format(trigger="FIRST_OF(REPEAT(WHEN(v > 100)), WATERMARK)"))
+    messages, _ = warned(spark, REPLAY.format(trigger="REPEAT(FIRST_OF(WHEN(v > 100), WATERMARK))"))
     assert messages == ["sqlflow: the SELECT with WINDOW FIXED at line 1, column 93: WHEN(v > 100) never fires: "
                         "it is true for none of the 10 input rows"]
 
@@ -68,7 +117,11 @@ def test_count_above_a_row_count_spark_knows(spark):
     BOUNDED.format(trigger="REPEAT(COUNT 2)"),
     REPLAY.format(trigger="WATERMARK EARLY PERIOD 1m LATE COUNT 1"),
     REPLAY.format(trigger="REPEAT(COUNT 10)"),
-    REPLAY.format(trigger="FIRST_OF(REPEAT(WHEN(v > 8)), WATERMARK)"),
+    REPLAY.format(trigger="REPEAT(FIRST_OF(WHEN(v > 8), WATERMARK))"),
+    REPLAY.format(trigger="WATERMARK"),  # finishes as the window expires (no ALLOWED LATENESS)
+    REPLAY.format(trigger="REPEAT_UNTIL(PERIOD 1m, WATERMARK)"),
+    BOUNDED.format(trigger="WATERMARK ALLOWED LATENESS 1h"),  # bounded input ends as the watermark passes
+    REPLAY.format(trigger="WATERMARK EARLY COUNT 1 ALLOWED LATENESS UNBOUNDED"),
 ])
 def test_triggers_that_can_fire_are_not_warned_about(spark, paper_views, query):
     assert warned(spark, query)[0] == []

@@ -15,7 +15,7 @@ from ...columns import EVENT_TIME, GAP, KIND, REPORT_COLUMNS, SOURCE, agg_column
 from ...engine import EnginePlan, custom_windows_of
 from ...errors import SqlflowSemanticError, SqlflowUnsupportedError
 from ...frontend.validate import validate
-from .. import collation, conf, handover
+from .. import collation, conf, handover, trigger_checks
 from ..output import panes_select
 from ..pipelines import STAGE_KEY, StageLink, one_pane_per_window
 from ..relations import to_spark_sql
@@ -123,6 +123,7 @@ def streaming_stage(runner, number: int, ws, rel, raw, *, finish_dir: str | None
                else f"transformWithStateInPandas over {stream.buckets} hash buckets of keys")
     stage = Stage(number, ws.label(), f"streaming {stream.operator}", why, ws.windowing.mode.value,
                   output_time=ws.windowing.output_time.value)
+    stage.notes += trigger_checks.finish_notes(ws, bounded=False)
     if chain is not None:
         stage.replay = (f"stream, the panes of {chain.link.label} as it emits them (each in the micro-batch that "
                         "emits it, with its output_time as event time); watermark: that stage's output watermark "
