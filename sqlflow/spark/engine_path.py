@@ -61,6 +61,7 @@ class EngineRun:
     combined: bool = False  # rows were combined before the shuffle (lifted_rows)
     replay_combined: bool = False  # replayed rows combined in the bucket jobs (replay_combining)
     holds: object = None  # a replay's watermark holds: since, until, value (microseconds)
+    chunk_rows: int | None = None  # a bucket above this many rows is combined in chunks (BucketJob.chunked)
     derive: object = None  # function(output) -> the EngineRun of the same stage over that output
 
     def materialised(self) -> "EngineRun":
@@ -159,9 +160,14 @@ def run_engine(ws, rel: InputRelation, raw, agg_types: list, *, buckets: int, ti
     lifted = lifted_rows(plan, rel, raw, buckets) if liftable(plan, rel, schema) else None
     combine = (spark.conf.get(conf.REPLAY_COMBINE, "false") or "").lower() == "true"
     combine = combine and SOURCE not in rel.args  # (rows of several sources keep their source)
-    combining = replay_combining(plan, rel, schema) if lifted is None and combine else None
+    combinable = replay_combining(plan, rel, schema) if lifted is None and SOURCE not in rel.args else None
+    combining = combinable if combine else None
+    chunk_rows = conf.chunk_rows(spark)
+    chunked = None
     if combining is not None:
         plan, combining = combining
+    elif combinable is not None and chunk_rows:  # only a bucket above chunk_rows rows (a hot key) combines
+        chunked = (combinable[0], WEIGHT, combinable[1])
     if lifted is not None:
         rows, plan = lifted
     else:
@@ -191,7 +197,7 @@ def run_engine(ws, rel: InputRelation, raw, agg_types: list, *, buckets: int, ti
     job = BucketJob(plan, columns=tuple(out_schema.fieldNames()), keys=tuple(rel.keys), args=tuple(rel.args),
                     timeline=timeline, p_end=p_end, replay=rel.replay,
                     weight=WEIGHT if lifted is not None or combining is not None else None, shared=shared,
-                    combine=combining)
+                    combine=combining, chunked=chunked, chunk_rows=chunk_rows or 0)
     output = rows.mapInArrow(ArrowBuckets(job, arrow_schema(out_schema, spark)), schema=out_schema)
 
     pane_columns = [_q(k) for k in rel.keys] + outputs.decode
@@ -218,7 +224,8 @@ def run_engine(ws, rel: InputRelation, raw, agg_types: list, *, buckets: int, ti
                                      f"{_q(OUTPUT_TIME)} AS value").groupBy("since", "until").agg(
             {"value": "min"}).toDF("since", "until", "value") if rel.replay else None
         return EngineRun(output, panes, final, dropped, buckets, combined=lifted is not None,
-                         replay_combined=combining is not None, holds=holds, derive=derive)
+                         replay_combined=combining is not None, holds=holds, derive=derive,
+                         chunk_rows=chunk_rows if chunked is not None else None)
 
     return derive(output)
 

@@ -334,6 +334,10 @@ class Runner:
         if run.replay_combined:
             stage.engine_mode += ("; replayed rows combined per key, gap-aligned slice and arrival period "
                                   "in the bucket jobs where nothing can fire between their arrivals")
+        elif run.chunk_rows:
+            stage.engine_mode += (f"; a bucket above {run.chunk_rows:,} rows (a hot key) is read in chunks of as "
+                                  "many, its rows combined per key, aligned slice and arrival period "
+                                  f"({conf.BUCKET_CHUNK_ROWS})")
         renamed = dict(_user_columns(ws, rel))
         stage.dropped_rows = _dropped(run, renamed)
         panes_view = self.view(run.panes, "panes")

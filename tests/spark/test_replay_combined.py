@@ -98,3 +98,39 @@ def test_not_combined_where_the_rule_does_not_hold(spark, query):
     _view(spark, 5, 20)
     text = sqlflow.explain(query, spark)
     assert "engine" in text and "replayed rows combined" not in text
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                 HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**16), n=st.integers(0, 300), chunk=st.sampled_from([1, 40, 97]),
+       batch=st.sampled_from([13, 64, 10_000]),
+       trigger=st.sampled_from([EARLY_LATE, "", "TRIGGER WATERMARK EARLY PERIOD 3s"]))
+def test_a_hot_bucket_read_in_chunks_equals_single_rows(spark, monkeypatch, seed, n, chunk, batch, trigger):
+    """A bucket above spark.sqlflow.bucketChunkRows rows (a hot key) is read in chunks of as many
+    rows, each combined into the groups of the ones before: the panes, dropped rows and metrics
+    of the single rows, whatever the chunk and Arrow batch sizes."""
+    _view(spark, seed, n)
+    query = _query(trigger)
+    spark.conf.unset(conf.REPLAY_COMBINE)
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(batch))
+    spark.conf.set(conf.BUCKET_CHUNK_ROWS, str(chunk))
+    try:
+        assert f"a bucket above {chunk:,} rows (a hot key) is read in chunks" in sqlflow.explain(query, spark)
+        got = _run(spark, query, monkeypatch, combine=True)
+        spark.conf.set(conf.BUCKET_CHUNK_ROWS, "0")
+        assert "read in chunks" not in sqlflow.explain(query, spark)
+        assert got == _run(spark, query, monkeypatch, combine=True)
+    finally:
+        spark.conf.unset(conf.BUCKET_CHUNK_ROWS)
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+
+
+def test_a_bad_chunk_size_is_a_located_error(spark):
+    _view(spark, 5, 20)
+    spark.conf.unset(conf.REPLAY_COMBINE)
+    spark.conf.set(conf.BUCKET_CHUNK_ROWS, "many")
+    try:
+        with pytest.raises(sqlflow.SqlflowError, match="bucketChunkRows must be a number of rows"):
+            sqlflow.sql(spark, _query(), path="engine")
+    finally:
+        spark.conf.unset(conf.BUCKET_CHUNK_ROWS)
