@@ -128,13 +128,32 @@ def run_case(case: str, rows: int) -> dict:
             "bytes_per_row": round(worst / rows)}
 
 
-def markdown(results: dict) -> str:
-    lines = ["| query, one key | rows | peak RSS of one Python worker | bytes per row | time |",
-             "|---|---|---|---|---|"]
-    for r in sorted(results.values(), key=lambda r: (r["case"], r["rows"])):
+def markdown(record: dict) -> str:
+    """The results as the README's table: one row per query and size, the target at 10M rows."""
+    load = f", load average {record['load_average']} at the end" if "load_average" in record else ""
+    lines = [f"Measured {record['finished']} on {record['cpus']} cores, PySpark {record['pyspark']} "
+             f"(`{record.get('command', 'python benchmarks/hot_key.py')}`{load}; the machine is shared: times are "
+             "for orientation only).", "",
+             "| query, one key | rows | peak RSS of one Python worker | bytes per row | time | target |",
+             "|---|---|---|---|---|---|"]
+    for r in sorted(record["results"].values(), key=lambda r: (r["case"], r["rows"])):
+        target = "n/a"
+        if r["rows"] >= 10_000_000:
+            target = f"<= {TARGET_MIB:,} MiB: {'met' if r['peak_worker_mib'] <= TARGET_MIB else '**missed**'}"
         lines.append(f"| {r['case']} | {r['rows']:,} | {r['peak_worker_mib']:,} MiB | {r['bytes_per_row']} | "
-                     f"{r['seconds']} s |")
+                     f"{r['seconds']} s | {target} |")
     return "\n".join(lines) + "\n"
+
+
+def write_report(out: Path, record: dict) -> str:
+    """The results file, its Markdown table next to it, and (the default file) the README's table."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(record, indent=2) + "\n")
+    table = markdown(record)
+    out.with_suffix(".md").write_text(table)
+    if out.resolve() == OUT.resolve():
+        README.write_text(readme_with(README.read_text(), table))
+    return table
 
 
 def readme_with(readme: str, table: str) -> str:
@@ -151,6 +170,7 @@ def main(argv=None) -> int:
     ap.add_argument("--cases", default=",".join(QUERIES))
     ap.add_argument("--one", help=argparse.SUPPRESS)  # case:rows, run in this process (a child)
     ap.add_argument("--out", default=str(OUT))
+    ap.add_argument("--report", action="store_true", help="only rewrite the table from the results file")
     args = ap.parse_args(argv)
     if args.one:
         case, rows = args.one.split(":")
@@ -158,6 +178,9 @@ def main(argv=None) -> int:
         return 0
     out = Path(args.out)
     previous = json.loads(out.read_text()) if out.exists() else {}
+    if args.report:
+        print(write_report(out, previous))
+        return 0
     results = dict(previous.get("results", {}))
     for rows in (int(r) for r in args.rows.split(",")):
         for case in args.cases.split(","):
@@ -173,15 +196,10 @@ def main(argv=None) -> int:
     import pyspark
 
     record = {"benchmark": "benchmarks/hot_key.py", "queries": QUERIES, "target_mib_at_10m": TARGET_MIB,
+              "command": "python benchmarks/hot_key.py " + " ".join(argv if argv is not None else sys.argv[1:]),
               "finished": time.strftime("%Y-%m-%d %H:%M:%S"), "cpus": os.cpu_count(),
-              "pyspark": pyspark.__version__, "results": results}
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(record, indent=2) + "\n")
-    table = markdown(results)
-    out.with_suffix(".md").write_text(table)
-    if out.resolve() == OUT.resolve() and BEGIN in README.read_text():
-        README.write_text(readme_with(README.read_text(), table))
-    print(table)
+              "load_average": round(os.getloadavg()[0], 1), "pyspark": pyspark.__version__, "results": results}
+    print(write_report(out, record))
     return 0
 
 

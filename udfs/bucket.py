@@ -68,8 +68,9 @@ class BucketJob:
       `shared`: the timeline as a broadcast variable, loaded once per Python worker);
     - `weight`: the column of how many input rows each element stands for when Spark combined
       rows before the shuffle (sqlflow/spark/engine_path.py), for the input-rows metric;
-    - `combine`: (gap, period, offset, parts) when the replayed rows are combined per key,
-      gap-aligned slice and arrival period before the engine runs
+    - `combine`: (slice size, slice offset, period, offset, parts) when the replayed rows are
+      combined per key, aligned slice (a session's gap, a FIXED window) and arrival period before
+      the engine runs
       (sqlflow/engine/arrival_combine.py; `plan` then aggregates the partials `parts` and
       `weight` counts the rows);
     - `chunked`: (plan over the partials, weight column, combine tuple as `combine`) when a bucket
@@ -87,7 +88,7 @@ class BucketJob:
     replay: bool = False
     weight: str | None = None  # a column of how many input rows each element stands for
     shared: object = None  # the timeline as a Spark broadcast variable (instead of `timeline`)
-    combine: tuple | None = None  # (gap, period, offset, parts): see sqlflow.engine.arrival_combine
+    combine: tuple | None = None  # (size, slice offset, period, offset, parts): sqlflow.engine.arrival_combine
     chunked: tuple | None = None  # (plan, weight, combine): combining a bucket above chunk_rows rows
     chunk_rows: int = 1_000_000
 
@@ -104,9 +105,9 @@ class BucketJob:
         # process shares that Timeline (and the lookup lists it builds when first asked)
         timeline = self.timeline if self.shared is None else self.shared.value
         if self.combine is not None:
-            gap, period, offset, parts, *slice_offset = self.combine
-            rows = combine(rows, keys=self.keys, gap=gap, period=period, offset=offset, timeline=timeline,
-                           parts=parts, weight=self.weight, slice_offset=(slice_offset or [0])[0])
+            size, slice_offset, period, offset, parts = self.combine
+            rows = combine(rows, keys=self.keys, gap=size, period=period, offset=offset, timeline=timeline,
+                           parts=parts, weight=self.weight, slice_offset=slice_offset)
         # in retracting mode the engine tells which rows are final from the panes' lineage
         final = FINAL if self.plan.mode.retracting else None
         return rows, Engine(self.plan).run(rows, timeline=timeline, replay=self.replay, p_end=self.p_end,
@@ -117,11 +118,11 @@ class BucketJob:
         elements, and the combiner the chunks go to."""
         import dataclasses
 
-        plan, weight, (gap, period, offset, parts, *slice_offset) = self.chunked
+        plan, weight, (size, slice_offset, period, offset, parts) = self.chunked
         timeline = self.timeline if self.shared is None else self.shared.value
         job = dataclasses.replace(self, plan=plan, weight=weight, combine=None, chunked=None)
-        return job, ChunkedCombine(keys=self.keys, gap=gap, period=period, offset=offset, timeline=timeline,
-                                   parts=parts, slice_offset=(slice_offset or [0])[0])
+        return job, ChunkedCombine(keys=self.keys, gap=size, period=period, offset=offset, timeline=timeline,
+                                   parts=parts, slice_offset=slice_offset)
 
     def _metrics(self, rows: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame({ROWS: [int(rows[self.weight].sum()) if self.weight else len(rows)]})

@@ -1,4 +1,4 @@
-"""Replayed rows combined per key, gap-aligned slice and arrival period: the rule.
+"""Replayed rows combined per key, aligned slice and arrival period: the rule.
 
 A replay hands every input row to the engine. Many of them are interchangeable: rows of one key
 whose event times lie in one gap-aligned slice `[k*gap, (k+1)*gap)` (always one session once
@@ -27,6 +27,15 @@ finish:
   itself arrivals come before timers (docs/semantics.md 1.1), so both ways every row is in;
 - the triggers never finish, so no row meets a closed window. Nothing fires for these windows
   while the rows arrive, and what fires afterwards sees the same sessions and trigger states.
+
+FIXED windows combine the same way with the window as the slice (`slice_offset`: its offset):
+every row of the group is in that one window, which ends after `lo`, and nothing else changes.
+
+**In chunks** (`split`, `merge`, `elements`, `ChunkedCombine`): the groups of (key, slice, period)
+are reduced per chunk of a bucket's rows and merged across chunks (their partials, smallest and
+largest event time, first arrival and row count combine), so a bucket read chunk by chunk (a hot
+key, udfs/bucket.py) holds its groups and single rows, not its rows, and gives the elements of
+`combine` over the whole bucket.
 
 Other rows (not combinable, or without an event or arrival time) stay single, with their values,
 so what is dropped is reported row by row as before. Aggregates must combine: COUNT, SUM of exact

@@ -26,6 +26,10 @@ are those of the rows (measured by benchmarks/compare.py: 2M skewed clicks becom
 and the sessions query runs about 1.35x faster). Rows without an event time skip the combining and are dropped and reported
 as before.
 
+**A hot key** (`BucketJob.chunked`): where a replay's rows combine (`replay_combining`), a bucket
+above `spark.sqlflow.bucketChunkRows` rows is read and combined in chunks by its bucket job, so
+one key with many rows needs memory for its combined groups and late rows, not for its rows.
+
 The result columns get Spark's types: the aggregates take the types Spark's analysis gives the
 original aggregate calls (`agg_types`), and what depends on Spark's type rules (overflow, decimal
 precision, AVG of decimals) is finished by Spark on the engine's exact output (`handover.py`).
@@ -163,11 +167,10 @@ def run_engine(ws, rel: InputRelation, raw, agg_types: list, *, buckets: int, ti
     combinable = replay_combining(plan, rel, schema) if lifted is None and SOURCE not in rel.args else None
     combining = combinable if combine else None
     chunk_rows = conf.chunk_rows(spark)
-    chunked = None
+    # a bucket above chunk_rows rows (a hot key) is read and combined in chunks, asked or not
+    chunked = (combinable[0], WEIGHT, combinable[1]) if combinable is not None and chunk_rows else None
     if combining is not None:
         plan, combining = combining
-    elif combinable is not None and chunk_rows:  # only a bucket above chunk_rows rows (a hot key) combines
-        chunked = (combinable[0], WEIGHT, combinable[1])
     if lifted is not None:
         rows, plan = lifted
     else:
@@ -286,7 +289,17 @@ def replay_combining(plan: EnginePlan, rel: InputRelation, schema: dict):
         parts.append((name, agg.kind, agg.column))
         aggregates.append(Aggregate(COMBINING[agg.kind], name, agg.output, agg.ignore_nulls))
     combined = EnginePlan(plan.windowing, tuple(aggregates), keys=plan.keys, custom_windows=plan.custom_windows)
-    return combined, (plan.window.gap.micros, *grid, tuple(parts))
+    return combined, (*aligned_slices(plan.window), *grid, tuple(parts))
+
+
+def aligned_slices(window) -> tuple[int, int]:
+    """(size, offset) of the slices of event time whose rows always share a window: a session's
+    gap (rows less than a gap apart), a FIXED window itself."""
+    from .. import ast
+
+    if isinstance(window, ast.Fixed):
+        return window.size.micros, window.offset.micros
+    return window.gap.micros, 0
 
 
 def lifted_rows(plan: EnginePlan, rel: InputRelation, raw, buckets: int):
