@@ -1,4 +1,4 @@
-"""Replayed rows combined per key, gap-aligned slice and arrival period: the rule.
+"""Replayed rows combined per key, aligned slice and arrival period: the rule.
 
 A replay hands every input row to the engine. Many of them are interchangeable: rows of one key
 whose event times lie in one gap-aligned slice `[k*gap, (k+1)*gap)` (always one session once
@@ -27,6 +27,15 @@ finish:
   itself arrivals come before timers (docs/semantics.md 1.1), so both ways every row is in;
 - the triggers never finish, so no row meets a closed window. Nothing fires for these windows
   while the rows arrive, and what fires afterwards sees the same sessions and trigger states.
+
+FIXED windows combine the same way with the window as the slice (`slice_offset`: its offset):
+every row of the group is in that one window, which ends after `lo`, and nothing else changes.
+
+**In chunks** (`split`, `merge`, `elements`, `ChunkedCombine`): the groups of (key, slice, period)
+are reduced per chunk of a bucket's rows and merged across chunks (their partials, smallest and
+largest event time, first arrival and row count combine), so a bucket read chunk by chunk (a hot
+key, udfs/bucket.py) holds its groups and single rows, not its rows, and gives the elements of
+`combine` over the whole bucket.
 
 Other rows (not combinable, or without an event or arrival time) stay single, with their values,
 so what is dropped is reported row by row as before. Aggregates must combine: COUNT, SUM of exact
@@ -69,23 +78,43 @@ def arrival_grid(windowing: "ast.Windowing") -> tuple[int, int] | None:
 
 
 def combine(rows: pd.DataFrame, *, keys: tuple, gap: int, period: int, offset: int = 0, timeline, parts: tuple,
-            weight: str) -> pd.DataFrame:
+            weight: str, slice_offset: int = 0) -> pd.DataFrame:
     """The engine elements of `rows` by the rule (module doc), in column operations: the key
     columns, the aggregate arguments echoed for single rows (NULL for combined elements, which
     are never dropped), the partial aggregates `parts` ((output column, "count_star" | "count" |
     "sum" | "min" | "max", input column or None); SUM, MIN and MAX of integer columns), event
-    and arrival time, and `weight`: how many rows an element stands for."""
+    and arrival time, and `weight`: how many rows an element stands for. `gap` is the size of the
+    aligned slices of event time (`slice_offset` their offset: a FIXED window's own)."""
+    groups, single = split(rows, keys=keys, gap=gap, period=period, offset=offset, timeline=timeline, parts=parts,
+                           fit=_sums_fit(rows, parts), slice_offset=slice_offset)
+    return elements(groups, rows.take(single), keys=keys, parts=parts, weight=weight)
+
+
+#: the columns of a frame of groups (`split`): slice, arrival boundary, smallest and largest event
+#: time, first arrival, rows; then per part its partial and (but COUNT(*)) its non-NULL values
+_SLICE, _BOUND, _LO, _HI, _FIRST, _ROWS = "__slice", "__bound", "__lo", "__hi", "__first", "__rows"
+_SEEN = "__seen"
+_IDENTITY = {"sum": 0, "min": np.iinfo(np.int64).max, "max": np.iinfo(np.int64).min}
+_REDUCE: dict = {"sum": np.add, "min": np.minimum, "max": np.maximum, "count": np.add, "count_star": np.add}
+
+
+def split(rows: pd.DataFrame, *, keys: tuple, gap: int, period: int, offset: int = 0, timeline, parts: tuple,
+          fit: bool = True, slice_offset: int = 0) -> tuple[pd.DataFrame, np.ndarray]:
+    """The combinable rows of `rows` reduced to one row per (key, slice, arrival period) (a frame
+    of groups, which `merge` reduces again and `elements` turns into engine elements), and the
+    positions of the rows that stay single. `fit` False: every row stays single (a partial SUM
+    could overflow)."""
     et, at = rows[EVENT_TIME], rows[ARRIVAL_TIME]
     known = ~(et.isna().to_numpy() | at.isna().to_numpy())
     e = et.to_numpy(np.int64, na_value=0)
     a = at.to_numpy(np.int64, na_value=0)
     g = a + np.mod(offset - a, period)  # the boundary that ends the row's arrival period
     ok = known & (timeline.at_many(g) < e) if len(rows) else known
-    if not _sums_fit(rows, parts):
+    if not fit:
         ok[:] = False  # a partial SUM could overflow where the rows' total does not: rows stay single
     many, single = np.flatnonzero(ok), np.flatnonzero(~ok)
-    code = key_ids(rows, list(keys))[many]
-    sl = e[many] - np.mod(e[many], gap)
+    code = _codes(rows, keys)[many]
+    sl = e[many] - np.mod(e[many] - slice_offset, gap)
     order = np.lexsort((g[many], sl, code))
     idx = many[order]
     c, s, b = code[order], sl[order], g[many][order]
@@ -93,26 +122,143 @@ def combine(rows: pd.DataFrame, *, keys: tuple, gap: int, period: int, offset: i
     starts = np.flatnonzero(new)
     ends = np.r_[starts[1:], len(idx)]
     ei, ai = e[idx], a[idx]
-    lo = np.minimum.reduceat(ei, starts) if len(idx) else ei
-    hi = np.maximum.reduceat(ei, starts) if len(idx) else ei
-    first = np.minimum.reduceat(ai, starts) if len(idx) else ai
+    out = {k: rows[k].take(idx[starts]).reset_index(drop=True) for k in keys}
+    out[_SLICE], out[_BOUND] = s[starts], b[starts]
+    out[_LO] = np.minimum.reduceat(ei, starts) if len(idx) else ei
+    out[_HI] = np.maximum.reduceat(ei, starts) if len(idx) else ei
+    out[_FIRST] = np.minimum.reduceat(ai, starts) if len(idx) else ai
+    out[_ROWS] = (ends - starts).astype(np.int64)
+    for name, kind, column in parts:
+        if kind == "count_star":
+            out[name] = out[_ROWS]
+            continue
+        values = rows[column]
+        seen = (~values.isna()).to_numpy()[idx].astype(np.int64)
+        counts = np.add.reduceat(seen, starts) if len(idx) else seen
+        if kind == "count":
+            out[name] = counts
+            continue
+        v = values.to_numpy(np.int64, na_value=_IDENTITY[kind])[idx]
+        out[name] = _REDUCE[kind].reduceat(v, starts) if len(idx) else v
+        out[name + _SEEN] = counts
+    return pd.DataFrame(out), single
+
+
+def merge(groups: pd.DataFrame, *, keys: tuple, parts: tuple) -> pd.DataFrame:
+    """Frames of groups (`split`, several concatenated) reduced to one row per (key, slice,
+    arrival period): the groups of a bucket read in chunks are those of the whole bucket."""
+    if not len(groups):
+        return groups
+    code = _codes(groups, keys)
+    s, b = groups[_SLICE].to_numpy(np.int64), groups[_BOUND].to_numpy(np.int64)
+    order = np.lexsort((b, s, code))
+    c, s, b = code[order], s[order], b[order]
+    new = np.r_[True, (c[1:] != c[:-1]) | (s[1:] != s[:-1]) | (b[1:] != b[:-1])]
+    starts = np.flatnonzero(new)
+    out = {k: groups[k].take(order[starts]).reset_index(drop=True) for k in keys}
+    out[_SLICE], out[_BOUND] = s[starts], b[starts]
+    reduce = {_LO: np.minimum, _HI: np.maximum, _FIRST: np.minimum, _ROWS: np.add}
+    for name, kind, _ in parts:
+        reduce[name] = _REDUCE[kind]
+        if kind not in ("count", "count_star"):
+            reduce[name + _SEEN] = np.add
+    for column, fn in reduce.items():
+        out[column] = fn.reduceat(groups[column].to_numpy(np.int64)[order], starts)
+    return pd.DataFrame(out)
+
+
+def elements(groups: pd.DataFrame, single: pd.DataFrame, *, keys: tuple, parts: tuple, weight: str) -> pd.DataFrame:
+    """The engine elements of a frame of groups (`split`, `merge`) and of the rows that stay single:
+    per group one element at its smallest event time, arriving at its first arrival, with the
+    partial aggregates, and, when it spans more, a neutral one at its largest event time (COUNT 0,
+    SUM/MIN/MAX NULL); then the single rows (module doc)."""
+    lo, hi = groups[_LO].to_numpy(np.int64), groups[_HI].to_numpy(np.int64)
+    first, rows_of = groups[_FIRST].to_numpy(np.int64), groups[_ROWS].to_numpy(np.int64)
     two = hi > lo
-    n_lo, n_hi, n_single = len(starts), int(two.sum()), len(single)
-    rep = idx[starts]
-    take = np.r_[rep, rep[two], single]
-    out = {k: rows[k].take(take).reset_index(drop=True) for k in keys}
-    combined = np.r_[np.ones(n_lo + n_hi, bool), np.zeros(n_single, bool)]
+    n_lo, n_hi, n_single = len(lo), int(two.sum()), len(single)
+    lo_hi = np.r_[np.arange(n_lo), np.flatnonzero(two)]
+    out = {k: pd.concat([groups[k].take(lo_hi), single[k]], ignore_index=True) if n_single else
+           groups[k].take(lo_hi).reset_index(drop=True) for k in keys}
+    n_combined = n_lo + n_hi
     for column in dict.fromkeys(col for _, _, col in parts if col is not None and col not in keys):
-        echo = rows[column].take(take).reset_index(drop=True)
+        echo = single[column].reset_index(drop=True)
         if echo.dtype.kind in "iub":
             echo = echo.astype("Int64" if echo.dtype.kind != "b" else "boolean")
-        out[column] = echo.mask(pd.Series(combined))
+        nulls = pd.Series(pd.array([None] * n_combined, dtype=echo.dtype))
+        out[column] = pd.concat([nulls, echo], ignore_index=True) if n_single else nulls
     for name, kind, column in parts:
-        out[name] = _partials(rows, kind, column, idx, starts, ends, two, single)
-    out[EVENT_TIME] = _times(np.r_[lo, hi[two]], et, single)
-    out[ARRIVAL_TIME] = _times(np.r_[first, first[two]], at, single)
-    out[weight] = np.r_[ends - starts, np.zeros(n_hi, np.int64), np.ones(n_single, np.int64)]
+        if kind == "count_star":
+            out[name] = np.r_[rows_of, np.zeros(n_hi, np.int64), np.ones(n_single, np.int64)]
+            continue
+        values = single[column]
+        seen = (~values.isna()).to_numpy()
+        if kind == "count":
+            out[name] = np.r_[groups[name].to_numpy(np.int64), np.zeros(n_hi, np.int64), seen.astype(np.int64)]
+            continue
+        v = values.to_numpy(np.int64, na_value=_IDENTITY[kind])
+        data = np.r_[groups[name].to_numpy(np.int64), np.zeros(n_hi, np.int64), v]
+        null = np.r_[groups[name + _SEEN].to_numpy(np.int64) == 0, np.ones(n_hi, bool), ~seen]
+        out[name] = pd.arrays.IntegerArray(data, null)
+    out[EVENT_TIME] = _times(np.r_[lo, hi[two]], single[EVENT_TIME])
+    out[ARRIVAL_TIME] = _times(np.r_[first, first[two]], single[ARRIVAL_TIME])
+    out[weight] = np.r_[rows_of, np.zeros(n_hi, np.int64), np.ones(n_single, np.int64)]
     return pd.DataFrame(out)
+
+
+class ChunkedCombine:
+    """The combining of one bucket read in chunks (udfs/bucket.py): each chunk's groups are merged
+    into those of the chunks before, its single rows kept, so memory follows the groups and the
+    single rows, not the bucket's rows. `elements()` is then `combine` over the whole bucket, but
+    that a partial SUM that could overflow keeps the rows single from the chunk on that could
+    make it overflow (earlier partials stay exact: the engine then tells the total's overflow)."""
+
+    def __init__(self, *, keys: tuple, gap: int, period: int, offset: int = 0, timeline, parts: tuple,
+                 slice_offset: int = 0):
+        self.keys, self.parts = keys, parts
+        self.gap, self.period, self.offset, self.slice_offset = gap, period, offset, slice_offset
+        self.timeline = timeline
+        self.groups: pd.DataFrame | None = None
+        self.single: list[pd.DataFrame] = []
+        self.rows = 0
+        self.largest = {column: 0.0 for _, kind, column in parts if kind == "sum"}  # |value| seen so far
+        self.fit = True
+        self.template: pd.DataFrame | None = None  # no rows, the columns of the bucket's
+
+    def add(self, rows: pd.DataFrame) -> None:
+        """Combine one chunk of the bucket's rows (engine columns) into what is held."""
+        self.rows += len(rows)
+        if self.template is None:
+            self.template = rows.iloc[:0]
+        for column in self.largest:
+            v = rows[column].to_numpy(np.int64, na_value=0)
+            if len(v):
+                self.largest[column] = max(self.largest[column], float(v.max()), -float(v.min()))
+            self.fit = self.fit and self.largest[column] * self.rows < 2.0**62  # bigint_sums_fit, so far
+        groups, single = self._split(rows, self.fit)
+        if len(single):
+            self.single.append(rows.take(single).reset_index(drop=True))
+        if len(groups):
+            both = groups if self.groups is None else pd.concat([self.groups, groups], ignore_index=True)
+            self.groups = merge(both, keys=self.keys, parts=self.parts)
+
+    def _split(self, rows: pd.DataFrame, fit: bool) -> tuple[pd.DataFrame, np.ndarray]:
+        return split(rows, keys=self.keys, gap=self.gap, period=self.period, offset=self.offset,
+                     timeline=self.timeline, parts=self.parts, fit=fit, slice_offset=self.slice_offset)
+
+    def elements(self, weight: str) -> pd.DataFrame:
+        """The engine elements of every row added (`elements`)."""
+        if self.template is None:
+            raise ValueError("no chunk was added")
+        single = pd.concat(self.single, ignore_index=True) if self.single else self.template
+        groups = self.groups
+        if groups is None:
+            groups, _ = self._split(self.template, True)
+        return elements(groups, single, keys=self.keys, parts=self.parts, weight=weight)
+
+
+def _codes(rows: pd.DataFrame, keys: tuple) -> np.ndarray:
+    """Dense key ids (`values.key_ids`); one key when there are no GROUP BY keys."""
+    return key_ids(rows, list(keys)) if keys else np.zeros(len(rows), np.int64)
 
 
 def _sums_fit(rows: pd.DataFrame, parts: tuple) -> bool:
@@ -122,28 +268,8 @@ def _sums_fit(rows: pd.DataFrame, parts: tuple) -> bool:
                for _, kind, column in parts if kind == "sum")
 
 
-def _partials(rows, kind, column, idx, starts, ends, two, single) -> pd.array:
-    """A partial aggregate for the lo elements, the neutral one for the hi elements, a single
-    row's own for the single rows."""
-    n_hi = int(two.sum())
-    if kind == "count_star":
-        return np.r_[ends - starts, np.zeros(n_hi, np.int64), np.ones(len(single), np.int64)]
-    values = rows[column]
-    seen = (~values.isna()).to_numpy()
-    counts = np.add.reduceat(seen[idx].astype(np.int64), starts) if len(idx) else np.zeros(0, np.int64)
-    if kind == "count":
-        return np.r_[counts, np.zeros(n_hi, np.int64), seen[single].astype(np.int64)]
-    identity = {"sum": 0, "min": np.iinfo(np.int64).max, "max": np.iinfo(np.int64).min}[kind]
-    ufunc: np.ufunc = {"sum": np.add, "min": np.minimum, "max": np.maximum}[kind]
-    v = values.to_numpy(np.int64, na_value=identity)
-    part = ufunc.reduceat(v[idx], starts) if len(idx) else np.zeros(0, np.int64)
-    data = np.r_[part, np.zeros(n_hi, np.int64), v[single]]
-    null = np.r_[counts == 0, np.ones(n_hi, bool), ~seen[single]]
-    return pd.arrays.IntegerArray(data, null)
-
-
-def _times(combined: np.ndarray, column: pd.Series, single: np.ndarray):
+def _times(combined: np.ndarray, column: pd.Series):
     """Times of the combined elements, then those of the single rows (NULL stays NULL)."""
-    data = np.r_[combined, column.to_numpy(np.int64, na_value=0)[single]]
-    null = np.r_[np.zeros(len(combined), bool), column.isna().to_numpy()[single]]
+    data = np.r_[combined, column.to_numpy(np.int64, na_value=0)]
+    null = np.r_[np.zeros(len(combined), bool), column.isna().to_numpy()]
     return pd.arrays.IntegerArray(data, null) if null.any() else data

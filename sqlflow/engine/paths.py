@@ -167,8 +167,9 @@ def _why_not_combined(plan: EnginePlan, input: str, types: Mapping[str, str]) ->
 
     Bounded: sessions with a static gap and a trigger that fires only at the end; rows of a key in
     one gap-aligned slice of event time always share a session (sqlflow/spark/engine_path.py).
-    Replay: the same sessions, combined per slice and arrival period where nothing can fire
-    between their arrivals (`arrival_combine.py`), for COUNT and integer SUM, MIN and MAX.
+    Replay: the same sessions, or FIXED windows (a window is its own slice), combined per slice and
+    arrival period where nothing can fire between their arrivals (`arrival_combine.py`), for COUNT
+    and integer SUM, MIN and MAX.
     Stream: a micro-batch over FIXED windows with a trigger that follows the watermark only (the
     default REPEAT(WATERMARK), or WATERMARK EARLY PERIOD d): no trigger counts elements or looks at
     their values, so the rows of a key and window arriving in one micro-batch get the same panes
@@ -186,8 +187,8 @@ def _why_not_combined(plan: EnginePlan, input: str, types: Mapping[str, str]) ->
             # columns turned a NULL map value into 0 (tests/spark/test_differential.py's regressions)
             return "a key of a MAP type (Spark's aggregation can change its NULL values)"
     elif input == REPLAY:
-        if not isinstance(fn, ast.Sessions):
-            return "only sessions combine on a replay"
+        if not isinstance(fn, (ast.Sessions, ast.Fixed)):
+            return "only sessions and FIXED windows combine on a replay"
         if schedule_shape(plan.windowing) is None:
             return "the trigger does not follow the watermark only, or EMIT ... ALWAYS emits without new input"
     else:

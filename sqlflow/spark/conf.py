@@ -18,6 +18,10 @@ BUCKET_BYTES = "spark.sqlflow.bucketBytes"
 #: true: replayed sessions combine rows in the bucket jobs where the rule allows (default false:
 #: docs/bounded-execution.md, "Combining replayed rows", has the measurements)
 REPLAY_COMBINE = "spark.sqlflow.replay.combine"
+#: a bucket with more rows than this whose replayed rows combine is read and combined in chunks of
+#: this many rows (a hot key in bounded memory); 0: never (default 1,000,000)
+BUCKET_CHUNK_ROWS = "spark.sqlflow.bucketChunkRows"
+DEFAULT_BUCKET_CHUNK_ROWS = 1_000_000
 
 DEFAULT_BUCKET_BYTES = 8 * 1024 * 1024
 #: size estimates from here on are Spark's "unknown" (Long.MaxValue, scaled by projections)
@@ -109,3 +113,18 @@ def estimated_bytes(df) -> int | None:
     # Spark says Long.MaxValue for "unknown", and a projection over that scales it down a little
     # (Long.MaxValue x its row width / the child's): anything beyond a pebibyte is that, not data
     return None if size >= UNKNOWN_SIZE or size <= 0 else size
+
+
+def chunk_rows(spark) -> int:
+    """`spark.sqlflow.bucketChunkRows`: a positive number of rows, or 0 (never chunked)."""
+    from ..errors import SqlflowError
+
+    text = get(spark, BUCKET_CHUNK_ROWS, str(DEFAULT_BUCKET_CHUNK_ROWS)) or ""
+    try:
+        value = int(text.strip())
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise SqlflowError(f"{BUCKET_CHUNK_ROWS} must be a number of rows (0: never chunked), not {text!r}",
+                           clause="SET")
+    return value

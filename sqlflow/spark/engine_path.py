@@ -26,6 +26,10 @@ are those of the rows (measured by benchmarks/compare.py: 2M skewed clicks becom
 and the sessions query runs about 1.35x faster). Rows without an event time skip the combining and are dropped and reported
 as before.
 
+**A hot key** (`BucketJob.chunked`): where a replay's rows combine (`replay_combining`), a bucket
+above `spark.sqlflow.bucketChunkRows` rows is read and combined in chunks by its bucket job, so
+one key with many rows needs memory for its combined groups and late rows, not for its rows.
+
 The result columns get Spark's types: the aggregates take the types Spark's analysis gives the
 original aggregate calls (`agg_types`), and what depends on Spark's type rules (overflow, decimal
 precision, AVG of decimals) is finished by Spark on the engine's exact output (`handover.py`).
@@ -66,6 +70,7 @@ class EngineRun:
     combined: bool = False  # rows were combined before the shuffle (lifted_rows)
     replay_combined: bool = False  # replayed rows combined in the bucket jobs (replay_combining)
     holds: Any = None  # a replay's watermark holds: since, until, value (microseconds)
+    chunk_rows: int | None = None  # a bucket above this many rows is combined in chunks (BucketJob.chunked)
     #: function(output) -> the EngineRun of the same stage over that output
     derive: Callable[[DataFrame], EngineRun] | None = None
 
@@ -167,7 +172,11 @@ def run_engine(ws, rel: InputRelation, raw, agg_types: list, *, buckets: int, ti
     lifted = lifted_rows(plan, rel, raw, buckets) if liftable(plan, rel, schema) else None
     combine = (spark.conf.get(conf.REPLAY_COMBINE, "false") or "").lower() == "true"
     combine = combine and SOURCE not in rel.args  # (rows of several sources keep their source)
-    combining = replay_combining(plan, rel, schema) if lifted is None and combine else None
+    combinable = replay_combining(plan, rel, schema) if lifted is None and SOURCE not in rel.args else None
+    combining = combinable if combine else None
+    chunk_rows = conf.chunk_rows(spark)
+    # a bucket above chunk_rows rows (a hot key) is read and combined in chunks, asked or not
+    chunked = (combinable[0], WEIGHT, combinable[1]) if combinable is not None and chunk_rows else None
     if combining is not None:
         plan, combining = combining
     if lifted is not None:
@@ -199,7 +208,7 @@ def run_engine(ws, rel: InputRelation, raw, agg_types: list, *, buckets: int, ti
     job = BucketJob(plan, columns=tuple(out_schema.fieldNames()), keys=tuple(rel.keys), args=tuple(rel.args),
                     timeline=timeline, p_end=p_end, replay=rel.replay,
                     weight=WEIGHT if lifted is not None or combining is not None else None, shared=shared,
-                    combine=combining)
+                    combine=combining, chunked=chunked, chunk_rows=chunk_rows or 0)
     output = rows.mapInArrow(ArrowBuckets(job, arrow_schema(out_schema, spark)), schema=out_schema)
 
     pane_columns = [_q(k) for k in rel.keys] + outputs.decode
@@ -226,7 +235,8 @@ def run_engine(ws, rel: InputRelation, raw, agg_types: list, *, buckets: int, ti
                                      f"{_q(OUTPUT_TIME)} AS value").groupBy("since", "until").agg(
             {"value": "min"}).toDF("since", "until", "value") if rel.replay else None
         return EngineRun(output, panes, final, dropped, buckets, combined=lifted is not None,
-                         replay_combined=combining is not None, holds=holds, derive=derive)
+                         replay_combined=combining is not None, holds=holds, derive=derive,
+                         chunk_rows=chunk_rows if chunked is not None else None)
 
     return derive(output)
 
@@ -289,7 +299,17 @@ def replay_combining(plan: EnginePlan, rel: InputRelation, schema: dict):
         parts.append((name, agg.kind, agg.column))
         aggregates.append(Aggregate(COMBINING[agg.kind], name, agg.output, agg.ignore_nulls))
     combined = EnginePlan(plan.windowing, tuple(aggregates), keys=plan.keys, custom_windows=plan.custom_windows)
-    return combined, (_fixed_gap(plan), *grid, tuple(parts))
+    return combined, (*aligned_slices(plan.window), *grid, tuple(parts))
+
+
+def aligned_slices(window: ast.WindowFn) -> tuple[int, int]:
+    """(size, offset) of the slices of event time whose rows always share a window: a session's
+    gap (rows less than a gap apart), a FIXED window itself."""
+    if isinstance(window, ast.Fixed):
+        return window.size.micros, window.offset.micros
+    if isinstance(window, ast.Sessions) and isinstance(window.gap, ast.Duration):
+        return window.gap.micros, 0
+    raise ValueError(f"no slices of event time always share a window of {window}")
 
 
 def _fixed_gap(plan: EnginePlan) -> int:

@@ -363,8 +363,12 @@ class Runner:
             stage.engine_mode += ("; rows combined per key and gap-aligned slice of event time before the "
                                   "shuffle (COUNT/SUM/MIN/MAX combine)")
         if run.replay_combined:
-            stage.engine_mode += ("; replayed rows combined per key, gap-aligned slice and arrival period "
+            stage.engine_mode += ("; replayed rows combined per key, aligned slice and arrival period "
                                   "in the bucket jobs where nothing can fire between their arrivals")
+        if run.chunk_rows:
+            stage.engine_mode += (f"; a bucket above {run.chunk_rows:,} rows (a hot key) is read in chunks of as "
+                                  "many, its rows combined per key, aligned slice and arrival period "
+                                  f"({conf.BUCKET_CHUNK_ROWS})")
         renamed = dict(_user_columns(ws, rel))
         stage.dropped_rows = _dropped(run, renamed)
         panes_view = self.view(run.panes, "panes")

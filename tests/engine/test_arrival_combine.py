@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from sqlflow import ast
 from sqlflow.engine.aggregates import Aggregate
-from sqlflow.engine.arrival_combine import arrival_grid, combine
+from sqlflow.engine.arrival_combine import ChunkedCombine, arrival_grid, combine
 from sqlflow.columns import ARRIVAL_TIME, EVENT_TIME
 from sqlflow.engine.plan import EnginePlan
 from sqlflow.engine.runner import Engine
@@ -23,9 +23,10 @@ LIFTED = (Aggregate("sum", "p0", "n"), Aggregate("sum", "p1", "nv"), Aggregate("
           Aggregate("min", "p3", "lo"), Aggregate("max", "p4", "hi"))
 
 
-def _windowing(gap, trigger, mode, lateness):
-    return ast.Windowing(ast.WindowClause(ast.Sessions(D(gap))), trigger, ast.AllowedLateness(D(lateness)),
-                         ast.Emit(mode))
+def _windowing(gap, trigger, mode, lateness, fixed_offset=None):
+    """Sessions of this gap, or (`fixed_offset` given) FIXED windows of this size and offset."""
+    fn = ast.Sessions(D(gap)) if fixed_offset is None else ast.Fixed(D(gap), D(fixed_offset))
+    return ast.Windowing(ast.WindowClause(fn), trigger, ast.AllowedLateness(D(lateness)), ast.Emit(mode))
 
 
 def _dropped(result, rows):
@@ -91,3 +92,44 @@ def test_a_partial_sum_that_could_overflow_keeps_the_rows_single():
     out = combine(small, keys=("k",), gap=10, period=10, timeline=bounded_delay(rows[ARRIVAL_TIME], rows[EVENT_TIME], 5),
                   parts=(("s", "sum", "v"),), weight="w")
     assert out["w"].tolist() == [3, 0] and out["s"].fillna(-1).tolist() == [6, -1]  # the neutral element: NULL
+
+
+@SETTINGS
+@given(inputs(max_rows=60, nulls=True), durations(1, 8), schedule_triggers,
+       st.sampled_from(list(ast.AccumulationMode)), st.sampled_from([0, 25, 1000]),
+       st.lists(st.integers(0, 60), max_size=6), st.booleans(), st.booleans(), st.none() | st.integers(0, 7))
+def test_a_bucket_combined_in_chunks_gives_the_reference_panes(data, gap, trigger, mode, lateness, cuts, big,
+                                                               missing_times, fixed_offset):
+    """A bucket read in chunks (udfs/bucket.py, a hot key): each chunk's groups merge into the
+    earlier ones' and its single rows are kept; the panes and drops are those of the single rows
+    by the per-key loop, sessions merging and retracting included, and of FIXED windows (with an
+    offset: a window is its own slice). With `big` values a partial SUM could overflow from some
+    chunk on: its rows and the later ones stay single."""
+    rows, tl = data
+    rows = rows[["k", "v", EVENT_TIME, ARRIVAL_TIME]].reset_index(drop=True)
+    if big and len(rows):
+        rows["v"] = rows["v"].astype("Int64") * (2**58)
+    if missing_times and len(rows) > 3:  # in some chunks only: their time columns are nullable there
+        rows[EVENT_TIME] = rows[EVENT_TIME].astype("Int64")
+        rows.loc[rows.index[3::11], EVENT_TIME] = pd.NA
+    windowing = _windowing(gap.micros, trigger, mode, lateness, fixed_offset)
+    period, offset = arrival_grid(windowing)
+    slices = {"gap": gap.micros, "slice_offset": 0 if fixed_offset is None else fixed_offset % gap.micros}
+    p_end = max(int(rows[ARRIVAL_TIME].max()) if len(rows) else 0, tl.end)
+    ref = Engine(EnginePlan(windowing, AGGS, keys=("k",))).run(rows, timeline=tl, replay=True, p_end=p_end,
+                                                                 reference=True)
+    chunked = ChunkedCombine(keys=("k",), period=period, offset=offset, timeline=tl, parts=PARTS, **slices)
+    bounds = sorted({0, len(rows), *(c for c in cuts if c < len(rows))})
+    for lo, hi in zip(bounds, bounds[1:]):
+        chunked.add(rows.iloc[lo:hi].reset_index(drop=True))
+    if not len(rows):
+        chunked.add(rows)
+    elements = chunked.elements("w")
+    assert int(elements["w"].sum()) == len(rows)
+    if len(bounds) > 2 and not big:  # the rows of a key, slice and period in different chunks are one group
+        whole = combine(rows, keys=("k",), period=period, offset=offset, timeline=tl, parts=PARTS, weight="w",
+                        **slices)
+        assert len(elements) == len(whole)
+    got = Engine(EnginePlan(windowing, LIFTED, keys=("k",))).run(elements, timeline=tl, replay=True, p_end=p_end)
+    pd.testing.assert_frame_equal(got.panes[list(ref.panes.columns)], ref.panes, check_dtype=False)
+    assert _dropped(got, elements) == _dropped(ref, rows)

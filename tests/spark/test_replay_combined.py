@@ -16,9 +16,9 @@ EARLY_LATE = "TRIGGER SEQUENCE(REPEAT_UNTIL(PERIOD 10s, WATERMARK), REPEAT(WATER
 
 
 def _query(trigger=EARLY_LATE, lateness="ALLOWED LATENESS 20s", aggs="COUNT(*) AS n, COUNT(v) AS nv, "
-           "SUM(v) AS sv, MIN(v) AS lo, MAX(v) AS hi"):
+           "SUM(v) AS sv, MIN(v) AS lo, MAX(v) AS hi", window="SESSIONS(GAP 15s)"):
     return (f"SELECT k, {aggs} FROM replayed WATERMARK et DELAY OF INTERVAL 5 SECONDS ARRIVAL at "
-            f"GROUP BY k WINDOW SESSIONS(GAP 15s) {trigger} {lateness} EMIT ACCUMULATING AND RETRACTING")
+            f"GROUP BY k WINDOW {window} {trigger} {lateness} EMIT ACCUMULATING AND RETRACTING")
 
 
 def _view(spark, seed: int, n: int):
@@ -67,7 +67,7 @@ def test_not_combined_unless_asked(spark):
 def test_combined_replay_gives_the_panes_of_single_rows(spark, monkeypatch):
     _view(spark, 5, 400)
     query = _query()
-    assert "replayed rows combined per key, gap-aligned slice and arrival period" in sqlflow.explain(query, spark)
+    assert "replayed rows combined per key, aligned slice and arrival period" in sqlflow.explain(query, spark)
     got = _run(spark, query, monkeypatch, combine=True)
     want = _run(spark, query, monkeypatch, combine=False)
     assert got == want
@@ -98,3 +98,40 @@ def test_not_combined_where_the_rule_does_not_hold(spark, query):
     _view(spark, 5, 20)
     text = sqlflow.explain(query, spark)
     assert "engine" in text and "replayed rows combined" not in text
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                 HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**16), n=st.integers(0, 300), chunk=st.sampled_from([1, 40, 97]),
+       batch=st.sampled_from([13, 64, 10_000]),
+       trigger=st.sampled_from([EARLY_LATE, "", "TRIGGER WATERMARK EARLY PERIOD 3s"]),
+       window=st.sampled_from(["SESSIONS(GAP 15s)", "FIXED(SIZE 20s, OFFSET 3s)"]))
+def test_a_hot_bucket_read_in_chunks_equals_single_rows(spark, monkeypatch, seed, n, chunk, batch, trigger, window):
+    """A bucket above spark.sqlflow.bucketChunkRows rows (a hot key) is read in chunks of as many
+    rows, each combined into the groups of the ones before: the panes, dropped rows and metrics
+    of the single rows, whatever the chunk and Arrow batch sizes, for sessions and FIXED windows."""
+    _view(spark, seed, n)
+    query = _query(trigger, window=window)
+    spark.conf.unset(conf.REPLAY_COMBINE)
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(batch))
+    spark.conf.set(conf.BUCKET_CHUNK_ROWS, str(chunk))
+    try:
+        assert f"a bucket above {chunk:,} rows (a hot key) is read in chunks" in sqlflow.explain(query, spark)
+        got = _run(spark, query, monkeypatch, combine=True)
+        spark.conf.set(conf.BUCKET_CHUNK_ROWS, "0")
+        assert "read in chunks" not in sqlflow.explain(query, spark)
+        assert got == _run(spark, query, monkeypatch, combine=True)
+    finally:
+        spark.conf.unset(conf.BUCKET_CHUNK_ROWS)
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+
+
+def test_a_bad_chunk_size_is_a_located_error(spark):
+    _view(spark, 5, 20)
+    spark.conf.unset(conf.REPLAY_COMBINE)
+    spark.conf.set(conf.BUCKET_CHUNK_ROWS, "many")
+    try:
+        with pytest.raises(sqlflow.SqlflowError, match="bucketChunkRows must be a number of rows"):
+            sqlflow.sql(spark, _query(), path="engine")
+    finally:
+        spark.conf.unset(conf.BUCKET_CHUNK_ROWS)
