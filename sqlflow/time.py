@@ -50,10 +50,20 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(us|ms|s|m|h|d)\s*$", re.IGNORECA
 
 
 def parse_duration(text: str) -> int:
-    """`500ms`, `10s`, `30m`, `2h`, `1d` (and `1.5h`) to microseconds; ValueError otherwise."""
+    """`500ms`, `10s`, `30m`, `2h`, `1d` (and `1.5h`) to microseconds; ValueError otherwise.
+
+    Units are case-insensitive, except `M`: a month in Java and ISO 8601, so refused.
+
+    >>> parse_duration("1M")
+    Traceback (most recent call last):
+    ...
+    ValueError: 1M is ambiguous: M is a month in Java and ISO 8601 durations, m a minute
+    """
     m = _DURATION.match(text)
     if not m:
         raise ValueError(f"not a duration: {text!r} (expected a number followed by us, ms, s, m, h or d)")
+    if m.group(2) == "M":  # Java's and ISO 8601's month: never read silently as a minute
+        raise ValueError(f"{text.strip()} is ambiguous: M is a month in Java and ISO 8601 durations, m a minute")
     number, unit = m.group(1), m.group(2).lower()
     micros = float(number) * _UNIT[unit] if "." in number else int(number) * _UNIT[unit]
     if isinstance(micros, float):

@@ -287,6 +287,10 @@ class _ToAst(Transformer_NonRecursive):
                 return _parse(self.source, sql.offset, sql.offset + len(sql.text), "duration")
             except SqlflowSyntaxError:
                 pass
+        hint = suggest.misspelt_duration(sql.text)
+        if hint is not None:  # `GAP 1 hour` would otherwise be read as Spark SQL
+            raise self.source.error(SqlflowSyntaxError, f"GAP needs a duration, got {sql.text.strip()}",
+                                    sql.offset + len(sql.text) - len(sql.text.lstrip()), clause=clause, hint=hint)
         text = sqlexpr.located(sql.text, sql.offset, self.source, clause, "the GAP expression")
         return ast.SqlExpr(text, pos=self.source.position(sql.offset))
 
@@ -413,7 +417,8 @@ class _ToAst(Transformer_NonRecursive):
         try:
             micros = sign * parse_duration(text.lstrip("+-"))
         except ValueError as error:
-            raise self.source.error(SqlflowSyntaxError, str(error), self._offset(token)) from None
+            raise self.source.error(SqlflowSyntaxError, str(error), self._offset(token), clause=self._clause_at(meta),
+                                    hint=suggest.duration_hint(self.source.code, self._offset(token))) from None
         return ast.Duration(micros, pos=self._pos(meta))
 
     def interval_text(self, meta, children):

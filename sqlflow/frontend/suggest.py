@@ -14,11 +14,16 @@
 None
 >>> window_fn_for("TUMBLE", "SIZE 1h"), window_fn_for("TUMBLE", "1h"), window_fn_for("hop", "1m, 5m")
 ('FIXED(SIZE 1h)', 'FIXED(SIZE 1h)', 'SLIDING(SIZE d, PERIOD p)')
+>>> duration_hint("1h30m)", 0), duration_hint("1 hour)", 0), duration_hint("1w", 0)
+('write 90m: a duration is one number and one unit (us, ms, s, m, h or d)', 'write 1h or INTERVAL 1 HOUR', 'write 7d or INTERVAL 1 WEEK')
 """
 from __future__ import annotations
 
 import difflib
+import re
+from decimal import Decimal
 
+from ..time import DAY, HOUR, MICROSECOND, MILLISECOND, MINUTE, SECOND, WEEK, format_duration
 from .keywords import CLAUSES, KEYWORDS, OUTPUT_TIMES, TRIGGER_STARTS, WINDOW_FNS
 
 #: keywords shown as the phrase they start
@@ -98,3 +103,74 @@ def window_fn_for(name: str, arguments: str) -> str | None:
     if len(params) == 1 and arguments.strip() and "," not in arguments:  # TUMBLE(1h): one duration
         return f"{fn[0]}({params[0]} {arguments.strip()})"
     return f"{fn[0]}({fn[1]})"
+
+
+#: units as people write them -> (microseconds, the INTERVAL unit word)
+_UNIT_WORDS = {word: unit for unit, words in {
+    (MICROSECOND, "MICROSECOND"): "us usec usecs micro micros microsecond microseconds",
+    (MILLISECOND, "MILLISECOND"): "ms msec msecs milli millis millisecond milliseconds",
+    (SECOND, "SECOND"): "s sec secs second seconds",
+    (MINUTE, "MINUTE"): "m min mins minute minutes",
+    (HOUR, "HOUR"): "h hr hrs hour hours",
+    (DAY, "DAY"): "d day days",
+    (WEEK, "WEEK"): "w wk wks week weeks",
+}.items() for word in words.split()}
+#: units that are not a fixed length of time -> (the thing, how many days to suggest)
+_NOT_FIXED = {word: unit for unit, words in {
+    ("month", 30): "mo mon mons month months",
+    ("year", 365): "y yr yrs year years",
+}.items() for word in words.split()}
+_ATTEMPT = re.compile(r"([+-]?(?:\d+(?:\.\d+)?|\.\d+))(\s*)([A-Za-z]*)((?:\d+(?:\.\d+)?[A-Za-z]+)*)(?![\w.])")
+_PAIR = re.compile(r"(\d+(?:\.\d+)?)([A-Za-z]+)")
+_AMBIGUOUS_M = "write {n}m for minutes; a month is not a fixed length of time (write days: 30d)"
+
+
+def duration_hint(code: str, offset: int) -> str | None:
+    """What to write instead of the duration-like text at `offset` (`1 hour`, `1h30m`, `1w`,
+    `5min`, a number without a unit), or None when it does not look like a duration."""
+    m = _ATTEMPT.match(code, offset)
+    if m is None:
+        return None
+    number, space, word, more = m.groups()
+    if more:  # 1h30m
+        pairs = _PAIR.findall(number.lstrip("+-") + word + more)
+        if space or any(unit.lower() not in _UNIT_WORDS or unit == "M" for _, unit in pairs):
+            return None
+        total = sum((Decimal(n) * _UNIT_WORDS[unit.lower()][0] for n, unit in pairs), Decimal(0))
+        if total != total.to_integral_value():
+            return None
+        sign = -1 if number.startswith("-") else 1
+        return (f"write {format_duration(sign * int(total))}: a duration is one number and one unit "
+                "(us, ms, s, m, h or d)")
+    if not word:
+        return (f"a duration needs a unit: {number}s, {number}m, {number}h ... (us, ms, s, m, h or d), "
+                f"or INTERVAL {number} SECONDS")
+    if word == "M":
+        return _AMBIGUOUS_M.format(n=number)
+    if word.lower() in _NOT_FIXED:
+        thing, days = _NOT_FIXED[word.lower()]
+        return f"a {thing} is not a fixed length of time: write days ({days}d) or hours"
+    if word.lower() not in _UNIT_WORDS:
+        return None
+    micros, interval_unit = _UNIT_WORDS[word.lower()]
+    exact = Decimal(number) * micros
+    if exact != exact.to_integral_value():
+        return None
+    short = format_duration(int(exact))
+    if space and word.lower() in ("us", "ms", "s", "m", "h", "d"):
+        return f"write {short}, without a space"
+    plural = "" if Decimal(number) == 1 else "S"
+    return f"write {short} or INTERVAL {number.lstrip('+')} {interval_unit}{plural}"
+
+
+def misspelt_duration(text: str) -> str | None:
+    """duration_hint for a whole expression that is a duration written otherwise (`1 hour`,
+    `1h30m`), None for anything else, a number without a unit included (a per-row expression).
+
+    >>> misspelt_duration(" 1 hour"), misspelt_duration("30"), misspelt_duration("gap_col")
+    ('write 1h or INTERVAL 1 HOUR', None, None)
+    """
+    m = _ATTEMPT.fullmatch(text.strip())
+    if m is None or not (m.group(3) or m.group(4)):
+        return None
+    return duration_hint(text.strip(), 0)

@@ -75,9 +75,17 @@ def from_lark(source: Source, start: int, end: int, rule: str,
         domain = suggest.nearest(before[-1].text, TIME_DOMAINS)
         hint = f"did you mean ON {domain} TIME?" if domain else \
             "ON takes a column or a time domain: " + ", ".join(f"{d} TIME" for d in TIME_DOMAINS)
+    if hint is None and got is not None and "DURATION" in expected:  # `1 hour`, `1h30m`, `1w`
+        hint = suggest.duration_hint(source.code, offset)
+    if hint is None and got is not None and before and re.fullmatch(_DURATION_TEXT, before[-1].text) \
+            and re.fullmatch(_DURATION_TEXT, got):  # `1h 30m`
+        hint = suggest.duration_hint(before[-1].text + got, 0)
     if hint is None and clause == "WINDOW":
         hint = _window_fn_arguments(source, start, offset, got)
     return source.error(SqlflowSyntaxError, message, offset, clause=clause, hint=hint)
+
+
+_DURATION_TEXT = re.compile(r"\d+(\.\d+)?[A-Za-z]+")
 
 
 def _settled_clauses(source: Source, start: int, offset: int) -> set[str]:

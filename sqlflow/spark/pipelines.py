@@ -33,7 +33,6 @@ ACCUMULATING panes) is refused with a located error (`refuse_on_stream`).
 """
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -43,6 +42,7 @@ from .. import ast
 from ..columns import EMIT_TIME, OUTPUT_TIME
 from ..engine import INVERTIBLE, collapsible
 from ..errors import SqlflowUnsupportedError
+from . import user_warnings
 from .aggregates import aggregate_call, aggregate_calls
 from .relations import visible_ctes
 from .windowed_select import select_position
@@ -191,9 +191,9 @@ def rewrite_consumer(select: exp.Select, statement, *, avg_type=None, windowed: 
             "it needs the stage's final panes", position, clause="SELECT",
             hint="read the windowed stage directly in FROM, or use COUNT, SUM and AVG")
     if link.mode is ast.AccumulationMode.ACCUMULATING and link.merging:
-        warnings.warn(f"sqlflow: the SELECT{where} aggregates over {link.label}, an ACCUMULATING stage of merging "
+        user_warnings.warn(f"sqlflow: the SELECT{where} aggregates over {link.label}, an ACCUMULATING stage of merging "
                       "windows: a session that was merged into another is never replaced, so it is counted "
-                      "too; use EMIT ACCUMULATING AND RETRACTING upstream", SqlflowPipelineWarning, stacklevel=4)
+                      "too; use EMIT ACCUMULATING AND RETRACTING upstream", SqlflowPipelineWarning)
     alias = relation.args.get("alias")
     name = alias.copy() if alias is not None else exp.TableAlias(this=exp.to_identifier(relation.name))
     relation.replace(exp.Subquery(this=link.net.copy(), alias=name))

@@ -7,12 +7,12 @@ window and counted; `metrics` warns when there are any.
 """
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..columns import (BY_SOURCE, DROP_METRICS, DROPPED, IS_RETRACTION, KIND, METRIC_NAMES, METRICS, PANE, REASON, ROWS,
                        SOURCE, TOO_LATE, source_metric)
+from . import user_warnings
 
 #: the attribute of a result DataFrame holding its Report
 ATTRIBUTE = "_sqlflow_report"
@@ -103,13 +103,11 @@ class Stage:
             counts["dropped_bad_gap"] = int(agg["bad_gap"])
             counts["panes"] = self.panes.count()
         if counts["dropped_null_event_time"]:
-            warnings.warn(f"sqlflow: {self.label}: {counts['dropped_null_event_time']} input rows have a NULL "
-                          "event time; they are in no window (sqlflow.dropped(df) lists them)",
-                          SqlflowDataWarning, stacklevel=3)
+            user_warnings.warn(f"sqlflow: {self.label}: {counts['dropped_null_event_time']} input rows have a NULL "
+                          "event time; they are in no window (sqlflow.dropped(df) lists them)", SqlflowDataWarning)
         if counts["dropped_null_arrival_time"]:
-            warnings.warn(f"sqlflow: {self.label}: {counts['dropped_null_arrival_time']} input rows of the replay "
-                          "have a NULL arrival time; they never arrive (sqlflow.dropped(df) lists them)",
-                          SqlflowDataWarning, stacklevel=3)
+            user_warnings.warn(f"sqlflow: {self.label}: {counts['dropped_null_arrival_time']} input rows of the replay "
+                          "have a NULL arrival time; they never arrive (sqlflow.dropped(df) lists them)", SqlflowDataWarning)
         return counts
 
 

@@ -1,8 +1,11 @@
 """Triggers that cannot fire on a windowed SELECT's input, said before the panes are computed.
 
-A trigger that never fires is not an error: every window still emits at the end of bounded or
-replayed input (docs/semantics.md, 1.2). But it is almost always a mistake, so `explain` lists
-what it knows without running anything, and `sqlflow.sql` warns (`SqlflowTriggerWarning`):
+A trigger that never fires is not an error: every window still emits one pane, its last, when it
+expires (docs/semantics.md, 6): on a replay as the watermark passes its end plus the allowed
+lateness, on bounded data without ARRIVAL at the end of the input. But it is almost always a
+mistake, so `explain` lists what it knows without running anything, and `sqlflow.sql` warns
+(`SqlflowTriggerWarning`), saying what is emitted instead: that one pane per window, or, when only
+a part of a composite trigger never fires, the parts that still do.
 
 - `PERIOD d` and `DELAY d` on bounded data (no ARRIVAL): there is no processing time;
 - `COUNT n` above the number of input rows, where that number is known without a job: a replay
@@ -27,7 +30,7 @@ the end of bounded input, or until the watermark passes its end plus the allowed
 PERIOD 1m never fires on bounded data: there is no processing time without ARRIVAL; each window emits one pane, at the end of the input
 >>> s = parse("SELECT k, COUNT(*) FROM t GROUP BY k WINDOW GLOBAL ON ts TRIGGER REPEAT(COUNT 100000)")
 >>> print(*bounded_notes(describe(s, *s.windowed_selects()[0]), rows=2000), sep="\\n")
-COUNT 100000 never fires: the input has 2,000 rows
+COUNT 100000 never fires: the input has 2,000 rows; each window emits one pane, at the end of the input
 >>> s = parse("SELECT k, COUNT(*) FROM t GROUP BY k WINDOW GLOBAL ON ts TRIGGER REPEAT(COUNT 5) EMIT DISCARDING ON TIME ALWAYS")
 >>> print(*option_notes(describe(s, *s.windowed_selects()[0])))
 ON TIME ALWAYS adds no pane: the trigger never fires when the watermark passes a window's end (it has no WATERMARK)
@@ -37,14 +40,12 @@ TRIGGER COUNT 2 can finish before the watermark passes the window's end: the win
 """
 from __future__ import annotations
 
-import os
-import sys
-import warnings
-
 from .. import ast
 from ..columns import when_column
 from ..engine import collapsible, when_predicates
 from ..frontend import printer
+from ..time import POS_INF, format_duration
+from . import user_warnings
 from .windowed_select import WindowedSelect
 
 
@@ -61,15 +62,70 @@ def _primitives(ws: WindowedSelect) -> list[ast.Trigger]:
     return out
 
 
+_COMPOSITES = (ast.Repeat, ast.RepeatUntil, ast.Sequence, ast.FirstOf, ast.AllOf)
+
+
+def fires(trigger: ast.Trigger, never: list[ast.Trigger]) -> tuple[bool, bool]:
+    """(can fire, can finish) of a desugared trigger whose primitives in `never` never fire
+    (docs/semantics.md, 3.2: a primitive finishes as it fires, REPEAT never finishes,
+    REPEAT_UNTIL fires and finishes as its `u` fires, SEQUENCE moves on as a child finishes).
+
+    >>> fires(ast.Repeat(ast.AllOf((ast.Watermark(), ast.Count(9)))), [ast.Count(9)])
+    (False, False)
+    >>> fires(ast.Sequence((ast.RepeatUntil(ast.Count(9), ast.Watermark()), ast.Repeat(ast.Count(1)))), [ast.Count(9)])
+    (True, False)
+    """
+    if isinstance(trigger, ast.Repeat):
+        return fires(trigger.trigger, never)[0], False
+    if isinstance(trigger, ast.RepeatUntil):
+        until = fires(trigger.until, never)[0]
+        return fires(trigger.trigger, never)[0] or until, until
+    if isinstance(trigger, ast.Sequence):
+        fired, reached = False, True
+        for child in trigger.triggers:
+            child_fires, child_finishes = fires(child, never)
+            fired = fired or (reached and child_fires)
+            reached = reached and child_finishes
+        return fired, reached
+    if isinstance(trigger, ast.FirstOf):
+        fired = any(fires(t, never)[0] for t in trigger.triggers)
+        return fired, fired
+    if isinstance(trigger, ast.AllOf):
+        fired = all(fires(t, never)[0] for t in trigger.triggers)
+        return fired, fired
+    fired = trigger not in never
+    return fired, fired
+
+
+def _instead(ws: WindowedSelect, never: list[ast.Trigger], *, bounded: bool) -> str:
+    """What the windows emit, given the primitives that never fire: the note's ending."""
+    trigger = ws.windowing.effective_trigger
+    if fires(trigger, never)[0] and not (bounded and collapsible(trigger)):
+        others = [printer.trigger(t) for t in _primitives(ws)
+                  if not isinstance(t, _COMPOSITES) and t not in never]
+        return f"{' and '.join(others)} still {'fire' if len(others) > 1 else 'fires'}"
+    lateness = ws.windowing.lateness_micros
+    if bounded or lateness >= POS_INF:  # the watermark passes every end at the end of the input
+        return "each window emits one pane, at the end of the input"
+    plus = f" + {format_duration(lateness)}" if lateness else ""
+    return f"each window emits one pane, when it expires: when the watermark passes its end{plus}, " \
+           "or at the end of the input"
+
+
+def _notes(ws: WindowedSelect, never, *, bounded: bool) -> list[str]:
+    """'<primitive> never fires: <why>; <what is emitted instead>' for each (primitive, why) of
+    `never` (a why of None: said already, for the same WHEN written twice)."""
+    if not never:
+        return []
+    ending = _instead(ws, [t for t, _ in never], bounded=bounded)
+    return [f"{why}; {ending}" for _, why in never if why is not None]
+
+
 def bounded_notes(ws: WindowedSelect, rows: int | None) -> list[str]:
     """Bounded data without ARRIVAL: processing-time triggers, and COUNT above `rows` (if known)."""
-    notes = []
-    timed = [t for t in _primitives(ws) if isinstance(t, (ast.Period, ast.Delay))]
-    ending = "; each window emits one pane, at the end of the input" if collapsible(ws.windowing.effective_trigger) else ""
-    for t in timed:
-        notes.append(f"{printer.trigger(t)} never fires on bounded data: there is no processing time "
-                     f"without ARRIVAL{ending}")
-    return notes + count_notes(ws, rows) + option_notes(ws)
+    timed = [(t, f"{printer.trigger(t)} never fires on bounded data: there is no processing time without ARRIVAL")
+             for t in _primitives(ws) if isinstance(t, (ast.Period, ast.Delay))]
+    return _notes(ws, timed + _counts(ws, rows), bounded=True) + option_notes(ws)
 
 
 def option_notes(ws: WindowedSelect) -> list[str]:
@@ -82,11 +138,11 @@ def option_notes(ws: WindowedSelect) -> list[str]:
     return []
 
 
-def count_notes(ws: WindowedSelect, rows: int | None) -> list[str]:
+def _counts(ws: WindowedSelect, rows: int | None) -> list[tuple[ast.Trigger, str]]:
     """COUNT n with fewer than n input rows (an upper bound of any window's elements)."""
     if rows is None:
         return []
-    return [f"COUNT {t.n} never fires: the input has {rows:,} rows" for t in _primitives(ws)
+    return [(t, f"COUNT {t.n} never fires: the input has {rows:,} rows") for t in _primitives(ws)
             if isinstance(t, ast.Count) and t.n > rows]
 
 
@@ -97,17 +153,19 @@ def replay_notes(ws: WindowedSelect, raw, rows: int) -> list[str]:
 
     predicates = when_predicates(ws.windowing.effective_trigger)
     if not predicates:
-        return count_notes(ws, rows) + option_notes(ws)
+        return _notes(ws, _counts(ws, rows), bounded=False) + option_notes(ws)
     counts = raw.agg(F.count(F.lit(1)).alias("rows"),
                      *[F.count_if(F.col(when_column(i))).alias(f"when{i}") for i in range(len(predicates))]).first()
     rows = min(rows, int(counts["rows"]))
-    notes = count_notes(ws, rows)
+    never: list[tuple[ast.Trigger, str | None]] = list(_counts(ws, rows))
+    whens = [t for t in ast.walk_triggers(ws.windowing.effective_trigger) if isinstance(t, ast.When)]
     seen = set()
-    for i, predicate in enumerate(predicates):
-        if not counts[f"when{i}"] and predicate.sql not in seen:
+    for i, (when, predicate) in enumerate(zip(whens, predicates)):
+        if not counts[f"when{i}"]:
+            never.append((when, None if predicate.sql in seen else
+                          f"WHEN({predicate.sql}) never fires: it is true for none of the {rows:,} input rows"))
             seen.add(predicate.sql)
-            notes.append(f"WHEN({predicate.sql}) never fires: it is true for none of the {rows:,} input rows")
-    return notes + option_notes(ws)
+    return _notes(ws, never, bounded=False) + option_notes(ws)
 
 
 #: when a trigger can finish, or fire for the first time: at any instant, only once the watermark
@@ -188,15 +246,7 @@ def row_count_estimate(df) -> int | None:
 
 
 def warn(label: str, notes: list[str]) -> None:
-    """Warn about each note, attributed to the user's line that called sqlflow."""
+    """Warn about each note, attributed to the user's line that called sqlflow, each time it is
+    raised (two cells with the same mistake both warn: sqlflow.spark.user_warnings)."""
     for note in notes:
-        warnings.warn(f"sqlflow: {label}: {note}", SqlflowTriggerWarning, stacklevel=_outside_sqlflow())
-
-
-def _outside_sqlflow() -> int:
-    """The stack level of the first caller outside the sqlflow package."""
-    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    frame, level = sys._getframe(1), 1
-    while frame is not None and frame.f_code.co_filename.startswith(package + os.sep):
-        frame, level = frame.f_back, level + 1
-    return level
+        user_warnings.warn(f"sqlflow: {label}: {note}", SqlflowTriggerWarning)

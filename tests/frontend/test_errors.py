@@ -80,6 +80,71 @@ def test_not_a_duration():
         sqlflow: WINDOW: expected a duration (like 30m or INTERVAL 5 MINUTES), got '5min' (line 1, column 56)
           SELECT k, count(*) FROM t GROUP BY k WINDOW FIXED(SIZE 5min) ON ts
                                                                  ^
+        write 5m or INTERVAL 5 MINUTES
+    """)
+
+
+def test_capital_m_is_refused_not_read_as_minutes():
+    """Java's and ISO 8601's `M` is a month; sqlflow's `m` is a minute. `1M` is neither: refused."""
+    expect(G + "WINDOW FIXED(SIZE 1M) ON ts", SqlflowSyntaxError, """
+        sqlflow: WINDOW: 1M is ambiguous: M is a month in Java and ISO 8601 durations, m a minute (line 1, column 56)
+          SELECT k, count(*) FROM t GROUP BY k WINDOW FIXED(SIZE 1M) ON ts
+                                                                 ^
+        write 1m for minutes; a month is not a fixed length of time (write days: 30d)
+    """)
+
+
+@pytest.mark.parametrize("sql, clause, at, hint", [
+    # `at` is where the error points: one number and one unit, in one of sqlflow's units
+    (G + "WINDOW FIXED(SIZE 1h30m) ON ts", "WINDOW", "1h30m",
+     "write 90m: a duration is one number and one unit (us, ms, s, m, h or d)"),
+    (G + "WINDOW FIXED(SIZE 1w) ON ts", "WINDOW", "1w", "write 7d or INTERVAL 1 WEEK"),
+    (G + "WINDOW FIXED(SIZE 2 weeks) ON ts", "WINDOW", "2 weeks", "write 14d or INTERVAL 2 WEEKS"),
+    (G + "WINDOW FIXED(SIZE 1 hour) ON ts", "WINDOW", "1 hour", "write 1h or INTERVAL 1 HOUR"),
+    (G + "WINDOW FIXED(SIZE 1.5 hours) ON ts", "WINDOW", "1.5 hours", "write 90m or INTERVAL 1.5 HOURS"),
+    (G + "WINDOW FIXED(SIZE 10sec) ON ts", "WINDOW", "10sec", "write 10s or INTERVAL 10 SECONDS"),
+    (G + "WINDOW FIXED(SIZE 2hr) ON ts", "WINDOW", "2hr", "write 2h or INTERVAL 2 HOURS"),
+    (G + "WINDOW FIXED(SIZE 90 m) ON ts", "WINDOW", "90 m", "write 90m, without a space"),
+    (G + "WINDOW FIXED(SIZE 1 M) ON ts", "WINDOW", "1 M",
+     "write 1m for minutes; a month is not a fixed length of time (write days: 30d)"),
+    (G + "WINDOW FIXED(SIZE 1mo) ON ts", "WINDOW", "1mo",
+     "a month is not a fixed length of time: write days (30d) or hours"),
+    (G + "WINDOW FIXED(SIZE 1 year) ON ts", "WINDOW", "1 year",
+     "a year is not a fixed length of time: write days (365d) or hours"),
+    (G + "WINDOW GLOBAL ON ts TRIGGER REPEAT(PERIOD 1 minute)", "TRIGGER", "1 minute",
+     "write 1m or INTERVAL 1 MINUTE"),
+    (G + "WINDOW GLOBAL ON ts TRIGGER PERIOD 1m OFFSET 10", "TRIGGER", "10",
+     "a duration needs a unit: 10s, 10m, 10h ... (us, ms, s, m, h or d), or INTERVAL 10 SECONDS"),
+    (G + "WINDOW FIXED(SIZE 1m) ON ts ALLOWED LATENESS 1 day", "ALLOWED LATENESS", "1 day",
+     "write 1d or INTERVAL 1 DAY"),
+    ("SELECT k, count(*) FROM t WATERMARK ts DELAY OF 5 minutes GROUP BY k WINDOW FIXED(SIZE 1m)",
+     "WATERMARK", "5 minutes", "write 5m or INTERVAL 5 MINUTES"),
+])
+def test_a_duration_written_otherwise_says_what_to_write(sql, clause, at, hint):
+    e = error(sql)
+    assert type(e) is SqlflowSyntaxError
+    assert (e.clause, e.column, e.hint) == (clause, sql.index(at) + 1, hint)
+    assert e.message.startswith("expected ") and e.message.endswith(f", got '{at.split()[0]}'")
+
+
+def test_a_compound_duration_with_a_space_says_what_to_write():
+    e = error(G + "WINDOW FIXED(SIZE 1h 30m) ON ts")
+    assert (e.message, e.column, e.hint) == (
+        "expected ')' or ',', got '30m'", 59, "write 90m: a duration is one number and one unit (us, ms, s, m, h or d)")
+
+
+@pytest.mark.parametrize("gap, hint", [
+    ("1 hour", "write 1h or INTERVAL 1 HOUR"),
+    ("1h30m", "write 90m: a duration is one number and one unit (us, ms, s, m, h or d)"),
+    ("1w", "write 7d or INTERVAL 1 WEEK"),
+])
+def test_a_session_gap_written_otherwise_is_not_read_as_spark_sql(gap, hint):
+    """GAP also takes a per-row expression: `1 hour` must not reach Spark as one."""
+    expect(G + f"WINDOW SESSIONS(GAP {gap}) ON ts", SqlflowSyntaxError, f"""
+        sqlflow: WINDOW: GAP needs a duration, got {gap} (line 1, column 58)
+          SELECT k, count(*) FROM t GROUP BY k WINDOW SESSIONS(GAP {gap}) ON ts
+                                                                   ^
+        {hint}
     """)
 
 

@@ -1,10 +1,11 @@
 """Triggers that cannot fire on their input: `explain` says so and `sqlflow.sql` warns
-(SqlflowTriggerWarning); the windows still emit at the end of the input."""
+(SqlflowTriggerWarning), saying what the windows emit instead."""
 import warnings
 
 import pytest
 
 import sqlflow
+from sqlflow.spark import trigger_checks
 from sqlflow.spark.trigger_checks import SqlflowTriggerWarning
 
 BOUNDED = "SELECT k, SUM(v) AS total FROM events GROUP BY k WINDOW FIXED(SIZE 2m) ON et TRIGGER {trigger}"
@@ -85,21 +86,83 @@ def test_delay_in_a_composite_on_bounded_data(spark, paper_views):
     # finishes as it fires: the rows after a window's second are dropped (the finishing note)
     assert messages == [f"sqlflow: the SELECT with WINDOW FIXED at line 1, column 50: {note}" for note in (
         f"TRIGGER FIRST_OF(COUNT 2, DELAY 30s) can finish before the watermark passes the window's end: {CLOSED}",
-        "DELAY 30s never fires on bounded data: there is no processing time without ARRIVAL")]
+        "DELAY 30s never fires on bounded data: there is no processing time without ARRIVAL; COUNT 2 still fires")]
     assert totals == [3, 11, 14, 15]
 
 
 def test_count_above_the_rows_of_a_replay_never_fires(spark, paper_views):
     messages, totals = warned(spark, REPLAY.format(trigger="REPEAT(COUNT 100000)"))
     assert messages == ["sqlflow: the SELECT with WINDOW FIXED at line 1, column 93: COUNT 100000 never fires: "
-                        "the input has 10 rows"]
-    assert totals == [3, 5, 12, 22]  # one pane per window at the end of the input; the late 9 is dropped
+                        "the input has 10 rows; each window emits one pane, when it expires: when the watermark "
+                        "passes its end, or at the end of the input"]
+    assert totals == [3, 5, 12, 22]  # one pane per window as the watermark passes its end; the late 9 is dropped
+
+
+def test_what_a_replay_emits_instead_names_the_allowed_lateness(spark, paper_views):
+    messages, totals = warned(spark, REPLAY.format(trigger="REPEAT(COUNT 100000) ALLOWED LATENESS 1m"))
+    assert messages == ["sqlflow: the SELECT with WINDOW FIXED at line 1, column 93: COUNT 100000 never fires: "
+                        "the input has 10 rows; each window emits one pane, when it expires: when the watermark "
+                        "passes its end + 1m, or at the end of the input"]
+    assert totals == [3, 5, 12, 22]  # the 9 arrives after [12:00, 12:02) expired even with a minute's lateness
+    messages, totals = warned(spark, REPLAY.format(trigger="REPEAT(COUNT 100000) ALLOWED LATENESS UNBOUNDED"))
+    assert messages == ["sqlflow: the SELECT with WINDOW FIXED at line 1, column 93: COUNT 100000 never fires: "
+                        "the input has 10 rows; each window emits one pane, at the end of the input"]
+    assert totals == [3, 12, 14, 22]  # no window expires before the end: the late 9 is counted too
+
+
+def test_a_part_that_never_fires_names_the_parts_that_do(spark, paper_views):
+    messages, _ = warned(spark, REPLAY.format(trigger="WATERMARK EARLY COUNT 100000"))
+    assert messages == ["sqlflow: the SELECT with WINDOW FIXED at line 1, column 93: COUNT 100000 never fires: "
+                        "the input has 10 rows; WATERMARK still fires"]
+    # ALL_OF needs every child: one that never fires silences it
+    messages, _ = warned(spark, REPLAY.format(trigger="REPEAT(ALL_OF(WATERMARK, COUNT 100000))"))
+    assert messages == ["sqlflow: the SELECT with WINDOW FIXED at line 1, column 93: COUNT 100000 never fires: "
+                        "the input has 10 rows; each window emits one pane, when it expires: when the watermark "
+                        "passes its end, or at the end of the input"]
+
+
+def test_the_same_warning_shows_every_time(spark):
+    """Python shows a warning once per code location by default: two notebook cells with the same
+    mistake (same text, same line) would warn once. sqlflow's warnings show each time. (Bounded
+    data: a replay's pandas calls happen to reset Python's registries, which hid this.)"""
+    spark.sql("""CREATE OR REPLACE TEMP VIEW few_events AS SELECT * FROM VALUES
+      ('k', 1, TIMESTAMP'2024-01-01 00:00:10'), ('k', 2, TIMESTAMP'2024-01-01 00:00:20') AS t(k, v, et)""")
+    query = "SELECT k, SUM(v) AS total FROM few_events GROUP BY k WINDOW GLOBAL ON et TRIGGER REPEAT(COUNT 3)"
+    warned(spark, query)  # a first run imports what it needs (an import may reset the registries)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")  # Python's default action: once per location
+        for _ in range(2):
+            sqlflow.sql(spark, query)
+    assert [w.category for w in caught] == [SqlflowTriggerWarning, SqlflowTriggerWarning]
+    assert [w.lineno for w in caught] == [caught[0].lineno] * 2 and caught[0].filename == __file__
+
+
+def test_warn_shows_each_time_and_keeps_the_users_filters():
+    """No Spark: trigger_checks.warn twice from one line warns twice under Python's default
+    action; `ignore` and `error` filters still apply."""
+    def twice():
+        for _ in range(2):
+            trigger_checks.warn("the SELECT", ["COUNT 5 never fires: the input has 2 rows"])
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        twice()
+    assert [str(w.message) for w in caught] == ["sqlflow: the SELECT: COUNT 5 never fires: the input has 2 rows"] * 2
+    assert {w.filename for w in caught} == {__file__}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("ignore", SqlflowTriggerWarning)
+        twice()
+    assert caught == []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SqlflowTriggerWarning)
+        with pytest.raises(SqlflowTriggerWarning, match="COUNT 5 never fires"):
+            twice()
 
 
 def test_when_never_true_on_a_replay(spark, paper_views):
     messages, _ = warned(spark, REPLAY.format(trigger="REPEAT(FIRST_OF(WHEN(v > 100), WATERMARK))"))
     assert messages == ["sqlflow: the SELECT with WINDOW FIXED at line 1, column 93: WHEN(v > 100) never fires: "
-                        "it is true for none of the 10 input rows"]
+                        "it is true for none of the 10 input rows; WATERMARK still fires"]
 
 
 def test_count_above_a_row_count_spark_knows(spark):
@@ -108,7 +171,7 @@ def test_count_above_a_row_count_spark_knows(spark):
     messages, totals = warned(spark, "SELECT k, SUM(v) AS total FROM few_events GROUP BY k "
                                      "WINDOW GLOBAL ON et TRIGGER REPEAT(COUNT 3)")
     assert messages == ["sqlflow: the SELECT with WINDOW GLOBAL at line 1, column 54: COUNT 3 never fires: "
-                        "the input has 2 rows"]
+                        "the input has 2 rows; each window emits one pane, at the end of the input"]
     assert totals == [3]
 
 
