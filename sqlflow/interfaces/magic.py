@@ -53,7 +53,8 @@ class SqlflowMagic(Magics):
     session = Unicode("", config=True,
                       help="Name of the SparkSession variable to use; empty: the active session, "
                            "or a new local one.")
-    autoplot = Bool(False, config=True, help="Draw the pane diagram of every windowed result.")
+    autoplot = Bool(False, config=True, help="Draw the pane diagram of every result that is panes "
+                                                       "(a windowed query's, not a plain aggregate over one).")
     plot_limit = Int(2000, config=True, help="At most this many panes are collected to draw a diagram.")
     poll_interval = Float(1.0, config=True, help="Seconds between refreshes of a running stream's panes.")
     stream_trigger = Unicode("available-now", config=True,
@@ -193,7 +194,7 @@ class SqlflowMagic(Magics):
         table = ResultTable(result, limit)
         try:
             interruptible(table._fetch, lambda: cancel_all(spark))  # fetched here, so Ctrl-C cancels
-            if not args.no_plot and (args.plot or (self.autoplot and not statement.is_plain)):
+            if not args.no_plot and (args.plot or (self.autoplot and _autoplotted(statement, result))):
                 self._plot(result, args, namespace)
         except KeyboardInterrupt:
             raise
@@ -291,6 +292,14 @@ class SqlflowMagic(Magics):
         if failure is not None:
             raise failure
         return watcher.rows()
+
+
+def _autoplotted(statement, result) -> bool:
+    """Whether autoplot draws a result: a windowed statement's panes, not a plain aggregate over
+    them (a windowed CTE, subquery or saved query read by a query that drops the windows)."""
+    from ..diagram.frames import are_panes
+
+    return not statement.is_plain and are_panes(result.columns)
 
 
 def _sink_reader(spark, statement):

@@ -133,3 +133,25 @@ def test_file_runs_the_statements_of_a_sql_file(ipython, tmp_path, capsys):
     assert not r.success and str(r.error_in_exec) == "%sqlflow: -f/--file runs the SQL of a file: give no SQL next to it"
     r = run(ipython, f"%sqlflow -f {tmp_path / 'nope.sql'}")
     assert not r.success and str(r.error_in_exec).startswith("%sqlflow: -f/--file: cannot read ")
+
+
+def test_autoplot_draws_pane_results_and_leaves_the_rest_alone(ipython, repo_root, spark, paper, magic_config,
+                                                                capsys):
+    """docs/interfaces.md sets `SqlflowMagic.autoplot = True`; its saved-query cells then still
+    run: the windowed query draws its panes, the plain aggregates over it (a saved query, a CTE,
+    a subquery) show their rows and no diagram."""
+    spark.createDataFrame(paper.inputs).createOrReplaceTempView("paper")
+    run(ipython, "%config SqlflowMagic.autoplot = True")
+    text = (repo_root / "docs" / "interfaces.md").read_text(encoding="utf-8")
+    cells = re.findall(r"```sql\n(%%sqlflow.*?)```", text[text.index("**Saved queries**"):], re.DOTALL)[:3]
+    windowed = "SELECT k, SUM(v) AS total FROM paper GROUP BY k WINDOW FIXED(SIZE 2m) ON ts"
+    drawn = []
+    for cell in cells + [
+            f"%%sqlflow\nWITH w AS ({windowed}) SELECT k, COUNT(*) AS n FROM w GROUP BY k",
+            f"%%sqlflow\nSELECT MAX(total) AS top FROM ({windowed})",
+            f"%%sqlflow\nSELECT * FROM ({windowed}) WHERE total > 10"]:
+        r = run(ipython, cell)
+        assert r.success, (cell, r.error_in_exec)
+        drawn.append("<Figure size" in capsys.readouterr().out)
+    assert drawn == [True, False, False, False, False, True]
+    assert [tuple(row) for row in ipython.user_ns["per_key"].collect()] == [("k", 3)]
