@@ -210,9 +210,14 @@ def main(argv: list[str] | None = None) -> int:
     if options.generate:
         generate_clickstream().to_csv(options.generate, index=False)
         return 0
+    from .errors import SqlflowError
     from .spark.session import local_session
 
-    spark = local_session(app_name="sqlflow-demo", master=options.master)
+    try:
+        spark = local_session(app_name="sqlflow-demo", master=options.master)
+    except SqlflowError as error:  # no Java: what to install, not a traceback
+        print(error, file=sys.stderr)
+        return 1
     try:
         sessions_report(spark)
         result = paper_figure_14(spark)

@@ -61,8 +61,18 @@ def check_not_streaming(frame: Any, what: str) -> None:
                            "sink and plot that table (spark.table(name))", clause="PLOT")
 
 
+#: the columns a diagram places panes by
+PANE_COLUMNS = ("window_start", "window_end")
+
+
+def are_panes(columns) -> bool:
+    """Whether rows with these columns can be drawn as panes (a windowed query's result, or rows
+    that keep its window columns)."""
+    return all(c in columns for c in PANE_COLUMNS)
+
+
 def check_panes(columns) -> None:
-    missing = [c for c in ("window_start", "window_end") if c not in columns]
+    missing = [c for c in PANE_COLUMNS if c not in columns]
     if missing:
         raise SqlflowError(f"these rows are not panes: no {', '.join(missing)} column "
                            "(plot the result of a windowed query)", clause="PLOT")

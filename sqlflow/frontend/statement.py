@@ -380,6 +380,10 @@ def _sql_error(source: Source, offsets: "Offsets", spans: list[Span], error: Par
         kind = TAIL if token.text.startswith(WINDOWING_MARKER) else SOURCE
         return _misplaced(source, [s for s in spans if s.kind == kind][number])
     offset = offsets.original(token.start) if token is not None else offsets.start
+    arrival = _stray_arrival(source, offsets.start, offset)
+    if arrival is not None:
+        return source.error(SqlflowSyntaxError, "ARRIVAL needs a WATERMARK clause before it", arrival,
+                            clause="WATERMARK", hint=ARRIVAL_HINT)
     detail = error.errors[0]["description"] if error.errors else str(error)
     return source.error(SqlflowSyntaxError, sqlglot_words(detail, token.text if token else ""),
                         offset, clause="SQL")
@@ -403,6 +407,26 @@ def unquoted_window(source: Source, start: int, offset: int | None) -> int | Non
     tokens = [t for t in scan(source.code, start, offset + 1) if t.start <= offset]
     for tok in tokens[-2:]:
         if tok.kind == WORD and tok.upper == "WINDOW" and not _is_tail_word(source, tok.end):
+            return tok.start
+    return None
+
+
+#: where ARRIVAL goes (grammar/sqlflow.lark, source_watermark)
+ARRIVAL_HINT = ("ARRIVAL ends a WATERMARK clause: FROM t WATERMARK <event time column> "
+                "(DELAY OF <duration> | PERFECT | TIMELINE <table>) ARRIVAL <arrival time column>")
+
+
+def _stray_arrival(source: Source, start: int, offset: int) -> int | None:
+    """The offset of an ARRIVAL outside a WATERMARK clause that Spark's parser stumbled on (at it,
+    or at the column after it, ARRIVAL then read as an alias), or None.
+
+    >>> text = "SELECT * FROM t ARRIVAL at"
+    >>> _stray_arrival(Source(text), 0, text.index("at", 20)), _stray_arrival(Source(text), 0, 7)
+    (16, None)
+    """
+    near = [t for t in scan(source.text, start, min(len(source.text), offset + 64)) if t.start <= offset][-2:]
+    for tok in reversed(near):
+        if tok.kind == WORD and tok.upper == "ARRIVAL":
             return tok.start
     return None
 

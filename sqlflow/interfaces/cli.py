@@ -268,17 +268,17 @@ class Cli:
 
     def _print(self, df, *, quiet: bool) -> int | None:
         """Print rows as spark-sql does; the number of rows (None for a statement without output)."""
-        lines = _hive_lines(df)
+        text, rows = _hive_result(df)
         if not df.columns:
             return None
         if quiet:
-            return len(lines)
+            return rows
         if self.header:
             self.out.write("\t".join(df.columns) + "\n")
-        for line in lines:
-            self.out.write(line + "\n")
+        if rows:
+            self.out.write(text + "\n")
         self.out.flush()
-        return len(lines)
+        return rows
 
     def _stream(self, df, *, quiet: bool) -> int:
         """Run a streaming result to the terminal: each micro-batch's panes as they are emitted,
@@ -287,17 +287,16 @@ class Cli:
         header_done = [not self.header or quiet]
 
         def emit(batch, batch_id):
-            lines = _hive_lines(batch)
+            text, rows = _hive_result(batch)
+            printed[0] += rows
             if quiet:
-                printed[0] += len(lines)
                 return
             if not header_done[0]:
                 self.out.write("\t".join(batch.columns) + "\n")
                 header_done[0] = True
-            for line in lines:
-                self.out.write(line + "\n")
+            if rows:
+                self.out.write(text + "\n")
             self.out.flush()
-            printed[0] += len(lines)
 
         from ..spark.streaming.pane_stream import clear_finish_markers, pane_streams
         from ..spark.streaming.session_conf import state_store_for_result
@@ -378,18 +377,20 @@ def _report_progress(entry: list, err: TextIO) -> None:
     err.flush()
 
 
-def _hive_lines(df) -> list[str]:
-    """Rows formatted by Spark's HiveResult, exactly as spark-sql prints them."""
+def _hive_result(df) -> tuple[str, int]:
+    """(the rows formatted by Spark's HiveResult, one after the other as spark-sql prints them,
+    the number of rows): a row is one line unless a value holds a newline (EXPLAIN's plan is one
+    row), and spark-sql's "Fetched N row(s)" counts rows, not lines."""
     try:
         jvm = df.sparkSession._jvm
         plan = df._jdf.queryExecution().executedPlan()
         seq = jvm.org.apache.spark.sql.execution.HiveResult.hiveResultString(plan)
-        text = seq.mkString("\n")
-        return text.split("\n") if text else []
+        return seq.mkString("\n"), seq.size()
     except Exception as error:  # fall back to formatting in Python (Spark's own errors re-raised)
         if type(error).__module__.startswith("pyspark.errors"):
             raise
-        return ["\t".join(_format(v) for v in row) for row in df.collect()]
+        rows = ["\t".join(_format(v) for v in row) for row in df.collect()]
+        return "\n".join(rows), len(rows)
 
 
 def _from_spark(error: Exception) -> bool:

@@ -111,7 +111,7 @@ def start_session(args: argparse.Namespace, *, err: TextIO, silent: bool):
     from pyspark.java_gateway import launch_gateway
     from pyspark.sql import SparkSession
 
-    from ..spark.session import set_environment
+    from ..spark.session import check_java, jvm_start_error, set_environment
 
     if SparkContext._gateway is not None:  # PySpark's own record of a JVM it started
         builder = SparkSession.builder
@@ -119,6 +119,7 @@ def start_session(args: argparse.Namespace, *, err: TextIO, silent: bool):
             builder = builder.config(key, value)
         return builder.getOrCreate(), False
     set_environment()
+    check_java()
     before = os.environ.get("PYSPARK_SUBMIT_ARGS")
     theirs = (before or "").replace("pyspark-shell", "").strip()
     os.environ["PYSPARK_SUBMIT_ARGS"] = " ".join(
@@ -127,10 +128,13 @@ def start_session(args: argparse.Namespace, *, err: TextIO, silent: bool):
     copier = _pass_on(os.fdopen(read_end, "rb"), err, silent)
     try:
         gateway = launch_gateway(popen_kwargs={"stderr": write_end})
-    except Exception:
+    except Exception as error:
         os.close(write_end)
         copier.join(5)  # spark-submit's own message (a bad flag, a missing package) comes first
-        raise
+        failed = jvm_start_error(error)
+        if failed is None:
+            raise
+        raise failed from None
     finally:
         if before is None:
             del os.environ["PYSPARK_SUBMIT_ARGS"]

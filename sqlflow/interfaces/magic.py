@@ -5,9 +5,11 @@
     SELECT k, SUM(v) AS total FROM paper GROUP BY k WINDOW FIXED(SIZE 2m) ON ts
 
     %sqlflow -l 5 SELECT * FROM paper WHERE v > :threshold
+    %sqlflow -f report.sql
 
 - Statements run through the loop the command shares (`sqlflow.interfaces.statements`); a cell
-  may hold several `;`-separated statements, the result of the last one is shown.
+  (or the file given with `-f/--file`) may hold several `;`-separated statements, the result of
+  the last one is shown.
 - `:name` and `{name}` refer to Python variables; they are passed to Spark as named parameters
   (`args=`), never pasted into the text (so a string value needs no quoting, and cannot inject
   SQL). They work wherever Spark accepts a parameter marker, not inside sqlflow's own clauses.
@@ -51,7 +53,8 @@ class SqlflowMagic(Magics):
     session = Unicode("", config=True,
                       help="Name of the SparkSession variable to use; empty: the active session, "
                            "or a new local one.")
-    autoplot = Bool(False, config=True, help="Draw the pane diagram of every windowed result.")
+    autoplot = Bool(False, config=True, help="Draw the pane diagram of every result that is panes "
+                                                       "(a windowed query's, not a plain aggregate over one).")
     plot_limit = Int(2000, config=True, help="At most this many panes are collected to draw a diagram.")
     poll_interval = Float(1.0, config=True, help="Seconds between refreshes of a running stream's panes.")
     stream_trigger = Unicode("available-now", config=True,
@@ -85,6 +88,7 @@ class SqlflowMagic(Magics):
     @argument("--with", metavar="NAME", dest="with_", action="append", default=[],
               help="compose the saved query NAME into this one (queries reading NAME get it anyway)")
     @argument("--snippets", action="store_true", help="list the saved queries")
+    @argument("-f", "--file", metavar="FILE", help="run the SQL statements of this file (no SQL next to it)")
     @line_cell_magic
     def sqlflow(self, line: str, cell: str | None = None, local_ns=None):
         """Run sqlflow SQL: `%sqlflow [options] [NAME <<] SQL` or `%%sqlflow [options] [NAME <<]`
@@ -104,7 +108,15 @@ class SqlflowMagic(Magics):
                              f"(saved: {', '.join(self.snippets.names()) or 'none'})")
         if args.no_execute and not args.save:
             raise UsageError("%sqlflow: --no-execute only goes with --save NAME")
-        if cell is None:
+        if args.file:
+            if rest.strip() or (cell or "").strip():
+                raise UsageError("%sqlflow: -f/--file runs the SQL of a file: give no SQL next to it")
+            try:
+                with open(args.file.strip("\"'"), encoding="utf-8") as f:
+                    query = f.read()  # errors are located in the file's lines
+            except OSError as error:
+                raise UsageError(f"%sqlflow: -f/--file: cannot read {args.file}: {error.strerror}") from None
+        elif cell is None:
             query = rest
         else:
             # line 1 is the %%sqlflow line: error positions then match the lines of the cell
@@ -127,6 +139,8 @@ class SqlflowMagic(Magics):
     # ------------------------------------------------------------------ running a cell
 
     def _run(self, query, args, namespace, limit, target=None):
+        if self.parameters:
+            _refuse_templates(query)
         spark = None if args.transpile else self._spark(args.session, namespace)
 
         def rewrite(sql):
@@ -180,7 +194,7 @@ class SqlflowMagic(Magics):
         table = ResultTable(result, limit)
         try:
             interruptible(table._fetch, lambda: cancel_all(spark))  # fetched here, so Ctrl-C cancels
-            if not args.no_plot and (args.plot or (self.autoplot and not statement.is_plain)):
+            if not args.no_plot and (args.plot or (self.autoplot and _autoplotted(statement, result))):
                 self._plot(result, args, namespace)
         except KeyboardInterrupt:
             raise
@@ -280,6 +294,14 @@ class SqlflowMagic(Magics):
         if failure is not None:
             raise failure
         return watcher.rows()
+
+
+def _autoplotted(statement, result) -> bool:
+    """Whether autoplot draws a result: a windowed statement's panes, not a plain aggregate over
+    them (a windowed CTE, subquery or saved query read by a query that drops the windows)."""
+    from ..diagram.frames import are_panes
+
+    return not statement.is_plain and are_panes(result.columns)
 
 
 def _sink_reader(spark, statement):
@@ -385,6 +407,33 @@ def _braces_to_markers(sql: str) -> str:
     for start, end, text in reversed(edits):
         sql = sql[:start] + text + sql[end:]
     return sql
+
+
+def _refuse_templates(sql: str) -> None:
+    """A located error for jupysql's `{{name}}` template (outside strings and comments): read as
+    sqlflow's `{name}` inside braces it would reach Spark as `{:name}`, SQL nobody wrote.
+
+    >>> _refuse_templates("SELECT '{{x}}', {x} -- {{y}}")
+    >>> _refuse_templates("SELECT 1\\nWHERE a < {{ x }}")
+    Traceback (most recent call last):
+    ...
+    sqlflow.errors.SqlflowSyntaxError: sqlflow: SQL: {{x}} is jupysql's template syntax (line 2, column 11)
+      WHERE a < {{ x }}
+                ^
+    sqlflow's parameters are {x} and :x (a Python variable, passed to Spark as a value)
+    """
+    from ..errors import SqlflowSyntaxError
+    from ..frontend.scan import PUNCT, WORD, scan
+    from ..frontend.source import Source
+
+    tokens = scan(sql)
+    for window in zip(tokens, tokens[1:], tokens[2:], tokens[3:], tokens[4:]):
+        if [t.text if t.kind == PUNCT else WORD for t in window] == ["{", "{", WORD, "}", "}"]:
+            name = window[2].text
+            raise Source(sql).error(SqlflowSyntaxError, f"{{{{{name}}}}} is jupysql's template syntax",
+                                    window[0].start, clause="SQL",
+                                    hint=f"sqlflow's parameters are {{{name}}} and :{name} "
+                                         "(a Python variable, passed to Spark as a value)")
 
 
 def _parameters(sql: str, namespace: dict) -> dict:

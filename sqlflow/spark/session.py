@@ -22,6 +22,8 @@ import sys
 import tempfile
 from typing import TYPE_CHECKING, Any
 
+from ..errors import SqlflowError
+
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
@@ -70,6 +72,53 @@ def set_environment() -> None:
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 
+#: how to get the Java Spark runs on (Spark 4 supports Java 17 and 21)
+INSTALL_JAVA = ("install it (Debian, Ubuntu: sudo apt-get install openjdk-17-jre-headless; macOS: brew install "
+                "openjdk@17; conda: conda install -c conda-forge openjdk=17), then put its bin directory on PATH "
+                "or set JAVA_HOME to it")
+
+
+def missing_java() -> str | None:
+    """Why spark-submit will find no java to start Spark's JVM with (it takes JAVA_HOME's
+    bin/java if JAVA_HOME is set, else the java on PATH), or None when it will find one."""
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        java = os.path.join(home, "bin", "java")
+        return None if os.access(java, os.X_OK) else f"JAVA_HOME is {home}, which has no bin/java"
+    return None if shutil.which("java") else "no java on PATH, and JAVA_HOME is not set"
+
+
+def java_error(why: str) -> SqlflowError:
+    """The error of a JVM that cannot start for want of Java (instead of PySpark's
+    JAVA_GATEWAY_EXITED traceback)."""
+    return SqlflowError(f"Spark needs Java 17 (or 21) and found none: {why}", clause="SPARK", hint=INSTALL_JAVA)
+
+
+def jvm_start_error(error: Exception) -> SqlflowError | None:
+    """PySpark's JAVA_GATEWAY_EXITED (spark-submit ended before Spark's JVM ran: its own
+    messages were printed above) as a SqlflowError naming the java it ran; None for another error."""
+    condition = getattr(error, "getCondition", None)
+    if condition is None or condition() != "JAVA_GATEWAY_EXITED":
+        return None
+    home = os.environ.get("JAVA_HOME")
+    java = os.path.join(home, "bin", "java") if home else shutil.which("java") or "java"
+    return SqlflowError(f"Spark's JVM did not start with {java} (spark-submit's messages are above); "
+                        "Spark needs Java 17 (or 21)", clause="SPARK",
+                        hint=f"check that {java} -version says 17 or 21; or " + INSTALL_JAVA)
+
+
+def check_java() -> None:
+    """Before this process starts Spark's JVM (not when one runs already, nor for Spark
+    Connect): a SqlflowError saying how to install Java if there is none to start it with."""
+    from pyspark import SparkContext
+
+    if SparkContext._gateway is not None or os.environ.get("PYSPARK_GATEWAY_PORT") or os.environ.get("SPARK_REMOTE"):
+        return
+    why = missing_java()
+    if why is not None:
+        raise java_error(why)
+
+
 def local_session(
     app_name: str = "sqlflow",
     master: str = "local[2]",
@@ -82,12 +131,19 @@ def local_session(
     set_environment()
     from pyspark.sql import SparkSession
 
+    check_java()
     settings = default_conf(master)
     settings.update({k: str(v) for k, v in (conf or {}).items()})
     builder = SparkSession.builder.appName(app_name)
     for key, value in settings.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    try:
+        spark = builder.getOrCreate()
+    except Exception as error:
+        failed = jvm_start_error(error)
+        if failed is None:
+            raise
+        raise failed from None
     spark.sparkContext.setLogLevel("WARN")
     return spark
 

@@ -841,6 +841,33 @@ def test_watermark_clause_after_the_alias():
     """)
 
 
+@pytest.mark.parametrize("source, column", [
+    ("t ARRIVAL arrived_at", 27),          # ARRIVAL read as an alias of t
+    ("t a ARRIVAL arrived_at", 29),        # after an alias
+    ("(SELECT * FROM u) ARRIVAL arrived_at", 43),
+])
+def test_arrival_without_a_watermark_names_the_missing_clause(source, column):
+    # ARRIVAL belongs to the WATERMARK clause: alone, Spark's parser reads it as an alias and
+    # stumbles on the column after it ("unexpected 'arrived_at'")
+    sql = f"SELECT k, count(*) FROM {source} GROUP BY k WINDOW FIXED(SIZE 5m) ON ts"
+    e = error(sql)
+    assert type(e) is SqlflowSyntaxError
+    assert (e.clause, e.line, e.column) == ("WATERMARK", 1, column)
+    assert e.message == "ARRIVAL needs a WATERMARK clause before it"
+    assert e.hint == ("ARRIVAL ends a WATERMARK clause: FROM t WATERMARK <event time column> "
+                      "(DELAY OF <duration> | PERFECT | TIMELINE <table>) ARRIVAL <arrival time column>")
+    assert sql[column - 1:].startswith("ARRIVAL")
+
+
+def test_arrival_before_the_watermark_model_says_what_comes_first():
+    expect(G.replace("FROM t", "FROM t WATERMARK ts ARRIVAL arrived_at") + "WINDOW FIXED(SIZE 5m)",
+           SqlflowSyntaxError, """
+        sqlflow: WATERMARK: expected DELAY OF, PERFECT or TIMELINE, got 'ARRIVAL' (line 1, column 40)
+          SELECT k, count(*) FROM t WATERMARK ts ARRIVAL arrived_at GROUP BY k WINDOW FIXED(SIZE 5m)
+                                                 ^
+    """)
+
+
 def test_watermark_late_chain_nested_too_deeply():
     # LATE nests without parentheses: 300 of them used to overflow Python's stack (RecursionError)
     chain = G + "WINDOW FIXED(SIZE 1m) ON ts TRIGGER " + "WATERMARK LATE " * 300 + "WATERMARK"

@@ -213,3 +213,15 @@ def test_windows_over_instants_do_not_depend_on_the_session_time_zone(spark, cap
         answers[zone] = [line.split("\t")[:2] + line.split("\t")[-1:] for line in lines]
     assert answers["America/New_York"] == answers["UTC"]   # same groups, same instants
     assert [row[2] for row in answers["UTC"][:2]] == ["1730610000", "1730613600"]
+
+
+def test_fetched_counts_rows_not_printed_lines_as_spark_sql_does(spark, capsys):
+    """spark-sql's "Fetched N row(s)" counts the rows Spark returned: a value holding a newline is
+    one row printed on two lines; an empty string is a row printed as an empty line; EXPLAIN's plan
+    is one row of several lines."""
+    assert main(["-e", "SELECT 'a\nb' AS s; SELECT 'x' AS s UNION ALL SELECT 'y\nz'; SELECT '' AS e; "
+                       "EXPLAIN SELECT 1"]) == 0
+    out, err = capsys.readouterr()
+    assert out.splitlines()[:7] == ["a", "b", "x", "y", "z", "", "== Physical Plan =="]
+    assert [line.split(", ")[1] for line in err.splitlines() if line.startswith("Time taken")] == [
+        "Fetched 1 row(s)", "Fetched 2 row(s)", "Fetched 1 row(s)", "Fetched 1 row(s)"]

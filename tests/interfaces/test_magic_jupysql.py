@@ -94,3 +94,64 @@ def test_the_docs_snippet_example_runs(ipython, repo_root, spark, paper):
         r = run(ipython, cell)
         assert r.success, (cell, r.error_in_exec)
     assert [tuple(row) for row in ipython.user_ns["per_key"].collect()] == [("k", 3)]   # 14, 22 and 12
+
+
+def test_jupysql_templates_are_refused_naming_sqlflows_parameters(ipython, capsys):
+    """`{{x}}` is jupysql's template syntax; in sqlflow it would become `{:x}` (SQL the user
+    never wrote): refused where it is written, naming sqlflow's `{x}` and `:x`."""
+    from sqlflow.errors import SqlflowSyntaxError
+
+    ipython.user_ns["jupysql_n"] = 2
+    r = run(ipython, "%%sqlflow\nSELECT id FROM range(5)\nWHERE id < {{jupysql_n}} AND '{{in a string}}' <> ''")
+    assert not r.success and isinstance(r.error_in_exec, SqlflowSyntaxError)
+    e = r.error_in_exec
+    assert (e.clause, e.line, e.column) == ("SQL", 3, 12)
+    assert e.message == "{{jupysql_n}} is jupysql's template syntax"
+    assert e.hint == "sqlflow's parameters are {jupysql_n} and :jupysql_n (a Python variable, passed to Spark as a value)"
+    shown = capsys.readouterr().out
+    assert "{:jupysql_n}" not in shown and "  WHERE id < {{jupysql_n}}" in shown
+    r = run(ipython, "%%sqlflow\nSELECT id FROM range(5) WHERE id < {jupysql_n} AND '{{x}}' <> ''")
+    assert r.success and [row.id for row in r.result.dataframe.collect()] == [0, 1]
+
+
+def test_file_runs_the_statements_of_a_sql_file(ipython, tmp_path, capsys):
+    """`-f/--file FILE` (jupysql's --file): the statements of a .sql file, parameters and all;
+    errors are located in the file; SQL next to it is refused."""
+    script = tmp_path / "report.sql"
+    script.write_text("-- a report\nCREATE OR REPLACE TEMPORARY VIEW jupysql_file AS SELECT id FROM range(6);\n"
+                      "SELECT id FROM jupysql_file\nWHERE id < :jupysql_top;\n")
+    ipython.user_ns["jupysql_top"] = 3
+    r = run(ipython, f"%sqlflow -f {script}")
+    assert r.success and [row.id for row in r.result.dataframe.collect()] == [0, 1, 2]
+    r = run(ipython, f"%sqlflow --file {script} -o from_file")
+    assert r.success and ipython.user_ns["from_file"].count() == 3
+    script.write_text("SELECT 1;\nSELECT k FROM t GROUP BY k\nWINDOW SESION(GAP 1m) ON ts;\n")
+    r = run(ipython, f"%sqlflow --file {script}")
+    assert not r.success and (r.error_in_exec.line, r.error_in_exec.column) == (3, 8)
+    assert "  WINDOW SESION(GAP 1m) ON ts;\n         ^" in capsys.readouterr().out
+    r = run(ipython, f"%%sqlflow -f {script}\nSELECT 2")
+    assert not r.success and str(r.error_in_exec) == "%sqlflow: -f/--file runs the SQL of a file: give no SQL next to it"
+    r = run(ipython, f"%sqlflow -f {tmp_path / 'nope.sql'}")
+    assert not r.success and str(r.error_in_exec).startswith("%sqlflow: -f/--file: cannot read ")
+
+
+def test_autoplot_draws_pane_results_and_leaves_the_rest_alone(ipython, repo_root, spark, paper, magic_config,
+                                                                capsys):
+    """docs/interfaces.md sets `SqlflowMagic.autoplot = True`; its saved-query cells then still
+    run: the windowed query draws its panes, the plain aggregates over it (a saved query, a CTE,
+    a subquery) show their rows and no diagram."""
+    spark.createDataFrame(paper.inputs).createOrReplaceTempView("paper")
+    run(ipython, "%config SqlflowMagic.autoplot = True")
+    text = (repo_root / "docs" / "interfaces.md").read_text(encoding="utf-8")
+    cells = re.findall(r"```sql\n(%%sqlflow.*?)```", text[text.index("**Saved queries**"):], re.DOTALL)[:3]
+    windowed = "SELECT k, SUM(v) AS total FROM paper GROUP BY k WINDOW FIXED(SIZE 2m) ON ts"
+    drawn = []
+    for cell in cells + [
+            f"%%sqlflow\nWITH w AS ({windowed}) SELECT k, COUNT(*) AS n FROM w GROUP BY k",
+            f"%%sqlflow\nSELECT MAX(total) AS top FROM ({windowed})",
+            f"%%sqlflow\nSELECT * FROM ({windowed}) WHERE total > 10"]:
+        r = run(ipython, cell)
+        assert r.success, (cell, r.error_in_exec)
+        drawn.append("<Figure size" in capsys.readouterr().out)
+    assert drawn == [True, False, False, False, False, True]
+    assert [tuple(row) for row in ipython.user_ns["per_key"].collect()] == [("k", 3)]
