@@ -79,7 +79,7 @@ def _in_order(panes: pd.DataFrame) -> pd.DataFrame:
     emit = panes[EMIT_TIME]
     emitted = emit.notna().to_numpy()
     if pd.api.types.is_datetime64_any_dtype(emit):
-        time = np.where(emitted, emit.to_numpy().astype("datetime64[us]").astype(np.int64) if len(emit) else 0, 0)
+        time = np.where(emitted, pd.DatetimeIndex(emit).asi8, 0)
     else:
         time = np.where(emitted, pd.to_numeric(emit).fillna(0).to_numpy(np.float64), 0)
     retraction = (panes[IS_RETRACTION].fillna(False).to_numpy(bool) if IS_RETRACTION in panes
