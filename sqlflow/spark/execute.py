@@ -257,6 +257,7 @@ class Runner:
         stage = Stage(number, ws.label(), choice.path, choice.why, ws.windowing.mode.value,
                       output_time=ws.windowing.output_time.value)
         stage.notes += trigger_checks.finish_notes(ws, bounded=not ws.replay)
+        stage.extra["select"] = ws  # what each output column is (sinks that key rows: sinks/postgres.py)
         if SOURCE in rel.args:
             from .streaming.several import source_name
 

@@ -132,6 +132,7 @@ def streaming_stage(runner, number: int, ws, rel, raw, *, finish_dir: str | None
     else:
         stage.replay = _stream_text(ws, clock, delays, several)
     stage.extra["stream"] = stream
+    stage.extra["select"] = ws  # what each output column is (sinks that key rows: sinks/postgres.py)
     if stream.chain is not None:
         stage.extra["chain_view"] = runner.view(stream.chain, "chain")
     view = runner.view(stream.panes, "stream")
