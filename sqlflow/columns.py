@@ -137,6 +137,8 @@ WM_COLUMN = PREFIX + "wm"
 #: format version of the engine state bytes (INT) and the bytes (BINARY, sqlflow.engine.state_codec)
 STATE_FORMAT = PREFIX + "state_format"
 STATE_BYTES = PREFIX + "state"
+#: a partial SUM over one micro-batch's rows of a key and window that left BIGINT (BOOLEAN)
+PARTIAL_OVERFLOW = PREFIX + "partial_overflow"
 #: ... and the bucket's bookkeeping beside them (`udfs.streaming.Meta`'s fields of these names)
 STATE_META = ("wm", "p", "keys", "windows", "next_wm", "next_proc", "finished", "seen", "bytes")
 

@@ -43,8 +43,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from sqlflow.columns import (BUCKET, EVENT_TIME, KIND, LATEST, PANE, STATE, STATE_BYTES, STATE_FORMAT,
-                             STATE_META, metric_column, state_meta_column)
+from sqlflow.columns import (BUCKET, DATA, EVENT_TIME, FINISH, KIND, LATEST, PANE, PARTIAL_OVERFLOW, STATE,
+                             STATE_BYTES, STATE_FORMAT, STATE_META, metric_column, state_meta_column)
+from sqlflow.errors import SqlflowExecutionError
 from sqlflow.engine import state_codec
 from sqlflow.time import NEG_INF, POS_INF
 from sqlflow.udfs.bucket import arrow_frame
@@ -152,6 +153,8 @@ class BatchStep:
             meta.finished, meta.wm = True, POS_INF
         meta.wm = max(meta.wm, wm_prev)
         frame = arrow_frame(rows) if rows is not None and rows.num_rows else None
+        if frame is not None:
+            frame, finish = self._data(frame, finish)
         if frame is not None:  # the largest event time seen by this bucket (the driver's watermark)
             times = frame[LATEST] if LATEST in frame else frame[EVENT_TIME]
             top = times.max()
@@ -171,6 +174,24 @@ class BatchStep:
         frames.append(self._state_row(bucket, meta, blob))
         out = one_frame(frames, self.schema.names)
         return pa.Table.from_pandas(out, schema=self.schema, preserve_index=False)
+
+    @staticmethod
+    def _data(frame: pd.DataFrame, finish: bool) -> tuple[pd.DataFrame | None, bool]:
+        """The data rows of a bucket's input (its finish markers say the input ends), without the
+        executor's own columns."""
+        if KIND in frame:
+            kind = frame[KIND].to_numpy()
+            finish = finish or bool((kind == FINISH).any())
+            if not (kind == DATA).all():
+                frame = frame[kind == DATA].reset_index(drop=True)
+        if PARTIAL_OVERFLOW in frame:
+            if frame[PARTIAL_OVERFLOW].fillna(False).astype(bool).any():
+                raise SqlflowExecutionError(
+                    "a SUM over one micro-batch's rows of one key and window left BIGINT, so its partial "
+                    "aggregate is not exact", clause="STREAM",
+                    hint="run this stream with spark.sqlflow.streaming.executor = operator")
+        frame = frame.drop(columns=[c for c in (KIND, BUCKET, PARTIAL_OVERFLOW) if c in frame])
+        return (frame if len(frame) else None), finish
 
     @staticmethod
     def _stored(state, bucket: int, where: str) -> tuple[Meta, dict]:
