@@ -64,6 +64,11 @@ NAMES = {
           "aggregation, append mode",
     "3c": "3c. streaming sessions, early firings every second, late firings, retracting, 30m lateness: vs native "
           "streaming `session_window` (final sessions only), append mode",
+    "3o": "3o. scenario 3 through the owned-sink executor (foreachBatch): vs native streaming window "
+          "aggregation, update mode",
+    "3co": "3co. scenario 3c through the owned-sink executor: vs native streaming `session_window`, append mode",
+    "3s": "3s. small batches (50 of 2,000 rows), scenario 3's query through the owned-sink executor: vs native "
+          "streaming window aggregation, update mode",
     "4": "4. scenario 2: vs Apache Beam Python SDK, DirectRunner",
     "f1": "f1. fixed windows, default trigger, bounded: vs Flink SQL TUMBLE, batch mode",
     "f2": "f2. sessions, default trigger, bounded: vs Flink SQL SESSION, streaming mode over the file",

@@ -106,8 +106,10 @@ DATA, HEARTBEAT, FINISH, PACKED = 3, 4, 5, 6
 #: ... and of a chained stage (a windowed SELECT over a windowed stage on a stream): a report of
 #: the stage before (the REPORT_* columns)
 REPORT = 7
+#: ... and of the owned-sink executor's output: a bucket's new state (the STATE_* columns, udfs/batch_step.py)
+STATE = 8
 KIND_NAMES = {PANE: "pane", DROPPED: "dropped", METRICS: "metrics", DATA: "data", HEARTBEAT: "heartbeat",
-              FINISH: "finish", PACKED: "packed", REPORT: "report"}
+              FINISH: "finish", PACKED: "packed", REPORT: "report", STATE: "state"}
 
 #: a dropped row's reason (STRING)
 REASON = PREFIX + "reason"
@@ -131,6 +133,19 @@ PART_PREFIX = PREFIX + "part"
 #: streaming: the hash bucket of a row's keys (INT) and Spark's watermark column (TIMESTAMP)
 BUCKET = PREFIX + "bucket"
 WM_COLUMN = PREFIX + "wm"
+#: the owned-sink executor's bucket state, one row per bucket and batch (udfs/batch_step.py): the
+#: format version of the engine state bytes (INT) and the bytes (BINARY, sqlflow.engine.state_codec)
+STATE_FORMAT = PREFIX + "state_format"
+STATE_BYTES = PREFIX + "state"
+#: a partial SUM over one micro-batch's rows of a key and window that left BIGINT (BOOLEAN)
+PARTIAL_OVERFLOW = PREFIX + "partial_overflow"
+#: ... and the bucket's bookkeeping beside them (`udfs.streaming.Meta`'s fields of these names)
+STATE_META = ("wm", "p", "keys", "windows", "next_wm", "next_proc", "finished", "seen", "bytes")
+
+
+def state_meta_column(field: str) -> str:
+    """The column of one `STATE_META` field in the owned-sink executor's output and state files."""
+    return PREFIX + "s_" + field
 #: several watermarked inputs of one window (UNION ALL): the number of a row's source (INT), in
 #: the order the sources are written (sqlflow/spark/streaming/several.py)
 SOURCE = PREFIX + "source"

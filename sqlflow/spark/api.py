@@ -131,6 +131,7 @@ def _run(spark, statement, args, path, finish_dir, starts_query=False):
         if stage.panes_are_result:
             stage.panes = df
         trigger_checks.warn(stage.label, stage.notes)
+    prepared.report.sql, prepared.report.args = prepared.sql, args
     setattr(df, ATTRIBUTE, prepared.report)
     return df
 

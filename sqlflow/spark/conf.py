@@ -33,6 +33,10 @@ PATHS = ("auto", "native", "engine")
 #: auto | native | stateful: the operator of a windowed SELECT over a stream (default auto)
 STREAMING_OPERATOR = "spark.sqlflow.streaming.operator"
 STREAMING_OPERATORS = ("auto", "native", "stateful")
+#: auto | owned | operator: what runs a stream whose sink sqlflow writes (`start`, INSERT INTO):
+#: the owned-sink executor (foreachBatch, sqlflow/spark/streaming/owned.py) or the stream's operator
+STREAMING_EXECUTOR = "spark.sqlflow.streaming.executor"
+STREAMING_EXECUTORS = ("auto", "owned", "operator")
 #: hash buckets of keys of the stateful operator (default: 4 per shuffle partition)
 STREAMING_BUCKETS = "spark.sqlflow.streaming.buckets"
 #: directory of the end-of-input marker (`PaneStream.finish`); unset: the stream cannot finish

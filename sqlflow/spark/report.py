@@ -116,6 +116,10 @@ class Report:
     """Every windowed SELECT of one `sqlflow.sql` statement."""
 
     stages: list[Stage] = field(default_factory=list)
+    #: the statement's Spark SQL and its arguments (a stream's owned-sink executor runs it over
+    #: each micro-batch's panes)
+    sql: str | None = None
+    args: object = None
 
     def explain(self) -> str:
         if not self.stages:

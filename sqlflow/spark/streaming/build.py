@@ -9,6 +9,7 @@ from ...engine import EnginePlan
 from ...errors import SqlflowUnsupportedError
 from .metrics import METRICS_NAME
 from .native import native_equivalent, native_panes
+from .owned import OwnedRecipe, owned_obstacle
 from .pane_stream import PaneStream
 from .schema import pane_schema
 from .stateful import stateful_panes
@@ -70,15 +71,21 @@ def build_stream(input_df: DataFrame, plan: EnginePlan, *, delay: int, buckets: 
         reason = "a later windowed stage reads its output watermark"
     if native and reason is not None:
         raise SqlflowUnsupportedError(f"the native operator is not equivalent here: {reason}", clause="STREAM")
+    recipe = OwnedRecipe(data, plan, delay, time_shift, schema, engine_types or {}, decode or {}, metrics_name,
+                         finish_dir, buckets,
+                         owned_obstacle(plan, data.schema, sources=sources, report=report, keep_dropped=keep_dropped,
+                                        grouping=grouping, spark_drops_late=spark_drops_late))
     if reason is None and not keep_dropped and finish_dir is None:
         panes = native_panes(data, plan, delay=delay, schema=schema, metrics_name=metrics_name)
-        return PaneStream(panes, None, None, None, "native", 0, metrics_name)
-    return stateful_panes(spark, data, plan, delay=delay, buckets=buckets, heartbeat=heartbeat,
+        return PaneStream(panes, None, None, None, "native", 0, metrics_name, owned=recipe)
+    stream = stateful_panes(spark, data, plan, delay=delay, buckets=buckets, heartbeat=heartbeat,
                           finish_dir=finish_dir, keep_dropped=keep_dropped, time_shift=time_shift, schema=schema,
                           metrics_name=metrics_name, grouping=grouping,
                           shift=lateness_shift(plan) if spark_drops_late else UNBOUNDED_SHIFT,
                           engine_types=engine_types or {}, decode=decode or {}, sources=tuple(sources),
                           source_delays=tuple(source_delays), report=report)
+    stream.owned = recipe
+    return stream
 
 
 def engine_columns(df: DataFrame, plan: EnginePlan) -> list[str]:

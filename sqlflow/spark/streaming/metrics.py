@@ -67,10 +67,13 @@ def query_metrics(query: "StreamingQuery", name: str = METRICS_NAME) -> dict:
     """Counters summed over the query's recent progress (Spark keeps the last 100 batches;
     use a StreamingQueryListener for longer runs), and what the stateful operator keeps as of
     its latest batch (`state_keys`, `state_windows`, `state_bytes`: sqlflow's own state, which
-    Spark's `numRowsTotal` and `memoryUsedBytes` do not show)."""
+    Spark's `numRowsTotal` and `memoryUsedBytes` do not show). A query of the owned-sink executor
+    counts every batch of the run (its own record, `owned.OwnedRun.progress`)."""
     total: dict = {}
-    for progress in query.recentProgress:
-        for k, v in progress_metrics(progress, name).items():
+    for progress in _progress(query):
+        metrics = (progress_metrics(progress, name) if "observedMetrics" in progress or "stateOperators" in progress
+                   else {k: v for k, v in progress.items() if k != "batchId" and v is not None})
+        for k, v in metrics.items():
             if k in STREAM_LIVE:
                 total[k] = v  # the latest batch's
             elif k not in STREAM_GAUGES:
@@ -83,6 +86,11 @@ def watermark_log(query: "StreamingQuery", name: str = METRICS_NAME) -> list[tup
     microseconds, from its recent progress (Spark keeps 100 batches): the steps of the watermark
     the stream ran on. As the rows of a table `(proc_time TIMESTAMP, watermark TIMESTAMP)` it is
     the `TIMELINE` of a replay that gives the stream's panes exactly (docs/streaming.md, 2.1)."""
+    from .owned import run_of
+
+    run = run_of(query)
+    if run is not None:  # the owned-sink executor's own log (kept in its state's bookkeeping)
+        return [(int(p), int(w)) for p, w in run.log if w > NEG_INF]
     steps = []
     for progress in query.recentProgress:
         values = _observed_row((progress.get("observedMetrics") or {}).get(name))
@@ -90,6 +98,13 @@ def watermark_log(query: "StreamingQuery", name: str = METRICS_NAME) -> list[tup
             continue  # no watermark yet: -infinity, as before a timeline's first step
         steps.append((int(values["batch_time"]), int(values["watermark"])))
     return steps
+
+
+def _progress(query) -> list[dict]:
+    from .owned import run_of
+
+    run = run_of(query)
+    return list(run.progress) if run is not None else list(query.recentProgress)
 
 
 def state_summary(spark: SparkSession, checkpoint: str) -> dict:

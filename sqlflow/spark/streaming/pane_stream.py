@@ -7,6 +7,7 @@ import re
 import time
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 from pyspark.sql import DataFrame
 
@@ -28,7 +29,9 @@ class PaneStream:
     - `operator`: "native" or "stateful";
     - `chain`: when a later windowed stage reads this one (udfs/chained.py), its panes (KIND
       DATA) and each operator call's report (KIND REPORT, `columns.REPORT_COLUMNS`) in one
-      relation: what that stage reads, in place of `panes`.
+      relation: what that stage reads, in place of `panes`;
+    - `owned`: what the owned-sink executor needs to run the same stream through foreachBatch
+      (`owned.OwnedRecipe`; its `why_not` says when it cannot), used by `start`.
     """
 
     panes: DataFrame
@@ -41,6 +44,7 @@ class PaneStream:
     pane_projection: list | None = None
     dropped_projection: list | None = None
     chain: DataFrame | None = None
+    owned: Any = None
 
     def finish(self) -> None:
         """End the input: the next micro-batch moves the watermark to +infinity in every bucket,

@@ -8,7 +8,9 @@ from pyspark.sql import DataFrame
 
 from ...columns import DROPPED, PANE
 from ...errors import SqlflowUnsupportedError
-from ..conf import FILE_FORMATS, STREAMING_FINISH_DIR
+from ..conf import FILE_FORMATS, STREAMING_EXECUTOR, STREAMING_EXECUTORS, STREAMING_FINISH_DIR
+from ..conf import get as conf_get
+from ..report import ATTRIBUTE
 from .pane_stream import PaneStream, aggregated, clear_finish_markers, fresh_checkpoint, pane_streams
 from .session_conf import state_store_for
 from .stateful import project_batch
@@ -16,7 +18,8 @@ from .stateful import project_batch
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql.streaming import StreamingQuery
 
-#: sinks that write files under a path
+#: the executor `start` picks for a stream whose sink sqlflow writes (`choose_executor`)
+DEFAULT_EXECUTOR = "operator"
 #: sinks that keep nothing across a restart
 _SCRATCH = ("memory", "console")
 
@@ -25,7 +28,8 @@ def start(stream: PaneStream | DataFrame, *, format: str = "parquet", path: str 
           table: str | None = None, query_name: str | None = None, checkpoint: str | None = None,
           trigger_interval: str | None = None, available_now: bool = False, finish: bool = False,
           options: dict[str, Any] | None = None, await_termination: bool | None = None,
-          dropped_path: str | None = None, output_mode: str | None = None) -> "StreamingQuery":
+          dropped_path: str | None = None, output_mode: str | None = None,
+          executor: str | None = None) -> "StreamingQuery":
     """Write a pane stream to a sink and start it.
 
     - `format`: json, csv, parquet (with `path`), memory (with `query_name`), console, or any
@@ -46,11 +50,22 @@ def start(stream: PaneStream | DataFrame, *, format: str = "parquet", path: str 
       keep_dropped=True; file formats only). Both outputs are then written by foreachBatch, one
       directory per micro-batch (`<path>/batch_id=N`, overwritten when Spark re-runs a batch after
       a failure, so still exactly once); read them with spark.read.<format>(path).
+    - `executor`: "owned" runs the stream through foreachBatch (sqlflow/spark/streaming/owned.py:
+      Spark's aggregation for partial aggregates, one Arrow call per bucket, state versions under
+      the checkpoint, each batch's output in `<path>/batch_id=N`), "operator" the stream's own
+      operator, "auto" (default: `spark.sqlflow.streaming.executor`) the owned one wherever it can
+      (`choose_executor` says why not).
     """
     if isinstance(stream, PaneStream):
         finishers, df = [stream], stream.panes
     else:
         finishers, df = pane_streams(stream), stream
+    chosen, _ = choose_executor(df.sparkSession, finishers, df, format=format, table=table, dropped_path=dropped_path,
+                                output_mode=output_mode, executor=executor)
+    if chosen == "owned":
+        return _start_owned(stream, finishers[0], format=format, path=path, query_name=query_name,
+                            checkpoint=checkpoint, trigger_interval=trigger_interval, available_now=available_now,
+                            finish=finish, options=options)
     if finish and (not finishers or any(s.finish_dir is None for s in finishers)):
         raise SqlflowUnsupportedError(f"finish needs a stream built with finish_dir ({STREAMING_FINISH_DIR} in SQL)",
                                       clause="STREAM")
@@ -85,6 +100,7 @@ def start(stream: PaneStream | DataFrame, *, format: str = "parquet", path: str 
             if checkpoint is None:
                 raise SqlflowUnsupportedError(f"a {format} sink needs a checkpoint location", clause="INSERT")
     stateful = any(s.operator == "stateful" for s in finishers)
+
     def launch() -> "StreamingQuery":
         if fresh_checkpoint(df.sparkSession, checkpoint, query_name):  # a new run: no earlier run's marker ends it
             clear_finish_markers(finishers)
@@ -114,6 +130,83 @@ def start(stream: PaneStream | DataFrame, *, format: str = "parquet", path: str 
     restartable = table is not None or dropped_path is not None or format not in _SCRATCH or checkpoint is None
     return run_with_retries(launch, run, attempts=START_ATTEMPTS if stateful and restartable else 1,
                             pause=RETRY_PAUSE)
+
+
+def choose_executor(spark, finishers: list[PaneStream], df, *, format: str, table: str | None = None,
+                    dropped_path: str | None = None, output_mode: str | None = None,
+                    executor: str | None = None) -> tuple[str, str]:
+    """Which executor runs a stream that `start` writes ("owned" or "operator") and why."""
+    wanted = (executor or conf_get(spark, STREAMING_EXECUTOR, DEFAULT_EXECUTOR) or DEFAULT_EXECUTOR).lower()
+    if wanted not in STREAMING_EXECUTORS:
+        raise SqlflowUnsupportedError(f"{STREAMING_EXECUTOR} must be auto, owned or operator, got {wanted!r}",
+                                      clause="STREAM")
+    if wanted == "operator":
+        return "operator", f"{STREAMING_EXECUTOR} = operator"
+    obstacle = owned_obstacle_of(finishers, df, format=format, table=table, dropped_path=dropped_path,
+                                 output_mode=output_mode)
+    if obstacle is None:
+        return "owned", "sqlflow writes the sink: foreachBatch, Spark's partial aggregation, one Arrow call per bucket"
+    if wanted == "owned":
+        raise SqlflowUnsupportedError(f"the owned-sink executor cannot run this stream: {obstacle}", clause="STREAM",
+                                      hint=f"SET {STREAMING_EXECUTOR} = auto")
+    return "operator", f"not the owned-sink executor: {obstacle}"
+
+
+def owned_obstacle_of(finishers: list[PaneStream], df, *, format: str, table: str | None = None,
+                      dropped_path: str | None = None, output_mode: str | None = None) -> str | None:
+    """Why the owned-sink executor cannot run this stream into this sink (None: it can)."""
+    from .owned import SINKS
+
+    if len(finishers) != 1:
+        return "not one windowed SELECT over a stream" if finishers else "not a sqlflow pane stream"
+    recipe = finishers[0].owned
+    if recipe is None:
+        return "a chained stage (it reads another stage's panes)"
+    if recipe.why_not is not None:
+        return recipe.why_not
+    if table is not None:
+        return "a table sink"
+    if dropped_path is not None:
+        return "the dropped rows' side output"
+    if output_mode not in (None, "append") or aggregated(df):
+        return "an aggregation of the panes downstream (complete or update mode)"
+    if format not in SINKS:
+        return f"a {format} sink"
+    return None
+
+
+def _start_owned(stream, pane_stream: PaneStream, *, format, path, query_name, checkpoint, trigger_interval,
+                 available_now, finish, options):
+    from .owned import OwnedSink, start_owned
+
+    if format in FILE_FORMATS and (path is None or checkpoint is None):
+        raise SqlflowUnsupportedError(f"a {format} sink needs a path and a checkpoint location", clause="INSERT")
+    if finish and not available_now:
+        raise SqlflowUnsupportedError("finish=True needs available_now=True (or call PaneStream.finish() "
+                                      "on a running stream)", clause="STREAM")
+    if checkpoint is None:  # memory, noop, console: a checkpoint of its own, as Spark gives those sinks
+        import tempfile
+        checkpoint = tempfile.mkdtemp(prefix="sqlflow-owned-")
+    final = None
+    if not isinstance(stream, PaneStream):  # a sqlflow.sql result: its statement over each batch's panes
+        final = _statement_over(stream)
+    sink = OwnedSink(format, path=path, query_name=query_name, options=options)
+    return start_owned(pane_stream.owned, sink=sink, checkpoint=checkpoint, query_name=query_name,
+                       trigger_interval=trigger_interval, available_now=available_now, finish=finish, final=final)
+
+
+def _statement_over(df):
+    """A function of one micro-batch's panes giving the statement's result over them: the panes
+    stand in for the stream stage's view in the statement's Spark SQL."""
+    report = getattr(df, ATTRIBUTE)
+    stage = next(s for s in report.stages if "stream" in s.extra)
+    view, sql, args = stage.extra["stream_view"], report.sql, report.args
+
+    def final(panes):
+        panes.createOrReplaceTempView(view)
+        return panes.sparkSession.sql(sql, args or None)
+
+    return final
 
 
 #: Spark's message when a Python process the driver started for a stateful query (TWS's pre-init

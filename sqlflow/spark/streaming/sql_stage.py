@@ -136,6 +136,7 @@ def streaming_stage(runner, number: int, ws, rel, raw, *, finish_dir: str | None
     if stream.chain is not None:
         stage.extra["chain_view"] = runner.view(stream.chain, "chain")
     view = runner.view(stream.panes, "stream")
+    stage.extra["stream_view"] = view
     runner.stream_stages[view] = ws
     new = panes_select(ws, view, names)
     # what an aggregation downstream may do with these panes (pipelines.rewrite_consumer)

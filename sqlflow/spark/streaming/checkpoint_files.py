@@ -1,0 +1,78 @@
+"""Small files under a streaming checkpoint, through Hadoop's FileSystem (so a checkpoint on HDFS or
+an object store works as Spark's own does): the owned-sink executor's state versions and their
+bookkeeping, and Spark's offset log, where each micro-batch's timestamp is kept.
+
+Spark's offset log (`<checkpoint>/offsets/<batch id>`) is written before the batch runs and read
+back on a restart, so a re-run batch has the same timestamp: the batch's processing time.
+"""
+from __future__ import annotations
+
+import json
+
+from pyspark.sql import SparkSession
+
+from ...errors import SqlflowExecutionError
+
+
+class CheckpointFiles:
+    """Files under one checkpoint directory (`root`)."""
+
+    def __init__(self, spark: SparkSession, root: str):
+        self.spark, self.root = spark, root.rstrip("/")
+        jvm = spark._jvm  # type: ignore[attr-defined]
+        self._Path = jvm.org.apache.hadoop.fs.Path
+        self._conf = spark._jsc.hadoopConfiguration()  # type: ignore[attr-defined]
+        self._jvm = jvm
+        self.fs = self._Path(self.root).getFileSystem(self._conf)
+
+    def path(self, relative: str) -> str:
+        return f"{self.root}/{relative}"
+
+    def exists(self, relative: str) -> bool:
+        return bool(self.fs.exists(self._Path(self.path(relative))))
+
+    def read_text(self, relative: str) -> str | None:
+        path = self._Path(self.path(relative))
+        if not self.fs.exists(path):
+            return None
+        stream = self.fs.open(path)
+        try:
+            return str(self._jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
+        finally:
+            stream.close()
+
+    def write_text(self, relative: str, text: str) -> None:
+        """Write a small file atomically (a temporary name, then a rename)."""
+        final = self._Path(self.path(relative))
+        tmp = self._Path(self.path(relative) + ".tmp")
+        stream = self.fs.create(tmp, True)
+        try:
+            stream.write(bytearray(text.encode()))
+        finally:
+            stream.close()
+        if self.fs.exists(final):
+            self.fs.delete(final, False)
+        if not self.fs.rename(tmp, final):
+            raise SqlflowExecutionError(f"could not write {self.path(relative)}", clause="STREAM")
+
+    def list_dir(self, relative: str) -> list[str]:
+        path = self._Path(self.path(relative))
+        if not self.fs.exists(path):
+            return []
+        return [str(s.getPath().getName()) for s in self.fs.listStatus(path)]
+
+    def delete(self, relative: str) -> None:
+        self.fs.delete(self._Path(self.path(relative)), True)
+
+    def batch_timestamp_ms(self, batch_id: int) -> int:
+        """The timestamp Spark logged for micro-batch `batch_id` (its offset log entry's
+        `batchTimestampMs`: the same when Spark re-runs the batch after a failure)."""
+        text = self.read_text(f"offsets/{batch_id}")
+        if text is None:
+            raise SqlflowExecutionError(f"micro-batch {batch_id} has no entry in the offset log of {self.root}",
+                                        clause="STREAM")
+        for line in text.splitlines():
+            if line.startswith("{") and "batchTimestampMs" in line:
+                return int(json.loads(line)["batchTimestampMs"])
+        raise SqlflowExecutionError(f"the offset log entry {self.path(f'offsets/{batch_id}')} has no batch timestamp",
+                                    clause="STREAM")

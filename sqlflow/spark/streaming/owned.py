@@ -1,0 +1,368 @@
+"""The owned-sink executor: a pane stream whose sink sqlflow writes, run micro-batch by micro-batch
+through `foreachBatch` (docs/streaming.md, section 3.0).
+
+Per micro-batch N (Spark's batch id, its timestamp p(N) from the offset log):
+
+1. the watermark: W(N) = the largest event time of the batches before N minus the delay (Spark's
+   rule, whole milliseconds; `udfs.batch_step.batch_watermark`), kept in the state's bookkeeping;
+   the batch's rows are judged against W(N-1) and the watermark steps to W(N) (`Engine.advance`);
+2. where the aggregates combine exactly (`combine.combinable`: FIXED windows, a watermark-only
+   trigger, COUNT/SUM/MIN/MAX), Spark's own aggregation turns the batch's rows into partial
+   aggregates per key and window, with their weight and earliest and latest event time;
+3. one Arrow call per hash bucket of keys: the batch's rows of the bucket cogrouped with the
+   bucket's state of batch N-1 (`udfs/batch_step.py`, the step the transformWithState operator
+   runs), giving its panes and its new state;
+4. the state of every bucket is written as version N (`<checkpoint>/sqlflow-state/v=N/`, parquet,
+   one row per bucket with its format version; `_sqlflow.json` beside it, written last, marks the
+   version complete and holds the watermark log), then the panes go to the sink, idempotently
+   (files: `<path>/batch_id=N`, overwritten). Spark commits the batch after that.
+
+A batch Spark re-runs after a failure (same id, same rows, same timestamp) reads the latest complete
+version before N and rewrites version N and output N: exactly once by batch id. Old versions are
+pruned (the last `KEEP_VERSIONS` stay).
+"""
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from ... import ast
+from ...columns import (BUCKET, DATA, EVENT_TIME, FINISH, KIND, LATEST, METRICS, PANE, STATE, STATE_BYTES,
+                        STATE_FORMAT, STATE_META, WEIGHT, PARTIAL_OVERFLOW, metric_column, part_column, state_meta_column)
+from ...engine import COMBINING, STREAM, Aggregate, EnginePlan, path_for, state_codec
+from ...errors import SqlflowUnsupportedError
+from ...time import NEG_INF, POS_INF
+from ...udfs.batch_step import BatchSpec, BatchStep, batch_watermark, state_columns
+from ...udfs.streaming import StreamSpec
+from ..conf import FILE_FORMATS
+from .checkpoint_files import CheckpointFiles
+from .combine import combinable
+from .stateful import operator_schema, packable, pane_columns
+
+#: where the state versions live under the checkpoint, and how many stay
+STATE_DIR = "sqlflow-state"
+KEEP_VERSIONS = 3
+#: the bookkeeping of a complete version (written last)
+BOOK = "_sqlflow.json"
+#: the sinks the owned executor writes
+SINKS = (*FILE_FORMATS, "memory", "noop", "console")
+
+
+@dataclass
+class OwnedRecipe:
+    """What the owned executor needs to run a pane stream (kept by `PaneStream.owned`)."""
+
+    data: DataFrame  # the engine input stream (engine columns, no watermark)
+    plan: EnginePlan
+    delay: int  # us
+    time_shift: int
+    schema: T.StructType  # the panes' schema
+    engine_types: dict
+    decode: dict
+    metrics_name: str
+    finish_dir: str | None
+    buckets: int | None
+    why_not: str | None  # None: the owned executor can run it
+
+
+def owned_obstacle(plan: EnginePlan, schema: T.StructType, *, sources=(), report=False, keep_dropped=False,
+                   grouping="bucket", spark_drops_late=False) -> str | None:
+    """Why the owned executor cannot run this stream (None: it can)."""
+    if sources:
+        return "several watermarked sources"
+    if report:
+        return "a later windowed stage reads its output watermark"
+    if keep_dropped:
+        return "the dropped rows' side output (keep_dropped)"
+    if grouping != "bucket" or spark_drops_late:
+        return "grouping by key or Spark dropping late rows (measurement options of the operator)"
+    if plan.windowing.domain is not ast.TimeDomain.EVENT_TIME:
+        return f"ON {plan.windowing.domain.value} (each row's time is its micro-batch's)"
+    if path_for(plan, input=STREAM).name != "micro-batch":
+        return "a custom window function that merges (the per-key loop)"
+    if not packable(schema):
+        return "an input column of a type other than integers, floating point, strings and booleans"
+    return None
+
+
+def partial_plan(plan: EnginePlan) -> EnginePlan:
+    """The plan over partial aggregates (`part_column(j)` holds aggregate j's partial)."""
+    aggregates = tuple(Aggregate(COMBINING[a.kind], part_column(j), a.output, a.ignore_nulls)
+                       for j, a in enumerate(plan.aggregates))
+    return EnginePlan(plan.windowing, aggregates, keys=plan.keys, custom_windows=plan.custom_windows)
+
+
+def partials(rows: DataFrame, plan: EnginePlan) -> DataFrame:
+    """A micro-batch's data rows as partial aggregates per bucket, key and FIXED window (Spark's
+    own aggregation), with their weight and earliest and latest event time; other rows (finish
+    markers) as they are."""
+    window = plan.window
+    et = F.col(EVENT_TIME)
+    start = et - F.pmod(et - F.lit(window.offset.micros), F.lit(window.size.micros))
+    aggs = [F.min(et).alias(EVENT_TIME), F.max(et).alias(LATEST), F.count(F.lit(1)).alias(WEIGHT)]
+    overflow = []
+    for j, a in enumerate(plan.aggregates):
+        c = F.col(a.column) if a.column else None
+        if a.kind == "count_star":
+            aggs.append(F.count(F.lit(1)).alias(part_column(j)))
+        elif a.kind == "count":
+            aggs.append(F.count(c).alias(part_column(j)))
+        elif a.kind == "sum":
+            aggs.append(F.try_sum(c).alias(part_column(j)))
+            overflow.append(F.col(part_column(j)).isNull() & (F.col("__n" + str(j)) > 0))
+            aggs.append(F.count(c).alias("__n" + str(j)))
+        else:
+            aggs.append((F.min(c) if a.kind == "min" else F.max(c)).alias(part_column(j)))
+    data = rows.where(F.col(KIND) == DATA).withColumn("__slice", start)
+    grouped = data.groupBy(BUCKET, KIND, *plan.keys, "__slice").agg(*aggs).drop("__slice")
+    flag = F.lit(False)
+    for o in overflow:
+        flag = flag | o
+    grouped = grouped.withColumn(PARTIAL_OVERFLOW, flag).drop(*[f"__n{j}" for j in range(len(plan.aggregates))])
+    columns = [BUCKET, KIND, *plan.keys, EVENT_TIME, LATEST, *[part_column(j) for j in range(len(plan.aggregates))],
+               WEIGHT, PARTIAL_OVERFLOW]
+    grouped = grouped.select(*columns)
+    others = rows.where(F.col(KIND) != DATA).select(
+        BUCKET, KIND, *[F.lit(None).cast(grouped.schema[c].dataType).alias(c) for c in columns[2:]])
+    return grouped.unionByName(others)
+
+
+@dataclass
+class Book:
+    """A complete state version's bookkeeping (`BOOK`)."""
+
+    batch: int
+    p: int
+    wm: int  # the watermark the batch stepped to (us)
+    seen: int | None  # the largest event time up to and including the batch
+    finished: bool
+    buckets: int
+    format: int = state_codec.FORMAT_VERSION
+    log: list = field(default_factory=list)  # (p, W) of the batches so far (the last 1,000)
+
+    def text(self) -> str:
+        return json.dumps(self.__dict__)
+
+    @staticmethod
+    def of(text: str, where: str) -> "Book":
+        values = json.loads(text)
+        if values.get("format") != state_codec.FORMAT_VERSION:
+            raise state_codec.StateFormatError(
+                f"the state at {where} has format version {values.get('format')}; this sqlflow reads format "
+                f"version {state_codec.FORMAT_VERSION}", clause="STREAM")
+        return Book(**values)
+
+
+@dataclass
+class OwnedSink:
+    """Where the owned executor writes each batch's result (idempotently by batch id)."""
+
+    format: str
+    path: str | None = None
+    query_name: str | None = None
+    options: dict[str, Any] | None = None
+    batches: dict = field(default_factory=dict)  # memory: batch id -> rows
+    session: Any = None  # memory: the session whose view holds the rows (foreachBatch's is a clone)
+
+    def write(self, df: DataFrame, batch_id: int) -> None:
+        if self.format in FILE_FORMATS:
+            writer = df.write.mode("overwrite").format(self.format)
+            if self.options:
+                writer = writer.options(**{k: str(v) for k, v in self.options.items()})
+            writer.save(f"{(self.path or '').rstrip('/')}/batch_id={batch_id}")
+        elif self.format == "noop":
+            df.write.format("noop").mode("overwrite").save()
+        elif self.format == "console":
+            df.show(truncate=False)
+        elif self.format == "memory":
+            self.batches[batch_id] = df.toArrow()
+            import pyarrow as pa
+
+            tables = [self.batches[b] for b in sorted(self.batches)]
+            spark = self.session or df.sparkSession
+            # one chunk: pyspark 4.3 makes a DataFrame of the first chunk of a chunked table only
+            spark.createDataFrame(pa.concat_tables(tables).combine_chunks(), schema=df.schema).createOrReplaceTempView(
+                self.query_name or "sqlflow_panes")
+
+
+#: the running owned queries, by query id: their per-batch counters and watermark log
+RUNS: dict[str, "OwnedRun"] = {}
+
+
+class OwnedRun:
+    """The foreachBatch function of one owned query."""
+
+    def __init__(self, spark: SparkSession, recipe: OwnedRecipe, checkpoint: str, sink: OwnedSink,
+                 final=None):
+        self.recipe, self.sink, self.final = recipe, sink, final
+        self.files = CheckpointFiles(spark, checkpoint)
+        plan = recipe.plan
+        latest = self._latest_book(None)
+        default = recipe.buckets or 2 * spark.sparkContext.defaultParallelism
+        self.buckets = latest.buckets if latest is not None else (max(1, int(default)) if plan.keys else 1)
+        self.combine = combinable(plan, recipe.data.schema)
+        run_plan = partial_plan(plan) if self.combine else plan
+        engine_cols = [f.name for f in recipe.data.schema.fields]
+        if self.combine:
+            engine_cols = [*plan.keys, EVENT_TIME, *[part_column(j) for j in range(len(plan.aggregates))], WEIGHT]
+        self.spec = StreamSpec(plan=run_plan, input_columns=tuple(engine_cols), weight=WEIGHT if self.combine else None,
+                               shift=recipe.time_shift)
+        self.spark_schema = T.StructType(operator_schema(self.spec, recipe.schema, recipe.engine_types).fields
+                                         + [f for f in state_schema().fields])
+        from pyspark.sql.pandas.types import to_arrow_schema
+        self.arrow_schema = to_arrow_schema(self.spark_schema)
+        self.pane_projection = pane_columns(self.spec, recipe.schema, recipe.decode)
+        self.token = uuid.uuid4().hex
+        self.progress: list[dict] = []
+        self.log: list[tuple[int, int]] = list(map(tuple, latest.log)) if latest is not None else []
+        self.partitions = max(1, min(self.buckets, spark.sparkContext.defaultParallelism))
+
+    # ------------------------------------------------------------------ the stream
+
+    def input(self) -> DataFrame:
+        """The streaming DataFrame foreachBatch runs on: the engine input with its bucket and kind,
+        and the finish markers, one row per bucket."""
+        recipe, plan = self.recipe, self.recipe.plan
+        data = recipe.data
+        bucket = (F.pmod(F.hash(*[F.col(k) for k in plan.keys]), F.lit(self.buckets)) if plan.keys else F.lit(0))
+        rows = data.withColumn(BUCKET, bucket.cast("int")).withColumn(KIND, F.lit(DATA).cast("int"))
+        if recipe.finish_dir is not None:
+            import os
+            os.makedirs(recipe.finish_dir, exist_ok=True)
+            control = data.sparkSession.readStream.schema("finish string").json(recipe.finish_dir)
+            fin = control.select(F.explode(F.sequence(F.lit(0), F.lit(self.buckets - 1))).alias(BUCKET))
+            fin = fin.select(*[(F.col(BUCKET) if c == BUCKET else F.lit(FINISH).cast("int").alias(c) if c == KIND
+                                else F.lit(None).cast(rows.schema[c].dataType).alias(c)) for c in rows.columns])
+            rows = rows.unionByName(fin)
+        return rows
+
+    # ------------------------------------------------------------------ one micro-batch
+
+    def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
+        spark = batch_df.sparkSession
+        book = self._latest_book(batch_id)
+        p = self.files.batch_timestamp_ms(batch_id) * 1000
+        wm_prev = book.wm if book is not None else NEG_INF
+        seen = book.seen if book is not None else None
+        finished = book.finished if book is not None else False
+        wm_new = POS_INF if finished else max(wm_prev, batch_watermark(seen, self.recipe.delay, self.recipe.time_shift))
+        where = self.files.path(f"{STATE_DIR}/v={book.batch}") if book is not None else "the checkpoint"
+        rows = partials(batch_df, self.recipe.plan) if self.combine else batch_df
+        states = (spark.read.schema(state_schema()).parquet(where) if book is not None
+                  else spark.createDataFrame([], state_schema()))
+        step = BatchStep(self.spec, self.arrow_schema, BatchSpec(p, wm_prev, wm_new, finished=finished, where=where),
+                         self.token)
+        n = self.partitions
+
+        def bucket_batch(key, rows, state):  # pyspark reads the arity of a function, not of a callable
+            return step(key, rows, state)
+
+        out = (rows.repartition(n, BUCKET).groupBy(BUCKET)
+               .cogroup(states.repartition(n, BUCKET).groupBy(BUCKET))
+               .applyInArrow(bucket_batch, self.spark_schema)).persist()
+        try:
+            version = f"{STATE_DIR}/v={batch_id}"
+            out.where(F.col(KIND) == STATE).select(*state_columns()).write.mode("overwrite").parquet(
+                self.files.path(version))
+            summary = self._summary(out)
+            panes = out.where(F.col(KIND) == PANE).select(*self.pane_projection)
+            self.sink.write(self.final(panes) if self.final is not None else panes, batch_id)
+            top = summary.pop("seen")
+            seen = top if seen is None else (seen if top is None else max(seen, top))
+            finished = finished or bool(summary.pop("finished_any"))
+            self.log = [s for s in self.log if s[0] < p][-999:] + [(p, wm_new)]
+            new = Book(batch_id, p, POS_INF if finished else wm_new, seen, finished, self.buckets,
+                       log=[list(s) for s in self.log])
+            self.files.write_text(f"{version}/{BOOK}", new.text())
+            self._prune(batch_id)
+        finally:
+            out.unpersist()
+        summary.update(batch_time=p, watermark=wm_new, finished=int(finished))
+        self.progress.append({"batchId": batch_id, **summary})
+
+    def _summary(self, out: DataFrame) -> dict:
+        counters = [F.coalesce(F.sum(metric_column(m)), F.lit(0)).alias(m) for m in
+                    ("engine_rows", "panes", "retractions", "dropped_too_late", "dropped_closed_window",
+                     "dropped_null_event_time", "dropped_bad_gap", "buckets_advanced")]
+        live = [F.coalesce(F.sum(F.when(F.col(KIND) == STATE, F.col(state_meta_column(f)))), F.lit(0)).alias(m)
+                for f, m in (("keys", "state_keys"), ("windows", "state_windows"), ("bytes", "state_bytes"))]
+        row = out.where(F.col(KIND).isin(METRICS, STATE)).agg(
+            *counters, *live, F.max(state_meta_column("seen")).alias("seen"),
+            F.max(F.col(state_meta_column("finished")).cast("int")).alias("finished_any")).collect()[0]
+        values = row.asDict()
+        return {k: (None if v is None else int(v)) for k, v in values.items()} | {"input_rows": int(values["engine_rows"])}
+
+    # ------------------------------------------------------------------ versions
+
+    def _versions(self) -> list[int]:
+        names = self.files.list_dir(STATE_DIR)
+        return sorted(int(n[2:]) for n in names if n.startswith("v=") and n[2:].isdigit())
+
+    def _latest_book(self, before: int | None) -> Book | None:
+        """The bookkeeping of the latest complete version before batch `before` (None: any)."""
+        for v in reversed(self._versions()):
+            if before is not None and v >= before:
+                continue
+            text = self.files.read_text(f"{STATE_DIR}/v={v}/{BOOK}")
+            if text is not None:
+                return Book.of(text, self.files.path(f"{STATE_DIR}/v={v}"))
+        return None
+
+    def _prune(self, batch_id: int) -> None:
+        versions = [v for v in self._versions() if v <= batch_id]
+        for v in versions[:-KEEP_VERSIONS]:
+            self.files.delete(f"{STATE_DIR}/v={v}")
+
+
+def state_schema() -> T.StructType:
+    """The state files' schema (`udfs.batch_step.state_columns`)."""
+    types = {BUCKET: T.IntegerType(), STATE_FORMAT: T.IntegerType(), STATE_BYTES: T.BinaryType()}
+    types.update({state_meta_column(f): T.BooleanType() if f == "finished" else T.LongType() for f in STATE_META})
+    return T.StructType([T.StructField(c, types[c], True) for c in state_columns()])
+
+
+def start_owned(recipe: OwnedRecipe, *, sink: OwnedSink, checkpoint: str, query_name: str | None = None,
+                trigger_interval: str | None = None, available_now: bool = False, finish: bool = False,
+                final=None):
+    """Start the owned executor's query (see `sink.start`); returns the StreamingQuery."""
+    if recipe.why_not is not None:
+        raise SqlflowUnsupportedError(f"the owned-sink executor cannot run this stream: {recipe.why_not}",
+                                      clause="STREAM", hint="run it with executor='operator'")
+    if sink.format not in SINKS:
+        raise SqlflowUnsupportedError(f"the owned-sink executor writes {', '.join(SINKS)}, not {sink.format}",
+                                      clause="STREAM")
+    spark = recipe.data.sparkSession
+    sink.session = spark
+    run = OwnedRun(spark, recipe, checkpoint, sink, final)
+    w = run.input().writeStream.foreachBatch(run).option("checkpointLocation", checkpoint)
+    if query_name is not None:
+        w = w.queryName(query_name)
+    if available_now and not finish:
+        w = w.trigger(availableNow=True)
+    elif trigger_interval is not None:
+        w = w.trigger(processingTime=trigger_interval)
+    query = w.start()
+    RUNS[str(query.id)] = run
+    if finish:
+        if recipe.finish_dir is None:
+            raise SqlflowUnsupportedError("finish needs a stream built with finish_dir", clause="STREAM")
+        from .pane_stream import write_finish_marker
+        query.processAllAvailable()
+        write_finish_marker(recipe.finish_dir)
+        query.processAllAvailable()
+        query.stop()
+    elif available_now:
+        query.awaitTermination()
+    return query
+
+
+def run_of(query) -> OwnedRun | None:
+    """The owned executor's run behind a query (None: another executor runs it)."""
+    return RUNS.get(str(query.id))
+
