@@ -64,6 +64,8 @@ NAMES = {
           "aggregation, append mode",
     "3c": "3c. streaming sessions, early firings every second, late firings, retracting, 30m lateness: vs native "
           "streaming `session_window` (final sessions only), append mode",
+    "3s": "3s. scenario 3's query on a session with Spark's defaults (200 shuffle partitions, Spark's state store), "
+          "3 files of 50 rows, written by `df.writeStream`: vs native streaming window aggregation, update mode",
     "4": "4. scenario 2: vs Apache Beam Python SDK, DirectRunner",
     "f1": "f1. fixed windows, default trigger, bounded: vs Flink SQL TUMBLE, batch mode",
     "f2": "f2. sessions, default trigger, bounded: vs Flink SQL SESSION, streaming mode over the file",
