@@ -69,6 +69,8 @@ NAMES = {
     "3co": "3co. scenario 3c through the owned-sink executor: vs native streaming `session_window`, append mode",
     "3s": "3s. small batches (50 of 2,000 rows), scenario 3's query through the owned-sink executor: vs native "
           "streaming window aggregation, update mode",
+    "3d": "3d. scenario 3's query on a session with Spark's defaults (200 shuffle partitions, Spark's state store), "
+          "3 files of 50 rows, written by `df.writeStream`: vs native streaming window aggregation, update mode",
     "4": "4. scenario 2: vs Apache Beam Python SDK, DirectRunner",
     "f1": "f1. fixed windows, default trigger, bounded: vs Flink SQL TUMBLE, batch mode",
     "f2": "f2. sessions, default trigger, bounded: vs Flink SQL SESSION, streaming mode over the file",

@@ -28,3 +28,19 @@ def where() -> dict:
         "python": sys.executable,
         "pid": os.getpid(),
     }
+
+
+def ready(batches):
+    """`mapInArrow` job of `sqlflow.spark.streaming.session_conf.check_python_workers`: this
+    worker imports the stateful operator and loads the engine's compiled kernels (so the first
+    micro-batch on it does not), then says which Python it is."""
+    import pyarrow as pa
+
+    import sqlflow
+    from sqlflow.engine import kernels
+    from sqlflow.udfs import streaming  # noqa: F401  (the operator and the engine, imported here)
+
+    for _ in batches:
+        pass
+    kernels.warm_up()
+    yield pa.RecordBatch.from_pydict({"python": [sys.executable], "version": [sqlflow.__version__]})

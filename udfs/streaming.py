@@ -19,12 +19,14 @@ Each micro-batch N (processing time p, Spark watermark W_N) is one engine instan
 `advance(rows, p, wm_prev=W_{N-1}, wm_new=W_N)`: rows are judged against the watermark of the
 batch before, as Spark itself judges late rows, then the watermark steps to W_N. For that every
 bucket must see every watermark advance, so every bucket exists from batch 0 (initial state) and
-keeps one event-time "poll" timer at W + 1 ms: whenever the watermark moves, every bucket is
-visited (cheaply, from the `Meta` fields, when nothing is due). A visit writes only when something
-changed (what a batch writes goes into a state store version Spark keeps for
-`spark.sql.streaming.minBatchesToRetain` batches): the value when the blob's bytes or the `Meta`
-fields changed (the whole value then, the blob as it was read when it did not change), the timer
-when the watermark moved.
+keeps one event-time "poll" timer at W + 1 ms while the watermark can move without new data:
+whenever it moves, every bucket is visited (cheaply, from the `Meta` fields, when nothing is due).
+With heartbeats a bucket knows the next batch's watermark and keeps no timer when that is W (the
+next batch with data visits it anyway); docs/streaming.md 3.2 says why the buckets with nothing
+due still run in a batch without data. A visit writes only when something changed (what a batch
+writes goes into a state store version Spark keeps for `spark.sql.streaming.minBatchesToRetain`
+batches): the value when the blob's bytes or the `Meta` fields changed (the whole value then, the
+blob as it was read when it did not change), the timer when it must move.
 
 Heartbeat rows also carry their input partition's max event time, and every bucket keeps the
 largest it has seen (`meta.seen`). From it the bucket computes the watermark Spark should have
@@ -385,10 +387,12 @@ class BucketOperator:
     # ------------------------------------------------------------------ callbacks
 
     def initial(self, timerValues) -> None:
-        """The bucket's first call (TWS initial state, batch 0): its poll timer."""
-        meta, blob = stored(self.state.get())  # None when it does not exist (no exists() round trip)
+        """The bucket's first call (TWS initial state, the query's batch 0, before any input: the
+        bucket has no value yet, so it is not read; reading an absent value makes Spark log a
+        warning): its empty value and, without heartbeats, its poll timer."""
+        meta = Meta()
         self._poll(meta, timerValues.getCurrentWatermarkInMs())
-        self.state.update((*meta.row(), blob))
+        self.state.update((*meta.row(), None))
 
     def input_rows(self, key, rows, timerValues):
         """A call with rows (data, heartbeats, finish markers): one step."""
@@ -415,24 +419,46 @@ class BucketOperator:
             seen = pd.concat(beats, ignore_index=True)
         yield from self._advance(key, batch, timerValues, finish, seen)
 
-    def expired(self, key, timerValues):
-        """The poll timer fired: the watermark moved."""
-        yield from self._advance(key, None, timerValues, False, None)
+    def expired(self, key, timerValues, expiry_ms: int | None = None):
+        """The poll timer (at `expiry_ms`) fired: the watermark moved. PySpark deletes a timer
+        once it has fired, so the operator does not (a second delete makes Spark log a warning)."""
+        yield from self._advance(key, None, timerValues, False, None, fired=expiry_ms)
 
     # ------------------------------------------------------------------ the step
 
-    def _poll(self, meta: Meta, spark_ms: int) -> None:
-        """Keep one event-time timer, at the next watermark advance (none after the finish)."""
-        want = None if meta.finished else poll_timer_ms(spark_ms)
+    def _poll(self, meta: Meta, spark_ms: int, fired: int | None = None) -> None:
+        """Keep one event-time timer, at the next watermark advance, while the watermark can
+        advance without new data (`_moves`); none after the finish. `fired`: the timer of this
+        call, which PySpark deletes itself."""
+        if fired is not None and meta.poll == fired:
+            meta.poll = None
+        if meta.finished:
+            want = None
+        elif not self._moves(meta, spark_ms):
+            # the next advance needs a batch with data, whose heartbeats visit this bucket and
+            # set the timer then: a timer set now would cost two round trips and change nothing
+            if meta.poll is None or meta.poll > spark_ms:
+                return
+            want = None
+        else:
+            want = poll_timer_ms(spark_ms)
         if meta.poll == want:
             return
-        if meta.poll is not None:
+        if meta.poll is not None:  # ahead of the watermark, or due in this batch and not fired yet
             self.handle.deleteTimer(meta.poll)
         if want is not None:
             self.handle.registerTimer(want)
         meta.poll = want
 
-    def _advance(self, key, rows, timerValues, finish: bool, seen):
+    def _moves(self, meta: Meta, spark_ms: int) -> bool:
+        """Whether the watermark can pass `spark_ms` without a batch of data first: always, unless
+        the heartbeats give the bucket the watermark Spark computes for the next batch
+        (`own_watermark_ms`), and that is `spark_ms` (no row since raised the max event time)."""
+        if self.spec.sources or self.spec.clock or self.spec.delay_ms is None:
+            return True
+        return own_watermark_ms(meta.seen, self.spec.column_shift, self.spec.delay_ms) > spark_ms
+
+    def _advance(self, key, rows, timerValues, finish: bool, seen, fired: int | None = None):
         spark_ms = timerValues.getCurrentWatermarkInMs()
         p = timerValues.getCurrentProcessingTimeInMs() * 1000
         value = self.state.get()  # None when it does not exist (no exists() round trip)
@@ -460,7 +486,7 @@ class BucketOperator:
             frames[-1] = self.step.live(frames[-1], meta)
         else:
             frames, blob = self.step.skip(meta, p, wm_new), old
-        self._poll(meta, spark_ms)
+        self._poll(meta, spark_ms, fired)
         if self.spec.report:
             meta.seq += 1
             frames[-1] = self.step.report(frames[-1], meta, int(key[0]))

@@ -47,7 +47,7 @@ def _processor_class():
             yield from self._operator().input_rows(key, rows, timerValues)
 
         def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
-            yield from self._operator().expired(key, timerValues)
+            yield from self._operator().expired(key, timerValues, expiredTimerInfo.getExpiryTimeInMs())
 
         def close(self) -> None:
             pass

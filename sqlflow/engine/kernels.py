@@ -252,3 +252,21 @@ def lex_order(major: np.ndarray, minor: np.ndarray) -> np.ndarray:
         sub = order[pos]
         order[pos] = sub[np.lexsort((minor[sub], run))]
     return order
+
+
+def warm_up() -> None:
+    """Import numba and load the compiled loops for their usual argument types (int64 times and
+    counts, float64 sums), as a fresh process's first large input would: done before a stream's
+    first micro-batch by `sqlflow.spark.streaming.session_conf.check_python_workers`, in the
+    Spark workers it runs on (reused), so that batch does not pay it (a fresh worker took
+    ~0.45 s, more under load).
+
+    >>> warm_up()
+    """
+    i = np.arange(4, dtype=_I64)
+    _bucket_bounds(i, 0, 4, 0)
+    _search(i, np.arange(5, dtype=_I64), 0, 4, 0, i, False)
+    for values in (i, i.astype(np.float64)):
+        _segment_scan(values.copy(), np.array([True, False, True, False]), True)
+        _fold(values.copy(), np.array([0, 0, 1, 1, 1], _I64), np.array([0], _I64), FOLD_ADD)
+        _scatter_add(np.zeros(4, _I64), values, np.zeros(1, values.dtype))

@@ -37,7 +37,7 @@ STREAMING_OPERATORS = ("auto", "native", "stateful")
 #: the owned-sink executor (foreachBatch, sqlflow/spark/streaming/owned.py) or the stream's operator
 STREAMING_EXECUTOR = "spark.sqlflow.streaming.executor"
 STREAMING_EXECUTORS = ("auto", "owned", "operator")
-#: hash buckets of keys of the stateful operator (default: 4 per shuffle partition)
+#: hash buckets of keys of the stateful operator (default: `streaming_buckets`)
 STREAMING_BUCKETS = "spark.sqlflow.streaming.buckets"
 #: directory of the end-of-input marker (`PaneStream.finish`); unset: the stream cannot finish
 STREAMING_FINISH_DIR = "spark.sqlflow.streaming.finishDir"
@@ -103,6 +103,47 @@ def buckets(spark, df=None, *, keyed: bool = True) -> tuple[int, str]:
         n = min(MAX_BUCKETS, -(-size // target))
         return n, f"{n} (input estimated at {size} bytes, {target} per bucket)"
     return base, f"{base} (2 x spark.sql.shuffle.partitions)"
+
+
+#: a stream's default hash buckets per core that runs its tasks (docs/streaming.md, 3.2)
+STREAMING_BUCKETS_PER_CORE = 4
+#: the largest default: each bucket is visited in every micro-batch with data (its heartbeats)
+MAX_STREAMING_BUCKETS = 256
+
+
+def cores(spark) -> int:
+    """The cores Spark runs tasks on (`defaultParallelism`; on Spark Connect, which does not say,
+    `spark.default.parallelism` when set, else 2)."""
+    try:
+        return max(1, int(spark.sparkContext.defaultParallelism))
+    except Exception:  # noqa: BLE001  (Spark Connect has no SparkContext)
+        try:
+            return max(1, int(get(spark, "spark.default.parallelism", "2") or 2))
+        except ValueError:
+            return 2
+
+
+def streaming_buckets(spark, *, keyed: bool = True) -> tuple[int, str]:
+    """How many hash buckets of keys a stream's stateful operator uses, and why (for explain):
+    the one place
+    that decides it (the stateful operator and a chained stage's both ask here).
+
+    `spark.sqlflow.streaming.buckets` if set; else `STREAMING_BUCKETS_PER_CORE` per core that
+    runs the buckets (`cores`: enough to keep them busy, and a bucket's state stays a fraction of
+    the stream's). A stream's size is not known when it is planned (Spark has no statistics for
+    a streaming source), so unlike the bounded path's `buckets` there is no estimate to size by.
+    Never from `spark.sql.shuffle.partitions`: a bucket costs a Python call in every micro-batch
+    with data whether it holds one key or many, so Spark's default of 200 partitions must not
+    mean 800 buckets for a few rows.
+    """
+    if not keyed:
+        return 1, "no GROUP BY keys: every row is one key"
+    fixed = get(spark, STREAMING_BUCKETS)
+    if fixed is not None:
+        return max(1, int(fixed)), STREAMING_BUCKETS
+    n = cores(spark)
+    base = min(MAX_STREAMING_BUCKETS, STREAMING_BUCKETS_PER_CORE * n)
+    return base, f"{STREAMING_BUCKETS_PER_CORE} per core, {n} cores"
 
 
 def estimated_bytes(df) -> int | None:

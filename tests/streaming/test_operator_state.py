@@ -142,3 +142,43 @@ def test_the_planning_process_imports_neither_pandas_nor_the_engine():
     schema = op.state_schema().simpleString()
     assert out.stdout.decode().strip() == f"[('bucket', '{schema}')] []"
     assert schema.startswith("struct<wm:bigint,p:bigint,") and schema.endswith(",blob:binary>")
+
+
+def test_timers_only_while_the_watermark_can_move_and_no_call_that_spark_warns_about():
+    """With heartbeats, a bucket keeps its poll timer only while the watermark can advance without
+    new data (its rows raised the max event time); it never reads its absent value at the initial
+    state call nor deletes the timer that fired (PySpark deletes it): Spark logs a warning for each
+    (`Value state ... doesn't contain a value`, `TimerStateImpl: Failed to delete timer`)."""
+    from pyspark.sql.streaming.tws_tester import TwsTester
+
+    proc, columns = processor()
+    calls = []
+    original = proc.init
+
+    def init(handle):
+        original(handle)
+        for name in ("registerTimer", "deleteTimer"):
+            method = getattr(handle, name)
+            setattr(handle, name, lambda ms, name=name, method=method: (calls.append((name, ms)), method(ms))[1])
+        state = handle.value_states[op.STATE_NAME]
+        get = state.get
+        state.get = lambda: (calls.append(("get", None)), get())[1]
+
+    proc.init = init
+    tester = TwsTester(proc, timeMode="EventTime", eventTimeExtractor=lambda row: 1 << 60,
+                       initialStatePandas=[(0, pd.DataFrame({C.BUCKET: [0]}))])
+    assert calls == []  # batch 0's initial state: its value written, nothing read, no timer
+    assert peek(tester)[0] == op.Meta()
+    calls.clear()  # (peeking reads)
+    tester.testInPandas(0, batch(columns, ["a"], [10]))
+    seen_ms = (T0 + 10 * SECOND) // 1000  # the next batch's watermark (delay 0)
+    assert calls == [("get", None), ("registerTimer", 1)]  # the watermark will move: poll at W + 1
+    calls.clear()
+    tester.setWatermark(seen_ms)  # a batch without data: the poll fires, nothing re-registered
+    assert calls == [("get", None)]
+    assert list(tester.handle.listTimers()) == [] and peek(tester)[0].wm == T0 + 10 * SECOND
+    calls.clear()  # (peeking reads)
+    tester.testInPandas(0, heartbeat(columns, 5))  # no later event time: no timer
+    assert calls == [("get", None)]
+    tester.testInPandas(0, heartbeat(columns, 30))  # a later one: the poll again
+    assert calls[-1] == ("registerTimer", seen_ms + 1)

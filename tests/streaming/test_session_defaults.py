@@ -1,8 +1,13 @@
-"""A stream on a session with Spark's default state store: `start` and scripts
-set the RocksDB store for the query they start; `sqlflow.sql` refuses, naming the line to add."""
+"""A stream on a session with Spark's defaults: `start` and scripts set the RocksDB state store
+for the query they start; `sqlflow.sql` sets it on the session and says so once; the bucket count
+does not follow the shuffle partitions; Python workers that cannot import sqlflow are a located
+error when the stream is built."""
 import json
 import os
+import subprocess
+import sys
 import time
+import warnings
 
 import pytest
 
@@ -10,7 +15,8 @@ import sqlflow
 from sqlflow.errors import SqlflowUnsupportedError
 from sqlflow.spark import streaming as S
 from sqlflow.spark.script import run_script
-from sqlflow.spark.streaming.session_conf import HDFS_PROVIDER, PROVIDER_KEY, SET_PROVIDER
+from sqlflow.spark.session import ROCKSDB_PROVIDER
+from sqlflow.spark.streaming.session_conf import HDFS_PROVIDER, PROVIDER_KEY, SET_PROVIDER, SqlflowSessionWarning
 
 SESSIONS = ("SELECT user_id, COUNT(*) AS n FROM {view} WATERMARK ts DELAY OF INTERVAL 1 SECOND\n"
             "GROUP BY user_id WINDOW SESSIONS(GAP 1m)")
@@ -39,8 +45,23 @@ def clicks(spark, tmp_path, view):
     return src
 
 
-def test_sql_refuses_a_stateful_stream_and_names_the_line_to_add(spark, tmp_path, default_store):
+def test_sql_sets_the_state_store_on_a_default_session_and_says_so_once(spark, tmp_path, default_store):
     clicks(spark, tmp_path, "clicks_plain")
+    with pytest.warns(SqlflowSessionWarning, match="needs the RocksDB state store") as record:
+        df = sqlflow.sql(spark, SESSIONS.format(view="clicks_plain"))
+    assert len([w for w in record if w.category is SqlflowSessionWarning]) == 1
+    assert spark.conf.get(PROVIDER_KEY) == ROCKSDB_PROVIDER
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SqlflowSessionWarning)  # said once: the session has it now
+        sqlflow.sql(spark, SESSIONS.format(view="clicks_plain"))
+    # the stream runs as written: the first session closes, the last waits for more input
+    query = df.writeStream.format("memory").queryName("sessions_plain_sql").trigger(availableNow=True).start()
+    query.awaitTermination()
+    got = sorted((r.window_start.strftime("%M:%S"), r.window_end.strftime("%M:%S"), r.n)
+                 for r in spark.table("sessions_plain_sql").collect())
+    assert got == [("00:00", "01:30", 2)]
+    # a provider of the user's own is theirs: refused, naming the line to add
+    spark.conf.set(PROVIDER_KEY, "com.example.OwnStateStoreProvider")
     with pytest.raises(SqlflowUnsupportedError, match="RocksDB state store") as err:
         sqlflow.sql(spark, SESSIONS.format(view="clicks_plain"))
     assert (err.value.clause, err.value.line) == ("WINDOW", 2)
@@ -49,6 +70,59 @@ def test_sql_refuses_a_stateful_stream_and_names_the_line_to_add(spark, tmp_path
     fixed = sqlflow.sql(spark, "SELECT user_id, COUNT(*) AS n FROM clicks_plain WATERMARK ts DELAY OF INTERVAL 1 SECOND "
                                "GROUP BY user_id WINDOW FIXED(SIZE 1m)")
     assert [s.operator for s in S.pane_streams(fixed)] == ["native"]
+
+
+def test_the_buckets_follow_the_cores_not_the_shuffle_partitions(spark, tmp_path):
+    """Spark's default 200 shuffle partitions once meant 800 buckets, each a Python call in every
+    micro-batch, for any number of rows."""
+    clicks(spark, tmp_path, "clicks_buckets")
+    before = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", "200")
+    try:
+        text = sqlflow.explain(SESSIONS.format(view="clicks_buckets"), spark)
+        df = sqlflow.sql(spark, SESSIONS.format(view="clicks_buckets"))
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", before)
+    cores = spark.sparkContext.defaultParallelism
+    assert [s.buckets for s in S.pane_streams(df)] == [4 * cores]
+    assert f"transformWithStateInPandas over {4 * cores} hash buckets of keys (4 per core, {cores} cores)" in text
+
+
+WORKERS_WITHOUT_SQLFLOW = """
+import os, sys
+os.environ["PYSPARK_PYTHON"] = sys.argv[2]  # a Python without sqlflow (nor pyarrow)
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+from pyspark.sql import SparkSession
+import sqlflow
+spark = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
+         .config("spark.sql.shuffle.partitions", "2").getOrCreate())
+spark.readStream.schema("user_id string, ts timestamp").json(sys.argv[1]).createOrReplaceTempView("clicks")
+try:
+    sqlflow.sql(spark, "SELECT user_id, COUNT(*) AS n FROM clicks WATERMARK ts DELAY OF INTERVAL 1 SECOND\\n"
+                       "GROUP BY user_id WINDOW SESSIONS(GAP 1m)")
+    print("no error")
+except sqlflow.SqlflowError as e:
+    print(type(e).__name__, e.clause, e.line, e.column)
+    print(e.message)
+    print(e.hint)
+"""
+
+
+@pytest.mark.skipif(not os.path.exists("/usr/bin/python3"), reason="needs a system Python without sqlflow")
+def test_workers_that_cannot_import_sqlflow_are_a_located_error_at_sql_time(tmp_path):
+    """PYSPARK_PYTHON naming a Python without sqlflow: `sqlflow.sql` says so, with the fix, where
+    Spark would fail the stream's first micro-batch (STREAMING_PYTHON_RUNNER_INITIALIZATION_FAILURE)."""
+    (tmp_path / "in").mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
+    out = subprocess.run([sys.executable, "-c", WORKERS_WITHOUT_SQLFLOW, str(tmp_path / "in"), "/usr/bin/python3"],
+                         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    lines = out.stdout.strip().splitlines()
+    assert lines[0] == "SqlflowExecutionError WINDOW 2 18", out.stdout + out.stderr[-3000:]
+    assert lines[1].startswith("the SELECT with WINDOW SESSIONS runs on a stream in Spark's Python workers, "
+                               "and they cannot run sqlflow: ModuleNotFoundError: No module named ")
+    assert lines[2] == (f"start Spark with the Python that has sqlflow installed: PYSPARK_PYTHON={sys.executable} in "
+                        f"the environment before the session starts, or SparkSession.builder.config("
+                        f"\"spark.pyspark.python\", \"{sys.executable}\")")
 
 
 def test_a_script_and_start_set_the_state_store_for_their_query_only(spark, tmp_path, default_store):

@@ -37,11 +37,10 @@ from .schema import PANE_COLUMNS, RETRACTION_COLUMN, aggregate_type, pane_schema
 from .sink import FILE_FORMATS, start
 from .sources import read_stream
 from .sql_stage import streaming_stage
-from .stateful import BUCKETS_PER_PARTITION
 from .watermark import UNBOUNDED_SHIFT, lateness_shift
 
 __all__ = [
-    "BUCKETS_PER_PARTITION", "CONF_BUCKETS", "CONF_FINISH_DIR", "CONF_OPERATOR", "CONF_TIME_SHIFT",
+    "CONF_BUCKETS", "CONF_FINISH_DIR", "CONF_OPERATOR", "CONF_TIME_SHIFT",
     "FILE_FORMATS", "METRICS_NAME", "NATIVE_AGGREGATES", "PANE_COLUMNS", "RETRACTION_COLUMN",
     "SOURCE_METRICS_NAME", "UNBOUNDED_SHIFT", "PaneStream", "aggregate_type", "build_stream", "combinable",
     "engine_columns", "late_by_source", "late_rows", "lateness_shift", "native_equivalent", "pane_schema", "pane_streams",

@@ -34,7 +34,7 @@ def build_stream(input_df: DataFrame, plan: EnginePlan, *, delay: int, buckets: 
       inputs, WHEN and gap columns) and no watermark of its own;
     - `delay`: the bounded-delay watermark (us): W = max event time - delay (Spark's, per batch,
       in whole milliseconds);
-    - `buckets`: hash buckets of keys (default: 4 per shuffle partition);
+    - `buckets`: hash buckets of keys (default: `conf.streaming_buckets`, from the cores);
     - `native`: None chooses Spark's native window aggregation when it is equivalent, True
       requires it, False forces the stateful operator;
     - `heartbeat`: visit every bucket in every batch with data, telling it the batch's max event

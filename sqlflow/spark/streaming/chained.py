@@ -21,7 +21,7 @@ from ...udfs.tws import ChainedProcessor
 from .build import engine_columns
 from .pane_stream import PaneStream
 from .schema import is_integral
-from .stateful import (BUCKETS_PER_PARTITION, masked_number_exprs, masked_numbers, operator_outputs,
+from .stateful import (bucket_count, bucket_of, masked_number_exprs, masked_numbers, operator_outputs,
                        operator_schema)
 
 
@@ -38,10 +38,8 @@ def chained_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, *, ups
                          else F.col(c) for c in cols], kind, *REPORT_COLUMNS)
     data = data.observe(metrics_name + "_input", F.coalesce(F.sum((kind == DATA).cast("long")), F.lit(0))
                         .alias("input_rows"))
-    n_buckets = buckets or BUCKETS_PER_PARTITION * int(spark.conf.get("spark.sql.shuffle.partitions"))
-    if not plan.keys:
-        n_buckets = 1
-    own = F.pmod(F.hash(*[F.col(k) for k in plan.keys]), F.lit(n_buckets)) if plan.keys else F.lit(0)
+    n_buckets = bucket_count(spark, plan, buckets)
+    own = bucket_of(plan.keys, n_buckets)
     every = F.sequence(F.lit(0), F.lit(n_buckets - 1))
     targets = F.when(kind == REPORT, every).otherwise(F.array(own)).cast("array<int>")
     rows = data.select("*", F.explode(targets).alias(BUCKET))

@@ -1,16 +1,27 @@
-"""What the stateful operator needs from the user's SparkSession, per query where Spark allows.
+"""What the stateful operator needs from the user's SparkSession, set by sqlflow where it can.
 
 `transformWithStateInPandas` runs only on the RocksDB state store; Spark's default is the
 HDFS-backed one, and a plain `SparkSession.builder.getOrCreate()` fails at run time with
 STORE_BACKEND_NOT_SUPPORTED_FOR_TWS. The provider is a session setting that a streaming query
 copies when it starts (Spark clones the session in the query's constructor, and keeps the
-provider in the checkpoint's offset log: a restarted query keeps its own). So:
+provider in the checkpoint's offset log: a restarted query keeps its own); Spark 4.3 has no
+per-query option for it (`DataStreamWriter.option` does not reach SQL settings). So:
 
 - `start` (and the streaming INSERTs of scripts, which use it) sets it for the query it starts
   and restores the session's value right after (`state_store_for`);
-- `sqlflow.sql`, whose streaming DataFrame the user may start with `df.writeStream` directly,
-  refuses it when the session's provider is another, naming the one line to add
-  (`check_state_store`).
+- `sqlflow.sql`, whose streaming DataFrame the user starts with `df.writeStream` directly, sets
+  it on the session when the session has Spark's default (unset or the HDFS-backed provider), and
+  says so once with a `SqlflowSessionWarning` (`use_state_store`). Every stateful operator of
+  Spark's runs on RocksDB, so the session's other streams keep working; queries restarted from
+  a checkpoint keep the provider they started with. A provider of the user's own is refused with
+  a located error naming the line to add.
+
+`sqlflow.sql` also checks, once per Spark application, that Spark's Python workers can import
+sqlflow (`check_python_workers`): a worker started from a Python without it (PYSPARK_PYTHON unset,
+a virtualenv's python not on PATH) otherwise fails only at the stream's first batch, with Spark's
+STREAMING_PYTHON_RUNNER_INITIALIZATION_FAILURE. The same job loads the engine and its compiled
+kernels in the workers it runs on (they are reused: `spark.python.worker.reuse`), so the first
+micro-batch does not.
 
 Nothing else of the session matters to the results: sqlflow computes in UTC microseconds
 (`unix_micros`, `timestamp_micros`) whatever `spark.sql.session.timeZone` says, and its Python
@@ -18,9 +29,11 @@ steps use Arrow whatever `spark.sql.execution.arrow.pyspark.enabled` says.
 """
 from __future__ import annotations
 
+import sys
+import warnings
 from contextlib import contextmanager
 
-from ...errors import SqlflowUnsupportedError
+from ...errors import SqlflowExecutionError, SqlflowUnsupportedError
 from ..session import ROCKSDB_PROVIDER
 
 PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
@@ -37,12 +50,28 @@ def provider(spark) -> str:
         return ""
 
 
-def check_state_store(spark, ws) -> None:
-    """Refuse, at the windowed SELECT `ws`, a stateful stream on a session whose state store
-    cannot run it."""
+class SqlflowSessionWarning(UserWarning):
+    """sqlflow changed a setting of the user's SparkSession (said once per change)."""
+
+
+def use_state_store(spark, ws) -> None:
+    """Before a stateful stream of `sqlflow.sql` (the windowed SELECT `ws`): the RocksDB state
+    store on a session with Spark's default one, said once; a provider of the user's own is
+    refused, naming the line to add."""
     current = provider(spark)
     if current == ROCKSDB_PROVIDER:
         return
+    if current in ("", HDFS_PROVIDER):
+        try:
+            spark.conf.set(PROVIDER_KEY, ROCKSDB_PROVIDER)
+        except Exception:  # noqa: BLE001  (a session that refuses the setting: refused below)
+            pass
+        else:
+            warnings.warn(f"sqlflow: {ws.label()} runs on transformWithStateInPandas, which needs the RocksDB state "
+                          f"store: this session's {PROVIDER_KEY} is now {ROCKSDB_PROVIDER} (was Spark's default, "
+                          f"{HDFS_PROVIDER.rsplit('.', 1)[-1]}; streams restarted from a checkpoint keep their own)",
+                          SqlflowSessionWarning, stacklevel=2)
+            return
     raise ws.error(
         SqlflowUnsupportedError,
         f"{ws.label()} runs on a stream with transformWithStateInPandas, which needs the RocksDB state "
@@ -50,6 +79,61 @@ def check_state_store(spark, ws) -> None:
         "WINDOW", pos=ws.windowing.pos,
         hint=f"add {SET_PROVIDER} before sqlflow.sql (in SQL: SET {PROVIDER_KEY} = {ROCKSDB_PROVIDER}), "
              "or start the stream with sqlflow.spark.streaming.start, which sets it for the query it starts")
+
+
+#: the Spark applications whose Python workers imported sqlflow (`check_python_workers`)
+_WORKERS_READY: set[str] = set()
+
+
+def check_python_workers(spark, ws) -> None:
+    """Before a stateful stream (the windowed SELECT `ws`): one small job, once per Spark
+    application, in which Spark's Python workers import sqlflow's operator and load the engine's
+    compiled kernels; a worker that cannot is a located error with the fix, now rather than
+    Spark's STREAMING_PYTHON_RUNNER_INITIALIZATION_FAILURE at the first micro-batch."""
+    from pyspark.sql import types as T
+
+    from ...udfs.probe import ready
+
+    try:
+        app = spark.conf.get("spark.app.id", None) or ""
+    except Exception:  # noqa: BLE001
+        app = ""
+    if app and app in _WORKERS_READY:
+        return
+    from .. import conf
+
+    n = conf.cores(spark)
+    schema = T.StructType([T.StructField("python", T.StringType()), T.StructField("version", T.StringType())])
+    try:
+        spark.range(0, n, 1, n).mapInArrow(ready, schema).collect()
+    except Exception as e:  # noqa: BLE001  (Py4JJavaError, PythonException, SparkConnectGrpcException)
+        cause = worker_failure(str(e))
+        raise ws.error(
+            SqlflowExecutionError,
+            f"{ws.label()} runs on a stream in Spark's Python workers, and they cannot run sqlflow: {cause}",
+            "WINDOW", pos=ws.windowing.pos,
+            hint=f"start Spark with the Python that has sqlflow installed: PYSPARK_PYTHON={sys.executable} in the "
+                 f"environment before the session starts, or SparkSession.builder.config(\"spark.pyspark.python\", "
+                 f"\"{sys.executable}\")") from None
+    if app:
+        _WORKERS_READY.add(app)
+
+
+def worker_failure(text: str) -> str:
+    """The line of a failed Python worker's error that says why (a module it could not import, a
+    program Spark could not run), else the error's first line.
+
+    >>> worker_failure("org.apache.spark.api.python.PythonException: Traceback ...\\n  File x\\n"
+    ...                "ModuleNotFoundError: No module named 'sqlflow'\\n\\tat org.apache")
+    "ModuleNotFoundError: No module named 'sqlflow'"
+    >>> worker_failure('java.io.IOException: Cannot run program "python3": error=2, No such file or directory')
+    'java.io.IOException: Cannot run program "python3": error=2, No such file or directory'
+    """
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    for line in lines:
+        if "ModuleNotFoundError" in line or "ImportError" in line or "Cannot run program" in line:
+            return line
+    return lines[0][:300] if lines else "the worker failed"
 
 
 @contextmanager

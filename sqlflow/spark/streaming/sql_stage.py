@@ -26,7 +26,7 @@ from .chained import chained_panes
 from .chaining import carry_reports, find_chain, read_later, refuse_unchainable, refuse_watermarked_input
 from .metrics import METRICS_NAME
 from .schema import pane_schema
-from .session_conf import check_state_store
+from .session_conf import check_python_workers, use_state_store
 from .several import several_sources, tagged_input
 
 
@@ -113,14 +113,17 @@ def streaming_stage(runner, number: int, ws, rel, raw, *, finish_dir: str | None
                            hint=f"SET {conf.STREAMING_OPERATOR} = auto")
         stream = _build(runner, number, engine_input, plan, clock, delays, output_schema, operator, buckets,
                         several, finish_dir, time_shift, outputs, report)
-    if stream.operator == "stateful" and not runner.starts_query:
-        check_state_store(spark, ws)
+    if stream.operator == "stateful" and not runner.dry:
+        if not runner.starts_query:  # `start` sets the state store for the query it starts
+            use_state_store(spark, ws)
+        check_python_workers(spark, ws)
+    counted = f"{stream.buckets} hash buckets of keys ({conf.streaming_buckets(spark, keyed=bool(plan.keys))[1]})"
     if chain is not None:
-        why = (f"transformWithStateInPandas (timeMode None) over {stream.buckets} hash buckets of keys, after "
+        why = (f"transformWithStateInPandas (timeMode None) over {counted}, after "
                f"{chain.link.label}'s operator in the same query")
     else:
         why = ("Spark's native streaming window aggregation (equivalent for this query)" if stream.operator == "native"
-               else f"transformWithStateInPandas over {stream.buckets} hash buckets of keys")
+               else f"transformWithStateInPandas over {counted}")
     stage = Stage(number, ws.label(), f"streaming {stream.operator}", why, ws.windowing.mode.value,
                   output_time=ws.windowing.output_time.value)
     stage.notes += trigger_checks.finish_notes(ws, bounded=False)

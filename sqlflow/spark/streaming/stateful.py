@@ -24,6 +24,7 @@ from ...udfs.pack import Pack
 from ...udfs.heartbeats import heartbeats
 from ...udfs.streaming import StreamSpec
 from ...udfs.tws import PaneProcessor
+from .. import conf
 from ..schema import spark_type
 from .combine import combinable, combined
 from .metrics import observe_input
@@ -31,8 +32,21 @@ from .pane_stream import PaneStream
 from .schema import is_integral
 from .watermark import UNBOUNDED_SHIFT, interval_ms
 
-#: default hash buckets per shuffle partition (docs/streaming.md: key vs bucket measurements)
-BUCKETS_PER_PARTITION = 4
+
+
+def bucket_count(spark: SparkSession, plan: EnginePlan, buckets: int | None) -> int:
+    """The hash buckets of a stream's stateful operator: `buckets` when given, else
+    `conf.streaming_buckets` (never from spark.sql.shuffle.partitions); 1 without keys."""
+    if not plan.keys:
+        return 1
+    return buckets or conf.streaming_buckets(spark)[0]
+
+
+def bucket_of(keys, n_buckets: int):
+    """The bucket of a row's keys, 0 .. n_buckets - 1 (every stateful operator's one hash)."""
+    if not keys:
+        return F.lit(0)
+    return F.pmod(F.hash(*[F.col(k) for k in keys]), F.lit(n_buckets))
 
 
 def stateful_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, *, delay: int, buckets, heartbeat,
@@ -56,15 +70,13 @@ def stateful_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, *, de
     # (LATEST) for Spark's watermark, which is max event time - delay over the rows
     latest = F.col(LATEST) if LATEST in data.columns else F.col(EVENT_TIME)
     input_columns = tuple(c for c in data.columns if c != LATEST)
-    n_buckets = buckets or BUCKETS_PER_PARTITION * int(spark.conf.get("spark.sql.shuffle.partitions"))
-    if not plan.keys:
-        n_buckets = 1
+    n_buckets = bucket_count(spark, plan, buckets)
     by_key = grouping == "key"
     if by_key:
         n_buckets = 0
         bucket = F.lit(0)
     else:
-        bucket = F.pmod(F.hash(*[F.col(k) for k in plan.keys]), F.lit(n_buckets)) if plan.keys else F.lit(0)
+        bucket = bucket_of(plan.keys, n_buckets)
     rows = data.withColumn(BUCKET, bucket.cast("int")).withColumn(KIND, F.lit(DATA).cast("int"))
     if not sources:  # several: the input has its sources' own watermarks (several.py)
         rows = rows.withColumn(WM_COLUMN, F.timestamp_micros(latest + F.lit(time_shift + shift)))
