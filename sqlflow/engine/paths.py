@@ -46,7 +46,7 @@ OPERATORS = ("engine", "spark", "combine")
 #: aggregates whose partial results combine exactly, and the engine's aggregate over the partials
 COMBINING = {"count_star": "sum", "count": "sum", "sum": "sum", "min": "min", "max": "max"}
 #: aggregates Spark's streaming window aggregation computes as the engine does (no order, no distinct)
-SPARK_STREAMING_AGGREGATES = ("count_star", "count", "sum", "avg", "min", "max")
+SPARK_STREAMING_AGGREGATES: tuple[str, ...] = ("count_star", "count", "sum", "avg", "min", "max")
 
 _INTEGRAL = ("tinyint", "smallint", "int", "bigint")
 #: types pyarrow groups and orders as Spark does (no floating point: NaN; nothing nested; and decimals)

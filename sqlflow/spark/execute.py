@@ -76,7 +76,9 @@ class Runner:
         self.dry = dry
         self.finish_dir = finish_dir
         self.starts_query = starts_query or dry  # sets what a stream needs per query (streaming.session_conf)
-        self.tree = statement.tree
+        if statement.tree is None:
+            raise ValueError("a plain statement has no windowed SELECT to run")
+        self.tree: exp.Expr = statement.tree
         self.original = statement.tree.copy()
         self.views: list[str] = []
         # native stages whose panes query is not analysed yet: (stage, its SQL, the SELECT)
@@ -297,8 +299,7 @@ class Runner:
         for arg in ("qualify", "order", "limit", "offset", "distinct"):
             standalone.set(arg, None)
         standalone.set("having", exp.Having(this=nonempty) if nonempty is not None else None)
-        standalone = with_ctes(standalone, visible_ctes(ws.select))
-        self.unanalysed.append((stage, to_spark_sql(standalone), ws))  # analysed by `analyse_panes`
+        self.unanalysed.append((stage, to_spark_sql(with_ctes(standalone, visible_ctes(ws.select))), ws))  # analysed by `analyse_panes`
         stage.input_rows = raw
         stage.null_event_time = F.col(EVENT_TIME).isNull()
         bad_gap = None
@@ -339,18 +340,18 @@ class Runner:
         replay = None
         if ws.replay:
             if self.dry:
-                stage.replay += " (the timeline is computed when the query runs)"
+                stage.replay = (stage.replay or "") + " (the timeline is computed when the query runs)"
             elif ws.upstream is not None:
                 if ws.upstream.link.time is not None and ws.upstream.link.time.materialised():
                     # the stage's panes are now its kept output: read them again, over it
                     raw = self.sql(rel.sql(), ws.select, ws.position, clauses=_clause_columns(ws))
                 replay = self.upstream_replay(ws, stage)
             else:
-                src = ws.arrival_source.watermark
+                src = ws.replayed.watermark
                 where = src.model.pos or src.pos
                 replay = timeline.replay(self.spark, ws, self.args,
                                          lambda q, node: self.sql(q, node, where, clause="WATERMARK"))
-                stage.replay += f": {replay.rows} rows, {len(replay.timeline.times)} watermark steps"
+                stage.replay = (stage.replay or "") + f": {replay.rows} rows, {len(replay.timeline.times)} watermark steps"
                 stage.notes += trigger_checks.replay_notes(ws, raw, replay.rows)
         blocks = engine_path.spread_over(ws, rel)
         n, why = conf.buckets(self.spark, raw, keyed=bool(rel.keys) or blocks is not None)
@@ -413,15 +414,17 @@ class Runner:
                                         stage=stage)
         self._replace(ws, new)
 
-    def upstream_replay(self, ws: WindowedSelect, stage: Stage) -> timeline.Replay:
+    def upstream_replay(self, ws: WindowedSelect, stage: Stage) -> timeline.Replay | None:
         """The replay of a windowed SELECT over a replayed stage's panes: the stage's output
         watermark (one job over its panes collects the holds), ending where the stage ends."""
+        if ws.upstream is None:
+            raise ValueError(f"{ws.label()} reads no replayed stage")
         time = ws.upstream.link.time
         if time is None:  # the stage was planned without running (explain)
-            stage.replay += " (the timeline is computed when the query runs)"
+            stage.replay = (stage.replay or "") + " (the timeline is computed when the query runs)"
             return None
         output = time.output_watermark()
-        stage.replay += f": {len(output.times)} watermark steps"
+        stage.replay = (stage.replay or "") + f": {len(output.times)} watermark steps"
         return timeline.Replay(output, max(time.p_end, output.last_time), 0, "output watermark")
 
     def _replace(self, ws: WindowedSelect, new: exp.Select) -> None:
@@ -481,20 +484,21 @@ def _guessed_name(item: exp.Expr) -> str:
 
 def _clause_columns(ws: WindowedSelect) -> list[tuple[str, ast.Position | None, str]]:
     """SQL that sqlflow's clauses put in the input relation, with where it was written."""
-    out = []
-    window, source = ws.windowing.window, ws.sources[0].watermark if ws.sources else None
-    if ws.event_time_clause == "WINDOW":
+    out: list[tuple[str, ast.Position | None, str]] = []
+    window = ws.windowing.window
+    if ws.event_time_clause == "WINDOW" and window.on is not None:
         out.append((window.on, window.on_pos or window.pos, "WINDOW"))
-    elif ws.event_time_clause == "WATERMARK":
+    elif ws.event_time_clause == "WATERMARK" and ws.sources:
+        source = ws.sources[0].watermark
         out.append((source.event_time, source.event_time_pos or source.pos, "WATERMARK"))
     elif ws.event_time_clause == "ARRIVAL":
-        w = ws.arrival_source.watermark
-        out.append((w.arrival, w.arrival_pos or w.pos, "WATERMARK"))
+        w = ws.replayed.watermark
+        out.append((ws.replayed.arrival, w.arrival_pos or w.pos, "WATERMARK"))
     if ws.upstream is not None:
-        out.append((ws.arrival_name, window.on_pos or window.pos, "WINDOW"))
+        out.append((ws.upstream.arrival.sql(dialect="spark"), window.on_pos or window.pos, "WINDOW"))
     elif ws.replay:
-        w = ws.arrival_source.watermark
-        out.append((w.arrival, w.arrival_pos or w.pos, "WATERMARK"))
+        w = ws.replayed.watermark
+        out.append((ws.replayed.arrival, w.arrival_pos or w.pos, "WATERMARK"))
     fn = ws.window
     if isinstance(fn, ast.Sessions) and isinstance(fn.gap, ast.SqlExpr):
         out.append((fn.gap.sql, fn.gap.pos or fn.pos, "WINDOW"))

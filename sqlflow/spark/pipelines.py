@@ -34,7 +34,7 @@ ACCUMULATING panes) is refused with a located error (`refuse_on_stream`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from sqlglot import exp
 
@@ -46,6 +46,9 @@ from . import user_warnings
 from .aggregates import aggregate_call, aggregate_calls
 from .relations import visible_ctes
 from .windowed_select import select_position
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .report import Stage
 
 STAGE_KEY = "sqlflow_stage"
 
@@ -67,7 +70,7 @@ class StageLink:
     #: each window emits exactly one pane; `stage`: the report's Stage (marked when aggregated)
     stream: bool = False
     one_pane: bool = False
-    stage: object = None
+    stage: Stage | None = None
     #: the stage replays recorded data (ARRIVAL): its panes have processing times (emit_time)
     replay: bool = False
     #: a replayed stage's watermark and holds, for a windowed SELECT reading it (`StageTime`)

@@ -44,9 +44,11 @@ def native_panes(data: DataFrame, plan: EnginePlan, *, delay: int, schema: T.Str
         size = fn.size.micros
         win = F.window(_TS, f"{size} microseconds", f"{size} microseconds",
                        f"{fn.offset.micros % size} microseconds")
-    else:
+    elif isinstance(fn, ast.Sliding):
         win = F.window(_TS, f"{fn.size.micros} microseconds", f"{fn.period.micros} microseconds",
                        f"{fn.offset.micros % fn.period.micros} microseconds")
+    else:  # path_for chose Spark's operator only for FIXED and SLIDING windows
+        raise ValueError(f"Spark's streaming window aggregation cannot run {fn}")
     aggs = []
     for agg in plan.aggregates:
         col = F.col(agg.column) if agg.column is not None else F.lit(None)
