@@ -77,6 +77,22 @@ def get(spark, key: str, default: str | None = None) -> str | None:
     return default if value is None or value == "" else value
 
 
+def flag(spark, key: str, default: bool = False) -> bool:
+    """A boolean conf as Spark reads one: `true`/`false` in any case and spacing (else `default`).
+
+    >>> flag(None, "spark.sql.ansi.enabled", True)
+    True
+    """
+    value = get(spark, key)
+    return default if value is None else value.strip().lower() == "true"
+
+
+#: Spark's conf of Arrow's large string and binary types (the Arrow schema of a Python UDF's output)
+ARROW_LARGE_VAR_TYPES = "spark.sql.execution.arrow.useLargeVarTypes"
+#: Spark's ANSI mode
+ANSI_ENABLED = "spark.sql.ansi.enabled"
+
+
 def shuffle_partitions(spark) -> int:
     try:
         return max(1, int(get(spark, "spark.sql.shuffle.partitions", "200")))

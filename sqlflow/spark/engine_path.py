@@ -91,7 +91,7 @@ def arrow_schema(schema, spark):
     `spark.sql.execution.arrow.useLargeVarTypes` is on."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
-    large = (spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false") or "").lower() == "true"
+    large = conf.flag(spark, conf.ARROW_LARGE_VAR_TYPES)
     return to_arrow_schema(schema, timezone=spark.conf.get("spark.sql.session.timeZone"), prefers_large_types=large)
 
 
@@ -170,7 +170,7 @@ def run_engine(ws, rel: InputRelation, raw, agg_types: list, *, buckets: int, ti
                       custom_windows=custom_windows_of(ws.window))
 
     lifted = lifted_rows(plan, rel, raw, buckets) if liftable(plan, rel, schema) else None
-    combine = (spark.conf.get(conf.REPLAY_COMBINE, "false") or "").lower() == "true"
+    combine = conf.flag(spark, conf.REPLAY_COMBINE)
     combine = combine and SOURCE not in rel.args  # (rows of several sources keep their source)
     combinable = replay_combining(plan, rel, schema) if lifted is None and SOURCE not in rel.args else None
     combining = combinable if combine else None

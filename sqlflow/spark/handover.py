@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from ..engine import Aggregate, overflow_column
 from ..errors import SqlflowExecutionError
+from . import conf
 
 #: the engine kinds whose argument Spark turns into a DOUBLE first
 VARIANCE_KINDS = frozenset({"stddev_samp", "stddev_pop", "var_samp", "var_pop"})
@@ -60,7 +61,7 @@ def _q(name: str) -> str:
 
 def ansi(spark) -> bool:
     """Whether Spark's ANSI mode is on (the default of Spark 4)."""
-    return (spark.conf.get("spark.sql.ansi.enabled", "true") or "true").strip().lower() == "true"
+    return conf.flag(spark, conf.ANSI_ENABLED, True)
 
 
 def overflow_error(message: str, flag: str, interval: bool = False) -> str:

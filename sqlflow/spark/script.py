@@ -145,7 +145,7 @@ def insert(spark: "SparkSession", tree, args=None) -> Any:
     checkpoint = f"{base.rstrip('/')}/{name}" if base else None
     trigger = (conf.get(spark, conf.TRIGGER, "default") or "default").strip()
     available_now = trigger.replace("_", "").lower() == "availablenow"
-    finish = (conf.get(spark, conf.FINISH, "false") or "false").lower() == "true"
+    finish = conf.flag(spark, conf.FINISH)
     interval = None if available_now or trigger.lower() == "default" else trigger
     if finish and checkpoint is None:
         raise SqlflowUnsupportedError(f"{conf.FINISH}=true needs {conf.CHECKPOINT_LOCATION} (the finish marker lives "

@@ -194,7 +194,7 @@ def packed_rows(spark: SparkSession, rows: DataFrame, heartbeats: int = 0) -> Da
     input partition: bucket, kind PACKED, the largest event time and watermark-column value, the
     rows themselves in column PACK (udfs/pack.py); with `heartbeats` (the bucket count), then
     each input partition's heartbeat rows (udfs/heartbeats.py's, in the same pass)."""
-    large = (spark.conf.get("spark.sql.execution.arrow.useLargeVarTypes", "false") or "").lower() == "true"
+    large = conf.flag(spark, conf.ARROW_LARGE_VAR_TYPES)
     fields = {f.name: f.dataType for f in rows.schema.fields}
     latest = tuple(c for c in (WM_COLUMN, LATEST) if c in fields)
     columns = (BUCKET, KIND, EVENT_TIME, *latest)
