@@ -355,3 +355,22 @@ def test_a_sqlflow_sql_error_in_a_notebook_is_the_located_error_alone(ipython, p
     assert shown[0].endswith("(line 1, column 15)")
     assert shown[1:] == ["  SELECT k, SUM(nope) AS total FROM magic_paper GROUP BY k WINDOW FIXED(SIZE 2m) ON ts",
                          "                ^"]
+
+
+def test_the_readmes_line_magic_cells_each_show_their_result(ipython, magic_config, repo_root):
+    """The README's line-form example: each query is a cell of its own, since a cell shows only its
+    last line's result (two line magics in one cell never showed the --transpile output)."""
+    import re
+
+    from sqlflow.demo import load_clickstream
+
+    readme = (repo_root / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("The line form takes the options"):readme.index("Options: `-o NAME`")]
+    cells = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert len(cells) == 2 and all(sum(line.startswith("%sqlflow ") for line in c.splitlines()) == 1 for c in cells)
+    load_clickstream(ipython.user_ns["spark"])
+    transpiled, clicks = (run(ipython, cell) for cell in cells)
+    assert transpiled.success and clicks.success
+    assert repr(transpiled.result).startswith("SELECT") and "WINDOW FIXED" not in repr(transpiled.result)
+    assert isinstance(clicks.result, ResultTable)
+    assert "2 rows" in clicks.result._repr_html_() and "u008" in repr(clicks.result)
