@@ -374,3 +374,23 @@ def test_the_readmes_line_magic_cells_each_show_their_result(ipython, magic_conf
     assert repr(transpiled.result).startswith("SELECT") and "WINDOW FIXED" not in repr(transpiled.result)
     assert isinstance(clicks.result, ResultTable)
     assert "2 rows" in clicks.result._repr_html_() and "u008" in repr(clicks.result)
+
+
+def test_two_cells_with_the_same_mistake_both_warn(ipython):
+    """Under Python's default action (a warning once per location), two cells with the same
+    mistake both warn: sqlflow's warnings show every time (tests/spark/test_trigger_warnings.py
+    checks the mechanism without IPython, where it failed before)."""
+    import warnings
+
+    from sqlflow.spark.trigger_checks import SqlflowTriggerWarning
+
+    cell = ("%%sqlflow\nSELECT k, COUNT(*) AS n FROM VALUES ('a', TIMESTAMP'2024-01-01 00:00:10') AS t(k, ts)\n"
+            "GROUP BY k WINDOW FIXED(SIZE 1m) ON ts TRIGGER REPEAT(PERIOD 10s)")
+    assert run(ipython, cell).success  # a first run imports what it needs (an import may reset registries)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        assert run(ipython, cell).success and run(ipython, cell).success
+    messages = [str(w.message) for w in caught if w.category is SqlflowTriggerWarning]
+    assert len(messages) == 2 and messages[0] == messages[1]
+    assert messages[0].endswith("PERIOD 10s never fires on bounded data: there is no processing time without "
+                                "ARRIVAL; each window emits one pane, at the end of the input")
