@@ -7,7 +7,7 @@ its emit time, labelled with its value; retractions are hatched (`panes.py`). Bo
 Many keys get **small multiples**: one diagram per key, at most `max_keys` of them (those with the
 most panes, or the ones `select` names), and a note under the figure says what was left out.
 Labels never collide (`labels.py`): a label with no free place is left out, and counted in the
-note.
+note. One legend under the diagrams, outside them, says what the marks encode (`legend.py`).
 
 >>> import pandas as pd
 >>> panes = pd.DataFrame({"k": ["a", "a"], "total": [5, 12],
@@ -34,6 +34,7 @@ import pandas as pd
 from ..errors import SqlflowError
 from .frames import (PANE_COLUMNS, check_not_streaming, check_panes, input_points, is_spark, pyplot, to_pandas,
                      watermark_steps)
+from .legend import add_figure_legend
 from .panes import Diagram, columns_of
 from .stages import chain_of, plot_stages
 
@@ -103,7 +104,8 @@ def plot(result: Any, *, inputs: Any = None, watermark: Any = None, ax: Any = No
     if ax is not None:
         colours = {k: f"C{n % 10}" for n, k in enumerate(chosen.shown)} if len(chosen.shown) > 1 else None
         diagram = Diagram.build(chosen.panes, value=chosen.value, keys=chosen.keys)
-        diagram.draw(ax, input_points(inputs_frame, event_time, arrival_time, input_value), steps, colours=colours)
+        diagram.draw(ax, input_points(inputs_frame, event_time, arrival_time, input_value), steps, colours=colours,
+                     legend_in_axes=True)
         if title:
             ax.set_title(title)
         hidden = diagram.place_labels(ax)
@@ -135,7 +137,8 @@ def plot(result: Any, *, inputs: Any = None, watermark: Any = None, ax: Any = No
         grid[0].set_title(title)
     elif title:
         fig.suptitle(title)
-    fig.tight_layout(rect=(0, band / (height + band), 1, 1))
+    below = band + add_figure_legend(fig, [d.handles for d in diagrams], bottom=band)
+    fig.tight_layout(rect=(0, below / fig.get_figheight(), 1, 1))
     hidden = sum(d.place_labels(here) for d, here in zip(diagrams, grid))
     _note(fig, notes + _hidden_note(hidden), in_axes=False)
     _save(fig, path)

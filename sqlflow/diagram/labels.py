@@ -59,12 +59,13 @@ def renderer_of(fig):
     return _get_renderer(fig)
 
 
-def marker_boxes(ax, x: np.ndarray, y: np.ndarray, size_points2: float) -> np.ndarray:
-    """Display boxes (x0, y0, x1, y1) of scatter markers of area `size_points2` at (x, y)."""
+def marker_boxes(ax, x: np.ndarray, y: np.ndarray, size_points2: float, margin: float = 0.0) -> np.ndarray:
+    """Display boxes (x0, y0, x1, y1) of scatter markers of area `size_points2` at (x, y), grown
+    by `margin` points."""
     if not len(x):
         return np.empty((0, 4))
     xy = ax.transData.transform(np.column_stack([x, y]))
-    r = np.sqrt(size_points2) / 2 * ax.figure.dpi / 72
+    r = (np.sqrt(size_points2) / 2 + margin) * ax.figure.dpi / 72
     return np.column_stack([xy[:, 0] - r, xy[:, 1] - r, xy[:, 0] + r, xy[:, 1] + r])
 
 

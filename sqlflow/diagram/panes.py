@@ -20,6 +20,15 @@ from .labels import Label, artist_boxes, box_places, marker_boxes, place, point_
 _TIMING_STYLE = {"EARLY": ":", "ON_TIME": "-", "LATE": "--"}
 #: area of an input point, in points^2 (matplotlib's scatter `s`)
 INPUT_SIZE = 22
+#: above this many input points (a later stage's input: every key's panes), they are drawn small
+#: and grey, so that they read as a cloud and the panes' values stand out
+MANY_INPUTS = 150
+INPUT_SIZE_MANY = 6
+#: points of space kept between a label and a point of such a cloud (a point's own value sits
+#: right next to it, so a few points keep none)
+POINT_MARGIN = 2.0
+#: the opacity of a pane's fill (its edge is opaque)
+PANE_ALPHA = 0.28
 #: label ranks: the values a window ends with first, input values last
 FINAL, PANE, RETRACTION, INPUT = range(4)
 
@@ -35,6 +44,7 @@ class Diagram:
     end: np.ndarray
     emit: np.ndarray
     retraction: np.ndarray
+    input_size: float = INPUT_SIZE
 
     @staticmethod
     def build(panes: pd.DataFrame, *, value: str | None, keys: list[str]) -> "Diagram":
@@ -54,13 +64,17 @@ class Diagram:
         return tuple(self.panes.at[i, k] for k in self.keys)
 
     def draw(self, ax, points: Points | None, steps, *, colours: dict | None = None, limits: tuple | None = None,
-             watermark: tuple[str, str] = ("tab:green", "watermark"), input_label: str = "input") -> None:
+             watermark: tuple[str, str] = ("tab:green", "watermark"), input_label: str = "input",
+             legend_in_axes: bool = False) -> None:
         """Draw the shapes into `ax` and prepare the labels (`place_labels`, once the layout is
         settled); `colours`: key -> colour (several keys in one Axes, with a legend); `limits`:
         (x_lo, x_hi, y_lo, y_hi) instead of the extent of what is drawn (stages sharing their axes);
-        `watermark`: the watermark line's colour and legend; `input_label`: the input points' legend."""
+        `watermark`: the watermark line's colour and legend; `input_label`: the input points' legend;
+        `legend_in_axes`: draw the legend (`self.handles`) in `ax`, else the figure draws one legend
+        for all its Axes, outside them (`legend.py`)."""
         import matplotlib.dates as mdates
-        from matplotlib.patches import Patch, Rectangle
+        from matplotlib.colors import to_rgba
+        from matplotlib.patches import Rectangle
 
         # ---- extent of event time (x) and processing time (y)
         xs = [self.start, self.end]
@@ -119,7 +133,7 @@ class Diagram:
                 y0 = pane_top.get((window, index), last_top.get(window, y_lo))
                 height = max(y1 - y0, 0.004 * span)
                 rect = Rectangle((x0, y0), x1 - x0, height, facecolor="none", edgecolor=c,
-                                 hatch="///", linewidth=1.2, linestyle="-", zorder=3)
+                                 hatch="///", linewidth=1.0, linestyle="-", zorder=3)
                 rect.set_gid("retraction")
                 text, gid, rank = "\u2212" + value, "retraction-label", (RETRACTION, -i)
             else:
@@ -130,8 +144,10 @@ class Diagram:
                 below = [t for s_, e_, t in tops.get(keys[i], []) if s_ >= lo and e_ <= hi]
                 y0 = max(below) if below else y_lo
                 height = max(y1 - y0, 0.004 * span)
-                rect = Rectangle((x0, y0), x1 - x0, height, facecolor=c, alpha=0.28, edgecolor=c,
-                                 linewidth=1.4, linestyle=_TIMING_STYLE.get(timing, "-"), zorder=2)
+                # above the retractions' hatching (zorder 3): a pane that replaces retracted ones
+                # covers the same span of processing time, and its edge says its timing
+                rect = Rectangle((x0, y0), x1 - x0, height, facecolor=to_rgba(c, PANE_ALPHA), edgecolor=c,
+                                 linewidth=1.4, linestyle=_TIMING_STYLE.get(timing, "-"), zorder=3.5)
                 rect.set_gid("pane")
                 last_top[window] = y1
                 tops.setdefault(keys[i], []).append((lo, hi, y1))
@@ -161,7 +177,9 @@ class Diagram:
             py = points.arrival if points.arrival is not None else np.full(len(points.event), y_lo + 0.02 * span)
             ok = np.isfinite(points.event) & np.isfinite(py)
             px, py = points.event[ok], py[ok]
-            ax.scatter(px, py, s=INPUT_SIZE, color="black", zorder=6, label=input_label, gid="inputs")
+            self.input_size = INPUT_SIZE if len(px) <= MANY_INPUTS else INPUT_SIZE_MANY
+            ax.scatter(px, py, s=self.input_size, color="black" if len(px) <= MANY_INPUTS else "0.45",
+                       linewidths=0, zorder=6, label=input_label, gid="inputs")
             for j, (xv, yv, lab) in enumerate(zip(px, py, np.asarray(points.labels, dtype=object)[ok])):
                 if lab:
                     labels.append(Label(str(lab), "input-label", (INPUT, j), point_places(xv, yv),
@@ -191,13 +209,33 @@ class Diagram:
         else:
             ax.set_yticks([])
             ax.set_ylabel("processing time (bounded data: panes after all input)")
-        handles = [Patch(facecolor=c, alpha=0.4, label=", ".join(map(str, k))) for k, c in colour.items()] \
-            if len(colour) > 1 else []
         line_handles, _ = ax.get_legend_handles_labels()
-        if handles or line_handles:
-            obstacles.append(ax.legend(handles=line_handles + handles, loc="upper left", fontsize=8))
+        self.handles = line_handles + self._encodings(colour)
+        if legend_in_axes and self.handles:
+            obstacles.append(ax.legend(handles=self.handles, loc="best", fontsize=8))
         ax.grid(True, linewidth=0.3, alpha=0.5)
         self.labels, self.obstacles, self.points = labels, obstacles, (px, py)
+
+    def _encodings(self, colour: dict) -> list:
+        """Legend entries for what the boxes encode: a pane's timing by its edge (EARLY dotted,
+        ON_TIME solid, LATE dashed), a retraction by hatching, and with several keys in one
+        Axes, each key's colour."""
+        from matplotlib.colors import to_rgba
+        from matplotlib.patches import Patch
+
+        shade = "C0" if len(colour) <= 1 else "0.5"
+        timings = set(self.panes["pane_timing"].astype(str)[~self.retraction]) if "pane_timing" in self.panes \
+            else {"ON_TIME"}
+        out = [Patch(facecolor=to_rgba(shade, PANE_ALPHA), edgecolor=shade, linestyle=style, linewidth=1.4,
+                     label=f"{timing} pane: its value at the top")
+               for timing, style in _TIMING_STYLE.items() if timing in timings]
+        if self.retraction.any():
+            out.append(Patch(facecolor="none", edgecolor=shade, hatch="///", linewidth=1.0,
+                             label="retraction of an earlier pane (\u2212value)"))
+        if len(colour) > 1:
+            out += [Patch(facecolor=to_rgba(c, PANE_ALPHA), edgecolor=c, label=", ".join(map(str, k)))
+                    for k, c in colour.items()]
+        return out
 
     def place_labels(self, ax) -> int:
         """Place the labels once the figure's layout is settled; the number left out."""
@@ -205,7 +243,8 @@ class Diagram:
 
         renderer = renderer_of(ax.figure)
         obstacles = np.vstack([artist_boxes(self.obstacles, renderer),
-                               marker_boxes(ax, *self.points, INPUT_SIZE)])
+                               marker_boxes(ax, *self.points, self.input_size,
+                                            margin=POINT_MARGIN if self.input_size < INPUT_SIZE else 0.0)])
         return place(ax, self.labels, obstacles)
 
     def _final(self, windows: list[tuple]) -> set[int]:

@@ -6,9 +6,10 @@ right, sharing both axes: event time across (a pane's `output_time` is an event 
 processing time up. In each stage that a later one reads, its **holds** are drawn (a pending
 pane holds the stage's output watermark at its output time, from the arrival of its first timely
 element until its emission: a vertical bar at that output time over that span of processing
-time) with the **output watermark** they make; the next stage's panel draws that same line as
-its watermark, and the stage's panes as its input points (each at its output time, arriving at
-its emit time).
+time) with the **output watermark** they make (a wide band under the input watermark's line, so
+both show where they are equal; with many holds, only those that keep it back are drawn); the
+next stage's panel draws that same line as its watermark, and the stage's panes as its input
+points (each at its output time, arriving at its emit time).
 """
 from __future__ import annotations
 
@@ -16,11 +17,16 @@ import numpy as np
 
 from ..errors import SqlflowError
 from .frames import days, pyplot, watermark_steps
+from .legend import add_figure_legend
 from .panes import Diagram, extent, watermark_line
 
 #: the colour of a stage's output watermark, in its own panel and as the next stage's watermark
 OUTPUT_WATERMARK = "tab:purple"
 HOLD = "darkorange"
+#: the output watermark's width in points: a band the (input) watermark's line runs inside
+OUTPUT_WIDTH = 6.0
+#: above this many holds, only those that keep the output watermark back are drawn
+MANY_HOLDS = 100
 
 
 def chain_of(result) -> list | None:
@@ -83,7 +89,7 @@ def plot_stages(chain: list, *, choose, first_inputs, title, limit: int):
     diagrams = []
     for n, (stage, pick, ax) in enumerate(zip(chain, chosen, axes)):
         if holds[n] is not None:
-            _draw_holds(ax, holds[n], steps[n + 1], limits)
+            _draw_holds(ax, holds[n], steps[n], steps[n + 1], limits, notes, n + 1)
         if n == 0:
             style, label = ("tab:green", "watermark"), "input"
         else:
@@ -102,7 +108,8 @@ def plot_stages(chain: list, *, choose, first_inputs, title, limit: int):
         diagrams.append(diagram)
     if title:
         fig.suptitle(title)
-    fig.tight_layout(rect=(0, band / (height + band), 1, 1))
+    below = band + add_figure_legend(fig, [d.handles for d in diagrams], bottom=band)
+    fig.tight_layout(rect=(0, below / fig.get_figheight(), 1, 1))
     hidden = sum(d.place_labels(ax) for d, ax in zip(diagrams, axes))
     if hidden:
         notes.append(f"{hidden} label{'s' if hidden != 1 else ''} left out where "
@@ -120,24 +127,55 @@ def _holds(holds, limit: int) -> tuple[np.ndarray, np.ndarray, np.ndarray] | Non
     return days(frame["since"]), days(frame["until"]), days(frame["value"])
 
 
-def _draw_holds(ax, holds, output_steps, limits) -> None:
+def _draw_holds(ax, holds, input_steps, output_steps, limits, notes: list[str], stage: int) -> None:
     """Each hold as a bar at its output time over the processing time it is held; the output
-    watermark they make (the next stage's watermark) as a line."""
+    watermark they make (the next stage's watermark) as a wide band under the input watermark, so
+    both show where they coincide. Beyond MANY_HOLDS holds (every key's), only those that keep the
+    output watermark below the input watermark are drawn, and a note says how many."""
     from matplotlib.collections import LineCollection
 
     since, until, value = holds
     x_lo, x_hi, _, y_hi = limits
     inside = (value >= x_lo) & (value <= x_hi)
+    if inside.sum() > MANY_HOLDS and output_steps is not None and input_steps is not None:
+        binding = _binding(holds, input_steps, output_steps)
+        notes.append(f"stage {stage}: {int((inside & binding).sum()):,} of {int(inside.sum()):,} holds drawn "
+                     "(those that keep its output watermark behind its watermark)")
+        inside &= binding
+        label = "hold keeping the output watermark back: a pending pane's output time (any key)" \
+            if inside.any() else "_nolegend_"
+    else:
+        label = "hold: a pending pane's output time (any key)"
     segments = np.stack([np.column_stack([value[inside], since[inside]]),
                          np.column_stack([value[inside], until[inside]])], axis=1)
-    bars = LineCollection(segments, colors=HOLD, linewidths=3.0, alpha=0.75, zorder=4,
-                          label="hold: a pending pane's output time (any key)")
+    bars = LineCollection(segments, colors=HOLD, linewidths=2.0, alpha=0.8, zorder=4, label=label)
     bars.set_gid("hold")
     ax.add_collection(bars)
     if output_steps is not None and len(output_steps[0]):
         wx, wy = watermark_line(output_steps, x_lo, x_hi, y_hi)
-        ax.plot(wx, wy, color=OUTPUT_WATERMARK, linewidth=3.0, zorder=3.5, label="output watermark",
+        ax.plot(wx, wy, color=OUTPUT_WATERMARK, linewidth=OUTPUT_WIDTH, alpha=0.4, zorder=3.9,
+                solid_capstyle="butt", label="output watermark (wide: the watermark runs inside it where equal)",
                 gid="output-watermark")
+
+
+def _binding(holds, input_steps, output_steps) -> np.ndarray:
+    """Which holds keep the output watermark behind the input watermark: at some step of the
+    output watermark inside the hold's span, the output watermark is the hold's output time and
+    below the input watermark (docs/semantics.md, 1.3)."""
+    since, until, value = holds
+    proc, ow = output_steps
+    w = input_steps[1][np.clip(np.searchsorted(input_steps[0], proc, side="right") - 1, 0, None)]
+    w = np.where(np.searchsorted(input_steps[0], proc, side="right") == 0, -np.inf, w)
+    held = ow < w
+    proc, ow = proc[held], ow[held]
+    tol = 1e-6 / 86400  # a microsecond in days
+    out = np.zeros(len(value), bool)
+    for lo in range(0, len(value), 512):  # (holds x held steps) in blocks: bounded memory
+        hi = lo + 512
+        at = (since[lo:hi, None] <= proc[None, :]) & (proc[None, :] < until[lo:hi, None]) & \
+            (np.abs(ow[None, :] - value[lo:hi, None]) <= tol)
+        out[lo:hi] = at.any(axis=1)
+    return out
 
 
 def _pane_points(frame, limit: int, n: int, notes: list[str]):

@@ -355,3 +355,42 @@ def test_a_sqlflow_sql_error_in_a_notebook_is_the_located_error_alone(ipython, p
     assert shown[0].endswith("(line 1, column 15)")
     assert shown[1:] == ["  SELECT k, SUM(nope) AS total FROM magic_paper GROUP BY k WINDOW FIXED(SIZE 2m) ON ts",
                          "                ^"]
+
+
+def test_the_readmes_line_magic_cells_each_show_their_result(ipython, magic_config, repo_root):
+    """The README's line-form example: each query is a cell of its own, since a cell shows only its
+    last line's result (two line magics in one cell never showed the --transpile output)."""
+    import re
+
+    from sqlflow.demo import load_clickstream
+
+    readme = (repo_root / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("The line form takes the options"):readme.index("Options: `-o NAME`")]
+    cells = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert len(cells) == 2 and all(sum(line.startswith("%sqlflow ") for line in c.splitlines()) == 1 for c in cells)
+    load_clickstream(ipython.user_ns["spark"])
+    transpiled, clicks = (run(ipython, cell) for cell in cells)
+    assert transpiled.success and clicks.success
+    assert repr(transpiled.result).startswith("SELECT") and "WINDOW FIXED" not in repr(transpiled.result)
+    assert isinstance(clicks.result, ResultTable)
+    assert "2 rows" in clicks.result._repr_html_() and "u008" in repr(clicks.result)
+
+
+def test_two_cells_with_the_same_mistake_both_warn(ipython):
+    """Under Python's default action (a warning once per location), two cells with the same
+    mistake both warn: sqlflow's warnings show every time (tests/spark/test_trigger_warnings.py
+    checks the mechanism without IPython, where it failed before)."""
+    import warnings
+
+    from sqlflow.spark.trigger_checks import SqlflowTriggerWarning
+
+    cell = ("%%sqlflow\nSELECT k, COUNT(*) AS n FROM VALUES ('a', TIMESTAMP'2024-01-01 00:00:10') AS t(k, ts)\n"
+            "GROUP BY k WINDOW FIXED(SIZE 1m) ON ts TRIGGER REPEAT(PERIOD 10s)")
+    assert run(ipython, cell).success  # a first run imports what it needs (an import may reset registries)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("default")
+        assert run(ipython, cell).success and run(ipython, cell).success
+    messages = [str(w.message) for w in caught if w.category is SqlflowTriggerWarning]
+    assert len(messages) == 2 and messages[0] == messages[1]
+    assert messages[0].endswith("PERIOD 10s never fires on bounded data: there is no processing time without "
+                                "ARRIVAL; each window emits one pane, at the end of the input")

@@ -138,7 +138,10 @@ def test_keys_in_one_given_axes_get_a_colour_each_and_a_legend(paper):
     assert ax is given and ax.figure.axes == [given]
     boxes = rects(ax, "pane")
     assert boxes[0].get_facecolor()[:3] != boxes[1].get_facecolor()[:3]
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["input", "watermark", "a", "b"]
+    # in given Axes the legend is drawn inside them: the lines, what the edges mean, the keys' colours
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend[:2] == ["input", "watermark"] and legend[-2:] == ["a", "b"]
+    assert all(name.endswith(" pane: its value at the top") for name in legend[2:-2])
     assert texts(ax, "pane-label") == ["3", "1", "4"]
 
 

@@ -32,7 +32,7 @@ import sqlflow
 from sqlflow.errors import SqlflowError
 
 sys.path.insert(0, str(Path(__file__).parent))  # the layout checks of test_plot_layout.py
-from test_plot_layout import collisions, label_boxes, note_of
+from test_plot_layout import collisions, figure_legend, label_boxes, legend_overlaps, note_of
 
 STAGE1 = """SELECT k, SUM(v) AS total FROM plot_events WATERMARK et TIMELINE plot_heuristic ARRIVAL at
     GROUP BY k WINDOW SESSIONS(GAP 1m) TRIGGER WATERMARK EARLY PERIOD 1m
@@ -125,8 +125,14 @@ def test_both_stages_share_processing_time_and_the_output_watermark_is_the_secon
     # stage 2: its watermark is that same line; its inputs are stage 1's 12 rows at (output_time, emit_time)
     (watermark,) = [ln for ln in second.lines if ln.get_gid() == "watermark"]
     assert steps_of(watermark) == steps_of(lines["output-watermark"]) and watermark.get_color() == "tab:purple"
-    assert [t.get_text() for t in second.get_legend().get_texts()] == [
+    # one legend under both stages, covering neither
+    assert all(a.get_legend() is None for a in fig.axes)
+    assert figure_legend(fig)[1] == [
+        "hold: a pending pane's output time (any key)", "output watermark (wide: the watermark runs inside it where equal)",
+        "input", "watermark", "EARLY pane: its value at the top", "ON_TIME pane: its value at the top",
+        "LATE pane: its value at the top", "retraction of an earlier pane (\u2212value)",
         "stage 1's panes (at output_time, arriving at emit_time)", "watermark: stage 1's output watermark"]
+    assert legend_overlaps(fig) == []
     (points,) = [c for c in second.collections if c.get_gid() == "inputs"]
     assert sorted(approx(points.get_offsets().tolist())) == sorted(approx([
         (at("12:01:25.999999"), at("12:06:00")), (at("12:03:23.999999"), at("12:06:00")),
@@ -145,13 +151,21 @@ def test_both_stages_share_processing_time_and_the_output_watermark_is_the_secon
     for dpi in (fig.dpi, 120):
         fig.set_dpi(dpi)
         assert collisions(first) == [] and collisions(second) == []
-    # the PNG: both stages side by side, each with the purple output watermark drawn in it
+    # where the two watermarks of stage 1 coincide, both show: the output watermark is a wide band
+    # under the (input) watermark's line
+    ow, w = lines["output-watermark"], lines["watermark"]
+    assert ow.get_linewidth() >= 3 * w.get_linewidth() and ow.get_zorder() < w.get_zorder()
+    # the PNG: both stages side by side; the output watermark's band in stage 1 (purple at 40% over
+    # white, wherever the green line does not cover it), its dashed line in stage 2
     image = matplotlib.image.imread(str(png))
     height, width = image.shape[:2]
     assert width > 1.8 * height
+    band = 1 - 0.4 * (1 - np.array(matplotlib.colors.to_rgb("tab:purple")))
+    banded = np.all(np.abs(image[..., :3] - band) < 0.03, axis=-1)
     purple = np.all(np.abs(image[..., :3] - matplotlib.colors.to_rgb("tab:purple")) < 0.02, axis=-1)
-    columns = np.nonzero(purple.any(axis=0))[0]
-    assert columns.min() < width / 2 < columns.max()
+    green = np.all(np.abs(image[..., :3] - matplotlib.colors.to_rgb("tab:green")) < 0.02, axis=-1)
+    half = width // 2
+    assert banded[:, :half].sum() > 500 and green[:, :half].sum() > 200 and purple[:, half:].sum() > 200
 
 
 def test_the_docs_example_draws_the_clickstream_pipeline(spark, repo_root, tmp_path, monkeypatch):
@@ -173,8 +187,27 @@ def test_the_docs_example_draws_the_clickstream_pipeline(spark, repo_root, tmp_p
         "stage 2: SELECT with WINDOW FIXED at line 11, column 3 (4 panes)"]
     assert sorted(t for t, _ in label_boxes(second)) == ["25", "35", "36", "44"]  # the docs' table, per hour
     assert collisions(first) == [] and collisions(second) == []
-    assert note_of(ax.figure).startswith("stage 1: 1 of 60 user_id values drawn, those with the most panes")
-    assert [c for c in first.collections if c.get_gid() == "hold"][0].get_segments()
+    note = note_of(ax.figure)
+    assert note.startswith("stage 1: 1 of 60 user_id values drawn, those with the most panes")
+    # ~1,200 holds of every key made a band over the panes: only those that keep the output
+    # watermark behind the watermark are drawn, here none (a session's output time is its end, far
+    # ahead of the watermark), and the note says so
+    (holds,) = [c for c in first.collections if c.get_gid() == "hold"]
+    held = re.search(r"stage 1: (\d+) of ([\d,]+) holds drawn \(those that keep its output watermark behind its "
+                     r"watermark\)", note)
+    assert held and held.group(1) == "0" and int(held.group(2).replace(",", "")) > 1000
+    assert len(holds.get_segments()) == 0
+    assert legend_overlaps(ax.figure) == []
+    # stage 2's values stand clear of stage 1's ~1,200 panes drawn as its input: small grey points,
+    # none within 2 points of a label
+    (points,) = [c for c in second.collections if c.get_gid() == "inputs"]
+    assert len(points.get_offsets()) > 1000 and points.get_sizes()[0] < 10
+    xy = second.transData.transform(points.get_offsets())
+    reach = (np.sqrt(points.get_sizes()[0]) / 2 + 2) * ax.figure.dpi / 72
+    for text, box in label_boxes(second):
+        dx = np.maximum(0, np.maximum(box.x0 - xy[:, 0], xy[:, 0] - box.x1))
+        dy = np.maximum(0, np.maximum(box.y0 - xy[:, 1], xy[:, 1] - box.y1))
+        assert np.hypot(dx, dy).min() >= reach - 0.5, text
     assert steps_of([ln for ln in second.lines if ln.get_gid() == "watermark"][0]) == \
         steps_of([ln for ln in first.lines if ln.get_gid() == "output-watermark"][0])
     assert (tmp_path / "hourly.png").read_bytes()[:4] == b"\x89PNG"
