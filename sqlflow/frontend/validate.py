@@ -22,6 +22,7 @@ from typing import NoReturn
 from sqlglot import exp
 
 from .. import ast
+from ..columns import ALL_PANE_COLUMNS
 from ..errors import SqlflowSemanticError
 from . import limits, printer, sqlexpr
 from .grouping import ancestors, is_aggregate, ungrouped_item
@@ -208,10 +209,30 @@ class _Checker:
         if select.args.get("group") is None and not _has_aggregate(select):
             self.fail("a windowed SELECT needs GROUP BY or an aggregate", w.pos, "WINDOW",
                       hint="without GROUP BY the aggregates are computed per window over all rows")
+        self.pane_aliases(select)
         if self.grouping:
             problem = ungrouped_item(self.statement, select, w)
             if problem is not None:
                 raise problem[1]
+
+    def pane_aliases(self, select: exp.Select) -> None:
+        """An item named like a pane column would take that column's place in the result (an
+        input column of that name is refused as ambiguous, by Spark's analysis); only the pane
+        column itself may carry its name (`window_start AS window_start`)."""
+        for item in select.expressions:
+            if not isinstance(item, exp.Alias) or item.alias.lower() not in ALL_PANE_COLUMNS:
+                continue
+            name = item.alias.lower()
+            value = item.this
+            if (isinstance(value, exp.Column) and not value.table and isinstance(value.this, exp.Identifier)
+                    and value.name.lower() == name):
+                continue
+            alias = item.args["alias"]
+            self.fail(f"the alias {item.alias} names a pane column: the result of a windowed SELECT has a "
+                      f"column {name} of its own, and this item would take its place",
+                      self.statement.position(alias) or self.statement.position(item), "SELECT",
+                      hint=f"choose another name for {value.sql(dialect='spark')}; the pane columns are "
+                           + ", ".join(ALL_PANE_COLUMNS))
 
     def event_time(self, select: exp.Select, w: ast.Windowing) -> None:
         if w.window.on is not None or w.domain is not ast.TimeDomain.EVENT_TIME:

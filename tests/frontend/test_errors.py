@@ -1147,3 +1147,29 @@ def test_a_misspelt_time_domain():
         "did you mean ON PROCESSING TIME?")
     assert error(R + "WINDOW FIXED(SIZE 1h) ON wall TIME").hint == \
         "ON takes a column or a time domain: PROCESSING TIME, INGESTION TIME, EVENT TIME"
+
+
+def test_an_alias_named_like_a_pane_column_is_refused():
+    """It would take the pane column's place in the result (on both paths), as an input column of
+    that name would if Spark did not refuse it as ambiguous."""
+    expect("SELECT k, COUNT(*) AS window_start\nFROM t GROUP BY k WINDOW FIXED(SIZE 1h) ON ts", SqlflowSemanticError, """
+        sqlflow: SELECT: the alias window_start names a pane column: the result of a windowed SELECT has a column window_start of its own, and this item would take its place (line 1, column 23)
+          SELECT k, COUNT(*) AS window_start
+                                ^
+        choose another name for COUNT(*); the pane columns are window_start, window_end, pane_index, pane_timing, is_last, emit_time, output_time, is_retraction
+    """)
+
+
+@pytest.mark.parametrize("column", ["window_start", "window_end", "pane_index", "pane_timing", "is_last",
+                                    "emit_time", "output_time", "is_retraction", "`Window_Start`"])
+def test_every_pane_column_name_is_refused_as_an_alias(column):
+    e = error(f"SELECT k,\n  SUM(v) AS {column} FROM t GROUP BY k WINDOW FIXED(SIZE 1h) ON ts\n"
+              "EMIT ACCUMULATING AND RETRACTING")
+    assert type(e) is SqlflowSemanticError and (e.clause, e.line, e.column) == ("SELECT", 2, 13)
+    assert f"the alias {column.strip('`')} names a pane column" in e.message
+
+
+def test_a_pane_column_under_its_own_name_is_not_refused():
+    parse("SELECT k, window_start AS window_start, COUNT(*) AS n FROM t GROUP BY k WINDOW FIXED(SIZE 1h) ON ts")
+    parse("SELECT k, COUNT(*) AS window_starts FROM t GROUP BY k WINDOW FIXED(SIZE 1h) ON ts")
+

@@ -301,3 +301,22 @@ def test_a_located_spark_error_keeps_its_class_and_sqlstate(spark, tables, path)
     assert type(error) is sqlflow.SqlflowAnalysisError
     assert (error.spark_error_class, error.spark_sql_state) == ("DATATYPE_MISMATCH.UNEXPECTED_INPUT_TYPE", "42K09")
     assert (error.line, error.column) == (1, query.index("SUM") + 1)
+
+
+PANE_COLUMNS = ["window_start", "window_end", "pane_index", "pane_timing", "is_last", "emit_time", "output_time",
+                "is_retraction"]
+
+
+@pytest.mark.parametrize("path", ["native", "engine"])
+def test_an_alias_named_like_a_pane_column_is_refused_on_both_paths(spark, tables, path):
+    """It took the pane column's place in the result (the count came back as window_start)."""
+    for column in PANE_COLUMNS:
+        e = error_of(spark, f"SELECT user,\n  COUNT(*) AS {column}\nFROM clicks GROUP BY user "
+                            "WINDOW FIXED(SIZE 1h) ON ts EMIT ACCUMULATING AND RETRACTING", path=path)
+        assert type(e) is sqlflow.SqlflowSemanticError, column
+        assert (e.clause, e.line, e.column) == ("SELECT", 2, 15), column
+        assert e.message.startswith(f"the alias {column} names a pane column"), column
+    got = sqlflow.sql(spark, "SELECT user, window_start AS window_start, COUNT(*) AS n FROM clicks GROUP BY user "
+                             "WINDOW FIXED(SIZE 1h) ON ts", path=path)
+    assert [(r.user, str(r.window_start), r.n) for r in got.collect()] == [("u1", "2024-01-01 00:00:00", 1)]
+
