@@ -22,7 +22,7 @@ from typing import NoReturn
 from sqlglot import exp
 
 from .. import ast
-from ..columns import ALL_PANE_COLUMNS
+from ..columns import ALL_PANE_COLUMNS, OUTPUT_TIME
 from ..errors import SqlflowSemanticError
 from . import limits, printer, sqlexpr
 from .grouping import ancestors, is_aggregate, ungrouped_item
@@ -53,6 +53,7 @@ def validate(statement: Statement, *, streaming: bool, grouping: bool = True) ->
         check.select(select, windowing)
         check.event_time(select, windowing)
         check.time_domain(select, windowing)
+        check.upstream_output_time(select, windowing)
         if streaming:
             check.stream(windowing)
 
@@ -273,6 +274,32 @@ class _Checker:
             if isinstance(t, ast.WatermarkEarlyLate) and t.late is not None:
                 self.fail(f"LATE {printer.trigger(t.late)} would never fire: {why}", t.late.pos or t.pos,
                           "TRIGGER", hint="drop the LATE part")
+
+    def upstream_output_time(self, select: exp.Select, w: ast.Windowing) -> None:
+        """A window ON output_time over a GLOBAL stage without OUTPUT TIMESTAMP: that stage's
+        output_time is NULL in every pane (docs/semantics.md, 8), so the window would get no
+        element at all, and return nothing."""
+        if w.window.on is None:
+            return
+        try:
+            on = sqlexpr.parse_expression(w.window.on)
+        except Exception:  # noqa: BLE001  (the Spark layer locates a column it cannot read)
+            return
+        if not isinstance(on, exp.Column) or on.name.lower() != OUTPUT_TIME:
+            return
+        upstream = windowed_feeding(select)
+        unbounded = [u for _, u in upstream if isinstance(u.window.fn, ast.Global) and u.output is None]
+        if not unbounded or (on.table and len(unbounded) < len(upstream)):
+            return  # a qualified column of several stages: one of them has output times
+        stage = unbounded[0]
+        pos = stage.window.pos
+        at = f" at line {pos.line}, column {pos.column}" if pos else ""
+        self.fail(f"this window is ON {w.window.on}, the output_time of the panes of the SELECT with WINDOW "
+                  f"GLOBAL{at}, which is NULL in every pane: a GLOBAL window has no end, and without "
+                  "OUTPUT TIMESTAMP its panes have no output time (docs/semantics.md, 8), so this window "
+                  "would get no element and return no row", w.window.on_pos or w.window.pos, "WINDOW",
+                  hint="add OUTPUT TIMESTAMP EARLIEST or LATEST to the GLOBAL window (its panes then carry "
+                       "the event time of their first or last element), or window its panes ON another column")
 
     # ---------------------------------------------------------------- sources and streams
 

@@ -1173,3 +1173,26 @@ def test_a_pane_column_under_its_own_name_is_not_refused():
     parse("SELECT k, window_start AS window_start, COUNT(*) AS n FROM t GROUP BY k WINDOW FIXED(SIZE 1h) ON ts")
     parse("SELECT k, COUNT(*) AS window_starts FROM t GROUP BY k WINDOW FIXED(SIZE 1h) ON ts")
 
+
+def test_a_window_on_the_output_time_of_a_global_stage_without_output_timestamp_is_refused():
+    """A GLOBAL window has no end: without OUTPUT TIMESTAMP its panes' output_time is NULL, and a
+    window ON it would get no element (it returned no row, without a word)."""
+    e = expect("WITH s AS (SELECT k, COUNT(*) AS n FROM t GROUP BY k WINDOW GLOBAL ON ts)\n"
+               "SELECT COUNT(*) AS stages FROM s WINDOW FIXED(SIZE 1h) ON output_time", SqlflowSemanticError, """
+        sqlflow: WINDOW: this window is ON output_time, the output_time of the panes of the SELECT with WINDOW GLOBAL at line 1, column 54, which is NULL in every pane: a GLOBAL window has no end, and without OUTPUT TIMESTAMP its panes have no output time (docs/semantics.md, 8), so this window would get no element and return no row (line 2, column 59)
+          SELECT COUNT(*) AS stages FROM s WINDOW FIXED(SIZE 1h) ON output_time
+                                                                    ^
+        add OUTPUT TIMESTAMP EARLIEST or LATEST to the GLOBAL window (its panes then carry the event time of their first or last element), or window its panes ON another column
+    """)
+    assert e.clause == "WINDOW"
+    # with an output timestamp of the elements, or another column, or a stage with an end: accepted
+    parse("WITH s AS (SELECT k, COUNT(*) AS n FROM t GROUP BY k WINDOW GLOBAL ON ts OUTPUT TIMESTAMP LATEST)\n"
+          "SELECT COUNT(*) AS stages FROM s WINDOW FIXED(SIZE 1h) ON output_time")
+    parse("WITH s AS (SELECT k, COUNT(*) AS n, MAX(ts) AS last FROM t GROUP BY k WINDOW GLOBAL ON ts)\n"
+          "SELECT COUNT(*) AS stages FROM s WINDOW FIXED(SIZE 1h) ON last")
+    parse("WITH s AS (SELECT k, COUNT(*) AS n FROM t GROUP BY k WINDOW FIXED(SIZE 1m) ON ts)\n"
+          "SELECT COUNT(*) AS stages FROM s WINDOW FIXED(SIZE 1h) ON s.output_time")
+    # through a subquery, qualified
+    e = error("SELECT COUNT(*) AS stages FROM (SELECT k, COUNT(*) AS n FROM t GROUP BY k WINDOW GLOBAL ON ts) AS s "
+              "WINDOW FIXED(SIZE 1h) ON s.output_time")
+    assert type(e) is SqlflowSemanticError and e.message.startswith("this window is ON s.output_time")

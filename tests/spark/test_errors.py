@@ -320,3 +320,16 @@ def test_an_alias_named_like_a_pane_column_is_refused_on_both_paths(spark, table
                              "WINDOW FIXED(SIZE 1h) ON ts", path=path)
     assert [(r.user, str(r.window_start), r.n) for r in got.collect()] == [("u1", "2024-01-01 00:00:00", 1)]
 
+
+GLOBAL_STAGE = "WITH s AS (SELECT user, COUNT(*) AS n FROM clicks GROUP BY user WINDOW GLOBAL ON ts{ot})\n"
+
+
+def test_a_window_on_the_output_time_of_a_global_stage_without_output_timestamp_is_refused(spark, tables):
+    """Its output_time is NULL in every pane: the window returned 0 rows without a word."""
+    query = GLOBAL_STAGE + "SELECT COUNT(*) AS users FROM s WINDOW FIXED(SIZE 1h) ON output_time"
+    e = error_of(spark, query.format(ot=""))
+    assert type(e) is sqlflow.SqlflowSemanticError
+    assert (e.clause, e.line, e.column) == ("WINDOW", 2, 58)
+    assert "NULL in every pane" in e.message and "OUTPUT TIMESTAMP EARLIEST or LATEST" in e.hint
+    got = sqlflow.sql(spark, query.format(ot=" OUTPUT TIMESTAMP LATEST"))
+    assert [(r.users, str(r.window_start)) for r in got.collect()] == [(1, "2024-01-01 00:00:00")]
