@@ -106,7 +106,7 @@ def test_a_native_view_of_a_windowed_select_follows_its_source(spark):
     spark.createDataFrame(B, SCHEMA).createOrReplaceTempView("ev_src")
     assert sorted(tuple(r) for r in spark.sql(read).collect()) == [
         ("a", 1, 100, datetime(2024, 1, 1, 0)), ("c", 2, 600, datetime(2024, 1, 1, 10))]
-    assert _internal_views(spark) == before
+    assert not set(_internal_views(spark)) - set(before)  # none new (Spark Connect drops old ones lazily)
 
 
 @pytest.mark.parametrize("query, path, at", [
@@ -124,5 +124,5 @@ def test_a_view_of_a_windowed_select_the_engine_runs_is_refused(spark, query, pa
     assert "CREATE VIEW" in str(err.value) and "recomputed" in str(err.value)
     assert "createOrReplaceTempView" in err.value.hint and "native" in err.value.hint
     assert not spark.catalog.tableExists("hourly_engine")
-    assert _internal_views(spark) == before
+    assert not set(_internal_views(spark)) - set(before)  # none new (Spark Connect drops old ones lazily)
 
