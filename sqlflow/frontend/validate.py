@@ -22,6 +22,7 @@ from typing import NoReturn
 from sqlglot import exp
 
 from .. import ast
+from ..columns import ALL_PANE_COLUMNS, OUTPUT_TIME
 from ..errors import SqlflowSemanticError, SqlflowUnsupportedError
 from . import limits, printer, sqlexpr
 from .scan import scan
@@ -53,6 +54,7 @@ def validate(statement: Statement, *, streaming: bool, grouping: bool = True) ->
         check.select(select, windowing)
         check.event_time(select, windowing)
         check.time_domain(select, windowing)
+        check.upstream_output_time(select, windowing)
         if streaming:
             check.stream(windowing)
 
@@ -221,10 +223,30 @@ class _Checker:
         if select.args.get("group") is None and not _has_aggregate(select):
             self.fail("a windowed SELECT needs GROUP BY or an aggregate", w.pos, "WINDOW",
                       hint="without GROUP BY the aggregates are computed per window over all rows")
+        self.pane_aliases(select)
         if self.grouping:
             problem = ungrouped_item(self.statement, select, w)
             if problem is not None:
                 raise problem[1]
+
+    def pane_aliases(self, select: exp.Select) -> None:
+        """An item named like a pane column would take that column's place in the result (an
+        input column of that name is refused as ambiguous, by Spark's analysis); only the pane
+        column itself may carry its name (`window_start AS window_start`)."""
+        for item in select.expressions:
+            if not isinstance(item, exp.Alias) or item.alias.lower() not in ALL_PANE_COLUMNS:
+                continue
+            name = item.alias.lower()
+            value = item.this
+            if (isinstance(value, exp.Column) and not value.table and isinstance(value.this, exp.Identifier)
+                    and value.name.lower() == name):
+                continue
+            alias = item.args["alias"]
+            self.fail(f"the alias {item.alias} names a pane column: the result of a windowed SELECT has a "
+                      f"column {name} of its own, and this item would take its place",
+                      self.statement.position(alias) or self.statement.position(item), "SELECT",
+                      hint=f"choose another name for {value.sql(dialect='spark')}; the pane columns are "
+                           + ", ".join(ALL_PANE_COLUMNS))
 
     def event_time(self, select: exp.Select, w: ast.Windowing) -> None:
         if w.window.on is not None or w.domain is not ast.TimeDomain.EVENT_TIME:
@@ -265,6 +287,32 @@ class _Checker:
             if isinstance(t, ast.WatermarkEarlyLate) and t.late is not None:
                 self.fail(f"LATE {printer.trigger(t.late)} would never fire: {why}", t.late.pos or t.pos,
                           "TRIGGER", hint="drop the LATE part")
+
+    def upstream_output_time(self, select: exp.Select, w: ast.Windowing) -> None:
+        """A window ON output_time over a GLOBAL stage without OUTPUT TIMESTAMP: that stage's
+        output_time is NULL in every pane (docs/semantics.md, 8), so the window would get no
+        element at all, and return nothing."""
+        if w.window.on is None:
+            return
+        try:
+            on = sqlexpr.parse_expression(w.window.on)
+        except Exception:  # noqa: BLE001  (the Spark layer locates a column it cannot read)
+            return
+        if not isinstance(on, exp.Column) or on.name.lower() != OUTPUT_TIME:
+            return
+        upstream = windowed_feeding(select)
+        unbounded = [u for _, u in upstream if isinstance(u.window.fn, ast.Global) and u.output is None]
+        if not unbounded or (on.table and len(unbounded) < len(upstream)):
+            return  # a qualified column of several stages: one of them has output times
+        stage = unbounded[0]
+        pos = stage.window.pos
+        at = f" at line {pos.line}, column {pos.column}" if pos else ""
+        self.fail(f"this window is ON {w.window.on}, the output_time of the panes of the SELECT with WINDOW "
+                  f"GLOBAL{at}, which is NULL in every pane: a GLOBAL window has no end, and without "
+                  "OUTPUT TIMESTAMP its panes have no output time (docs/semantics.md, 8), so this window "
+                  "would get no element and return no row", w.window.on_pos or w.window.pos, "WINDOW",
+                  hint="add OUTPUT TIMESTAMP EARLIEST or LATEST to the GLOBAL window (its panes then carry "
+                       "the event time of their first or last element), or window its panes ON another column")
 
     # ---------------------------------------------------------------- sources and streams
 

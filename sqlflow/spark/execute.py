@@ -328,6 +328,8 @@ class Runner:
 
     def engine(self, ws: WindowedSelect, rel: InputRelation, raw, names, agg_types, choice: Choice,
                stage: Stage) -> None:
+        if defines_view(self.tree):
+            raise _view_of_engine(ws, choice)
         stage.engine_mode = choice.engine_mode or engine_mode(ws)
         if self.spark is None:  # explain() without a session: the shape of the rewrite only
             stage.buckets = "2 x spark.sql.shuffle.partitions (decided at run time)"
@@ -432,6 +434,34 @@ class Runner:
             self.tree = new
         else:
             ws.select.replace(new)
+
+
+def defines_view(tree: exp.Expr) -> bool:
+    """Whether a statement defines a view (CREATE [TEMP] VIEW ... AS, ALTER VIEW ... AS): Spark
+    keeps its SQL and recomputes it at each read.
+
+    >>> import sqlglot
+    >>> [defines_view(sqlglot.parse_one(q, read="spark")) for q in ("CREATE TEMP VIEW v AS SELECT 1",
+    ...  "ALTER VIEW v AS SELECT 1", "CREATE TABLE t AS SELECT 1", "SELECT 1")]
+    [True, True, False, False]
+    """
+    return isinstance(tree, (exp.Create, exp.Alter)) and (tree.args.get("kind") or "").upper() == "VIEW"
+
+
+def _view_of_engine(ws: WindowedSelect, choice: Choice) -> SqlflowError:
+    """A view over a windowed SELECT the engine runs: Spark could not recompute it at each read."""
+    from ..errors import SqlflowUnsupportedError
+
+    return ws.error(
+        SqlflowUnsupportedError,
+        f"CREATE VIEW over {ws.label()}, which runs on the engine path ({choice.why}): a Spark view is "
+        "recomputed at each read, and the engine's panes are not plain Spark SQL (sqlflow computes them "
+        "when the query runs), so the view would keep the rows of its source as they were when it was "
+        "created", "SELECT",
+        hint="register a result instead, computed when you ask: "
+             "sqlflow.sql(spark, query).createOrReplaceTempView(\"v\") (run it again after the source "
+             "changes); or write a SELECT the native path runs (a view of it is plain Spark SQL and follows "
+             "its source; sqlflow.explain(query) says which path a SELECT takes and why)")
 
 
 def _dropped(run: EngineRun, renamed: dict):

@@ -1292,3 +1292,52 @@ def test_window_functions_of_other_systems_name_sqlflows(fn, meant):
     assert type(e) is SqlflowSyntaxError
     assert (e.clause, e.line, e.column) == ("WINDOW", 1, 45)
     assert (e.message, e.hint) == (f"unknown window function {fn.split('(')[0]}", f"did you mean {meant}?")
+
+
+def test_an_alias_named_like_a_pane_column_is_refused():
+    """It would take the pane column's place in the result (on both paths), as an input column of
+    that name would if Spark did not refuse it as ambiguous."""
+    expect("SELECT k, COUNT(*) AS window_start\nFROM t GROUP BY k WINDOW FIXED(SIZE 1h) ON ts", SqlflowSemanticError, """
+        sqlflow: SELECT: the alias window_start names a pane column: the result of a windowed SELECT has a column window_start of its own, and this item would take its place (line 1, column 23)
+          SELECT k, COUNT(*) AS window_start
+                                ^
+        choose another name for COUNT(*); the pane columns are window_start, window_end, pane_index, pane_timing, is_last, emit_time, output_time, is_retraction
+    """)
+
+
+@pytest.mark.parametrize("column", ["window_start", "window_end", "pane_index", "pane_timing", "is_last",
+                                    "emit_time", "output_time", "is_retraction", "`Window_Start`"])
+def test_every_pane_column_name_is_refused_as_an_alias(column):
+    e = error(f"SELECT k,\n  SUM(v) AS {column} FROM t GROUP BY k WINDOW FIXED(SIZE 1h) ON ts\n"
+              "EMIT ACCUMULATING AND RETRACTING")
+    assert type(e) is SqlflowSemanticError and (e.clause, e.line, e.column) == ("SELECT", 2, 13)
+    assert f"the alias {column.strip('`')} names a pane column" in e.message
+
+
+def test_a_pane_column_under_its_own_name_is_not_refused():
+    parse("SELECT k, window_start AS window_start, COUNT(*) AS n FROM t GROUP BY k WINDOW FIXED(SIZE 1h) ON ts")
+    parse("SELECT k, COUNT(*) AS window_starts FROM t GROUP BY k WINDOW FIXED(SIZE 1h) ON ts")
+
+
+def test_a_window_on_the_output_time_of_a_global_stage_without_output_timestamp_is_refused():
+    """A GLOBAL window has no end: without OUTPUT TIMESTAMP its panes' output_time is NULL, and a
+    window ON it would get no element (it returned no row, without a word)."""
+    e = expect("WITH s AS (SELECT k, COUNT(*) AS n FROM t GROUP BY k WINDOW GLOBAL ON ts)\n"
+               "SELECT COUNT(*) AS stages FROM s WINDOW FIXED(SIZE 1h) ON output_time", SqlflowSemanticError, """
+        sqlflow: WINDOW: this window is ON output_time, the output_time of the panes of the SELECT with WINDOW GLOBAL at line 1, column 54, which is NULL in every pane: a GLOBAL window has no end, and without OUTPUT TIMESTAMP its panes have no output time (docs/semantics.md, 8), so this window would get no element and return no row (line 2, column 59)
+          SELECT COUNT(*) AS stages FROM s WINDOW FIXED(SIZE 1h) ON output_time
+                                                                    ^
+        add OUTPUT TIMESTAMP EARLIEST or LATEST to the GLOBAL window (its panes then carry the event time of their first or last element), or window its panes ON another column
+    """)
+    assert e.clause == "WINDOW"
+    # with an output timestamp of the elements, or another column, or a stage with an end: accepted
+    parse("WITH s AS (SELECT k, COUNT(*) AS n FROM t GROUP BY k WINDOW GLOBAL ON ts OUTPUT TIMESTAMP LATEST)\n"
+          "SELECT COUNT(*) AS stages FROM s WINDOW FIXED(SIZE 1h) ON output_time")
+    parse("WITH s AS (SELECT k, COUNT(*) AS n, MAX(ts) AS last FROM t GROUP BY k WINDOW GLOBAL ON ts)\n"
+          "SELECT COUNT(*) AS stages FROM s WINDOW FIXED(SIZE 1h) ON last")
+    parse("WITH s AS (SELECT k, COUNT(*) AS n FROM t GROUP BY k WINDOW FIXED(SIZE 1m) ON ts)\n"
+          "SELECT COUNT(*) AS stages FROM s WINDOW FIXED(SIZE 1h) ON s.output_time")
+    # through a subquery, qualified
+    e = error("SELECT COUNT(*) AS stages FROM (SELECT k, COUNT(*) AS n FROM t GROUP BY k WINDOW GLOBAL ON ts) AS s "
+              "WINDOW FIXED(SIZE 1h) ON s.output_time")
+    assert type(e) is SqlflowSemanticError and e.message.startswith("this window is ON s.output_time")

@@ -336,3 +336,35 @@ def test_an_unquoted_column_named_window_is_located(spark):
     assert e.hint == "write `window` (in backquotes)"
     rows = sqlflow.sql(spark, "SELECT k, window, COUNT(*) AS n FROM wcol GROUP BY k, window WINDOW GLOBAL ON ts")
     assert [(r.k, r.window, r.n) for r in rows.collect()] == [("a", "x", 1)]
+
+
+PANE_COLUMNS = ["window_start", "window_end", "pane_index", "pane_timing", "is_last", "emit_time", "output_time",
+                "is_retraction"]
+
+
+@pytest.mark.parametrize("path", ["native", "engine"])
+def test_an_alias_named_like_a_pane_column_is_refused_on_both_paths(spark, tables, path):
+    """It took the pane column's place in the result (the count came back as window_start)."""
+    for column in PANE_COLUMNS:
+        e = error_of(spark, f"SELECT user,\n  COUNT(*) AS {column}\nFROM clicks GROUP BY user "
+                            "WINDOW FIXED(SIZE 1h) ON ts EMIT ACCUMULATING AND RETRACTING", path=path)
+        assert type(e) is sqlflow.SqlflowSemanticError, column
+        assert (e.clause, e.line, e.column) == ("SELECT", 2, 15), column
+        assert e.message.startswith(f"the alias {column} names a pane column"), column
+    got = sqlflow.sql(spark, "SELECT user, window_start AS window_start, COUNT(*) AS n FROM clicks GROUP BY user "
+                             "WINDOW FIXED(SIZE 1h) ON ts", path=path)
+    assert [(r.user, str(r.window_start), r.n) for r in got.collect()] == [("u1", "2024-01-01 00:00:00", 1)]
+
+
+GLOBAL_STAGE = "WITH s AS (SELECT user, COUNT(*) AS n FROM clicks GROUP BY user WINDOW GLOBAL ON ts{ot})\n"
+
+
+def test_a_window_on_the_output_time_of_a_global_stage_without_output_timestamp_is_refused(spark, tables):
+    """Its output_time is NULL in every pane: the window returned 0 rows without a word."""
+    query = GLOBAL_STAGE + "SELECT COUNT(*) AS users FROM s WINDOW FIXED(SIZE 1h) ON output_time"
+    e = error_of(spark, query.format(ot=""))
+    assert type(e) is sqlflow.SqlflowSemanticError
+    assert (e.clause, e.line, e.column) == ("WINDOW", 2, 58)
+    assert "NULL in every pane" in e.message and "OUTPUT TIMESTAMP EARLIEST or LATEST" in e.hint
+    got = sqlflow.sql(spark, query.format(ot=" OUTPUT TIMESTAMP LATEST"))
+    assert [(r.users, str(r.window_start)) for r in got.collect()] == [(1, "2024-01-01 00:00:00")]

@@ -3,6 +3,10 @@
 - Every input of one `sqlflow.sql` call is resolved once: its several Spark jobs (a replay's
   timeline, the engine's buckets, the counters, the final query) read the same version of a temp
   view, even when another thread replaces the view while the call runs.
+- `CREATE TEMP VIEW v AS <windowed SELECT>` behaves as Spark's views: on the native path (plain
+  Spark SQL) it is recomputed at each read and follows its source; a SELECT the engine runs
+  cannot be recomputed by Spark, and is refused with a located error naming the alternative.
+  Neither leaves a view of sqlflow's behind.
 """
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from datetime import datetime
 import pytest
 
 import sqlflow
+from sqlflow.errors import SqlflowUnsupportedError
 from sqlflow.spark import timeline, trigger_checks
 
 H = 3600
@@ -82,4 +87,42 @@ def test_a_view_replaced_while_the_query_runs_is_read_as_it_was(spark, monkeypat
     # the next call reads the new version
     monkeypatch.setattr(module, name, original)
     assert sqlflow.metrics(sqlflow.sql(spark, query.format(view="ev_live")))["input_rows"] == len(B)
+
+
+def _internal_views(spark):
+    return sorted(t.name for t in spark.catalog.listTables() if t.name.startswith("__sqlflow"))
+
+
+VIEW = "CREATE OR REPLACE TEMP VIEW {name} AS\n" + BOUNDED
+
+
+def test_a_native_view_of_a_windowed_select_follows_its_source(spark):
+    spark.createDataFrame(A, SCHEMA).createOrReplaceTempView("ev_src")
+    before = _internal_views(spark)
+    sqlflow.sql(spark, VIEW.format(name="hourly_native", view="ev_src"), path="native")
+    read = "SELECT k, n, total, window_start FROM hourly_native"
+    assert sorted(tuple(r) for r in spark.sql(read).collect()) == [
+        ("a", 1, 8, datetime(2024, 1, 1, 1)), ("a", 2, 3, datetime(2024, 1, 1, 0)), ("b", 1, 4, datetime(2024, 1, 1, 0))]
+    spark.createDataFrame(B, SCHEMA).createOrReplaceTempView("ev_src")
+    assert sorted(tuple(r) for r in spark.sql(read).collect()) == [
+        ("a", 1, 100, datetime(2024, 1, 1, 0)), ("c", 2, 600, datetime(2024, 1, 1, 10))]
+    assert not set(_internal_views(spark)) - set(before)  # none new (Spark Connect drops old ones lazily)
+
+
+@pytest.mark.parametrize("query, path, at", [
+    (VIEW, "engine", (2, 8)),
+    ("CREATE OR REPLACE TEMP VIEW {name} AS\n" + REPLAY, None, (2, 8)),  # a replay: the engine's only
+    ("CREATE OR REPLACE TEMP VIEW {name} AS\nWITH s AS (" + REPLAY + ")\nSELECT k, SUM(total) AS t FROM s GROUP BY k",
+     None, (2, 19)),
+], ids=["forced", "replay", "in-a-cte"])
+def test_a_view_of_a_windowed_select_the_engine_runs_is_refused(spark, query, path, at):
+    spark.createDataFrame(A, SCHEMA).createOrReplaceTempView("ev_src")
+    before = _internal_views(spark)
+    with pytest.raises(SqlflowUnsupportedError) as err:
+        sqlflow.sql(spark, query.format(name="hourly_engine", view="ev_src"), path=path)
+    assert (err.value.clause, err.value.line, err.value.column) == ("SELECT", *at)
+    assert "CREATE VIEW" in str(err.value) and "recomputed" in str(err.value)
+    assert "createOrReplaceTempView" in err.value.hint and "native" in err.value.hint
+    assert not spark.catalog.tableExists("hourly_engine")
+    assert not set(_internal_views(spark)) - set(before)  # none new (Spark Connect drops old ones lazily)
 
