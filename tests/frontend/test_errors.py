@@ -1118,17 +1118,35 @@ def test_a_pipeline_has_one_time_domain():
         sqlflow: WINDOW: this window is on PROCESSING TIME but reads the panes of a window on EVENT TIME (WINDOW FIXED at line 2, column 12): mixing operator time with timestamp time gives arbitrary, ill-defined results: operator time is each stage's own clock, so timestamps and watermarks of the other stage mean nothing to it (line 3, column 52)
           SELECT sum(n) AS n FROM s WINDOW FIXED(SIZE 1d) ON PROCESSING TIME
                                                              ^
-        a pipeline has one time domain (seed 003): write the same ON ... TIME in each of its windowed SELECTs
+        a pipeline has one time domain (seed 003): window the panes of an event-time stage on event time (ON output_time)
     """)
-    expect(upstream.format(" ON INGESTION TIME") + "SELECT sum(n) AS n FROM s WINDOW FIXED(SIZE 1d) ON output_time",
+    expect(upstream.format("") + "SELECT sum(n) AS n FROM s WINDOW FIXED(SIZE 1d) ON INGESTION TIME",
            SqlflowSemanticError, """
-        sqlflow: WINDOW: this window is on EVENT TIME but reads the panes of a window on INGESTION TIME (WINDOW FIXED at line 2, column 37): event times and ingestion times are different clocks: the watermark of one says nothing about the timestamps of the other (line 3, column 52)
-          SELECT sum(n) AS n FROM s WINDOW FIXED(SIZE 1d) ON output_time
+        sqlflow: WINDOW: this window is on INGESTION TIME but reads the panes of a window on EVENT TIME (WINDOW FIXED at line 2, column 12): event times and ingestion times are different clocks: the watermark of one says nothing about the timestamps of the other (line 3, column 52)
+          SELECT sum(n) AS n FROM s WINDOW FIXED(SIZE 1d) ON INGESTION TIME
                                                              ^
-        a pipeline has one time domain (seed 003): write the same ON ... TIME in each of its windowed SELECTs
+        a pipeline has one time domain (seed 003): window the panes of an event-time stage on event time (ON output_time)
     """)
-    # one domain throughout is no error
-    parse(upstream.format(" ON INGESTION TIME") + "SELECT sum(n) AS n FROM s WINDOW FIXED(SIZE 1d) ON INGESTION TIME")
+    # one domain throughout is no error on event time
+    parse(upstream.format("") + "SELECT sum(n) AS n FROM s WINDOW FIXED(SIZE 1d) ON output_time")
+
+
+@pytest.mark.parametrize("domain, downstream", [
+    ("INGESTION", "ON output_time"), ("INGESTION", "ON INGESTION TIME"),
+    ("PROCESSING", "ON output_time"), ("PROCESSING", "ON PROCESSING TIME")])
+def test_the_panes_of_a_processing_or_ingestion_time_window_are_not_windowed_again(domain, downstream):
+    """`ON PROCESSING TIME` downstream was refused with "write ... ON output_time", and `ON
+    output_time` with "write the same ON ... TIME in each": both now give one message, saying
+    what works (docs/semantics.md, 10)."""
+    sql = ("WITH s AS (SELECT k, count(*) AS n FROM t WATERMARK ts DELAY OF 1m ARRIVAL at GROUP BY k\n"
+           f"           WINDOW FIXED(SIZE 1h) ON {domain} TIME)\n"
+           f"SELECT sum(n) AS n FROM s WINDOW FIXED(SIZE 1d) {downstream}")
+    e = error(sql)
+    assert (type(e), e.clause, e.line, e.column) == (SqlflowSemanticError, "WINDOW", 3, 52)
+    assert e.message == (f"this window reads the panes of a window on {domain} TIME (WINDOW FIXED at line 2, column "
+                         f"37): only the panes of a window on EVENT TIME can be windowed again, on any time domain")
+    assert e.hint == ("aggregate its panes without WINDOW (a plain GROUP BY over the pane rows), or put every stage "
+                      "on event time (ON output_time here)")
 
 
 def test_a_time_domain_without_time():
