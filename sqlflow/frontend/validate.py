@@ -94,6 +94,10 @@ class _Checker:
 
     def windowing(self, w: ast.Windowing) -> None:
         self.window_fn(w.window.fn)
+        if w.reopen_on_merge and isinstance(w.window.fn, (ast.Global, ast.Fixed, ast.Sliding, ast.Cumulate)):
+            self.fail(f"REOPEN ON MERGE: {type(w.window.fn).__name__.upper()} windows never merge", w.emit.pos if
+                      w.emit else w.pos, "EMIT", hint="drop REOPEN ON MERGE (it is for SESSIONS and merging custom "
+                                                      "window functions)")
         if w.trigger is not None:
             for t in ast.walk_triggers(w.trigger):
                 self.trigger(t)

@@ -981,9 +981,9 @@ def test_emit_options_out_of_order():
     sql = G + "WINDOW GLOBAL EMIT DISCARDING CLOSING ALWAYS ON TIME ALWAYS"
     e = error(sql)
     assert type(e) is SqlflowSyntaxError
-    assert str(e) == ("sqlflow: EMIT: expected OUTPUT TIMESTAMP or the end of the clauses, got 'ON' (line 1, column 83)\n"
-                      + caret(sql, 83) + "\nwrite EMIT <mode> [ON TIME ALWAYS] [CLOSING ALWAYS], each option once, "
-                      "in this order")
+    assert str(e) == ("sqlflow: EMIT: expected OUTPUT TIMESTAMP, REOPEN ON MERGE or the end of the clauses, got 'ON' "
+                      "(line 1, column 83)\n" + caret(sql, 83) + "\nwrite EMIT <mode> [ON TIME ALWAYS] [CLOSING ALWAYS] "
+                      "[REOPEN ON MERGE], each option once, in this order")
 
 
 def test_emit_options_contradict_an_earlier_emit():
@@ -1218,3 +1218,17 @@ def test_window_functions_of_other_systems_name_sqlflows(fn, meant):
     assert type(e) is SqlflowSyntaxError
     assert (e.clause, e.line, e.column) == ("WINDOW", 1, 45)
     assert (e.message, e.hint) == (f"unknown window function {fn.split('(')[0]}", f"did you mean {meant}?")
+
+
+def test_reopen_on_merge_is_an_emit_option_for_merging_windows():
+    """Beam's reopening of merged sessions (docs/porting-from-beam.md): the last EMIT option,
+    printed back as written; refused where windows never merge."""
+    sql = G + "WINDOW SESSIONS(GAP 10m) ON ts TRIGGER WATERMARK ALLOWED LATENESS 1h EMIT DISCARDING REOPEN ON MERGE"
+    (_, w), = parse(sql).windowed_selects()
+    assert w.emit == ast.Emit(ast.AccumulationMode.DISCARDING, reopen_on_merge=True) and w.reopen_on_merge
+    assert to_sql(parse(sql)) == sql.replace("count", "COUNT")
+    expect(G + "WINDOW FIXED(SIZE 10m) ON ts EMIT ACCUMULATING REOPEN ON MERGE", SqlflowSemanticError, """
+        sqlflow: EMIT: REOPEN ON MERGE: FIXED windows never merge (line 1, column 67)
+          SELECT k, count(*) FROM t GROUP BY k WINDOW FIXED(SIZE 10m) ON ts EMIT ACCUMULATING REOPEN ON MERGE
+                                                                            ^
+        drop REOPEN ON MERGE (it is for SESSIONS and merging custom window functions)""")
