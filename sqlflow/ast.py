@@ -346,18 +346,22 @@ class AccumulationMode(enum.Enum):
 
 @dataclass(frozen=True)
 class Emit:
-    """`EMIT <mode> [ON TIME ALWAYS] [CLOSING ALWAYS]`.
+    """`EMIT <mode> [ON TIME ALWAYS] [CLOSING ALWAYS] [REOPEN ON MERGE]`.
 
     By default a firing emits a pane only when the window received input since its last pane.
     `on_time_always`: the firing when the watermark passes the window's end emits its ON_TIME pane
     even without new input (Beam's OnTimeBehavior.FIRE_ALWAYS, Beam's default); `closing_always`:
     the window's closing (its trigger finishing, or its expiry) emits a last pane even without new
     input, so every window ends with an `is_last` pane (Beam's ClosingBehavior.FIRE_ALWAYS).
+    `reopen_on_merge`: an element that merges sessions whose triggers all finished reopens the
+    merged session, with a fresh trigger, when the watermark has not passed its end (Beam's
+    AfterWatermark.onMerge); by default it is dropped as closed window (docs/semantics.md 3.3).
     """
 
     mode: AccumulationMode
     on_time_always: bool = False
     closing_always: bool = False
+    reopen_on_merge: bool = False
     pos: Position | None = _pos()
 
 
@@ -451,6 +455,10 @@ class Windowing:
     @property
     def closing_always(self) -> bool:
         return self.emit is not None and self.emit.closing_always
+
+    @property
+    def reopen_on_merge(self) -> bool:
+        return self.emit is not None and self.emit.reopen_on_merge
 
 
 # --------------------------------------------------------------------------- sources

@@ -60,6 +60,7 @@ class KeyLoop:
         self.lateness = engine.lateness
         self.on_time_always = engine.plan.windowing.on_time_always
         self.closing_always = engine.plan.windowing.closing_always
+        self.reopen_on_merge = engine.plan.windowing.reopen_on_merge
         self.table, self.key = table, key
         self.a_start, self.a_end, self.when, self.expected = a_start, a_end, when, expected
         self.first_pane, self.drop_reason = first_pane, drop_reason
@@ -220,15 +221,21 @@ class KeyLoop:
             if not new_as:
                 continue
             olds = [existing[b] for b in sources if b in existing]
+            reopened = False
             if olds and all(w.closed for w in olds):
-                for a in new_as:
-                    self.drop_reason[a] = CLOSED
-                continue
+                # Beam's AfterWatermark.onMerge (EMIT ... REOPEN ON MERGE): a merge into a session
+                # whose end the watermark has not passed reopens it, with a fresh trigger
+                reopened = self.reopen_on_merge and len(olds) < len(sources) and me > wm_prev
+                if not reopened:
+                    for a in new_as:
+                        self.drop_reason[a] = CLOSED
+                    continue
             if len(olds) == 1 and (olds[0].start, olds[0].end) == (ms, me):
                 w = olds[0]
             else:
                 # a merge: the new window's state comes from the windows that existed before
-                w = Window(ms, me, trig.merge([o.st for o in olds]) if olds else trig.new())
+                state = trig.new() if reopened or not olds else trig.merge([o.st for o in olds])
+                w = Window(ms, me, state)
                 olds.sort(key=lambda o: o.start)
                 for o in olds:
                     w.pending.extend(o.pending)

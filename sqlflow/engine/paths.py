@@ -96,6 +96,8 @@ def _engine_path(plan: EnginePlan, input: str) -> Path:
     if input == STREAM:
         if isinstance(fn, ast.CustomWindow) and _merging_custom(plan, fn):
             return Path("keyloop", "custom merging window function: its merge is Python code per key")
+        if plan.windowing.reopen_on_merge:
+            return Path("keyloop", "EMIT ... REOPEN ON MERGE (Beam's reopening of merged sessions)")
         return Path("micro-batch", "any trigger, one vectorised step per micro-batch")
     if custom:
         return Path("keyloop", "custom window function")

@@ -224,13 +224,16 @@ class _ToAst(Transformer_NonRecursive):
         return ast.Unbounded(pos=self._pos(meta))
 
     def emit(self, meta, children):
-        mode, on_time, closing = children
-        return ast.Emit(mode, on_time is not None, closing is not None, pos=self._pos(meta))
+        mode, on_time, closing, reopen = children
+        return ast.Emit(mode, on_time is not None, closing is not None, reopen is not None, pos=self._pos(meta))
 
     def on_time_always(self, meta, _):
         return True
 
     def closing_always(self, meta, _):
+        return True
+
+    def reopen_on_merge(self, meta, _):
         return True
 
     def output_timestamp(self, meta, children):

@@ -48,7 +48,7 @@ def emit_text(e: ast.Emit) -> str:
     'DISCARDING ON TIME ALWAYS CLOSING ALWAYS'
     """
     return (e.mode.value + (" ON TIME ALWAYS" if e.on_time_always else "")
-            + (" CLOSING ALWAYS" if e.closing_always else ""))
+            + (" CLOSING ALWAYS" if e.closing_always else "") + (" REOPEN ON MERGE" if e.reopen_on_merge else ""))
 
 
 def window_clause(clause: ast.WindowClause) -> str:

@@ -28,6 +28,7 @@ from .keywords import CLAUSES, KEYWORDS, OUTPUT_TIMES, TRIGGER_STARTS, WINDOW_FN
 
 #: keywords shown as the phrase they start
 _PHRASES = {word: phrase for word, phrase in {**CLAUSES, **OUTPUT_TIMES}.items() if word != phrase}
+_PHRASES["REOPEN"] = "REOPEN ON MERGE"
 _SYMBOLS = {"LPAR": "'('", "RPAR": "')'", "COMMA": "','", "DOT": "'.'"}
 _THINGS = {  # terminal -> description, in the order messages list them
     "DURATION": "a duration (like 30m or INTERVAL 5 MINUTES)",

@@ -69,7 +69,7 @@ def from_lark(source: Source, start: int, end: int, rule: str,
     if clause == "EMIT" and got is not None and (got.upper() == "RETRACTING" or suggest.nearest(got, ["RETRACTING"])):
         hint = "did you mean ACCUMULATING AND RETRACTING?"
     if clause == "EMIT" and got is not None and got.upper() in ("ON", "CLOSING") and "$END" in expected:
-        hint = "write EMIT <mode> [ON TIME ALWAYS] [CLOSING ALWAYS], each option once, in this order"
+        hint = "write EMIT <mode> [ON TIME ALWAYS] [CLOSING ALWAYS] [REOPEN ON MERGE], each option once, in this order"
     if clause == "WINDOW" and got is not None and got.upper() == "TIME" and len(before) >= 2 \
             and before[-2].upper == "ON" and before[-1].kind == WORD:  # `ON PROCESING TIME`
         domain = suggest.nearest(before[-1].text, TIME_DOMAINS)

@@ -96,6 +96,10 @@ class _Checker:
 
     def windowing(self, w: ast.Windowing) -> None:
         self.window_fn(w.window.fn)
+        if w.reopen_on_merge and isinstance(w.window.fn, (ast.Global, ast.Fixed, ast.Sliding, ast.Cumulate)):
+            self.fail(f"REOPEN ON MERGE: {type(w.window.fn).__name__.upper()} windows never merge", w.emit.pos if
+                      w.emit else w.pos, "EMIT", hint="drop REOPEN ON MERGE (it is for SESSIONS and merging custom "
+                                                      "window functions)")
         if w.trigger is not None:
             for t in ast.walk_triggers(w.trigger):
                 self.trigger(t)
@@ -267,14 +271,20 @@ class _Checker:
         where = w.window.on_pos or w.window.pos
         for _, upstream in windowed_feeding(select):
             other = upstream.domain
-            if other is domain:
-                continue
             pos = upstream.window.on_pos or upstream.window.pos
             at = f" at line {pos.line}, column {pos.column}" if pos else ""
+            if other is not ast.TimeDomain.EVENT_TIME:  # docs/semantics.md, 10: not on any domain
+                self.fail(f"this window reads the panes of a window on {other.value} (WINDOW "
+                          f"{type(upstream.window.fn).__name__.upper()}{at}): only the panes of a window on EVENT "
+                          "TIME can be windowed again, on any time domain",
+                          where, "WINDOW", hint="aggregate its panes without WINDOW (a plain GROUP BY over the pane "
+                                                "rows), or put every stage on event time (ON output_time here)")
+            if other is domain:
+                continue
             self.fail(f"this window is on {domain.value} but reads the panes of a window on {other.value} "
                       f"(WINDOW {type(upstream.window.fn).__name__.upper()}{at}): {_mixing(domain, other)}",
-                      where, "WINDOW", hint="a pipeline has one time domain (Flink's time design draft): write the same "
-                                            "ON ... TIME in each of its windowed SELECTs")
+                      where, "WINDOW", hint="a pipeline has one time domain (Flink's time design draft): window the panes of an "
+                                            "event-time stage on event time (ON output_time)")
         if domain is ast.TimeDomain.EVENT_TIME:
             return
         why = (f"on {domain.value} no row is ever late ("

@@ -40,7 +40,7 @@ from .relations import drop_watermark_clauses, strip_clauses, to_spark_sql, visi
 from .report import Report, Stage
 from .schema import (check_input_types, is_ntz, names_and_types, mentions_panes, naming_query,
                      pane_expression_names)
-from .windowed_select import WindowedSelect, describe, select_position
+from .windowed_select import WindowedSelect, check_known_window_fn, describe, select_position
 
 DONE_KEY = "sqlflow_consumer_done"
 
@@ -217,6 +217,7 @@ class Runner:
     def stage(self, number: int, select: exp.Select, windowing: ast.Windowing) -> Stage:
         self.consume(select, windowed=True)
         self.check_grouping(select, windowing)
+        check_known_window_fn(self.statement, windowing)
         ws = describe(self.statement, select, windowing)
         ws.upstream = upstream_stage(self.statement, ws)
         rel = input_relation(ws)

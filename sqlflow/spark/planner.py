@@ -9,6 +9,11 @@
 When both are possible, the faster one for the window kind wins, as measured by
 `benchmarks/bounded.py` on a 2-core machine (results in `benchmarks/results/bounded.json`):
 `MEASURED` below is that file's summary, rows per second, and `PREFERRED` follows from it.
+SLIDING windows also depend on their fan-out, the windows per row (size / period): both paths
+do work per row and window, but Spark's `window()` expands every row into one candidate per
+window through generated code that grows with the fan-out. From `ENGINE_FROM_FANOUT` windows per
+row on (the file's `sliding_engine_from_fanout`, measured on the rows of `FANOUT`), the engine
+runs them. tests/spark/test_planner_figures.py ties these figures to the file.
 
 >>> from sqlflow.frontend import parse
 >>> from sqlflow.spark.windowed_select import describe
@@ -20,11 +25,15 @@ When both are possible, the faster one for the window kind wins, as measured by
 >>> c = choose(describe(s, *s.windowed_selects()[0]))
 >>> c.path, c.engine_mode
 ('engine', 'per-key event loop (the definition of the semantics)')
+>>> s = parse("SELECT k, COUNT(*) FROM t GROUP BY k WINDOW SLIDING(SIZE 1d, PERIOD 10s) ON ts")
+>>> choose(describe(s, *s.windowed_selects()[0])).path
+'engine'
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import ast
 from ..engine import describe
 from ..errors import SqlflowUnsupportedError
 from .native import why_not_native
@@ -41,6 +50,31 @@ MEASURED = {
 
 #: the faster path per window kind (both possible)
 PREFERRED = {kind: max(paths, key=paths.get) for kind, paths in MEASURED.items()}
+
+#: rows/s of each path for SLIDING windows of N windows per row, from the same file's `fanout`
+#: (2 cores, 20,000 rows, 100 keys)
+FANOUT = {
+    2: {"native": 2380.0, "engine": 3370.0},
+    10: {"native": 5790.0, "engine": 4120.0},
+    60: {"native": 1940.0, "engine": 3600.0},
+    360: {"native": 367.0, "engine": 1700.0},
+}
+
+#: from this many windows per row on, SLIDING windows run on the engine (the file's
+#: `sliding_engine_from_fanout`: the engine was faster at every measured fan-out from it on)
+ENGINE_FROM_FANOUT = 60
+
+
+def fanout(window: object) -> int:
+    """Windows per row of a SLIDING window (ceil(size / period)); 1 for other windows.
+
+    >>> from sqlflow import ast
+    >>> fanout(ast.Sliding(ast.Duration(86_400_000_000), ast.Duration(10_000_000)))
+    8640
+    """
+    if isinstance(window, ast.Sliding):
+        return -(-window.size.micros // window.period.micros)
+    return 1
 
 
 @dataclass
@@ -68,7 +102,7 @@ def engine_why_not(ws: WindowedSelect) -> str | None:
 
 
 def _rate(x: float) -> str:
-    return f"{x / 1e6:.2f}M rows/s"
+    return f"{x / 1e6:.2f}M rows/s" if x >= 1e5 else f"{x / 1e3:.1f}k rows/s"
 
 
 def choose(ws: WindowedSelect, forced: str | None = None, engine_blocked: str | None = None,
@@ -98,10 +132,20 @@ def choose(ws: WindowedSelect, forced: str | None = None, engine_blocked: str | 
     if engine_no:
         return Choice("native", f"the engine cannot run it: {engine_no}", None, None)
     kind = ws.window_kind
+    windows = fanout(ws.window)
+    if kind == "SLIDING" and windows >= ENGINE_FROM_FANOUT:
+        at = max(n for n in FANOUT if n <= windows)
+        return Choice("engine", f"SLIDING windows with {windows:,} windows per row run faster on the engine "
+                                f"(measured at {at:,} windows per row: native {_rate(FANOUT[at]['native'])}, "
+                                f"engine {_rate(FANOUT[at]['engine'])}; the engine from {ENGINE_FROM_FANOUT:,} on)",
+                      mode, None)
     measured = MEASURED.get(kind)
     preferred = PREFERRED.get(kind, "native")
     speeds = (f"measured: native {_rate(measured['native'])}, engine {_rate(measured['engine'])}"
               if measured else "not measured")
+    if kind == "SLIDING":  # below ENGINE_FROM_FANOUT
+        return Choice("native", f"SLIDING windows with {windows:,} windows per row run faster natively ({speeds}; "
+                                f"the engine from {ENGINE_FROM_FANOUT:,} windows per row on)", None, None)
     if preferred == "native":
         return Choice("native", f"{kind} windows run faster natively ({speeds})", None, None)
     return Choice("engine", f"{kind} windows run faster on the engine ({speeds})", mode, None)

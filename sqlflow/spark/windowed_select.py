@@ -177,7 +177,6 @@ def parse_column(name: str) -> exp.Expr:
 
 def describe(statement: Statement, select: exp.Select, windowing: ast.Windowing) -> WindowedSelect:
     """Take a windowed SELECT apart (raises SqlflowUnsupportedError for what no path can run)."""
-    _check_known_window_fn(statement, windowing)
     keys = group_keys(statement, select, windowing)
     scopes = list(select.expressions) + [select.args.get("having"), select.args.get("qualify"),
                                          select.args.get("order")]
@@ -213,7 +212,7 @@ def describe(statement: Statement, select: exp.Select, windowing: ast.Windowing)
                           arriving[0] if arriving else None, used)
 
 
-def _check_known_window_fn(statement: Statement, windowing: ast.Windowing) -> None:
+def check_known_window_fn(statement: Statement, windowing: ast.Windowing) -> None:
     """A custom window function must be registered before the query is planned: the plan carries
     its class to the executors, which would otherwise fail inside a Python worker."""
     from ..engine.windows import registered_window_fn

@@ -22,9 +22,10 @@ EARLY_PERIOD = ast.WatermarkEarlyLate(early=ast.Period(D(10)))
 NO_LATENESS = D(0)
 
 
-def engine(trigger=None, *, mode=A.ACCUMULATING, lateness=NO_LATENESS, on_time=False, closing=False, window=None):
+def engine(trigger=None, *, mode=A.ACCUMULATING, lateness=NO_LATENESS, on_time=False, closing=False, window=None,
+           reopen=False):
     w = ast.Windowing(ast.WindowClause(window or ast.Fixed(D(100))), trigger, ast.AllowedLateness(lateness),
-                      ast.Emit(mode, on_time_always=on_time, closing_always=closing))
+                      ast.Emit(mode, on_time_always=on_time, closing_always=closing, reopen_on_merge=reopen))
     return Engine(EnginePlan(w, AGGS, keys=("k",)))
 
 
@@ -219,6 +220,56 @@ def test_closing_always_on_sessions_closes_the_merged_window_once():
         (2, 3, 1, "LATE", True, 80),
         (1, 4, 1, "LATE", True, 80),
     ]
+
+
+# ------------------------------------------------------------------ EMIT ... REOPEN ON MERGE
+
+#: sessions of gap 10: [0, 10) (v 1, arriving at 1) and [25, 35) (v 2, at 2); the watermark passes
+#: [0, 10) at 5 (W = 12), so TRIGGER WATERMARK fires and finishes it; at 8 a late element (event 8,
+#: v 4) opens [8, 18), which merges with the closed [0, 10) into [0, 18), whose end the watermark
+#: (12) has not passed; at 20 the watermark (40) passes every end
+REOPEN_DATA = rows((0, 1, 1), (25, 2, 2), (8, 8, 4))
+REOPEN_TIMELINE = Timeline.from_steps([5, 20], [12, 40])
+REOPEN_BATCHES = [1, 2, 5, 8, 20]
+
+
+def test_by_default_a_late_element_merging_into_a_closed_session_is_dropped():
+    """docs/semantics.md 3.3: an element that would merge only into closed windows is dropped."""
+    e = engine(ast.Watermark(), window=ast.Sessions(D(10)), lateness=D(100))
+    assert every_path(e, REOPEN_DATA, REOPEN_TIMELINE, batches=REOPEN_BATCHES) == [
+        (1, 1, 0, "ON_TIME", True, 5),    # [0, 10) fires and finishes
+        (1, 2, 0, "ON_TIME", True, 20),   # [25, 35)
+    ]
+    assert e.run(REOPEN_DATA, timeline=REOPEN_TIMELINE, replay=True).metrics["dropped_closed_window"] == 1
+
+
+def test_reopen_on_merge_reopens_the_merged_session_as_beam_does():
+    """Beam's AfterWatermark.onMerge: the merged [0, 18), whose end the watermark has not passed,
+    is open again with a fresh trigger; at 20 the watermark passes 18 and it fires with everything
+    (accumulating: 1 + 4), as pane 1 of the session, LATE: the session had its ON_TIME pane (a
+    window's timings run EARLY, ON_TIME, LATE, in Beam's PaneInfo too)."""
+    e = engine(ast.Watermark(), window=ast.Sessions(D(10)), lateness=D(100), reopen=True)
+    got = every_path(e, REOPEN_DATA, REOPEN_TIMELINE, batches=REOPEN_BATCHES)
+    assert got == [
+        (1, 1, 0, "ON_TIME", True, 5),
+        (2, 5, 1, "LATE", True, 20),      # [0, 18), reopened
+        (1, 2, 0, "ON_TIME", True, 20),
+    ]
+    run = e.run(REOPEN_DATA, timeline=REOPEN_TIMELINE, replay=True)
+    assert run.metrics["dropped_closed_window"] == 0
+    assert run.panes[["window_start", "window_end"]].values.tolist() == [[0, 10], [0, 18], [25, 35]]
+
+
+def test_reopen_on_merge_keeps_a_session_whose_end_the_watermark_passed_closed():
+    """The late element (event 1, arriving at 8) falls inside [0, 10) and [1, 11) merges it into
+    [0, 11), whose end the watermark (12) has passed: it stays closed, and the element is dropped."""
+    e = engine(ast.Watermark(), window=ast.Sessions(D(10)), lateness=D(100), reopen=True)
+    data = rows((0, 1, 1), (25, 2, 2), (1, 8, 4))
+    assert every_path(e, data, REOPEN_TIMELINE, batches=REOPEN_BATCHES) == [
+        (1, 1, 0, "ON_TIME", True, 5),
+        (1, 2, 0, "ON_TIME", True, 20),
+    ]
+    assert e.run(data, timeline=REOPEN_TIMELINE, replay=True).metrics["dropped_closed_window"] == 1
 
 
 # ------------------------------------------------------------------ ALLOWED LATENESS UNBOUNDED

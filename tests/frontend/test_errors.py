@@ -1073,9 +1073,9 @@ def test_emit_options_out_of_order():
     sql = G + "WINDOW GLOBAL EMIT DISCARDING CLOSING ALWAYS ON TIME ALWAYS"
     e = error(sql)
     assert type(e) is SqlflowSyntaxError
-    assert str(e) == ("sqlflow: EMIT: expected OUTPUT TIMESTAMP or the end of the clauses, got 'ON' (line 1, column 83)\n"
-                      + caret(sql, 83) + "\nwrite EMIT <mode> [ON TIME ALWAYS] [CLOSING ALWAYS], each option once, "
-                      "in this order")
+    assert str(e) == ("sqlflow: EMIT: expected OUTPUT TIMESTAMP, REOPEN ON MERGE or the end of the clauses, got 'ON' "
+                      "(line 1, column 83)\n" + caret(sql, 83) + "\nwrite EMIT <mode> [ON TIME ALWAYS] [CLOSING ALWAYS] "
+                      "[REOPEN ON MERGE], each option once, in this order")
 
 
 def test_emit_options_contradict_an_earlier_emit():
@@ -1210,17 +1210,35 @@ def test_a_pipeline_has_one_time_domain():
         sqlflow: WINDOW: this window is on PROCESSING TIME but reads the panes of a window on EVENT TIME (WINDOW FIXED at line 2, column 12): mixing operator time with timestamp time gives arbitrary, ill-defined results: operator time is each stage's own clock, so timestamps and watermarks of the other stage mean nothing to it (line 3, column 52)
           SELECT sum(n) AS n FROM s WINDOW FIXED(SIZE 1d) ON PROCESSING TIME
                                                              ^
-        a pipeline has one time domain (Flink's time design draft): write the same ON ... TIME in each of its windowed SELECTs
+        a pipeline has one time domain (Flink's time design draft): window the panes of an event-time stage on event time (ON output_time)
     """)
-    expect(upstream.format(" ON INGESTION TIME") + "SELECT sum(n) AS n FROM s WINDOW FIXED(SIZE 1d) ON output_time",
+    expect(upstream.format("") + "SELECT sum(n) AS n FROM s WINDOW FIXED(SIZE 1d) ON INGESTION TIME",
            SqlflowSemanticError, """
-        sqlflow: WINDOW: this window is on EVENT TIME but reads the panes of a window on INGESTION TIME (WINDOW FIXED at line 2, column 37): event times and ingestion times are different clocks: the watermark of one says nothing about the timestamps of the other (line 3, column 52)
-          SELECT sum(n) AS n FROM s WINDOW FIXED(SIZE 1d) ON output_time
+        sqlflow: WINDOW: this window is on INGESTION TIME but reads the panes of a window on EVENT TIME (WINDOW FIXED at line 2, column 12): event times and ingestion times are different clocks: the watermark of one says nothing about the timestamps of the other (line 3, column 52)
+          SELECT sum(n) AS n FROM s WINDOW FIXED(SIZE 1d) ON INGESTION TIME
                                                              ^
-        a pipeline has one time domain (Flink's time design draft): write the same ON ... TIME in each of its windowed SELECTs
+        a pipeline has one time domain (Flink's time design draft): window the panes of an event-time stage on event time (ON output_time)
     """)
-    # one domain throughout is no error
-    parse(upstream.format(" ON INGESTION TIME") + "SELECT sum(n) AS n FROM s WINDOW FIXED(SIZE 1d) ON INGESTION TIME")
+    # one domain throughout is no error on event time
+    parse(upstream.format("") + "SELECT sum(n) AS n FROM s WINDOW FIXED(SIZE 1d) ON output_time")
+
+
+@pytest.mark.parametrize("domain, downstream", [
+    ("INGESTION", "ON output_time"), ("INGESTION", "ON INGESTION TIME"),
+    ("PROCESSING", "ON output_time"), ("PROCESSING", "ON PROCESSING TIME")])
+def test_the_panes_of_a_processing_or_ingestion_time_window_are_not_windowed_again(domain, downstream):
+    """`ON PROCESSING TIME` downstream was refused with "write ... ON output_time", and `ON
+    output_time` with "write the same ON ... TIME in each": both now give one message, saying
+    what works (docs/semantics.md, 10)."""
+    sql = ("WITH s AS (SELECT k, count(*) AS n FROM t WATERMARK ts DELAY OF 1m ARRIVAL at GROUP BY k\n"
+           f"           WINDOW FIXED(SIZE 1h) ON {domain} TIME)\n"
+           f"SELECT sum(n) AS n FROM s WINDOW FIXED(SIZE 1d) {downstream}")
+    e = error(sql)
+    assert (type(e), e.clause, e.line, e.column) == (SqlflowSemanticError, "WINDOW", 3, 52)
+    assert e.message == (f"this window reads the panes of a window on {domain} TIME (WINDOW FIXED at line 2, column "
+                         f"37): only the panes of a window on EVENT TIME can be windowed again, on any time domain")
+    assert e.hint == ("aggregate its panes without WINDOW (a plain GROUP BY over the pane rows), or put every stage "
+                      "on event time (ON output_time here)")
 
 
 def test_a_time_domain_without_time():
@@ -1341,3 +1359,17 @@ def test_a_window_on_the_output_time_of_a_global_stage_without_output_timestamp_
     e = error("SELECT COUNT(*) AS stages FROM (SELECT k, COUNT(*) AS n FROM t GROUP BY k WINDOW GLOBAL ON ts) AS s "
               "WINDOW FIXED(SIZE 1h) ON s.output_time")
     assert type(e) is SqlflowSemanticError and e.message.startswith("this window is ON s.output_time")
+
+
+def test_reopen_on_merge_is_an_emit_option_for_merging_windows():
+    """Beam's reopening of merged sessions (docs/porting-from-beam.md): the last EMIT option,
+    printed back as written; refused where windows never merge."""
+    sql = G + "WINDOW SESSIONS(GAP 10m) ON ts TRIGGER WATERMARK ALLOWED LATENESS 1h EMIT DISCARDING REOPEN ON MERGE"
+    (_, w), = parse(sql).windowed_selects()
+    assert w.emit == ast.Emit(ast.AccumulationMode.DISCARDING, reopen_on_merge=True) and w.reopen_on_merge
+    assert to_sql(parse(sql)) == sql.replace("count", "COUNT")
+    expect(G + "WINDOW FIXED(SIZE 10m) ON ts EMIT ACCUMULATING REOPEN ON MERGE", SqlflowSemanticError, """
+        sqlflow: EMIT: REOPEN ON MERGE: FIXED windows never merge (line 1, column 67)
+          SELECT k, count(*) FROM t GROUP BY k WINDOW FIXED(SIZE 10m) ON ts EMIT ACCUMULATING REOPEN ON MERGE
+                                                                            ^
+        drop REOPEN ON MERGE (it is for SESSIONS and merging custom window functions)""")

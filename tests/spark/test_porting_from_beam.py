@@ -60,3 +60,33 @@ def test_never_ever_is_when_false(spark, utc_paper_views):
                             "TRIGGER WHEN(FALSE) ALLOWED LATENESS UNBOUNDED ORDER BY window_start")
     assert [(_shown(r["window_start"]), r["pane_timing"], r["is_last"], r["total"]) for r in df.collect()] == [
         ("1970-01-01 12:00:00", "LATE", True, 36), ("1970-01-01 12:04:00", "LATE", True, 15)]
+
+
+def test_reopen_on_merge_through_spark(spark):
+    """EMIT ... REOPEN ON MERGE on a replay, sessions of gap 10 s (the engine test's data, in
+    seconds): [00:00, 00:10) fires and finishes at 00:05 as the watermark reaches 00:12; the late
+    4 (event 00:08, arriving at 00:08) merges it into [00:00, 00:18), dropped by default, reopened
+    with the option and fired LATE at 00:20 (1 + 4) as pane 1."""
+    T = dt.datetime
+    spark.createDataFrame([("k", 1, T(2024, 1, 1, 0, 0, 0), T(2024, 1, 1, 0, 0, 1)),
+                           ("k", 2, T(2024, 1, 1, 0, 0, 25), T(2024, 1, 1, 0, 0, 2)),
+                           ("k", 4, T(2024, 1, 1, 0, 0, 8), T(2024, 1, 1, 0, 0, 8))],
+                          "k string, v int, et timestamp, at timestamp").createOrReplaceTempView("reopen_events")
+    spark.createDataFrame([(T(2024, 1, 1, 0, 0, 5), T(2024, 1, 1, 0, 0, 12)),
+                           (T(2024, 1, 1, 0, 0, 20), T(2024, 1, 1, 0, 0, 40))],
+                          "proc_time timestamp, watermark timestamp").createOrReplaceTempView("reopen_wm")
+    query = ("SELECT k, SUM(v) AS total FROM reopen_events WATERMARK et TIMELINE reopen_wm ARRIVAL at GROUP BY k "
+             "WINDOW SESSIONS(GAP 10s) TRIGGER WATERMARK ALLOWED LATENESS 100s EMIT ACCUMULATING{}")
+
+    def panes(option):
+        df = sqlflow.sql(spark, query.format(option))
+        rows = df.orderBy("emit_time", "window_start").collect()
+        return ([(r.window_start.second, r.window_end.second, r.total, r.pane_index, r.pane_timing,
+                  r.emit_time.second) for r in rows], sqlflow.metrics(df)["dropped_closed_window"])
+
+    from sqlflow.spark.trigger_checks import SqlflowTriggerWarning
+
+    with pytest.warns(SqlflowTriggerWarning):
+        assert panes("") == ([(0, 10, 1, 0, "ON_TIME", 5), (25, 35, 2, 0, "ON_TIME", 20)], 1)
+        assert panes(" REOPEN ON MERGE") == (
+            [(0, 10, 1, 0, "ON_TIME", 5), (0, 18, 5, 1, "LATE", 20), (25, 35, 2, 0, "ON_TIME", 20)], 0)

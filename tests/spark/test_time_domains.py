@@ -169,3 +169,20 @@ def test_ingestion_time_over_several_replayed_sources_is_the_latest_arrival_of_a
         (2, T("12:01:00"), "ON_TIME", T("12:02:10"), end_of("12:02:00")),
         (40, T("12:02:00"), "ON_TIME", T("12:02:10"), end_of("12:03:00")),
     ]
+
+
+@pytest.mark.parametrize("downstream", ["ON PROCESSING TIME", "ON output_time"])
+def test_a_window_over_a_processing_time_stage_gets_one_answer(spark, recorded, downstream):
+    """Downstream `ON PROCESSING TIME` was refused with "write WINDOW ... ON output_time", and
+    `ON output_time` with "write the same ON ... TIME in each": both now say what works."""
+    query = ("WITH s AS (SELECT k, SUM(v) AS total FROM recorded WATERMARK ts DELAY OF 30s ARRIVAL at\n"
+             "           GROUP BY k WINDOW FIXED(SIZE 1m) ON PROCESSING TIME)\n"
+             f"SELECT k, SUM(total) AS total FROM s GROUP BY k WINDOW FIXED(SIZE 1h) {downstream}")
+    with pytest.raises(sqlflow.SqlflowSemanticError) as info:
+        sqlflow.sql(spark, query)
+    e = info.value
+    assert (e.clause, e.line, e.column) == ("WINDOW", 3, 74)  # after ON
+    assert e.message == ("this window reads the panes of a window on PROCESSING TIME (WINDOW FIXED at line 2, column "
+                         "48): only the panes of a window on EVENT TIME can be windowed again, on any time domain")
+    plain = sqlflow.sql(spark, query.split("\nSELECT")[0] + "\nSELECT k, SUM(total) AS total FROM s GROUP BY k")
+    assert [(r.k, r.total) for r in plain.collect()] == [("k", 63)]  # the hint's way: every pane once
