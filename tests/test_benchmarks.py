@@ -224,3 +224,30 @@ def test_the_table_renders_the_pipeline_row_and_its_first_stage():
             "(2.0 s) | 0.5 (throughput sqlflow / reference) | >= 1.0 | **no** | yes | 100 / 100 MB |") in table
     assert ("Scenario 2p's first stage alone (scenario 2's query, same rounds): 1.6 s; the two-stage pipeline takes "
             "2.5x its time") in table
+
+
+def test_the_hot_key_table_says_whether_the_target_is_met():
+    import hot_key
+
+    record = {"finished": "2026-01-01 00:00:00", "cpus": 2, "pyspark": "4.3.0", "command": "python benchmarks/hot_key.py",
+              "results": {f"{case}-{rows}": {"case": case, "rows": rows, "peak_worker_mib": mib, "bytes_per_row": 1,
+                                             "seconds": 1.0}
+                          for case, rows, mib in [("sessions", 10_000_000, 1024), ("fixed", 10_000_000, 1025),
+                                                  ("fixed", 2_000_000, 2000)]}}
+    rows = [line for line in hot_key.markdown(record).splitlines() if line.startswith("| fixed") or
+            line.startswith("| sessions")]
+    assert rows == ["| fixed | 2,000,000 | 2,000 MiB | 1 | 1.0 s | n/a |",
+                    "| fixed | 10,000,000 | 1,025 MiB | 1 | 1.0 s | <= 1,024 MiB: **missed** |",
+                    "| sessions | 10,000,000 | 1,024 MiB | 1 | 1.0 s | <= 1,024 MiB: met |"]
+
+
+@pytest.mark.slow
+def test_a_small_hot_key_run_measures_one_worker(tmp_path):
+    out = tmp_path / "hot_key.json"
+    env = dict(os.environ, SQLFLOW_BENCH_DATA=str(tmp_path / "data"))
+    proc = subprocess.run([sys.executable, str(BENCH / "hot_key.py"), "--rows", "20000", "--cases", "sessions",
+                           "--out", str(out)], capture_output=True, text=True, env=env, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(out.read_text())["results"]["sessions-20000"]
+    assert result["panes"] > 0 and result["peak_worker_mib"] >= result["idle_worker_mib"] > 0
+    assert "| sessions | 20,000 |" in out.with_suffix(".md").read_text()

@@ -116,8 +116,10 @@ def test_a_bucket_combined_in_chunks_gives_the_reference_panes(data, gap, trigge
     period, offset = arrival_grid(windowing)
     slices = {"gap": gap.micros, "slice_offset": 0 if fixed_offset is None else fixed_offset % gap.micros}
     p_end = max(int(rows[ARRIVAL_TIME].max()) if len(rows) else 0, tl.end)
+    hold = ("hold_since", "hold_until")  # the holds a later stage's output watermark reads (sqlflow.engine.holds)
     ref = Engine(EnginePlan(windowing, AGGS, keys=("k",))).run(rows, timeline=tl, replay=True, p_end=p_end,
-                                                                 reference=True)
+                                                                 reference=True, hold=hold)
+    assert set(hold) <= set(ref.panes.columns)
     chunked = ChunkedCombine(keys=("k",), period=period, offset=offset, timeline=tl, parts=PARTS, **slices)
     bounds = sorted({0, len(rows), *(c for c in cuts if c < len(rows))})
     for lo, hi in zip(bounds, bounds[1:]):
@@ -130,6 +132,7 @@ def test_a_bucket_combined_in_chunks_gives_the_reference_panes(data, gap, trigge
         whole = combine(rows, keys=("k",), period=period, offset=offset, timeline=tl, parts=PARTS, weight="w",
                         **slices)
         assert len(elements) == len(whole)
-    got = Engine(EnginePlan(windowing, LIFTED, keys=("k",))).run(elements, timeline=tl, replay=True, p_end=p_end)
+    got = Engine(EnginePlan(windowing, LIFTED, keys=("k",))).run(elements, timeline=tl, replay=True, p_end=p_end,
+                                                                   hold=hold)
     pd.testing.assert_frame_equal(got.panes[list(ref.panes.columns)], ref.panes, check_dtype=False)
     assert _dropped(got, elements) == _dropped(ref, rows)
