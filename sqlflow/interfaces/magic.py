@@ -37,9 +37,9 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class, needs_loca
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from traitlets import Bool, Float, Int, Unicode
 
+from ..spark.chatter import failures_reported, quiet
 from . import statements as st
 from .display import ResultTable, StreamView, Text, Watcher  # noqa: F401  (StreamView: public)
-from .chatter import quiet
 from .interrupts import cancel_all, interrupt_flag, interruptible
 from .snippets import QUERY_STARTS, Snippets
 
@@ -142,7 +142,12 @@ class SqlflowMagic(Magics):
         if self.parameters:
             _refuse_templates(query)
         spark = None if args.transpile else self._spark(args.session, namespace)
+        if spark is None:
+            return self._run_statements(query, args, namespace, limit, target, spark)
+        with failures_reported(spark):  # a failure is the cell's located error, not Spark's stack traces
+            return self._run_statements(query, args, namespace, limit, target, spark)
 
+    def _run_statements(self, query, args, namespace, limit, target, spark):
         def rewrite(sql):
             # saved queries it reads become CTEs; ${k}: Spark's variable substitution (SET k=v,
             # spark.conf), done before sqlflow reads the statement; then {name} -> :name, a parameter

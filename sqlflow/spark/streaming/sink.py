@@ -8,6 +8,7 @@ from pyspark.sql import DataFrame
 
 from ...columns import DROPPED, PANE
 from ...errors import SqlflowUnsupportedError
+from ..chatter import quiet
 from ..conf import FILE_FORMATS, STREAMING_FINISH_DIR
 from .pane_stream import PaneStream, aggregated, pane_streams
 from .session_conf import state_store_for
@@ -83,6 +84,8 @@ def start(stream: PaneStream | DataFrame, *, format: str = "parquet", path: str 
             if checkpoint is None:
                 raise SqlflowUnsupportedError(f"a {format} sink needs a checkpoint location", clause="INSERT")
     stateful = any(s.operator == "stateful" for s in finishers)
+    quiet(df.sparkSession)  # Spark's warnings about the internals of the stream
+
     def launch() -> "StreamingQuery":
         with state_store_for(df.sparkSession, stateful):  # TWS needs RocksDB: set for this query only
             if dropped_path is not None:
