@@ -164,3 +164,19 @@ def test_the_operators_loggers_are_off_and_failure_loggers_only_while_a_statemen
         assert {_level(spark, name) for name in FAILURE_LOGGERS} == {"ERROR"}
     finally:
         spark.sparkContext.setLogLevel("WARN")
+
+
+@pytest.mark.slow
+def test_the_command_reports_a_failing_stream_without_sparks_stack_traces(sqlflow_cli, stderr_lines):
+    """SUM(1/0) over a stream: the located error alone, no line of Spark's logs (the executor's,
+    the task set manager's and the stream's stack traces of the failing job)."""
+    r = sqlflow_cli("-e", "CREATE OR REPLACE TEMPORARY VIEW clicks (user_id STRING, page STRING, ts TIMESTAMP, "
+                          "arrived_at TIMESTAMP) USING csv OPTIONS (path 'examples/data/clickstream*.csv', "
+                          "header 'true', streaming true);\n"
+                          "SELECT user_id, SUM(1/0) AS bad FROM clicks WATERMARK ts DELAY OF INTERVAL 5 MINUTES "
+                          "GROUP BY user_id WINDOW SESSIONS(GAP 10m)")
+    assert r.returncode == 1 and r.stdout == ""
+    lines = [line for line in stderr_lines(r.stderr) if not line.startswith(("Spark master: ", "Time taken: "))]
+    assert lines[0] == "Error in statement 2:", lines
+    assert lines[1].startswith("[STREAM_FAILED] Query [id = ") and "[DIVIDE_BY_ZERO] Division by zero." in lines[1]
+    assert len(lines) == 4 and lines[3].strip() == "^", lines   # the message, the statement's line, a caret
