@@ -28,6 +28,7 @@ Defaults are traitlets, set with `%config SqlflowMagic.displaylimit = 50` and th
 from __future__ import annotations
 
 import itertools
+import os
 import re
 import time
 import uuid
@@ -112,7 +113,7 @@ class SqlflowMagic(Magics):
             if rest.strip() or (cell or "").strip():
                 raise UsageError("%sqlflow: -f/--file runs the SQL of a file: give no SQL next to it")
             try:
-                with open(args.file.strip("\"'"), encoding="utf-8") as f:
+                with open(os.path.expanduser(args.file.strip("\"'")), encoding="utf-8") as f:
                     query = f.read()  # errors are located in the file's lines
             except OSError as error:
                 raise UsageError(f"%sqlflow: -f/--file: cannot read {args.file}: {error.strerror}") from None
