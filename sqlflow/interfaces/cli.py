@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import TextIO
 
 from ..errors import SqlflowError
+from ..spark.chatter import failures_reported, quiet
 from . import statements as st
 from .interrupts import cancel_all, interruptible
 from .launch import add_submit_options, check_deploy_mode, start_session
@@ -130,6 +131,8 @@ class Cli:
     def spark(self):
         if self._spark is None:
             self._spark, self._owns_session = start_session(self.args, err=self.err, silent=self.silent)
+            # the JVM this command started writes its stderr to the command's pipe, filtered there
+            quiet(self._spark, system_err=not self._owns_session)
             if self.silent:
                 self._spark.sparkContext.setLogLevel("ERROR")
             st.quiet_error_logs()
@@ -246,18 +249,19 @@ class Cli:
             return
         spark = self.spark  # started first: "Time taken" is the statement's, as spark-sql's is
         began = time.monotonic()
-        outcome = st.run(spark, statement, explain=self.args.explain)
-        rows = None
-        if outcome.kind == st.TEXT:
-            if not quiet:
-                self.out.write(outcome.value + "\n")
-            return
-        if outcome.kind == st.STREAMING_INSERT:
-            self._await(outcome.value)
-        elif outcome.kind == st.STREAM:
-            rows = self._stream(outcome.value, quiet=quiet)
-        elif outcome.kind == st.ROWS:
-            rows = self._print(outcome.value, quiet=quiet)
+        with failures_reported(spark):  # a failure is reported located, not as Spark's stack traces
+            outcome = st.run(spark, statement, explain=self.args.explain)
+            rows = None
+            if outcome.kind == st.TEXT:
+                if not quiet:
+                    self.out.write(outcome.value + "\n")
+                return
+            if outcome.kind == st.STREAMING_INSERT:
+                self._await(outcome.value)
+            elif outcome.kind == st.STREAM:
+                rows = self._stream(outcome.value, quiet=quiet)
+            elif outcome.kind == st.ROWS:
+                rows = self._print(outcome.value, quiet=quiet)
         self._progress()  # the last micro-batches, before the timing line
         if not (quiet or self.silent):
             self.err.write(f"Time taken: {time.monotonic() - began:.3f} seconds"

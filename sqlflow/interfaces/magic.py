@@ -28,6 +28,7 @@ Defaults are traitlets, set with `%config SqlflowMagic.displaylimit = 50` and th
 from __future__ import annotations
 
 import itertools
+import os
 import re
 import time
 import uuid
@@ -37,9 +38,9 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class, needs_loca
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from traitlets import Bool, Float, Int, Unicode
 
+from ..spark.chatter import failures_reported, quiet
 from . import statements as st
 from .display import ResultTable, StreamView, Text, Watcher  # noqa: F401  (StreamView: public)
-from .chatter import quiet
 from .interrupts import cancel_all, interrupt_flag, interruptible
 from .snippets import QUERY_STARTS, Snippets
 
@@ -112,7 +113,7 @@ class SqlflowMagic(Magics):
             if rest.strip() or (cell or "").strip():
                 raise UsageError("%sqlflow: -f/--file runs the SQL of a file: give no SQL next to it")
             try:
-                with open(args.file.strip("\"'"), encoding="utf-8") as f:
+                with open(os.path.expanduser(args.file.strip("\"'")), encoding="utf-8") as f:
                     query = f.read()  # errors are located in the file's lines
             except OSError as error:
                 raise UsageError(f"%sqlflow: -f/--file: cannot read {args.file}: {error.strerror}") from None
@@ -142,7 +143,12 @@ class SqlflowMagic(Magics):
         if self.parameters:
             _refuse_templates(query)
         spark = None if args.transpile else self._spark(args.session, namespace)
+        if spark is None:
+            return self._run_statements(query, args, namespace, limit, target, spark)
+        with failures_reported(spark):  # a failure is the cell's located error, not Spark's stack traces
+            return self._run_statements(query, args, namespace, limit, target, spark)
 
+    def _run_statements(self, query, args, namespace, limit, target, spark):
         def rewrite(sql):
             # saved queries it reads become CTEs; ${k}: Spark's variable substitution (SET k=v,
             # spark.conf), done before sqlflow reads the statement; then {name} -> :name, a parameter

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import pty
+import re
 import select
 import shutil
 import signal
@@ -137,6 +138,27 @@ def _spark_conf_dir(where: Path, **settings: str) -> Path:
 def spark_conf_dir():
     """spark_conf_dir(where, **settings) -> a SPARK_CONF_DIR (see _spark_conf_dir)."""
     return _spark_conf_dir
+
+
+#: what Spark's JVM prints as it starts (spark-sql prints it too; a notebook's local_session
+#: adds the level it sets): not about any query
+SPARK_START = re.compile(r"WARNING: Using incubator modules|Using Spark's default log4j profile|"
+                         r"Setting default log level|To adjust logging level|.* WARN NativeCodeLoader: |"
+                         r"Setting Spark log level to ")
+
+
+def _stderr_lines(text: str) -> list[str]:
+    """The lines of `text` (a process's or a cell's stderr) other than Spark's start-up lines and
+    its console progress bars (`[Stage 1:>   (0 + 1) / 1]` redrawn with carriage returns, which a
+    session started from Python shows for any slow stage)."""
+    text = re.sub(r"\[Stage [^\r\n\]]*\]|\r *(?=\r)", "", text).replace("\r", "")
+    return [line for line in text.splitlines() if not SPARK_START.match(line)]
+
+
+@pytest.fixture(scope="session")
+def stderr_lines():
+    """stderr_lines(text) -> the lines of a stderr that are not Spark's start-up or progress bars."""
+    return _stderr_lines
 
 
 @pytest.fixture(scope="session")

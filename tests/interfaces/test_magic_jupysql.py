@@ -114,7 +114,7 @@ def test_jupysql_templates_are_refused_naming_sqlflows_parameters(ipython, capsy
     assert r.success and [row.id for row in r.result.dataframe.collect()] == [0, 1]
 
 
-def test_file_runs_the_statements_of_a_sql_file(ipython, tmp_path, capsys):
+def test_file_runs_the_statements_of_a_sql_file(ipython, tmp_path, capsys, monkeypatch):
     """`-f/--file FILE` (jupysql's --file): the statements of a .sql file, parameters and all;
     errors are located in the file; SQL next to it is refused."""
     script = tmp_path / "report.sql"
@@ -125,6 +125,9 @@ def test_file_runs_the_statements_of_a_sql_file(ipython, tmp_path, capsys):
     assert r.success and [row.id for row in r.result.dataframe.collect()] == [0, 1, 2]
     r = run(ipython, f"%sqlflow --file {script} -o from_file")
     assert r.success and ipython.user_ns["from_file"].count() == 3
+    monkeypatch.setenv("HOME", str(tmp_path))
+    r = run(ipython, "%sqlflow -f ~/report.sql")   # as a shell would read it
+    assert r.success and r.result.dataframe.count() == 3
     script.write_text("SELECT 1;\nSELECT k FROM t GROUP BY k\nWINDOW SESION(GAP 1m) ON ts;\n")
     r = run(ipython, f"%sqlflow --file {script}")
     assert not r.success and (r.error_in_exec.line, r.error_in_exec.column) == (3, 8)

@@ -33,7 +33,7 @@ def test_committed_without_outputs(path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_runs_top_to_bottom(path, tmp_path):
+def test_runs_top_to_bottom(path, tmp_path, stderr_lines):
     import nbformat
     from nbclient import NotebookClient
 
@@ -58,3 +58,8 @@ def test_runs_top_to_bottom(path, tmp_path):
     errors = [o for cell in code for o in cell.outputs if o.output_type == "error"]
     assert not errors, f"{path.name}: {errors[0].ename}: {errors[0].evalue}" if errors else ""
     assert any(cell.outputs for cell in code), f"{path.name}: no cell showed anything"
+    # Spark's chatter about sqlflow's streams (its state server, the operator's Python workers)
+    # and the stack traces of a failure stay out of the cells: nothing on stderr but Spark's start
+    stderr = [line for cell in code for o in cell.outputs if o.output_type == "stream" and o.name == "stderr"
+              for line in stderr_lines(o.text)]
+    assert stderr == [], f"{path.name}: {len(stderr)} lines on stderr, the first: {stderr[:3]}"

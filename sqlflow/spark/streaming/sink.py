@@ -8,6 +8,7 @@ from pyspark.sql import DataFrame
 
 from ...columns import DROPPED, PANE
 from ...errors import SqlflowUnsupportedError
+from ..chatter import quiet
 from ..conf import FILE_FORMATS, STREAMING_EXECUTOR, STREAMING_EXECUTORS, STREAMING_FINISH_DIR
 from ..conf import get as conf_get
 from ..report import ATTRIBUTE
@@ -60,6 +61,7 @@ def start(stream: PaneStream | DataFrame, *, format: str = "parquet", path: str 
         finishers, df = [stream], stream.panes
     else:
         finishers, df = pane_streams(stream), stream
+    quiet(df.sparkSession)  # Spark's warnings about the internals of the stream
     chosen, _ = choose_executor(df.sparkSession, finishers, df, format=format, table=table, dropped_path=dropped_path,
                                 output_mode=output_mode, executor=executor)
     if chosen == "owned":

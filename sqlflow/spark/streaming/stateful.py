@@ -25,6 +25,7 @@ from ...udfs.heartbeats import heartbeats
 from ...udfs.streaming import StreamSpec
 from ...udfs.tws import PaneProcessor
 from .. import conf
+from ..chatter import quiet
 from ..schema import spark_type
 from .combine import combinable, combined
 from .metrics import observe_input
@@ -138,6 +139,7 @@ def stateful_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, *, de
     if not by_key:
         initial = (spark.range(max(n_buckets, 1)).select(F.col("id").cast("int").alias(BUCKET))
                    .groupBy(BUCKET))
+    quiet(spark)  # Spark's state server and the operator's Python workers chatter on every batch
     raw = union.groupBy(*group_cols).transformWithStateInPandas(
         statefulProcessor=PaneProcessor(spec), outputStructType=out_schema, outputMode="Append",
         timeMode="EventTime", initialState=initial)
