@@ -24,6 +24,7 @@ pruned (the last `KEEP_VERSIONS` stay).
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -191,6 +192,17 @@ class OwnedSink:
                 self.query_name or "sqlflow_panes")
 
 
+#: fault injection for tests: called with (point, batch id) where a crash must lose and duplicate
+#: nothing: "mid-batch" (the buckets' output computed, nothing written), "after-state" (the state
+#: version written, not the sink), "after-sink" (sink and bookkeeping written, before Spark's commit)
+fault = None
+
+
+def _reached(point: str, batch_id: int) -> None:
+    if fault is not None:
+        fault(point, batch_id)
+
+
 #: the running owned queries, by query id: their per-batch counters and watermark log
 RUNS: dict[str, "OwnedRun"] = {}
 
@@ -220,6 +232,7 @@ class OwnedRun:
         self.pane_projection = pane_columns(self.spec, recipe.schema, recipe.decode)
         self.token = uuid.uuid4().hex
         self.progress: list[dict] = []
+        self.timings: list[dict] = []
         self.log: list[tuple[int, int]] = list(map(tuple, latest.log)) if latest is not None else []
         self.partitions = max(1, min(self.buckets, spark.sparkContext.defaultParallelism))
 
@@ -245,6 +258,11 @@ class OwnedRun:
     # ------------------------------------------------------------------ one micro-batch
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
+        clock = [time.perf_counter()]
+
+        def lap() -> None:
+            clock.append(time.perf_counter())
+
         spark = batch_df.sparkSession
         book = self._latest_book(batch_id)
         p = self.files.batch_timestamp_ms(batch_id) * 1000
@@ -268,11 +286,17 @@ class OwnedRun:
                .applyInArrow(bucket_batch, self.spark_schema)).persist()
         try:
             version = f"{STATE_DIR}/v={batch_id}"
+            lap()
+            summary = self._summary(out)
+            lap()
+            _reached("mid-batch", batch_id)
             out.where(F.col(KIND) == STATE).select(*state_columns()).write.mode("overwrite").parquet(
                 self.files.path(version))
-            summary = self._summary(out)
+            _reached("after-state", batch_id)
+            lap()
             panes = out.where(F.col(KIND) == PANE).select(*self.pane_projection)
             self.sink.write(self.final(panes) if self.final is not None else panes, batch_id)
+            lap()
             top = summary.pop("seen")
             seen = top if seen is None else (seen if top is None else max(seen, top))
             finished = finished or bool(summary.pop("finished_any"))
@@ -281,8 +305,14 @@ class OwnedRun:
                        log=[list(s) for s in self.log])
             self.files.write_text(f"{version}/{BOOK}", new.text())
             self._prune(batch_id)
+            _reached("after-sink", batch_id)
         finally:
             out.unpersist()
+        lap()
+        # seconds per phase: planning (state lookup, offsets), computing (partials, buckets), the
+        # state version, the sink, the bookkeeping
+        self.timings.append(dict(zip(("plan", "compute", "state", "sink", "book"),
+                                     (round(b - a, 3) for a, b in zip(clock, clock[1:])))))
         summary.update(batch_time=p, watermark=wm_new, finished=int(finished))
         self.progress.append({"batchId": batch_id, **summary})
 
