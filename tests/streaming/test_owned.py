@@ -107,6 +107,10 @@ def test_a_sqlflow_sql_result_to_a_parquet_sink(spark, stream_files, tmp_path):
     df = sqlflow.sql(spark, """SELECT k, SUM(v) * 10 AS total10 FROM owned_src
                                WATERMARK ts DELAY OF INTERVAL 1 SECOND
                                GROUP BY k HAVING SUM(v) > 1 WINDOW FIXED(SIZE 1m)""")
+    text = sqlflow.explain("""SELECT k, SUM(v) AS total FROM owned_src WATERMARK ts DELAY OF INTERVAL 1 SECOND
+                              GROUP BY k WINDOW FIXED(SIZE 1m)""", spark)
+    assert ("executor: when sqlflow writes the sink (start, INSERT INTO): the operator above by default; with "
+            "spark.sqlflow.streaming.executor = owned or auto, the owned-sink executor") in text
     out = tmp_path / "out"
     query = S.start(df, format="parquet", path=str(out), checkpoint=str(tmp_path / "cp"), available_now=True,
                     executor="owned")

@@ -101,8 +101,10 @@ def partial_plan(plan: EnginePlan) -> EnginePlan:
 
 def partials(rows: DataFrame, plan: EnginePlan) -> DataFrame:
     """A micro-batch's data rows as partial aggregates per bucket, key and FIXED window (Spark's
-    own aggregation), with their weight and earliest and latest event time; other rows (finish
-    markers) as they are."""
+    own aggregation), with their weight and earliest and latest event time. A bucket's finish
+    markers (NULL keys and times) form a group of their own, which keeps its kind. Grouped by
+    the bucket first, so that Spark's hash partitioning by bucket serves the aggregation and
+    the per-bucket call alike (one shuffle)."""
     window = plan.window
     et = F.col(EVENT_TIME)
     start = et - F.pmod(et - F.lit(window.offset.micros), F.lit(window.size.micros))
@@ -120,18 +122,13 @@ def partials(rows: DataFrame, plan: EnginePlan) -> DataFrame:
             aggs.append(F.count(c).alias("__n" + str(j)))
         else:
             aggs.append((F.min(c) if a.kind == "min" else F.max(c)).alias(part_column(j)))
-    data = rows.where(F.col(KIND) == DATA).withColumn("__slice", start)
-    grouped = data.groupBy(BUCKET, KIND, *plan.keys, "__slice").agg(*aggs).drop("__slice")
+    grouped = rows.withColumn("__slice", start).groupBy(BUCKET, KIND, *plan.keys, "__slice").agg(*aggs)
     flag = F.lit(False)
     for o in overflow:
         flag = flag | o
-    grouped = grouped.withColumn(PARTIAL_OVERFLOW, flag).drop(*[f"__n{j}" for j in range(len(plan.aggregates))])
     columns = [BUCKET, KIND, *plan.keys, EVENT_TIME, LATEST, *[part_column(j) for j in range(len(plan.aggregates))],
-               WEIGHT, PARTIAL_OVERFLOW]
-    grouped = grouped.select(*columns)
-    others = rows.where(F.col(KIND) != DATA).select(
-        BUCKET, KIND, *[F.lit(None).cast(grouped.schema[c].dataType).alias(c) for c in columns[2:]])
-    return grouped.unionByName(others)
+               WEIGHT]
+    return grouped.select(*columns, flag.alias(PARTIAL_OVERFLOW))
 
 
 @dataclass
@@ -271,17 +268,19 @@ class OwnedRun:
         finished = book.finished if book is not None else False
         wm_new = POS_INF if finished else max(wm_prev, batch_watermark(seen, self.recipe.delay, self.recipe.time_shift))
         where = self.files.path(f"{STATE_DIR}/v={book.batch}") if book is not None else "the checkpoint"
-        rows = partials(batch_df, self.recipe.plan) if self.combine else batch_df
+        n = self.partitions
+        rows = batch_df.repartition(n, BUCKET)
+        if self.combine:
+            rows = partials(rows, self.recipe.plan)
         states = (spark.read.schema(state_schema()).parquet(where) if book is not None
                   else spark.createDataFrame([], state_schema()))
         step = BatchStep(self.spec, self.arrow_schema, BatchSpec(p, wm_prev, wm_new, finished=finished, where=where),
                          self.token)
-        n = self.partitions
 
         def bucket_batch(key, rows, state):  # pyspark reads the arity of a function, not of a callable
             return step(key, rows, state)
 
-        out = (rows.repartition(n, BUCKET).groupBy(BUCKET)
+        out = (rows.groupBy(BUCKET)
                .cogroup(states.repartition(n, BUCKET).groupBy(BUCKET))
                .applyInArrow(bucket_batch, self.spark_schema)).persist()
         try:
