@@ -68,6 +68,8 @@ class Stage:
         lines.append(f"  input: {self.replay or 'bounded (rows in event-time order, no arrival times)'}")
         if self.buckets:
             lines.append(f"  buckets: {self.buckets}")
+        if self.extra.get("executor"):
+            lines.append(f"  executor: {self.extra['executor']}")
         lines += [f"  warning: {note}" for note in self.notes]
         return "\n".join(lines)
 

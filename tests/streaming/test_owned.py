@@ -107,6 +107,10 @@ def test_a_sqlflow_sql_result_to_a_parquet_sink(spark, stream_files, tmp_path):
     df = sqlflow.sql(spark, """SELECT k, SUM(v) * 10 AS total10 FROM owned_src
                                WATERMARK ts DELAY OF INTERVAL 1 SECOND
                                GROUP BY k HAVING SUM(v) > 1 WINDOW FIXED(SIZE 1m)""")
+    text = sqlflow.explain("""SELECT k, SUM(v) AS total FROM owned_src WATERMARK ts DELAY OF INTERVAL 1 SECOND
+                              GROUP BY k WINDOW FIXED(SIZE 1m)""", spark)
+    assert ("executor: when sqlflow writes the sink (start, INSERT INTO): the operator above by default; with "
+            "spark.sqlflow.streaming.executor = owned or auto, the owned-sink executor") in text
     out = tmp_path / "out"
     query = S.start(df, format="parquet", path=str(out), checkpoint=str(tmp_path / "cp"), available_now=True,
                     executor="owned")
@@ -115,3 +119,50 @@ def test_a_sqlflow_sql_result_to_a_parquet_sink(spark, stream_files, tmp_path):
     # W(1) = 30 us - 1 s closes nothing; W(2) = 200 s - 1 s closes [0, 60) (a 3, b 3) and [60, 120)
     # (a 4); [180, 240) and [300, 360) stay open (no finish); HAVING keeps SUM > 1
     assert [tuple(r) for r in rows.collect()] == [(2, "a", 30), (2, "a", 40), (2, "b", 30)]
+
+
+class Crash(Exception):
+    pass
+
+
+def test_a_failure_at_any_point_loses_and_duplicates_nothing(spark, tmp_path):
+    """A failure in micro-batch 2 mid-batch, after its state version is written but before the sink,
+    and after the sink before Spark's commit; then a restart from the checkpoint: the sink holds
+    exactly the rows of an uninterrupted run (every column but emit_time, the batch's wall-clock
+    time), one directory per batch, none twice. JVM partial aggregates (FIXED, default trigger)."""
+    from tests.conftest import StreamFiles
+
+    plan = plan_of(ast.Fixed(D(MINUTE)), None, lateness=5 * MINUTE)
+    batches = random_batches(11, n_batches=5)
+
+    def run(name: str, point: str | None):
+        files = StreamFiles(tmp_path / name / "input")
+        write_batches(files, batches)
+        out, cp = tmp_path / name / "out", str(tmp_path / name / "cp")
+
+        def start():
+            stream = S.build_stream(source(spark, files), plan, delay=10 * SECOND,
+                                    finish_dir=str(tmp_path / name / "finish"))
+            return S.start(stream, format="parquet", path=str(out), checkpoint=cp, available_now=True, finish=True,
+                           executor="owned")
+
+        if point is not None:
+            def fail(at, batch_id):
+                if at == point and batch_id == 2:
+                    raise Crash(f"injected at {at} of batch {batch_id}")
+            owned.fault = fail
+            try:
+                with pytest.raises(Exception, match="injected at"):
+                    start()
+            finally:
+                owned.fault = None
+            assert not (tmp_path / name / "cp" / "commits" / "2").exists()
+        start()
+        rows = spark.read.parquet(str(out)).drop("emit_time").toPandas()
+        return rows.sort_values(list(rows.columns)).reset_index(drop=True)
+
+    expected = run("uninterrupted", None)
+    assert len(expected) > 10 and set(expected["batch_id"]) >= {1, 2, 3}
+    for point in ("mid-batch", "after-state", "after-sink"):
+        got = run(point, point)
+        pd.testing.assert_frame_equal(got, expected, check_dtype=False)

@@ -24,6 +24,7 @@ pruned (the last `KEEP_VERSIONS` stay).
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -100,8 +101,10 @@ def partial_plan(plan: EnginePlan) -> EnginePlan:
 
 def partials(rows: DataFrame, plan: EnginePlan) -> DataFrame:
     """A micro-batch's data rows as partial aggregates per bucket, key and FIXED window (Spark's
-    own aggregation), with their weight and earliest and latest event time; other rows (finish
-    markers) as they are."""
+    own aggregation), with their weight and earliest and latest event time. A bucket's finish
+    markers (NULL keys and times) form a group of their own, which keeps its kind. Grouped by
+    the bucket first, so that Spark's hash partitioning by bucket serves the aggregation and
+    the per-bucket call alike (one shuffle)."""
     window = plan.window
     et = F.col(EVENT_TIME)
     start = et - F.pmod(et - F.lit(window.offset.micros), F.lit(window.size.micros))
@@ -119,18 +122,13 @@ def partials(rows: DataFrame, plan: EnginePlan) -> DataFrame:
             aggs.append(F.count(c).alias("__n" + str(j)))
         else:
             aggs.append((F.min(c) if a.kind == "min" else F.max(c)).alias(part_column(j)))
-    data = rows.where(F.col(KIND) == DATA).withColumn("__slice", start)
-    grouped = data.groupBy(BUCKET, KIND, *plan.keys, "__slice").agg(*aggs).drop("__slice")
+    grouped = rows.withColumn("__slice", start).groupBy(BUCKET, KIND, *plan.keys, "__slice").agg(*aggs)
     flag = F.lit(False)
     for o in overflow:
         flag = flag | o
-    grouped = grouped.withColumn(PARTIAL_OVERFLOW, flag).drop(*[f"__n{j}" for j in range(len(plan.aggregates))])
     columns = [BUCKET, KIND, *plan.keys, EVENT_TIME, LATEST, *[part_column(j) for j in range(len(plan.aggregates))],
-               WEIGHT, PARTIAL_OVERFLOW]
-    grouped = grouped.select(*columns)
-    others = rows.where(F.col(KIND) != DATA).select(
-        BUCKET, KIND, *[F.lit(None).cast(grouped.schema[c].dataType).alias(c) for c in columns[2:]])
-    return grouped.unionByName(others)
+               WEIGHT]
+    return grouped.select(*columns, flag.alias(PARTIAL_OVERFLOW))
 
 
 @dataclass
@@ -191,6 +189,17 @@ class OwnedSink:
                 self.query_name or "sqlflow_panes")
 
 
+#: fault injection for tests: called with (point, batch id) where a crash must lose and duplicate
+#: nothing: "mid-batch" (the buckets' output computed, nothing written), "after-state" (the state
+#: version written, not the sink), "after-sink" (sink and bookkeeping written, before Spark's commit)
+fault = None
+
+
+def _reached(point: str, batch_id: int) -> None:
+    if fault is not None:
+        fault(point, batch_id)
+
+
 #: the running owned queries, by query id: their per-batch counters and watermark log
 RUNS: dict[str, "OwnedRun"] = {}
 
@@ -220,6 +229,7 @@ class OwnedRun:
         self.pane_projection = pane_columns(self.spec, recipe.schema, recipe.decode)
         self.token = uuid.uuid4().hex
         self.progress: list[dict] = []
+        self.timings: list[dict] = []
         self.log: list[tuple[int, int]] = list(map(tuple, latest.log)) if latest is not None else []
         self.partitions = max(1, min(self.buckets, spark.sparkContext.defaultParallelism))
 
@@ -245,6 +255,11 @@ class OwnedRun:
     # ------------------------------------------------------------------ one micro-batch
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
+        clock = [time.perf_counter()]
+
+        def lap() -> None:
+            clock.append(time.perf_counter())
+
         spark = batch_df.sparkSession
         book = self._latest_book(batch_id)
         p = self.files.batch_timestamp_ms(batch_id) * 1000
@@ -253,26 +268,34 @@ class OwnedRun:
         finished = book.finished if book is not None else False
         wm_new = POS_INF if finished else max(wm_prev, batch_watermark(seen, self.recipe.delay, self.recipe.time_shift))
         where = self.files.path(f"{STATE_DIR}/v={book.batch}") if book is not None else "the checkpoint"
-        rows = partials(batch_df, self.recipe.plan) if self.combine else batch_df
+        n = self.partitions
+        rows = batch_df.repartition(n, BUCKET)
+        if self.combine:
+            rows = partials(rows, self.recipe.plan)
         states = (spark.read.schema(state_schema()).parquet(where) if book is not None
                   else spark.createDataFrame([], state_schema()))
         step = BatchStep(self.spec, self.arrow_schema, BatchSpec(p, wm_prev, wm_new, finished=finished, where=where),
                          self.token)
-        n = self.partitions
 
         def bucket_batch(key, rows, state):  # pyspark reads the arity of a function, not of a callable
             return step(key, rows, state)
 
-        out = (rows.repartition(n, BUCKET).groupBy(BUCKET)
+        out = (rows.groupBy(BUCKET)
                .cogroup(states.repartition(n, BUCKET).groupBy(BUCKET))
                .applyInArrow(bucket_batch, self.spark_schema)).persist()
         try:
             version = f"{STATE_DIR}/v={batch_id}"
+            lap()
+            summary = self._summary(out)
+            lap()
+            _reached("mid-batch", batch_id)
             out.where(F.col(KIND) == STATE).select(*state_columns()).write.mode("overwrite").parquet(
                 self.files.path(version))
-            summary = self._summary(out)
+            _reached("after-state", batch_id)
+            lap()
             panes = out.where(F.col(KIND) == PANE).select(*self.pane_projection)
             self.sink.write(self.final(panes) if self.final is not None else panes, batch_id)
+            lap()
             top = summary.pop("seen")
             seen = top if seen is None else (seen if top is None else max(seen, top))
             finished = finished or bool(summary.pop("finished_any"))
@@ -281,8 +304,14 @@ class OwnedRun:
                        log=[list(s) for s in self.log])
             self.files.write_text(f"{version}/{BOOK}", new.text())
             self._prune(batch_id)
+            _reached("after-sink", batch_id)
         finally:
             out.unpersist()
+        lap()
+        # seconds per phase: planning (state lookup, offsets), computing (partials, buckets), the
+        # state version, the sink, the bookkeeping
+        self.timings.append(dict(zip(("plan", "compute", "state", "sink", "book"),
+                                     (round(b - a, 3) for a, b in zip(clock, clock[1:])))))
         summary.update(batch_time=p, watermark=wm_new, finished=int(finished))
         self.progress.append({"batchId": batch_id, **summary})
 

@@ -136,6 +136,7 @@ def streaming_stage(runner, number: int, ws, rel, raw, *, finish_dir: str | None
         stage.replay = _stream_text(ws, clock, delays, several)
     stage.extra["stream"] = stream
     stage.extra["select"] = ws  # what each output column is (sinks that key rows: sinks/postgres.py)
+    stage.extra["executor"] = _executor_text(stream)
     if stream.chain is not None:
         stage.extra["chain_view"] = runner.view(stream.chain, "chain")
     view = runner.view(stream.panes, "stream")
@@ -150,6 +151,17 @@ def streaming_stage(runner, number: int, ws, rel, raw, *, finish_dir: str | None
     else:
         ws.select.replace(new)
     return stage
+
+
+def _executor_text(stream) -> str:
+    """What runs this stream when sqlflow writes its sink (`sink.choose_executor`), for explain()."""
+    recipe = stream.owned
+    why_not = "a chained stage" if recipe is None else recipe.why_not
+    head = "when sqlflow writes the sink (start, INSERT INTO): the operator above by default"
+    if why_not is None:
+        return (head + f"; with {conf.STREAMING_EXECUTOR} = owned or auto, the owned-sink executor (foreachBatch, "
+                "Spark's partial aggregation where exact, one Arrow call per bucket, versioned state)")
+    return head + f"; the owned-sink executor cannot run it: {why_not}"
 
 
 def _metrics_name(number: int) -> str:
