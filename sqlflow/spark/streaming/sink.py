@@ -9,6 +9,8 @@ from pyspark.sql import DataFrame
 from ...columns import DROPPED, PANE
 from ...errors import SqlflowUnsupportedError
 from ..conf import FILE_FORMATS, STREAMING_FINISH_DIR
+from ..sinks.postgres import FORMAT as POSTGRES
+from ..sinks.postgres import postgres_sink
 from .pane_stream import PaneStream, aggregated, pane_streams
 from .session_conf import state_store_for
 from .stateful import project_batch
@@ -25,7 +27,8 @@ def start(stream: PaneStream | DataFrame, *, format: str = "parquet", path: str 
           table: str | None = None, query_name: str | None = None, checkpoint: str | None = None,
           trigger_interval: str | None = None, available_now: bool = False, finish: bool = False,
           options: dict[str, Any] | None = None, await_termination: bool | None = None,
-          dropped_path: str | None = None, output_mode: str | None = None) -> "StreamingQuery":
+          dropped_path: str | None = None, output_mode: str | None = None,
+          url: str | None = None) -> "StreamingQuery":
     """Write a pane stream to a sink and start it.
 
     - `format`: json, csv, parquet (with `path`), memory (with `query_name`), console, or any
@@ -40,6 +43,10 @@ def start(stream: PaneStream | DataFrame, *, format: str = "parquet", path: str 
     - `output_mode`: Spark's output mode; default append, or complete for a result that
       aggregates the panes downstream (docs/pipelines.md: a streaming aggregation without a
       watermark; complete and update need a sink that supports them: memory, console, foreachBatch);
+    - `format="postgres"` with `table` (`schema.table`) and `url` (None: the PG* environment
+      variables): keep a current-results table in PostgreSQL, exactly once with a checkpoint
+      (sqlflow/spark/sinks/postgres.py, docs/postgres.md); `options` may give its `keys`, `mode`
+      and `query_id` for a stream that is not a `sqlflow.sql` result;
     - `dropped_path`: also write the rows the engine dropped (a PaneStream built with
       keep_dropped=True; file formats only). Both outputs are then written by foreachBatch, one
       directory per micro-batch (`<path>/batch_id=N`, overwritten when Spark re-runs a batch after
@@ -56,7 +63,12 @@ def start(stream: PaneStream | DataFrame, *, format: str = "parquet", path: str 
         raise SqlflowUnsupportedError("finish=True needs available_now=True (or call PaneStream.finish() "
                                       "on a running stream)", clause="STREAM")
 
-    if dropped_path is not None:
+    foreach = dropped_path is not None or format == POSTGRES
+    if format == POSTGRES:
+        if table is None or checkpoint is None:
+            raise SqlflowUnsupportedError("a postgres sink needs a table and a checkpoint location", clause="INSERT")
+        w = df.writeStream.foreachBatch(postgres_sink(url, table, query=df, **(options or {})))
+    elif dropped_path is not None:
         if not isinstance(stream, PaneStream) or stream.dropped is None:
             raise SqlflowUnsupportedError("dropped_path needs a PaneStream built with keep_dropped=True",
                                           clause="STREAM")
@@ -75,7 +87,7 @@ def start(stream: PaneStream | DataFrame, *, format: str = "parquet", path: str 
         w = w.trigger(availableNow=True)
     elif trigger_interval is not None:
         w = w.trigger(processingTime=trigger_interval)
-    if table is None and dropped_path is None:
+    if table is None and not foreach:
         w = w.format(format)
         if format in FILE_FORMATS:
             if path is None:
@@ -85,7 +97,7 @@ def start(stream: PaneStream | DataFrame, *, format: str = "parquet", path: str 
     stateful = any(s.operator == "stateful" for s in finishers)
     def launch() -> "StreamingQuery":
         with state_store_for(df.sparkSession, stateful):  # TWS needs RocksDB: set for this query only
-            if dropped_path is not None:
+            if foreach:
                 return w.start()
             if table is not None:
                 return w.toTable(table)
@@ -107,7 +119,7 @@ def start(stream: PaneStream | DataFrame, *, format: str = "parquet", path: str 
 
     # a memory or console sink cannot restart from a checkpoint of its own (Spark refuses: "does
     # not support recovering from checkpoint location"): started again only on a fresh one
-    restartable = table is not None or dropped_path is not None or format not in _SCRATCH or checkpoint is None
+    restartable = table is not None or foreach or format not in _SCRATCH or checkpoint is None
     return run_with_retries(launch, run, attempts=START_ATTEMPTS if stateful and restartable else 1,
                             pause=RETRY_PAUSE)
 
