@@ -74,6 +74,8 @@ _LAZY = {
     "local_session": "sqlflow.spark.session",
     "run_script": "sqlflow.spark.script",
     "start": "sqlflow.spark.streaming",
+    "postgres_sink": "sqlflow.spark.sinks.postgres",
+    "write_panes": "sqlflow.spark.sinks.postgres",
 }
 
 

@@ -320,8 +320,14 @@ def _sink_reader(spark, statement):
     if not isinstance(statement.tree, exp.Insert):
         return None
     from ..spark.script import sink_of
+    from ..spark.sinks.postgres import FORMAT as POSTGRES
 
     sink = sink_of(statement.tree)
+    if sink.format == POSTGRES:  # the current-results table, read from the database
+        from ..spark import conf
+        from ..spark.sinks.postgres import read_table
+
+        return lambda: read_table(spark, conf.get(spark, conf.POSTGRES_URL), sink.table)
     if sink.format == "memory":
         return lambda: spark.table(sink.name)
     if sink.table is not None:

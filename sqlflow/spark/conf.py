@@ -56,6 +56,8 @@ QUERY_NAME = "spark.sqlflow.queryName"
 TRIGGER = "spark.sqlflow.trigger"
 #: true: with availableNow, emit every window at the end (the finish marker lives next to the checkpoint)
 FINISH = "spark.sqlflow.finish"
+#: the PostgreSQL database of `INSERT INTO postgres.<table>` (a URL; unset: libpq's PG* variables)
+POSTGRES_URL = "spark.sqlflow.postgres.url"
 
 
 @overload

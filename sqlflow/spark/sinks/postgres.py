@@ -468,3 +468,24 @@ def write_panes(panes: "DataFrame", url: str | None = None, table: str | None = 
         return sink.write(panes.toArrow(), run_id, 0 if run_id is not None else None)
     finally:
         sink.close()
+
+
+def read_table(spark, url: str | None, table: str) -> "DataFrame":
+    """The table as it is now, as a Spark DataFrame ordered by its key (what the magic shows for
+    `INSERT INTO postgres.<table>` while the stream runs)."""
+    import pyarrow as pa
+    from psycopg import sql
+
+    schema, name = _split_name(table)
+    ident = sql.Identifier(schema, name) if schema else sql.Identifier(name)
+    with connect(url) as conn:
+        try:
+            cur = conn.execute(sql.SQL("SELECT * FROM {} ORDER BY 1").format(ident))
+        except Exception as e:  # noqa: BLE001 - psycopg's errors, told without the URL's password
+            raise SqlflowExecutionError(f"reading {table} at {redact(url)} failed: {_scrub(str(e).strip(), url)}",
+                                        clause="INSERT") from None
+        names = [d.name for d in cur.description or ()]
+        rows = cur.fetchall()
+    data = pa.table({n: [r[i] for r in rows] for i, n in enumerate(names)})
+    return spark.createDataFrame(data.to_pandas()) if rows else spark.createDataFrame([], ", ".join(
+        f"`{n}` string" for n in names) or "empty string")

@@ -12,6 +12,8 @@ from ..chatter import quiet
 from ..conf import FILE_FORMATS, STREAMING_EXECUTOR, STREAMING_EXECUTORS, STREAMING_FINISH_DIR
 from ..conf import get as conf_get
 from ..report import ATTRIBUTE
+from ..sinks.postgres import FORMAT as POSTGRES
+from ..sinks.postgres import postgres_sink
 from .pane_stream import PaneStream, aggregated, clear_finish_markers, fresh_checkpoint, pane_streams
 from .session_conf import state_store_for
 from .stateful import project_batch
@@ -30,7 +32,7 @@ def start(stream: PaneStream | DataFrame, *, format: str = "parquet", path: str 
           trigger_interval: str | None = None, available_now: bool = False, finish: bool = False,
           options: dict[str, Any] | None = None, await_termination: bool | None = None,
           dropped_path: str | None = None, output_mode: str | None = None,
-          executor: str | None = None) -> "StreamingQuery":
+          executor: str | None = None, url: str | None = None) -> "StreamingQuery":
     """Write a pane stream to a sink and start it.
 
     - `format`: json, csv, parquet (with `path`), memory (with `query_name`), console, or any
@@ -47,6 +49,10 @@ def start(stream: PaneStream | DataFrame, *, format: str = "parquet", path: str 
     - `output_mode`: Spark's output mode; default append, or complete for a result that
       aggregates the panes downstream (docs/pipelines.md: a streaming aggregation without a
       watermark; complete and update need a sink that supports them: memory, console, foreachBatch);
+    - `format="postgres"` with `table` (`schema.table`) and `url` (None: the PG* environment
+      variables): keep a current-results table in PostgreSQL, exactly once with a checkpoint
+      (sqlflow/spark/sinks/postgres.py, docs/postgres.md); `options` may give its `keys`, `mode`
+      and `query_id` for a stream that is not a `sqlflow.sql` result;
     - `dropped_path`: also write the rows the engine dropped (a PaneStream built with
       keep_dropped=True; file formats only). Both outputs are then written by foreachBatch, one
       directory per micro-batch (`<path>/batch_id=N`, overwritten when Spark re-runs a batch after
@@ -75,7 +81,12 @@ def start(stream: PaneStream | DataFrame, *, format: str = "parquet", path: str 
         raise SqlflowUnsupportedError("finish=True needs available_now=True (or call PaneStream.finish() "
                                       "on a running stream)", clause="STREAM")
 
-    if dropped_path is not None:
+    foreach = dropped_path is not None or format == POSTGRES
+    if format == POSTGRES:
+        if table is None or checkpoint is None:
+            raise SqlflowUnsupportedError("a postgres sink needs a table and a checkpoint location", clause="INSERT")
+        w = df.writeStream.foreachBatch(postgres_sink(url, table, query=df, **(options or {})))
+    elif dropped_path is not None:
         if not isinstance(stream, PaneStream) or stream.dropped is None:
             raise SqlflowUnsupportedError("dropped_path needs a PaneStream built with keep_dropped=True",
                                           clause="STREAM")
@@ -94,7 +105,7 @@ def start(stream: PaneStream | DataFrame, *, format: str = "parquet", path: str 
         w = w.trigger(availableNow=True)
     elif trigger_interval is not None:
         w = w.trigger(processingTime=trigger_interval)
-    if table is None and dropped_path is None:
+    if table is None and not foreach:
         w = w.format(format)
         if format in FILE_FORMATS:
             if path is None:
@@ -107,7 +118,7 @@ def start(stream: PaneStream | DataFrame, *, format: str = "parquet", path: str 
         if fresh_checkpoint(df.sparkSession, checkpoint, query_name):  # a new run: no earlier run's marker ends it
             clear_finish_markers(finishers)
         with state_store_for(df.sparkSession, stateful):  # TWS needs RocksDB: set for this query only
-            if dropped_path is not None:
+            if foreach:
                 return w.start()
             if table is not None:
                 return w.toTable(table)
@@ -129,7 +140,7 @@ def start(stream: PaneStream | DataFrame, *, format: str = "parquet", path: str 
 
     # a memory or console sink cannot restart from a checkpoint of its own (Spark refuses: "does
     # not support recovering from checkpoint location"): started again only on a fresh one
-    restartable = table is not None or dropped_path is not None or format not in _SCRATCH or checkpoint is None
+    restartable = table is not None or foreach or format not in _SCRATCH or checkpoint is None
     return run_with_retries(launch, run, attempts=START_ATTEMPTS if stateful and restartable else 1,
                             pause=RETRY_PAUSE)
 

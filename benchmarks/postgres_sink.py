@@ -1,0 +1,142 @@
+"""The PostgreSQL current-results sink against the parquet sink, same stream, same panes, one run.
+
+    python benchmarks/postgres_sink.py [--rows 1000000] [--files 10] [--repeat 3] [--warmup 1]
+
+The card's query (README, top: sessions per user, early firings every minute until the
+watermark, retractions) on benchmarks/events.py's clicks, read as a live file stream (one file per
+micro-batch, availableNow), written by `sqlflow.start` to a parquet sink (the pane changelog,
+appended) and, interleaved with it as benchmarks/compare.py interleaves its sides, to a PostgreSQL
+table kept by `format="postgres"` (one transaction per micro-batch: COPY, DELETE, INSERT ... ON
+CONFLICT; docs/postgres.md). The server is a LocalPostgres in a temp dir (fsync off, as a test
+server; a production server's commit costs one WAL flush per micro-batch more). Target: the
+PostgreSQL side's throughput >= 0.7x the parquet side's. Both sides must end with the same current
+result: the table against the parquet changelog re-aggregated (panes no retraction withdrew).
+
+Results: benchmarks/results/postgres.json and postgres.md.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import events  # noqa: E402
+from measure import measure  # noqa: E402
+from report import machine  # noqa: E402
+
+SCHEMA = "user_id BIGINT, amount BIGINT, event_time TIMESTAMP, arrival_time TIMESTAMP"
+#: the README's card query, on the benchmark's events
+Q_CARD = """SELECT user_id, SUM(amount) AS total
+FROM stream_events WATERMARK event_time DELAY OF INTERVAL 5 MINUTES
+GROUP BY user_id
+WINDOW SESSIONS(GAP 30m)
+TRIGGER SEQUENCE(REPEAT_UNTIL(PERIOD 1m, WATERMARK), REPEAT(WATERMARK))
+EMIT ACCUMULATING AND RETRACTING"""
+TARGET = 0.7
+OUT = HERE / "results" / "postgres.json"
+
+
+def sides(spark, files: Path, work: Path, url: str) -> tuple[dict, dict]:
+    import sqlflow
+
+    last: dict = {}
+
+    def stream():
+        spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(files)) \
+            .createOrReplaceTempView("stream_events")
+        return sqlflow.sql(spark, Q_CARD)
+
+    def parquet():
+        out, cp = tempfile.mkdtemp(dir=work), tempfile.mkdtemp(dir=work)
+        query = sqlflow.start(stream(), format="parquet", path=out, checkpoint=cp, available_now=True)
+        last["parquet"] = out
+        return {"micro_batches": len(query.recentProgress)}
+
+    def postgres():
+        cp = tempfile.mkdtemp(dir=work)
+        table = f"sessions_{len(last.get('tables', []))}"
+        last.setdefault("tables", []).append(table)
+        query = sqlflow.start(stream(), format="postgres", table=table, url=url, checkpoint=cp, available_now=True)
+        return {"micro_batches": len(query.recentProgress)}
+
+    return {"parquet": parquet, "postgres": postgres}, last
+
+
+def check(spark, url: str, parquet_dir: str, table: str) -> dict:
+    """The last PostgreSQL table against the last parquet changelog re-aggregated (emit_time left
+    out: wall-clock time of different runs)."""
+    import psycopg
+
+    changelog = spark.read.parquet(parquet_dir)
+    keys = ["user_id", "window_start", "window_end", "pane_index"]
+    from pyspark.sql import functions as F
+
+    signed = changelog.groupBy(*keys).agg(F.sum(F.when(F.col("is_retraction"), -1).otherwise(1)).alias("net"))
+    current = (changelog.where(~F.col("is_retraction")).join(signed.where("net > 0"), keys)
+               .select("user_id", "total", F.unix_micros("window_start").alias("ws"),
+                       F.unix_micros("window_end").alias("we")))
+    expected = sorted(tuple(r) for r in current.collect())
+    with psycopg.connect(url) as db:
+        got = sorted(db.execute(f"SELECT user_id, total, (extract(epoch FROM window_start) * 1000000)::bigint, "
+                                f"(extract(epoch FROM window_end) * 1000000)::bigint FROM {table}").fetchall())
+    return {"equal": got == expected, "rows": len(got)}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--files", type=int, default=10)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--out", default=str(OUT))
+    args = ap.parse_args(argv)
+
+    import os
+
+    from sqlflow.interfaces.local_postgres import LocalPostgres
+    from sqlflow.spark.session import local_session
+
+    server = LocalPostgres().start()
+    spark = local_session(app_name="sqlflow-postgres-bench", conf={"spark.driver.memory": "8g"})
+    work = Path(tempfile.mkdtemp(prefix="sqlflow-pg-bench-"))
+    load = round(os.getloadavg()[0], 2)
+    try:
+        files = events.stream_files(args.rows, args.files)
+        fns, last = sides(spark, files, work, server.url)
+        print(f"postgres vs parquet sink: the card's query, {args.rows:,} rows in {args.files} files", flush=True)
+        r = measure(fns, args.rows, args.repeat, args.warmup)
+        r["check"] = check(spark, server.url, last["parquet"], last["tables"][-1])
+    finally:
+        spark.stop()
+        server.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    ratio = r["parquet"]["median_s"] / r["postgres"]["median_s"]
+    result = {"scenario": "the card's query as a live stream into PostgreSQL vs the same panes appended to "
+                          "parquet", "rows": args.rows, "files": args.files, **r,
+              "ratio": round(ratio, 3), "ratio_kind": "throughput postgres / parquet", "target": f">= {TARGET}",
+              "met": ratio >= TARGET and r["check"]["equal"], "load_at_start": load,
+              "machine": machine(), "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    md = (f"| sink | median s | rows/s | ratio | target | met | same current result |\n|---|---|---|---|---|---|---|\n"
+          f"| parquet (changelog) | {r['parquet']['median_s']} | {r['parquet']['rows_per_s']:,} | | | | |\n"
+          f"| postgres (current table) | {r['postgres']['median_s']} | {r['postgres']['rows_per_s']:,} | "
+          f"{result['ratio']} | >= {TARGET} | {'yes' if result['met'] else 'no'} | "
+          f"{'yes' if r['check']['equal'] else 'no'} ({r['check']['rows']:,} rows) |\n\n"
+          f"{args.rows:,} rows in {args.files} micro-batches, {args.repeat} runs after {args.warmup} warm-up, "
+          f"medians; load average {load} at start on {result['machine'].get('cpus')} cores.\n")
+    out.with_suffix(".md").write_text(md)
+    print(md)
+    return 0 if result["met"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
