@@ -49,7 +49,8 @@ def test_sql_sets_the_state_store_on_a_default_session_and_says_so_once(spark, t
     clicks(spark, tmp_path, "clicks_plain")
     with pytest.warns(SqlflowSessionWarning, match="needs the RocksDB state store") as record:
         df = sqlflow.sql(spark, SESSIONS.format(view="clicks_plain"))
-    assert len([w for w in record if w.category is SqlflowSessionWarning]) == 1
+    said = [w for w in record if w.category is SqlflowSessionWarning]
+    assert len(said) == 1 and said[0].filename == __file__  # at the user's line
     assert spark.conf.get(PROVIDER_KEY) == ROCKSDB_PROVIDER
     with warnings.catch_warnings():
         warnings.simplefilter("error", SqlflowSessionWarning)  # said once: the session has it now

@@ -35,6 +35,7 @@ from contextlib import contextmanager
 
 from ...errors import SqlflowExecutionError, SqlflowUnsupportedError
 from ..session import ROCKSDB_PROVIDER
+from ..trigger_checks import _outside_sqlflow
 
 PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
 HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
@@ -70,7 +71,7 @@ def use_state_store(spark, ws) -> None:
             warnings.warn(f"sqlflow: {ws.label()} runs on transformWithStateInPandas, which needs the RocksDB state "
                           f"store: this session's {PROVIDER_KEY} is now {ROCKSDB_PROVIDER} (was Spark's default, "
                           f"{HDFS_PROVIDER.rsplit('.', 1)[-1]}; streams restarted from a checkpoint keep their own)",
-                          SqlflowSessionWarning, stacklevel=2)
+                          SqlflowSessionWarning, stacklevel=_outside_sqlflow())
             return
     raise ws.error(
         SqlflowUnsupportedError,
