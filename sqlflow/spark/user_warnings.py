@@ -11,19 +11,20 @@ from __future__ import annotations
 import os
 import sys
 import warnings
+from types import FrameType
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../sqlflow
 
 
 def warn(message: str, category: type[Warning]) -> None:
     """Warn `message`, attributed to the first caller outside the sqlflow package."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE + os.sep):
-        frame = frame.f_back  # type: ignore[assignment]  (None ends the loop)
+        frame = frame.f_back
     if frame is None:  # called from sqlflow only (an import): attribute it to the caller
         warnings.warn(message, category, stacklevel=2)
         return
-    module_globals = frame.f_globals
+    # no module_globals: for `python -c` code its loader is the built-in importer, which cannot
+    # give the source line (warn_explicit raised ImportError there); the file name is enough
     warnings.warn_explicit(message, category, frame.f_code.co_filename, frame.f_lineno,
-                           module=module_globals.get("__name__", "<unknown>"), registry={},
-                           module_globals=module_globals)
+                           module=frame.f_globals.get("__name__", "<unknown>"), registry={})

@@ -30,12 +30,11 @@ steps use Arrow whatever `spark.sql.execution.arrow.pyspark.enabled` says.
 from __future__ import annotations
 
 import sys
-import warnings
 from contextlib import contextmanager
 
 from ...errors import SqlflowExecutionError, SqlflowUnsupportedError
 from ..session import ROCKSDB_PROVIDER
-from ..trigger_checks import _outside_sqlflow
+from ..user_warnings import warn
 
 PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
 HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
@@ -68,10 +67,10 @@ def use_state_store(spark, ws) -> None:
         except Exception:  # noqa: BLE001  (a session that refuses the setting: refused below)
             pass
         else:
-            warnings.warn(f"sqlflow: {ws.label()} runs on transformWithStateInPandas, which needs the RocksDB state "
-                          f"store: this session's {PROVIDER_KEY} is now {ROCKSDB_PROVIDER} (was Spark's default, "
-                          f"{HDFS_PROVIDER.rsplit('.', 1)[-1]}; streams restarted from a checkpoint keep their own)",
-                          SqlflowSessionWarning, stacklevel=_outside_sqlflow())
+            warn(f"sqlflow: {ws.label()} runs on transformWithStateInPandas, which needs the RocksDB state "
+                 f"store: this session's {PROVIDER_KEY} is now {ROCKSDB_PROVIDER} (was Spark's default, "
+                 f"{HDFS_PROVIDER.rsplit('.', 1)[-1]}; streams restarted from a checkpoint keep their own)",
+                 SqlflowSessionWarning)
             return
     raise ws.error(
         SqlflowUnsupportedError,
