@@ -107,3 +107,26 @@ def test_explain_says_the_sources_watermark_is_not_used(spark):
     assert ("input: stream, on PROCESSING TIME: each row's time is its micro-batch's, and so is the watermark (a "
             "window fires at the first micro-batch at or after its end); the source's WATERMARK clause (on ts) "
             "is not used") in text
+
+
+def test_a_trigger_that_finishes_is_warned_about_on_a_stream(spark):
+    """A stream gets the note too: its windows accept data until the watermark passes end + the
+    lateness, and COUNT 2 closes a window at its second element."""
+    import warnings
+
+    from sqlflow.spark.trigger_checks import SqlflowTriggerWarning
+
+    spark.readStream.format("rate").load() \
+        .selectExpr("CAST(value % 3 AS STRING) AS k", "value AS v", "timestamp AS ts").createOrReplaceTempView("rate_count")
+    query = ("SELECT k, SUM(v) AS total FROM rate_count WATERMARK ts DELAY OF 10s "
+             "GROUP BY k WINDOW FIXED(SIZE 1m) TRIGGER COUNT 2 ALLOWED LATENESS 1h")
+    note = ("TRIGGER COUNT 2 can finish before the watermark passes the window's end: the window is then closed, and "
+            "its later elements are dropped (counted as 'closed window', listed by sqlflow.dropped); REPEAT(...) or "
+            "WATERMARK ... LATE keeps it firing")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        df = sqlflow.sql(spark, query)
+    assert df.isStreaming
+    assert [str(w.message) for w in caught if w.category is SqlflowTriggerWarning] == [
+        f"sqlflow: the SELECT with WINDOW FIXED at line 1, column 80: {note}"]
+    assert f"  warning: {note}" in sqlflow.explain(query, spark).splitlines()
