@@ -12,7 +12,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..columns import ALL_PANE_COLUMNS, ARRIVAL_TIME, DROPPED_ARRIVAL_TIME, DROPPED_EVENT_TIME, EVENT_TIME
+from ..columns import (ALL_PANE_COLUMNS, ARRIVAL_TIME, DROPPED_ARRIVAL_TIME, DROPPED_EVENT_TIME, EVENT_TIME,
+                       WINDOW_END, WINDOW_START)
 from ..errors import SqlflowError
 
 #: columns every pane row carries besides the keys and the aggregates
@@ -62,17 +63,17 @@ def check_not_streaming(frame: Any, what: str) -> None:
 
 
 #: the columns a diagram places panes by
-PANE_COLUMNS = ("window_start", "window_end")
+WINDOW_COLUMNS = (WINDOW_START, WINDOW_END)
 
 
 def are_panes(columns) -> bool:
     """Whether rows with these columns can be drawn as panes (a windowed query's result, or rows
     that keep its window columns)."""
-    return all(c in columns for c in PANE_COLUMNS)
+    return all(c in columns for c in WINDOW_COLUMNS)
 
 
 def check_panes(columns) -> None:
-    missing = [c for c in PANE_COLUMNS if c not in columns]
+    missing = [c for c in WINDOW_COLUMNS if c not in columns]
     if missing:
         raise SqlflowError(f"these rows are not panes: no {', '.join(missing)} column "
                            "(plot the result of a windowed query)", clause="PLOT")

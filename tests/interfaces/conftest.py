@@ -147,11 +147,17 @@ SPARK_START = re.compile(r"WARNING: Using incubator modules|Using Spark's defaul
                          r"Setting Spark log level to ")
 
 
+#: a Python warning as the warnings module prints it: `file:line: Category: message`, then the line
+_PYTHON_WARNING = re.compile(r"^\S+:\d+: \w*Warning: .*\n(?:  .*\n)?", re.MULTILINE)
+
+
 def _stderr_lines(text: str) -> list[str]:
-    """The lines of `text` (a process's or a cell's stderr) other than Spark's start-up lines and
-    its console progress bars (`[Stage 1:>   (0 + 1) / 1]` redrawn with carriage returns, which a
-    session started from Python shows for any slow stage)."""
+    """The lines of `text` (a process's or a cell's stderr) other than Spark's start-up lines, its
+    console progress bars (`[Stage 1:>   (0 + 1) / 1]` redrawn with carriage returns, which a
+    session started from Python shows for any slow stage) and Python warnings (sqlflow's own
+    warnings to the user)."""
     text = re.sub(r"\[Stage [^\r\n\]]*\]|\r *(?=\r)", "", text).replace("\r", "")
+    text = _PYTHON_WARNING.sub("", text)
     return [line for line in text.splitlines() if not SPARK_START.match(line)]
 
 
