@@ -230,6 +230,8 @@ class OwnedRun:
         self.token = uuid.uuid4().hex
         self.progress: list[dict] = []
         self.timings: list[dict] = []
+        self.book: Book | None = None  # the version this run wrote last
+        self.pruned = False  # the versions before this run's have been pruned
         self.log: list[tuple[int, int]] = list(map(tuple, latest.log)) if latest is not None else []
         self.partitions = max(1, min(self.buckets, spark.sparkContext.defaultParallelism))
 
@@ -261,7 +263,8 @@ class OwnedRun:
             clock.append(time.perf_counter())
 
         spark = batch_df.sparkSession
-        book = self._latest_book(batch_id)
+        # the version this run wrote for the batch before, else the checkpoint's latest before it
+        book = self.book if self.book is not None and self.book.batch == batch_id - 1 else self._latest_book(batch_id)
         p = self.files.batch_timestamp_ms(batch_id) * 1000
         wm_prev = book.wm if book is not None else NEG_INF
         seen = book.seen if book is not None else None
@@ -303,6 +306,7 @@ class OwnedRun:
             new = Book(batch_id, p, POS_INF if finished else wm_new, seen, finished, self.buckets,
                        log=[list(s) for s in self.log])
             self.files.write_text(f"{version}/{BOOK}", new.text())
+            self.book = new
             self._prune(batch_id)
             _reached("after-sink", batch_id)
         finally:
@@ -344,9 +348,17 @@ class OwnedRun:
         return None
 
     def _prune(self, batch_id: int) -> None:
+        """Delete the versions before the last KEEP_VERSIONS (all of them after a restart; then only
+        the one that falls out)."""
+        if self.pruned:
+            old = f"{STATE_DIR}/v={batch_id - KEEP_VERSIONS}"
+            if batch_id - KEEP_VERSIONS >= 0 and self.files.exists(old):
+                self.files.delete(old)
+            return
         versions = [v for v in self._versions() if v <= batch_id]
         for v in versions[:-KEEP_VERSIONS]:
             self.files.delete(f"{STATE_DIR}/v={v}")
+        self.pruned = True
 
 
 def state_schema() -> T.StructType:
