@@ -29,12 +29,12 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ... import ast
-from ...columns import (BUCKET, DATA, EVENT_TIME, FINISH, KIND, LATEST, METRICS, PANE, STATE, STATE_BYTES,
+from ...columns import (BUCKET, DATA, EVENT_TIME, FINISH, KIND, LATEST, PANE, STATE, STATE_BYTES,
                         STATE_FORMAT, STATE_META, WEIGHT, PARTIAL_OVERFLOW, metric_column, part_column, state_meta_column)
 from ...engine import COMBINING, STREAM, Aggregate, EnginePlan, path_for, state_codec
 from ...errors import SqlflowUnsupportedError
@@ -190,7 +190,7 @@ class OwnedSink:
 
 
 #: fault injection for tests: called with (point, batch id) where a crash must lose and duplicate
-#: nothing: "mid-batch" (the buckets' output computed, nothing written), "after-state" (the state
+#: nothing: "mid-batch" (the batch planned, nothing written), "after-state" (the state
 #: version written, not the sink), "after-sink" (sink and bookkeeping written, before Spark's commit)
 fault = None
 
@@ -230,6 +230,8 @@ class OwnedRun:
         self.token = uuid.uuid4().hex
         self.progress: list[dict] = []
         self.timings: list[dict] = []
+        self.book: Book | None = None  # the version this run wrote last
+        self.pruned = False  # the versions before this run's have been pruned
         self.log: list[tuple[int, int]] = list(map(tuple, latest.log)) if latest is not None else []
         self.partitions = max(1, min(self.buckets, spark.sparkContext.defaultParallelism))
 
@@ -261,7 +263,8 @@ class OwnedRun:
             clock.append(time.perf_counter())
 
         spark = batch_df.sparkSession
-        book = self._latest_book(batch_id)
+        # the version this run wrote for the batch before, else the checkpoint's latest before it
+        book = self.book if self.book is not None and self.book.batch == batch_id - 1 else self._latest_book(batch_id)
         p = self.files.batch_timestamp_ms(batch_id) * 1000
         wm_prev = book.wm if book is not None else NEG_INF
         seen = book.seen if book is not None else None
@@ -286,13 +289,14 @@ class OwnedRun:
         try:
             version = f"{STATE_DIR}/v={batch_id}"
             lap()
-            summary = self._summary(out)
-            lap()
             _reached("mid-batch", batch_id)
-            out.where(F.col(KIND) == STATE).select(*state_columns()).write.mode("overwrite").parquet(
-                self.files.path(version))
-            _reached("after-state", batch_id)
+            # one job computes the buckets' output, writes the state version and counts (observe)
+            observation = Observation(f"sqlflow_owned_{batch_id}")
+            (self._observed(out, observation).where(F.col(KIND) == STATE).select(*state_columns())
+             .write.mode("overwrite").parquet(self.files.path(version)))
+            summary = self._summary(observation.get)
             lap()
+            _reached("after-state", batch_id)
             panes = out.where(F.col(KIND) == PANE).select(*self.pane_projection)
             self.sink.write(self.final(panes) if self.final is not None else panes, batch_id)
             lap()
@@ -303,29 +307,35 @@ class OwnedRun:
             new = Book(batch_id, p, POS_INF if finished else wm_new, seen, finished, self.buckets,
                        log=[list(s) for s in self.log])
             self.files.write_text(f"{version}/{BOOK}", new.text())
+            self.book = new
             self._prune(batch_id)
             _reached("after-sink", batch_id)
         finally:
             out.unpersist()
         lap()
-        # seconds per phase: planning (state lookup, offsets), computing (partials, buckets), the
-        # state version, the sink, the bookkeeping
-        self.timings.append(dict(zip(("plan", "compute", "state", "sink", "book"),
+        # seconds per phase: planning (state lookup, offsets), computing (partials, buckets) with
+        # writing the state version (one job), the sink, the bookkeeping
+        self.timings.append(dict(zip(("plan", "compute_state", "sink", "book"),
                                      (round(b - a, 3) for a, b in zip(clock, clock[1:])))))
         summary.update(batch_time=p, watermark=wm_new, finished=int(finished))
         self.progress.append({"batchId": batch_id, **summary})
 
-    def _summary(self, out: DataFrame) -> dict:
+    @staticmethod
+    def _observed(out: DataFrame, observation) -> DataFrame:
+        """`out` counting the batch (its METRICS and STATE rows) into `observation`."""
         counters = [F.coalesce(F.sum(metric_column(m)), F.lit(0)).alias(m) for m in
                     ("engine_rows", "panes", "retractions", "dropped_too_late", "dropped_closed_window",
                      "dropped_null_event_time", "dropped_bad_gap", "buckets_advanced")]
         live = [F.coalesce(F.sum(F.when(F.col(KIND) == STATE, F.col(state_meta_column(f)))), F.lit(0)).alias(m)
                 for f, m in (("keys", "state_keys"), ("windows", "state_windows"), ("bytes", "state_bytes"))]
-        row = out.where(F.col(KIND).isin(METRICS, STATE)).agg(
-            *counters, *live, F.max(state_meta_column("seen")).alias("seen"),
-            F.max(F.col(state_meta_column("finished")).cast("int")).alias("finished_any")).collect()[0]
-        values = row.asDict()
-        return {k: (None if v is None else int(v)) for k, v in values.items()} | {"input_rows": int(values["engine_rows"])}
+        return out.observe(observation, *counters, *live, F.max(state_meta_column("seen")).alias("seen"),
+                           F.coalesce(F.max(F.col(state_meta_column("finished")).cast("int")), F.lit(0))
+                           .alias("finished_any"))
+
+    @staticmethod
+    def _summary(values: dict) -> dict:
+        out = {k: (None if v is None else int(v)) for k, v in values.items()}
+        return out | {"input_rows": int(out["engine_rows"] or 0)}
 
     # ------------------------------------------------------------------ versions
 
@@ -344,9 +354,17 @@ class OwnedRun:
         return None
 
     def _prune(self, batch_id: int) -> None:
+        """Delete the versions before the last KEEP_VERSIONS (all of them after a restart; then only
+        the one that falls out)."""
+        if self.pruned:
+            old = f"{STATE_DIR}/v={batch_id - KEEP_VERSIONS}"
+            if batch_id - KEEP_VERSIONS >= 0 and self.files.exists(old):
+                self.files.delete(old)
+            return
         versions = [v for v in self._versions() if v <= batch_id]
         for v in versions[:-KEEP_VERSIONS]:
             self.files.delete(f"{STATE_DIR}/v={v}")
+        self.pruned = True
 
 
 def state_schema() -> T.StructType:
