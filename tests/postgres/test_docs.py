@@ -7,6 +7,8 @@ import contextlib
 import io
 import re
 
+import pytest
+
 
 def block_after(text: str, marker: str, lang: str, n: int = 1) -> list[str]:
     section = text[text.index(marker):]
@@ -20,6 +22,7 @@ def run_printing(code: str, namespace: dict | None = None) -> str:
     return out.getvalue()
 
 
+@pytest.mark.slow
 def test_the_readme_dashboard(spark, rocksdb, repo_root):
     text = (repo_root / "README.md").read_text(encoding="utf-8")
     code, = block_after(text, "### A current-results table in PostgreSQL", "python")

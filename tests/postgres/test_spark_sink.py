@@ -65,6 +65,7 @@ def _rows(frame: pd.DataFrame) -> list[tuple]:
     return sorted(tuple(r) for r in frame.astype(object).itertuples(index=False))
 
 
+@pytest.mark.slow
 def test_a_live_stream_keeps_the_table_equal_to_its_changelog(spark, rocksdb, tmp_path, pg, pg_url, table_name):
     """`postgres_sink` in a foreachBatch that also keeps the changelog: after every batch the table
     is the changelog re-aggregated; the merge deleted u1's two sessions, the late click moved the
@@ -103,6 +104,7 @@ def test_a_live_stream_keeps_the_table_equal_to_its_changelog(spark, rocksdb, tm
     assert recorded == (len(seen), 4)  # u1's two sessions and u2's first (batch 1), u1's merged one (batch 3)
 
 
+@pytest.mark.slow
 def test_start_and_a_script_write_the_same_table(spark, rocksdb, tmp_path, pg, pg_url, table_name):
     clicks_view(spark, tmp_path, "pg_start")
     df = sqlflow.sql(spark, QUERY.format(view="pg_start", mode="ACCUMULATING AND RETRACTING"))

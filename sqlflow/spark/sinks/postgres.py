@@ -400,10 +400,16 @@ class PostgresSink:
         self.mode = mode
         self.table: PostgresTable | None = None
         self._conn = None
+        #: the query id where Spark's cannot be read (Spark Connect runs foreachBatch elsewhere)
+        self.fallback_query_id: str | None = None
         if query is not None:  # planning time: the shape, the types, the table (or its refusal)
             shape = shape_of(query, keys=self.keys, mode=mode)
             self.table = PostgresTable(table, shape, table_types(shape, query.schema))
-            self.table.ensure(self.connection())
+            with _told(self.url, f"creating or checking {table}"):
+                self.table.ensure(self.connection())
+
+    def __getstate__(self) -> dict:  # pickled to where foreachBatch runs (Spark Connect): no connection
+        return {**self.__dict__, "_conn": None}
 
     def connection(self):
         if self._conn is None or self._conn.closed or self._conn.broken:
@@ -414,8 +420,9 @@ class PostgresSink:
         if self.table is None:
             shape = shape_of(batch, keys=self.keys, mode=self.mode)
             self.table = PostgresTable(self.table_name, shape, table_types(shape, batch.schema))
-            self.table.ensure(self.connection())
-        query_id = self.query_id or batch.sparkSession.sparkContext.getLocalProperty("sql.streaming.queryId")
+            with _told(self.url, f"creating or checking {self.table_name}"):
+                self.table.ensure(self.connection())
+        query_id = self.query_id or _spark_query_id(batch) or self.fallback_query_id
         if query_id is None:
             raise SqlflowUnsupportedError("the PostgreSQL sink runs in foreachBatch of a streaming query, or needs "
                                           "query_id=", clause="INSERT")
@@ -424,20 +431,43 @@ class PostgresSink:
         self.write(panes, query_id, batch_id, hook)
 
     def write(self, panes: "pa.Table", query_id: str | None, batch_id: int | None, hook=None) -> bool:
-        import psycopg
-
         assert self.table is not None
-        try:
+        with _told(self.url, f"writing {self.table_name}"):
             return self.table.apply(self.connection(), panes, query_id=query_id, batch_id=batch_id, on_step=hook)
-        except psycopg.Error as e:
-            message = _scrub(str(e).strip(), self.url)
-            raise SqlflowExecutionError(f"writing {self.table_name} at {redact(self.url)} failed: {message}",
-                                        clause="INSERT") from None
 
     def close(self) -> None:
         if self._conn is not None:
             self._conn.close()
             self._conn = None
+
+
+def _spark_query_id(batch: "DataFrame") -> str | None:
+    """The running streaming query's id (stable across restarts from its checkpoint), where the
+    batch's session can tell it (a classic session: foreachBatch runs in the driver)."""
+    try:
+        return batch.sparkSession.sparkContext.getLocalProperty("sql.streaming.queryId")
+    except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext here
+        return None
+
+
+class _told:
+    """Turns psycopg's errors into a located SqlflowExecutionError without the URL's password
+    (and without psycopg's exception chained to it)."""
+
+    def __init__(self, url: str | None, what: str) -> None:
+        self.url, self.what = url, what
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind, error, tb) -> bool:
+        import psycopg
+
+        if error is None or not isinstance(error, psycopg.Error):
+            return False
+        message = _scrub(str(error).strip(), self.url)
+        raise SqlflowExecutionError(f"{self.what} at {redact(self.url)} failed: {message}",
+                                    clause="INSERT") from None
 
 
 def postgres_sink(url: str | None = None, table: str | None = None, *, query: "DataFrame | None" = None,

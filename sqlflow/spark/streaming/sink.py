@@ -85,7 +85,9 @@ def start(stream: PaneStream | DataFrame, *, format: str = "parquet", path: str 
     if format == POSTGRES:
         if table is None or checkpoint is None:
             raise SqlflowUnsupportedError("a postgres sink needs a table and a checkpoint location", clause="INSERT")
-        w = df.writeStream.foreachBatch(postgres_sink(url, table, query=df, **(options or {})))
+        sink = postgres_sink(url, table, query=df, **(options or {}))
+        sink.fallback_query_id = f"checkpoint {checkpoint}"
+        w = df.writeStream.foreachBatch(sink)
     elif dropped_path is not None:
         if not isinstance(stream, PaneStream) or stream.dropped is None:
             raise SqlflowUnsupportedError("dropped_path needs a PaneStream built with keep_dropped=True",
