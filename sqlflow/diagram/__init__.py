@@ -123,7 +123,8 @@ def plot(result: Any, *, inputs: Any = None, watermark: Any = None, ax: Any = No
     for extra in grid[panels:]:
         fig.delaxes(extra)
     diagrams = []
-    for n, shown in enumerate(chosen.shown or [None]):
+    panels_shown: list[tuple | None] = list(chosen.shown) or [None]
+    for n, shown in enumerate(panels_shown):
         here = grid[n]
         panes = chosen.panes if shown is None else chosen.panes[chosen.mask(shown)]
         diagram = Diagram.build(panes.reset_index(drop=True), value=chosen.value, keys=chosen.keys)

@@ -40,10 +40,10 @@ def is_spark(frame: Any) -> bool:
     return hasattr(frame, "toPandas") and hasattr(frame, "limit") and not isinstance(frame, pd.DataFrame)
 
 
-def to_pandas(frame: Any, limit: int | None, what: str) -> pd.DataFrame | None:
+def to_pandas(frame: Any, limit: int | None, what: str) -> pd.DataFrame:
     """A pandas frame of `frame` (a Spark DataFrame: at most `limit` rows, collected)."""
     if frame is None:
-        return None
+        raise SqlflowError(f"nothing to plot as {what}", clause="PLOT")
     if hasattr(frame, "panes") and isinstance(frame.panes, pd.DataFrame):
         return frame.panes  # an engine result
     if isinstance(frame, pd.DataFrame):

@@ -54,7 +54,7 @@ def renderer_of(fig):
     get = getattr(fig.canvas, "get_renderer", None)
     if get is not None:
         return get()
-    from matplotlib.backend_bases import _get_renderer  # other canvases: how matplotlib measures itself
+    from matplotlib.backend_bases import _get_renderer  # type: ignore[attr-defined]  # matplotlib's own way, other canvases
 
     return _get_renderer(fig)
 
@@ -96,7 +96,11 @@ def place(ax, labels: list[Label], obstacles: np.ndarray) -> int:
     for n in sorted(range(len(labels)), key=lambda n: labels[n].rank):
         text = texts[n]
         places = [p for p in labels[n].places if np.isfinite(p[0]) and np.isfinite(p[1])]
-        measured = text.get_window_extent(renderer) if places else None
+        if not places:  # nowhere to put it
+            text.remove()
+            hidden += 1
+            continue
+        measured = text.get_window_extent(renderer)
         anchors = ax.transData.transform(np.array([(p[0], p[1]) for p in places], dtype=float).reshape(-1, 2))
         for (px, py), (x, y, dx, dy, ha, va) in zip(anchors, places):
             x0 = px + dx * scale - {"left": 0.0, "center": measured.width / 2, "right": measured.width}[ha]

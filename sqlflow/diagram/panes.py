@@ -10,6 +10,7 @@ watermark is the line of `(W(p), p)`. Labels are placed by `labels.place`, so th
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -17,7 +18,7 @@ import pandas as pd
 from .frames import PANE_COLUMNS, Points, days, fmt_value
 from .labels import Label, artist_boxes, box_places, marker_boxes, place, point_places
 
-_TIMING_STYLE = {"EARLY": ":", "ON_TIME": "-", "LATE": "--"}
+_TIMING_STYLE: dict[str, Any] = {"EARLY": ":", "ON_TIME": "-", "LATE": "--"}
 #: area of an input point, in points^2 (matplotlib's scatter `s`)
 INPUT_SIZE = 22
 #: above this many input points (a later stage's input: every key's panes), they are drawn small

@@ -148,7 +148,7 @@ def _draw_holds(ax, holds, input_steps, output_steps, limits, notes: list[str], 
         label = "hold: a pending pane's output time (any key)"
     segments = np.stack([np.column_stack([value[inside], since[inside]]),
                          np.column_stack([value[inside], until[inside]])], axis=1)
-    bars = LineCollection(segments, colors=HOLD, linewidths=2.0, alpha=0.8, zorder=4, label=label)
+    bars = LineCollection(list(segments), colors=HOLD, linewidths=2.0, alpha=0.8, zorder=4, label=label)
     bars.set_gid("hold")
     ax.add_collection(bars)
     if output_steps is not None and len(output_steps[0]):

@@ -75,6 +75,7 @@ def window_expression(ws: WindowedSelect, ntz: bool = False) -> exp.Expr | None:
             args.append(lit(spark_interval(fn.offset.micros)))
         return exp.Anonymous(this="window", expressions=args)
     if isinstance(fn, ast.Sessions):
+        gap: exp.Expr
         if isinstance(fn.gap, ast.Duration):
             gap = lit(spark_interval(fn.gap.micros - 1))
         else:
@@ -154,7 +155,7 @@ def rewrite_native(ws: WindowedSelect, *, names: dict[int, str] | None = None, n
     def replace_panes(node: exp.Expr) -> exp.Expr:
         return panes[node.name.lower()].copy() if is_pane_ref(node) and node.name.lower() in panes else node
 
-    items = []
+    items: list[exp.Expr] = []
     for i, item in enumerate(select.expressions):
         if isinstance(item, exp.Alias):
             item.set("this", item.this.transform(replace_panes))
