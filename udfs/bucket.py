@@ -44,6 +44,7 @@ Runs on Spark's Python workers: imports only the engine (with its numba kernels)
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -87,7 +88,7 @@ class BucketJob:
     p_end: int | None = None
     replay: bool = False
     weight: str | None = None  # a column of how many input rows each element stands for
-    shared: object = None  # the timeline as a Spark broadcast variable (instead of `timeline`)
+    shared: Any = None  # the timeline as a Spark broadcast variable (instead of `timeline`)
     combine: tuple | None = None  # (size, slice offset, period, offset, parts): sqlflow.engine.arrival_combine
     chunked: tuple | None = None  # (plan, weight, combine): combining a bucket above chunk_rows rows
     chunk_rows: int = 1_000_000
@@ -105,6 +106,8 @@ class BucketJob:
         # process shares that Timeline (and the lookup lists it builds when first asked)
         timeline = self.timeline if self.shared is None else self.shared.value
         if self.combine is not None:
+            if self.weight is None:
+                raise ValueError("combined rows need a weight column")
             size, slice_offset, period, offset, parts = self.combine
             rows = combine(rows, keys=self.keys, gap=size, period=period, offset=offset, timeline=timeline,
                            parts=parts, weight=self.weight, slice_offset=slice_offset)
@@ -118,6 +121,8 @@ class BucketJob:
         elements, and the combiner the chunks go to."""
         import dataclasses
 
+        if self.chunked is None:
+            raise ValueError("this bucket job is not read in chunks")
         plan, weight, (size, slice_offset, period, offset, parts) = self.chunked
         timeline = self.timeline if self.shared is None else self.shared.value
         job = dataclasses.replace(self, plan=plan, weight=weight, combine=None, chunked=None)
@@ -198,6 +203,8 @@ class ArrowBuckets:
                 combined[1].add(arrow_frame(pa.Table.from_batches(held)))
             del held
             sub, combiner = combined
+            if sub.weight is None:
+                raise ValueError("combined elements need a weight column")
             out = sub.table(combiner.elements(sub.weight), self.schema)
         elif held:
             out = job.table(arrow_frame(pa.Table.from_batches(held)), self.schema)

@@ -56,7 +56,7 @@ class Combine:
         if not self._exact(table):
             yield from self._single(table).to_batches()
             return
-        specs = [(self.time, "min"), ([], "count_all")]
+        specs: list[tuple] = [(self.time, "min"), ([], "count_all")]
         names = [self.time, self.weight]
         if self.latest is not None:
             specs.append((self.time, "max"))

@@ -162,7 +162,7 @@ def insert(spark: "SparkSession", tree, args=None) -> Any:
     if finish and checkpoint is None:
         raise SqlflowUnsupportedError(f"{conf.FINISH}=true needs {conf.CHECKPOINT_LOCATION} (the finish marker lives "
                                       "next to the checkpoint)", clause="INSERT")
-    df = run_sql(spark, query_sql, args, finish_dir=checkpoint + "-finish" if finish else None, starts_query=True)
+    df = run_sql(spark, query_sql, args, finish_dir=f"{checkpoint}-finish" if finish else None, starts_query=True)
     if sink.format == POSTGRES:
         url = conf.get(spark, conf.POSTGRES_URL)
         if not df.isStreaming:
@@ -235,7 +235,7 @@ def declare_source(spark: "SparkSession", text: str) -> bool:
         df = read_stream(spark, path, format=fmt, schema=ddl, mode=mode, options=options)
     else:
         df = spark.readStream.format(fmt).schema(ddl).options(**{k: str(v) for k, v in options.items()}).load(path)
-    if tree.args.get("properties") and any(isinstance(p, exp.GlobalProperty) for p in props.expressions):
+    if props is not None and any(isinstance(p, exp.GlobalProperty) for p in props.expressions):
         df.createOrReplaceGlobalTempView(view)
     else:
         df.createOrReplaceTempView(view)
