@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from sqlflow.ast import AccumulationMode
@@ -41,6 +41,9 @@ def replay(ops, mode, cuts, seed, *, global_windows=False):
 @settings(max_examples=60, deadline=None)
 @given(ops=ops_strategy, cuts=st.lists(st.integers(0, 9), max_size=4), seed=st.integers(0, 2**32 - 1),
        global_windows=st.booleans())
+# a session refined in place across two batches (its row updated), and one merged across them
+@example(ops=[(0, 0, 1, 3), (1, 0, 1, 3)], cuts=[1], seed=0, global_windows=False)
+@example(ops=[(0, 0, 0, 1), (0, 0, 0, 2), (1, 0, 2, 3), (2, 0, 1, 6)], cuts=[1, 2], seed=0, global_windows=False)
 def test_table_equals_changelog_reaggregated(mode, ops, cuts, seed, global_windows):
     replay(ops, mode, cuts, seed, global_windows=global_windows)
 

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from sqlflow.ast import AccumulationMode
@@ -46,6 +46,9 @@ def read(pg, name: str) -> pd.DataFrame:
 @given(ops=st.lists(st.tuples(st.integers(0, 6), st.integers(0, 2), st.integers(0, 8), st.integers(1, 9)),
                     min_size=1, max_size=30),
        cuts=st.lists(st.integers(0, 7), max_size=3), seed=st.integers(0, 2**32 - 1), global_windows=st.booleans())
+# a session refined in place across two batches (its row updated), and one merged across them
+@example(ops=[(0, 0, 1, 3), (1, 0, 1, 3)], cuts=[1], seed=0, global_windows=False)
+@example(ops=[(0, 0, 0, 1), (0, 0, 0, 2), (1, 0, 2, 3), (2, 0, 1, 6)], cuts=[1, 2], seed=0, global_windows=False)
 def test_table_after_each_batch_is_the_changelog_reaggregated(pg, pg_url, mode, ops, cuts, seed, global_windows):
     steps = simulate(ops, mode, global_windows=global_windows)
     bounds = sorted({c % (len(steps) + 1) for c in cuts} | {0, len(steps)})
