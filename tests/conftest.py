@@ -2,8 +2,9 @@
 
 - `spark`: one SparkSession for the whole run (local[2], 2 shuffle partitions, UI off), started
   only when a test asks for it: parser and engine tests never pay for the JVM.
-- `rocksdb`: the RocksDB state store for one test (what `sqlflow.sql` asks of a session before a
-  stateful stream; `SQLFLOW_TEST_SESSION=defaults` runs the tests on Spark's default session).
+- `rocksdb`: the RocksDB state store for one test (what `sqlflow.sql` sets on a session with
+  Spark's default before a stateful stream, saying so; `SQLFLOW_TEST_SESSION=defaults` runs the
+  tests on Spark's default session).
 - `stateful_operator`: streams of one test run sqlflow's stateful operator in one bucket and can
   be finished.
 - After each test, streaming queries left running are stopped (only if Spark was started).
@@ -114,8 +115,8 @@ def _connect_session():
 
 @pytest.fixture
 def rocksdb(spark):
-    """The one line `sqlflow.sql` asks for before a stateful stream (the RocksDB state store),
-    for one test; a no-op on the project's own session, which sets it."""
+    """The RocksDB state store for one test (`sqlflow.sql` would set it on the session itself,
+    with a warning); a no-op on the project's own session, which sets it."""
     from sqlflow.spark.session import ROCKSDB_PROVIDER
     from sqlflow.spark.streaming.session_conf import PROVIDER_KEY
 

@@ -12,6 +12,7 @@ import pytest
 import sqlflow
 from sqlflow.errors import SqlflowUnsupportedError
 from sqlflow.spark import streaming as S
+from sqlflow.spark.streaming.session_conf import PROVIDER_KEY
 
 from .test_replay_vs_stream import data_batch_times, frame, write
 
@@ -189,6 +190,7 @@ def test_the_docs_hourly_sessions_example(spark, tmp_path, repo_root):
     code = code.replace("/data/clicks", str(tmp_path / "in")).replace("/tmp/sqlflow-finish-hourly",
                                                                       str(tmp_path / "fin"))
     scope = {"spark": spark, "sqlflow": sqlflow}
+    spark.conf.unset(PROVIDER_KEY)  # Spark's default state store: the example needs no line for it
     exec(code, scope)
     rows = spark.table("hourly").select("window_start", "sessions", "clicks", "pane_timing").collect()
     assert [tuple(r) for r in rows] == [(datetime(2024, 1, 1, 0, 0), 2, 3, "ON_TIME")]

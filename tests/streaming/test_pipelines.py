@@ -14,6 +14,7 @@ import pytest
 import sqlflow
 from sqlflow.errors import SqlflowUnsupportedError
 from sqlflow.spark import streaming as S
+from sqlflow.spark.streaming.session_conf import PROVIDER_KEY
 
 GAP_S = 60  # the sessions' gap, seconds
 DAY = "2024-01-01T"
@@ -21,7 +22,8 @@ DAY = "2024-01-01T"
 
 @pytest.fixture(autouse=True)
 def _state_store(rocksdb):
-    """Every stage here runs the stateful operator (the line sqlflow.sql asks a session for)."""
+    """Every stage here runs the stateful operator, on the RocksDB state store (restored after
+    each test, also after one that starts from Spark's default)."""
 
 
 @pytest.fixture
@@ -94,6 +96,7 @@ def test_two_clicks_forming_one_session_count_once(spark, tmp_path, repo_root):
     code = next(b for b in blocks if "by_user" in b)
     code = code.replace("/data/clicks", str(tmp_path / "in")).replace("/tmp/sqlflow-finish", str(tmp_path / "fin"))
     scope = {"spark": spark, "sqlflow": sqlflow}
+    spark.conf.unset(PROVIDER_KEY)  # Spark's default state store: the example needs no line for it
     try:
         exec(code, scope)
     finally:
