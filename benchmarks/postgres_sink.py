@@ -30,7 +30,7 @@ sys.path.insert(0, str(HERE))
 
 import events  # noqa: E402
 from measure import measure  # noqa: E402
-from report import machine  # noqa: E402
+from report import README, machine, readme_with  # noqa: E402
 
 SCHEMA = "user_id BIGINT, amount BIGINT, event_time TIMESTAMP, arrival_time TIMESTAMP"
 #: the README's card query, on the benchmark's events
@@ -154,6 +154,8 @@ def main(argv=None) -> int:
           f"{args.rows:,} rows in {args.files} micro-batches, {args.repeat} runs after {args.warmup} warm-up, "
           f"medians; load average {load} at start on {result['machine'].get('cpus')} cores.\n")
     out.with_suffix(".md").write_text(md)
+    if out.resolve() == OUT.resolve():  # the README's table is the default results file's
+        README.write_text(readme_with(README.read_text(), md, results="postgres.md"))
     print(md)
     return 0 if result["met"] else 1
 

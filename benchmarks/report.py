@@ -13,17 +13,20 @@ README = HERE.parent / "README.md"
 TABLE_BEGIN, TABLE_END = "<!-- benchmarks/results/compare.md: begin -->", "<!-- benchmarks/results/compare.md: end -->"
 
 
-def readme_with(readme: str, table: str) -> str:
-    """`readme` with `table` between the two markers (the table is rewritten by every run).
+def readme_with(readme: str, table: str, results: str = "compare.md") -> str:
+    """`readme` with `table` between the two markers of benchmarks/results/<results> (the table
+    is rewritten by every run).
 
     >>> readme_with(f"a\\n{TABLE_BEGIN}\\nold\\n{TABLE_END}\\nb\\n", "new\\n").splitlines()[1:4]
     ['<!-- benchmarks/results/compare.md: begin -->', 'new', '<!-- benchmarks/results/compare.md: end -->']
     """
-    head, begin, rest = readme.partition(TABLE_BEGIN)
-    _, end, tail = rest.partition(TABLE_END)
+    begin_marker = f"<!-- benchmarks/results/{results}: begin -->"
+    end_marker = f"<!-- benchmarks/results/{results}: end -->"
+    head, begin, rest = readme.partition(begin_marker)
+    _, end, tail = rest.partition(end_marker)
     if not begin or not end:
-        raise ValueError(f"README.md has no {TABLE_BEGIN} ... {TABLE_END} region for the table")
-    return f"{head}{TABLE_BEGIN}\n{table}{TABLE_END}{tail}"
+        raise ValueError(f"README.md has no {begin_marker} ... {end_marker} region for the table")
+    return f"{head}{begin_marker}\n{table}{end_marker}{tail}"
 
 
 def machine() -> dict:
