@@ -188,7 +188,7 @@ class Meta:
 
     @staticmethod
     def of(row) -> "Meta":
-        return Meta(*(None if v is None else v for v in row))
+        return Meta(*row)
 
 
 def stored(value) -> tuple[Meta, bytes | None]:

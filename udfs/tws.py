@@ -16,6 +16,7 @@ is the same shell for a chained stage's `ChainOperator` (udfs/chained.py).
 from __future__ import annotations
 
 import pickle
+from typing import Any
 
 
 def _processor_class():
@@ -38,7 +39,7 @@ def _processor_class():
         def init(self, handle) -> None:
             self.handle = handle
             self.state = handle.getValueState(self.state_name, self.state_schema)
-            self.operator = None  # built on the first call: init also runs on the driver
+            self.operator: Any = None  # built on the first call: init also runs on the driver
 
         def handleInitialState(self, key, initialState, timerValues) -> None:
             self._operator().initial(timerValues)
@@ -84,7 +85,7 @@ def _chained_class():
 
         def init(self, handle) -> None:
             self.state, self.reports = (handle.getValueState(n, s) for n, s in zip(self.names, self.schemas))
-            self.operator = None  # built on the first call: init also runs on the driver
+            self.operator: Any = None  # built on the first call: init also runs on the driver
 
         def handleInputRows(self, key, rows, timerValues):
             if self.operator is None:

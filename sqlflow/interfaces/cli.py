@@ -28,7 +28,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TextIO
+from typing import Any, TextIO
 
 from ..errors import SqlflowError
 from ..spark.chatter import failures_reported, quiet
@@ -118,7 +118,7 @@ class Cli:
                 self.header = value.strip().lower() == "true"
             else:
                 self.session_conf[key] = value
-        self._spark = None
+        self._spark: Any = None
         self._owns_session = False
         self.quitting = False  # quit; or exit; was read
         self.silent = self.args.silent

@@ -32,6 +32,7 @@ import os
 import re
 import time
 import uuid
+from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, needs_local_scope, no_var_expand
@@ -124,7 +125,7 @@ class SqlflowMagic(Magics):
             query = rest + "\n" + cell
         if not query.strip():
             raise UsageError("%sqlflow: no SQL to run")
-        namespace = dict(self.shell.user_ns)
+        namespace = dict(self.shell.user_ns) if self.shell is not None else {}
         namespace.update(local_ns or {})
         limit = args.limit if args.limit is not None else self.displaylimit
         if args.save:
@@ -193,7 +194,7 @@ class SqlflowMagic(Magics):
         if result is None or not result.columns:
             return None
         for name in (args.out, target):
-            if name:
+            if name and self.shell is not None:
                 self.shell.user_ns[name] = result
         if streamed:
             return None  # the cell already shows the stream's rows, refreshed as they came
@@ -280,7 +281,7 @@ class SqlflowMagic(Magics):
         """Show a running streaming query's panes until it ends, `--timeout` passes or the kernel
         is interrupted (`interrupted`; the query is stopped); return what it wrote (None for a
         console sink)."""
-        query = watcher.query
+        query: Any = watcher.query
         timeout = args.timeout if args.timeout is not None else self.stream_timeout
         began = time.monotonic()
         watcher.show()
@@ -327,7 +328,8 @@ def _sink_reader(spark, statement):
         from ..spark import conf
         from ..spark.sinks.postgres import read_table
 
-        return lambda: read_table(spark, conf.get(spark, conf.POSTGRES_URL), sink.table)
+        table = sink.table or ""
+        return lambda: read_table(spark, conf.get(spark, conf.POSTGRES_URL), table)
     if sink.format == "memory":
         return lambda: spark.table(sink.name)
     if sink.table is not None:

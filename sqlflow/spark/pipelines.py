@@ -62,7 +62,7 @@ class StageLink:
     """Attached to the SELECT that replaced an engine-path windowed SELECT."""
 
     mode: ast.AccumulationMode
-    net: exp.Select      # the same SELECT over the stage's final panes only
+    net: exp.Select | None  # the same SELECT over the stage's final panes only (None on a stream)
     merging: bool        # windows merge and a merged-away window can be in the output (not when
                          # each window emits one final pane: bounded data, a trigger firing at the end)
     label: str

@@ -127,7 +127,7 @@ def test_sqlflow_syntax_error_is_located_in_the_cell(ipython, capsys):
     r = run(ipython, "%%sqlflow\nSELECT k, COUNT(*) FROM t GROUP BY k\nWINDOW SESSION(GAP 1m) ON ts")
     assert not r.success and isinstance(r.error_in_exec, SqlflowSyntaxError)
     shown = capsys.readouterr().out
-    assert "(line 3, column 8)" in shown and "did you mean SESSIONS?" in shown  # line 1: %%sqlflow
+    assert "(line 3, column 8)" in shown and "did you mean SESSIONS(GAP 1m)?" in shown  # line 1: %%sqlflow
     assert "Traceback" not in shown
 
 

@@ -139,6 +139,7 @@ def shape_of(query: "DataFrame", *, keys: tuple[str, ...] | None = None,
             raise SqlflowUnsupportedError("the PostgreSQL sink needs to know the query's accumulation mode and keys: "
                                           "give a sqlflow.sql result, or keys= and mode=", clause="INSERT")
         mode = ws.windowing.mode
+    assert isinstance(mode, AccumulationMode)  # for mypy: a str was read above
     items = _items(ws, columns) if ws is not None else {}
     if keys is None:
         if ws is None:
@@ -157,7 +158,7 @@ def shape_of(query: "DataFrame", *, keys: tuple[str, ...] | None = None,
     if mode is AccumulationMode.DISCARDING:
         for c in aggregates:
             node = items.get(c, (None, True))[0]
-            if node is not None and not _additive(node):
+            if node is not None and ws is not None and not _additive(node):
                 raise ws.error(SqlflowUnsupportedError,
                                f"EMIT DISCARDING panes of {c} cannot be added into a current-results table: only "
                                f"{' and '.join(ADDITIVE)} (without DISTINCT) add up across panes", "EMIT", node=node,
@@ -460,11 +461,11 @@ class _told:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, kind, error, tb) -> bool:
+    def __exit__(self, kind, error, tb) -> None:
         import psycopg
 
         if error is None or not isinstance(error, psycopg.Error):
-            return False
+            return None
         message = _scrub(str(error).strip(), self.url)
         raise SqlflowExecutionError(f"{self.what} at {redact(self.url)} failed: {message}",
                                     clause="INSERT") from None

@@ -94,6 +94,9 @@ def start(stream: PaneStream | DataFrame, *, format: str = "parquet", path: str 
                                           clause="STREAM")
         if format not in FILE_FORMATS or path is None or checkpoint is None:
             raise SqlflowUnsupportedError("dropped_path needs a file format, a path and a checkpoint", clause="STREAM")
+        if stream.raw is None:
+            raise SqlflowUnsupportedError("dropped_path needs the stream's operator output (a stateful stream)",
+                                          clause="STREAM")
         w = stream.raw.writeStream.foreachBatch(_split_batch(stream, format, path, dropped_path, options))
     else:
         w = df.writeStream.outputMode(output_mode or ("complete" if aggregated(df) else "append"))

@@ -7,6 +7,7 @@ control rows (heartbeats, finish markers), puts Spark's watermark on a shifted c
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -82,7 +83,7 @@ def stateful_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, *, de
     if not sources:  # several: the input has its sources' own watermarks (several.py)
         rows = rows.withColumn(WM_COLUMN, F.timestamp_micros(latest + F.lit(time_shift + shift)))
     packed = not by_key and not sources and shift == UNBOUNDED_SHIFT and packable(data.schema)
-    masked = ()
+    masked: tuple[str, ...] | list[str] = ()
     heartbeat = heartbeat is not False and not by_key  # default on
     if packed:  # one row per bucket and input partition, BIGINTs exact (udfs/pack.py), and the
         # heartbeats (3.3) in the same pass: one Python crossing of the batch, not two
@@ -96,7 +97,7 @@ def stateful_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, *, de
     columns = rows.columns
     # control rows (heartbeats, finish) put 0 / TRUE (= NULL) in the masked BIGINTs: a NULL there
     # would turn the whole int64 column of an Arrow batch into float64 for pandas
-    fill = {**{c: 0 for c in masked}, **{null_mask(c): True for c in masked}, **({SOURCE: 0} if sources else {})}
+    fill: dict[str, Any] = {**{c: 0 for c in masked}, **{null_mask(c): True for c in masked}, **({SOURCE: 0} if sources else {})}
     parts = [rows]
     if heartbeat and not packed:
         # in the same pass as the rows (Spark reads the source once and counts its rows once): each
@@ -243,9 +244,10 @@ def pane_columns(spec: StreamSpec, schema: T.StructType, decode: dict | None = N
 def project_batch(raw: DataFrame, stream: PaneStream, kind: int) -> DataFrame:
     """The pane (or dropped-row) columns of one micro-batch of the operator's output."""
     rows = raw.where(F.col(KIND) == kind)
-    if kind == PANE:
-        return rows.select(*stream.pane_projection)
-    return rows.select(*stream.dropped_projection)
+    projection = stream.pane_projection if kind == PANE else stream.dropped_projection
+    if projection is None:
+        raise ValueError(f"this stream has no projection of its {'panes' if kind == PANE else 'dropped rows'}")
+    return rows.select(*projection)
 
 
 def masked_numbers(columns, schema) -> tuple:
