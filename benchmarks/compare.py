@@ -291,14 +291,14 @@ def streaming_pair(spark, files: Path, work: Path, scenario: str = "3"):
     return {"sqlflow": ours, "reference": native}
 
 
-#: 3s: Spark's defaults that matter to a stream (the rest of the session is compare.py's)
+#: 3d: Spark's defaults that matter to a stream (the rest of the session is compare.py's)
 SPARK_DEFAULTS = {"spark.sql.shuffle.partitions": "200"}
 PROVIDER = "spark.sql.streaming.stateStore.providerClass"
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
 
 def defaults_pair(spark, files: Path, work: Path):
-    """Scenario 3s: each side starts from Spark's defaults (200 shuffle partitions, Spark's
+    """Scenario 3d: each side starts from Spark's defaults (200 shuffle partitions, Spark's
     HDFS-backed state store); sqlflow's streaming DataFrame is started with `df.writeStream`, as a
     user would. A sqlflow that refuses the default state store (before it set it itself) gets the
     line its error asks for, as the user had to add it."""

@@ -37,6 +37,8 @@ _FACE = {
     "output_watermark": "holds",
     "compile_trigger": "triggers", "when_predicates": "triggers",
     "arrival_grid": "arrival_combine",
+    "ADDITIVE": "current_table", "TABLE_PANE_COLUMNS": "current_table", "TableShape": "current_table",
+    "batch_changes": "current_table",
 }
 
 __all__ = sorted(_FACE)
@@ -79,7 +81,10 @@ if TYPE_CHECKING:  # pragma: no cover  (what mypy sees; tests/engine/test_face.p
     from .triggers import compile_trigger as compile_trigger
     from .triggers import when_predicates as when_predicates
     from .arrival_combine import arrival_grid as arrival_grid
-
+    from .current_table import ADDITIVE as ADDITIVE
+    from .current_table import TABLE_PANE_COLUMNS as TABLE_PANE_COLUMNS
+    from .current_table import TableShape as TableShape
+    from .current_table import batch_changes as batch_changes
 
 def __getattr__(name: str):
     module = _FACE.get(name)

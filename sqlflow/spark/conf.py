@@ -142,9 +142,9 @@ def cores(spark) -> int:
 
 
 def streaming_buckets(spark, *, keyed: bool = True) -> tuple[int, str]:
-    """How many hash buckets of keys a stream's stateful operator uses, and why (for explain):
-    the one place
-    that decides it (the stateful operator and a chained stage's both ask here).
+    """How many hash buckets of keys a stream's stateful operator uses, and why (for explain): the
+    one place that decides it (the stateful operator, a chained stage's and the owned-sink
+    executor all ask here).
 
     `spark.sqlflow.streaming.buckets` if set; else `STREAMING_BUCKETS_PER_CORE` per core that
     runs the buckets (`cores`: enough to keep them busy, and a bucket's state stays a fraction of

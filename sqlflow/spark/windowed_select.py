@@ -215,7 +215,7 @@ def describe(statement: Statement, select: exp.Select, windowing: ast.Windowing)
 def check_known_window_fn(statement: Statement, windowing: ast.Windowing) -> None:
     """A custom window function must be registered before the query is planned: the plan carries
     its class to the executors, which would otherwise fail inside a Python worker."""
-    from ..engine.windows import registered_window_fn
+    from ..engine import registered_window_fn
     from ..frontend import suggest
 
     fn = windowing.window.fn

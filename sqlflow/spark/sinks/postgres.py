@@ -27,7 +27,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from ...ast import AccumulationMode
 from ...columns import ALL_PANE_COLUMNS, IS_RETRACTION, PANE_TYPES, WINDOW_END, WINDOW_START
-from ...engine.current_table import ADDITIVE, TABLE_PANE_COLUMNS, TableShape, batch_changes
+from ...engine import ADDITIVE, TABLE_PANE_COLUMNS, TableShape, batch_changes
 from ...errors import SqlflowAnalysisError, SqlflowExecutionError, SqlflowUnsupportedError
 
 if TYPE_CHECKING:  # pragma: no cover

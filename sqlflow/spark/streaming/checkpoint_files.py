@@ -8,6 +8,7 @@ back on a restart, so a re-run batch has the same timestamp: the batch's process
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from pyspark.sql import SparkSession
 
@@ -19,9 +20,9 @@ class CheckpointFiles:
 
     def __init__(self, spark: SparkSession, root: str):
         self.spark, self.root = spark, root.rstrip("/")
-        jvm = spark._jvm  # type: ignore[attr-defined]
+        jvm: Any = spark._jvm
         self._Path = jvm.org.apache.hadoop.fs.Path
-        self._conf = spark._jsc.hadoopConfiguration()  # type: ignore[attr-defined]
+        self._conf = spark._jsc.hadoopConfiguration()
         self._jvm = jvm
         self.fs = self._Path(self.root).getFileSystem(self._conf)
 

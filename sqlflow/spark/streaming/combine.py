@@ -10,6 +10,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from ... import ast
 from ...columns import EVENT_TIME, LATEST, PREFIX, WEIGHT, part_column
 from ...engine import COMBINING, STREAM, Aggregate, EnginePlan, path_for
 from ...udfs.combine import Combine
@@ -31,6 +32,8 @@ def combined(data: DataFrame, plan: EnginePlan) -> tuple[DataFrame, EnginePlan]:
     """The micro-batch's rows combined per key and window, and the plan over the partial
     aggregates."""
     window = plan.window
+    if not isinstance(window, ast.Fixed):
+        raise ValueError(f"a stream's rows combine per FIXED window, not {window}")
     et = F.col(EVENT_TIME)
     start = PREFIX + "start"  # the window start of a row
     sliced = data.withColumn(start, et - F.pmod(et - F.lit(window.offset.micros), F.lit(window.size.micros)))
@@ -44,7 +47,7 @@ def combined(data: DataFrame, plan: EnginePlan) -> tuple[DataFrame, EnginePlan]:
         partial, final = ARROW_PARTIAL[agg.kind], COMBINING[agg.kind]
         parts.append((name, partial, agg.column))
         aggregates.append(Aggregate(final, name, agg.output, agg.ignore_nulls))
-        kind = fields[agg.column].dataType if agg.kind in ("min", "max") else T.LongType()
+        kind = fields[agg.column].dataType if agg.kind in ("min", "max") and agg.column else T.LongType()
         # counts are never NULL: declared so, they travel without a NULL mask (stateful.masked_numbers)
         out.append(T.StructField(name, kind, partial not in ("count", "count_all")))
     out.append(T.StructField(WEIGHT, T.LongType(), False))

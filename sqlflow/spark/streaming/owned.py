@@ -41,7 +41,7 @@ from ...errors import SqlflowUnsupportedError
 from ...time import NEG_INF, POS_INF
 from ...udfs.batch_step import BatchSpec, BatchStep, batch_watermark, state_columns
 from ...udfs.streaming import StreamSpec
-from ..conf import FILE_FORMATS
+from ..conf import FILE_FORMATS, streaming_buckets
 from .checkpoint_files import CheckpointFiles
 from .combine import combinable
 from .stateful import operator_schema, packable, pane_columns
@@ -106,12 +106,14 @@ def partials(rows: DataFrame, plan: EnginePlan) -> DataFrame:
     the bucket first, so that Spark's hash partitioning by bucket serves the aggregation and
     the per-bucket call alike (one shuffle)."""
     window = plan.window
+    if not isinstance(window, ast.Fixed):
+        raise ValueError(f"a stream's rows combine per FIXED window, not {window}")
     et = F.col(EVENT_TIME)
     start = et - F.pmod(et - F.lit(window.offset.micros), F.lit(window.size.micros))
     aggs = [F.min(et).alias(EVENT_TIME), F.max(et).alias(LATEST), F.count(F.lit(1)).alias(WEIGHT)]
     overflow = []
     for j, a in enumerate(plan.aggregates):
-        c = F.col(a.column) if a.column else None
+        c = F.col(a.column) if a.column else F.lit(None)
         if a.kind == "count_star":
             aggs.append(F.count(F.lit(1)).alias(part_column(j)))
         elif a.kind == "count":
@@ -213,7 +215,7 @@ class OwnedRun:
         self.files = CheckpointFiles(spark, checkpoint)
         plan = recipe.plan
         latest = self._latest_book(None)
-        default = recipe.buckets or 2 * spark.sparkContext.defaultParallelism
+        default = recipe.buckets or streaming_buckets(spark, keyed=bool(plan.keys))[0]
         self.buckets = latest.buckets if latest is not None else (max(1, int(default)) if plan.keys else 1)
         self.combine = combinable(plan, recipe.data.schema)
         run_plan = partial_plan(plan) if self.combine else plan

@@ -202,6 +202,11 @@ def _start_owned(stream, pane_stream: PaneStream, *, format, path, query_name, c
     if finish and not available_now:
         raise SqlflowUnsupportedError("finish=True needs available_now=True (or call PaneStream.finish() "
                                       "on a running stream)", clause="STREAM")
+    if finish and pane_stream.finish_dir is None:  # before anything starts, as on the operator
+        raise SqlflowUnsupportedError(f"finish needs a stream built with finish_dir ({STREAMING_FINISH_DIR} in SQL)",
+                                      clause="STREAM")
+    if fresh_checkpoint(pane_stream.panes.sparkSession, checkpoint, query_name):  # a new run: no earlier marker ends it
+        clear_finish_markers([pane_stream])
     if checkpoint is None:  # memory, noop, console: a checkpoint of its own, as Spark gives those sinks
         import tempfile
         checkpoint = tempfile.mkdtemp(prefix="sqlflow-owned-")
