@@ -154,8 +154,9 @@ def test_the_operators_loggers_are_off_and_failure_loggers_only_while_a_statemen
     assert {_level(spark, name) for name in QUIET_LOGGERS} == {"OFF"}
     state_server = "org.apache.spark.sql.execution.python.streaming.TransformWithStateInPySparkStateServer"
     assert _level(spark, state_server) == "OFF"
+    spark.sparkContext.setLogLevel("WARN")   # the session's level (a test before may have changed it)
     before = {name: _level(spark, name) for name in FAILURE_LOGGERS}
-    assert set(before.values()) == {"WARN"}   # the session's level
+    assert set(before.values()) == {"WARN"}
     with failures_reported(spark):
         assert {_level(spark, name) for name in FAILURE_LOGGERS} == {"OFF"}
     assert {name: _level(spark, name) for name in FAILURE_LOGGERS} == before

@@ -67,7 +67,7 @@ def test_failing_script_stops_with_status_1_and_a_located_message(sqlflow_cli):
         "sqlflow: WINDOW: unknown window function SESSION (line 11, column 8)",
         "  WINDOW SESSION(GAP 30m) ON ts;",
         "         ^",
-        "did you mean SESSIONS?",
+        "did you mean SESSIONS(GAP 30m)?",
     ]
 
 

@@ -90,7 +90,7 @@ def test_every_wire_column_has_one_type():
             assert field.dataType == T.LongType()
     assert [f.name for f in schema.fields][-len(C.REPORT_COLUMNS):] == list(C.REPORT_COLUMNS)
     assert not set(C.BUCKET_OUTPUT_COLUMNS) - set(C.OUTPUT_TYPES)
-    kinds = (C.PANE, C.DROPPED, C.METRICS, C.DATA, C.HEARTBEAT, C.FINISH, C.PACKED, C.REPORT)
+    kinds = (C.PANE, C.DROPPED, C.METRICS, C.DATA, C.HEARTBEAT, C.FINISH, C.PACKED, C.REPORT, C.STATE)
     assert len(set(kinds)) == len(kinds) and set(C.KIND_NAMES) == set(kinds)  # a code never means two things
 
 
