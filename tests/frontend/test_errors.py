@@ -1333,8 +1333,13 @@ def test_every_pane_column_name_is_refused_as_an_alias(column):
 
 
 def test_a_pane_column_under_its_own_name_is_not_refused():
-    parse("SELECT k, window_start AS window_start, COUNT(*) AS n FROM t GROUP BY k WINDOW FIXED(SIZE 1h) ON ts")
-    parse("SELECT k, COUNT(*) AS window_starts FROM t GROUP BY k WINDOW FIXED(SIZE 1h) ON ts")
+    for sql, alias in (("SELECT k, window_start AS window_start, COUNT(*) AS n FROM t GROUP BY k "
+                        "WINDOW FIXED(SIZE 1h) ON ts", "window_start"),
+                       ("SELECT k, COUNT(*) AS window_starts FROM t GROUP BY k WINDOW FIXED(SIZE 1h) ON ts",
+                        "window_starts")):
+        (select, windowing), = parse(sql).windowed_selects()
+        assert alias in [item.alias for item in select.expressions]
+        assert windowing.window.fn == ast.Fixed(ast.Duration(3_600_000_000))
 
 
 def test_a_window_on_the_output_time_of_a_global_stage_without_output_timestamp_is_refused():

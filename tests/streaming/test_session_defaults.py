@@ -109,7 +109,7 @@ except sqlflow.SqlflowError as e:
 """
 
 
-@pytest.mark.skipif(not os.path.exists("/usr/bin/python3"), reason="needs a system Python without sqlflow")
+@pytest.mark.skipif(not os.path.exists("/usr/bin/python3"), reason="needs /usr/bin/python3, a Python without sqlflow, to stand for workers that cannot import it")
 def test_workers_that_cannot_import_sqlflow_are_a_located_error_at_sql_time(tmp_path):
     """PYSPARK_PYTHON naming a Python without sqlflow: `sqlflow.sql` says so, with the fix, where
     Spark would fail the stream's first micro-batch (STREAMING_PYTHON_RUNNER_INITIALIZATION_FAILURE)."""

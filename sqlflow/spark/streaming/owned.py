@@ -43,6 +43,7 @@ from ...udfs.batch_step import BatchSpec, BatchStep, batch_watermark, state_colu
 from ...udfs.streaming import StreamSpec
 from ..conf import FILE_FORMATS, streaming_buckets
 from .checkpoint_files import CheckpointFiles
+from .pane_stream import named_and_triggered
 from .combine import combinable
 from .stateful import operator_schema, packable, pane_columns
 
@@ -389,13 +390,9 @@ def start_owned(recipe: OwnedRecipe, *, sink: OwnedSink, checkpoint: str, query_
     spark = recipe.data.sparkSession
     sink.session = spark
     run = OwnedRun(spark, recipe, checkpoint, sink, final)
-    w = run.input().writeStream.foreachBatch(run).option("checkpointLocation", checkpoint)
-    if query_name is not None:
-        w = w.queryName(query_name)
-    if available_now and not finish:
-        w = w.trigger(availableNow=True)
-    elif trigger_interval is not None:
-        w = w.trigger(processingTime=trigger_interval)
+    w = named_and_triggered(run.input().writeStream.foreachBatch(run).option("checkpointLocation", checkpoint),
+                            query_name=query_name, available_now=available_now, finish=finish,
+                            trigger_interval=trigger_interval)
     query = w.start()
     RUNS[str(query.id)] = run
     if finish:

@@ -96,6 +96,19 @@ def clear_finish_markers(finishers: list[PaneStream]) -> int:
     return deleted
 
 
+def named_and_triggered(writer, *, query_name: str | None, available_now: bool, finish: bool,
+                        trigger_interval: str | None):
+    """A DataStreamWriter with the query name and trigger `start` gives it (availableNow unless the
+    stream is finished by `start`'s two runs, else the interval, else Spark's default)."""
+    if query_name is not None:
+        writer = writer.queryName(query_name)
+    if available_now and not finish:
+        writer = writer.trigger(availableNow=True)
+    elif trigger_interval is not None:
+        writer = writer.trigger(processingTime=trigger_interval)
+    return writer
+
+
 def fresh_checkpoint(spark, checkpoint: str | None, query_name: str | None = None) -> bool:
     """Whether a query started with `checkpoint` (None: Spark's choice) starts a new run rather
     than resuming one: no micro-batch planned yet (no `<checkpoint>/offsets/<n>`). Without a

@@ -14,7 +14,8 @@ from ..conf import get as conf_get
 from ..report import ATTRIBUTE
 from ..sinks.postgres import FORMAT as POSTGRES
 from ..sinks.postgres import postgres_sink
-from .pane_stream import PaneStream, aggregated, clear_finish_markers, fresh_checkpoint, pane_streams
+from .pane_stream import (PaneStream, aggregated, clear_finish_markers, fresh_checkpoint, named_and_triggered,
+                          pane_streams)
 from .session_conf import state_store_for
 from .stateful import project_batch
 
@@ -104,12 +105,8 @@ def start(stream: PaneStream | DataFrame, *, format: str = "parquet", path: str 
             w = w.options(**{k: str(v) for k, v in options.items()})
     if checkpoint is not None:
         w = w.option("checkpointLocation", checkpoint)
-    if query_name is not None:
-        w = w.queryName(query_name)
-    if available_now and not finish:
-        w = w.trigger(availableNow=True)
-    elif trigger_interval is not None:
-        w = w.trigger(processingTime=trigger_interval)
+    w = named_and_triggered(w, query_name=query_name, available_now=available_now, finish=finish,
+                            trigger_interval=trigger_interval)
     if table is None and not foreach:
         w = w.format(format)
         if format in FILE_FORMATS:
