@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -36,6 +35,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import provenance  # noqa: E402
 from clickstream import clickstream  # noqa: E402
 
 WINDOWS = {
@@ -126,8 +126,9 @@ def main() -> None:
     import sqlflow
     from sqlflow.spark.session import local_session
 
+    facts = provenance.run_facts("bounded.py", None)
     out = Path(options.out)
-    record = json.loads(out.read_text()) if out.exists() else {}
+    record = provenance.with_records(json.loads(out.read_text())) if out.exists() else {}
     results = record.get("results", {})
     fanout = record.get("fanout", {})
     spark = local_session(app_name="sqlflow-bounded-benchmark")
@@ -136,22 +137,27 @@ def main() -> None:
         if kinds:
             n = clicks_view(spark, tmp, options.rows, options.keys)
             for kind in kinds:
+                at_start = provenance.load()
                 results[kind] = measure(spark, sqlflow, QUERY.format(window=WINDOWS[kind]), options.repeat, n, kind)
+                results[kind]["record"] = provenance.record(facts, at_start, results[kind])
             record.update(rows=n, keys=options.keys, repeat=options.repeat)
         fans = [int(k.split("-")[1]) for k in only if k.startswith("fanout-")]
         if fans:
             n = clicks_view(spark, tmp, options.fanout_rows, max(1, options.fanout_rows // 200))
             for f in fans:
+                at_start = provenance.load()
                 fanout[str(f)] = {"window": FANOUTS[f], "rows": n, "repeat": options.repeat,
                                   **measure(spark, sqlflow, QUERY.format(window=FANOUTS[f]), options.repeat, n,
                                             f"fanout-{f}")}
+                fanout[str(f)]["record"] = provenance.record(facts, at_start, fanout[str(f)])
+    header = provenance.kept_header(record, {**results, **fanout})
+    record.pop(provenance.OLD_HEADER, None)
     summary = {kind: {p: r[p]["rows_per_s"] for p in ("native", "engine")} for kind, r in results.items()}
     record.update({
         "benchmark": "benchmarks/bounded.py",
         "query": QUERY,
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform(),
-                    "pyspark": __import__("pyspark").__version__,
-                    "shuffle_partitions": spark.conf.get("spark.sql.shuffle.partitions")},
+        "shuffle_partitions": spark.conf.get("spark.sql.shuffle.partitions"),
+        **header,
         "results": results,
         "summary_rows_per_s": summary,
         "preferred": {kind: r["faster"] for kind, r in results.items()},

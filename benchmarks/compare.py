@@ -52,18 +52,20 @@ Each measurement records wall time, rows/s and the peak resident memory of the p
 (driver, JVM and Python workers, sampled every 50 ms; the JVM keeps the heap it once grew, so
 the larger of two interleaved sides sets the bar for both) and of the Python workers alone.
 Results: benchmarks/results/compare.json and compare.md, the table that a run with the default
---out also writes into README.md (between its two compare.md markers).
+--out also writes into README.md (between its two compare.md markers). Each scenario keeps its own
+record (benchmarks/provenance.py: commit, command, versions, machine, load at its start and end,
+the spread of each side's rounds), so `--only` runs merged into a file stay told apart; the
+table's last column and its footnote say which run measured each row.
 
     python benchmarks/compare.py --quick        # 200k rows, scaling at 100k/200k/1M, 5k rows for Beam
     python benchmarks/compare.py --only 1,2b    # some scenarios, merged into the existing results
     python benchmarks/compare.py --only f       # the Flink scenarios f1-f4
+    python benchmarks/compare.py --report       # rewrite the tables from the results file, measuring nothing
 """
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import shutil
 import subprocess
 import sys
@@ -77,9 +79,10 @@ sys.path.insert(0, str(HERE))
 import events  # noqa: E402
 import flink_compare  # noqa: E402
 import pipeline  # noqa: E402
+import provenance  # noqa: E402
 from finals import finals, live_sessions, same_rows  # noqa: E402
 from measure import SHORT_REPEAT, SHORT_WARMUP, WARMUP, measure, noop  # noqa: E402
-from report import NAMES, README, beam_version, machine, markdown, readme_with  # noqa: E402
+from report import NAMES, README, beam_version, markdown, readme_with  # noqa: E402
 
 SCENARIOS = ("1", "2", "2p", "2b", "3", "3b", "3c", "3o", "3co", "3s", "3d", "4", "5", *flink_compare.SCENARIOS)
 #: the streaming scenarios: measured by every run that writes the README's results, `--only` or not,
@@ -454,7 +457,12 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="small sizes: checks that everything runs")
     ap.add_argument("--out", default=str(DEFAULT_OUT), help="results file (the default one also rewrites "
                     "the README's table)")
+    ap.add_argument("--report", action="store_true", help="measure nothing: rewrite the table (and, for the "
+                    "default --out, the README's) from the results file")
     args = ap.parse_args(argv)
+    if args.report:
+        return write(Path(args.out), json.loads(Path(args.out).read_text()))
+    facts = provenance.run_facts("compare.py", argv)  # before anything runs: the commit as measured
     warmup = 1 if args.warmup is None else args.warmup
     repeat = args.repeat or 3
     # the bounded scenarios on up to --rows rows (see SHORT_REPEAT), unless told otherwise
@@ -472,8 +480,13 @@ def main(argv=None) -> int:
     unknown = set(only) - set(SCENARIOS)
     if unknown:
         ap.error(f"unknown scenario(s) {sorted(unknown)}; choose from {', '.join(SCENARIOS)}")
-    previous = json.loads(out_path.read_text()) if args.only and out_path.exists() else {}
+    previous = provenance.with_records(json.loads(out_path.read_text())) if args.only and out_path.exists() else {}
     results = dict(previous.get("results", {}))
+
+    def keep(name: str, result: dict, load_at_start: float, **versions) -> None:
+        """`result` summarised, with its own record (the scenario's run, load and rounds)."""
+        results[name] = dict(summarise(name, result),
+                             record=provenance.record(facts, load_at_start, result, **versions))
 
     from sqlflow.spark.session import local_session
 
@@ -481,37 +494,39 @@ def main(argv=None) -> int:
     spark = local_session(app_name="sqlflow-compare", conf={"spark.driver.memory": "8g"})
     spark_startup = round(time.perf_counter() - clock, 3)
     work = Path(tempfile.mkdtemp(prefix="sqlflow-compare-"))
-    started = time.time()
-    load_at_start = round(os.getloadavg()[0], 2)  # the machine is shared: how busy it was
     try:
         rows = args.rows
         if "1" in only:
             print(f"scenario 1: fixed windows, bounded, {rows:,} rows", flush=True)
-            results["1"] = summarise("1", bounded_scenario(spark, Q_FIXED, hand_fixed, rows, short["repeat"],
-                                                           final_only=False, warmup=short["warmup"]))
-        scaling = {}
+            at_start = provenance.load()
+            keep("1", bounded_scenario(spark, Q_FIXED, hand_fixed, rows, short["repeat"], final_only=False,
+                                       warmup=short["warmup"]), at_start)
+        scaling, scaling_load = {}, provenance.load()
         if "2" in only or "5" in only:
             sizes = sorted({rows} | ({int(s) for s in args.scaling.split(",")} if "5" in only else set()))
             for n in sizes:
                 print(f"scenario 2: sessions, early/late firings, retracting, replayed, {n:,} rows", flush=True)
                 rounds = short if n <= rows else {"repeat": repeat, "warmup": warmup}
+                at_start = provenance.load()
                 scaling[n] = bounded_scenario(spark, Q_SESSIONS_REPLAY, hand_sessions, n, rounds["repeat"],
                                               final_only=True,
                                               floor=work / "engine-free" if "2" in only and n == rows else None,
                                               warmup=rounds["warmup"])
+                scaling[n]["record"] = provenance.record(facts, at_start, scaling[n])
             if "2" in only:
                 results["2"] = summarise("2", scaling[rows])
         if "2p" in only:
             print(f"scenario 2p: scenario 2's sessions, then a replayed hourly window over their output time, "
                   f"{rows:,} rows", flush=True)
+            at_start = provenance.load()
             load(spark, events.dataset(rows))
-            results["2p"] = summarise("2p", pipeline.scenario(spark, rows, short["repeat"], short["warmup"],
-                                                              first_stage=Q_SESSIONS_REPLAY,
-                                                              hand_sessions=hand_sessions))
+            keep("2p", pipeline.scenario(spark, rows, short["repeat"], short["warmup"], first_stage=Q_SESSIONS_REPLAY,
+                                         hand_sessions=hand_sessions), at_start)
         if "2b" in only:
             print(f"scenario 2b: sessions, default trigger, bounded, {rows:,} rows", flush=True)
-            results["2b"] = summarise("2b", bounded_scenario(spark, Q_SESSIONS, hand_sessions, rows, short["repeat"],
-                                                             final_only=False, warmup=short["warmup"]))
+            at_start = provenance.load()
+            keep("2b", bounded_scenario(spark, Q_SESSIONS, hand_sessions, rows, short["repeat"], final_only=False,
+                                        warmup=short["warmup"]), at_start)
         for name in (s for s in STREAMING if s in only):
             n, n_files = args.stream_rows, args.files
             if name == "3s":
@@ -519,26 +534,30 @@ def main(argv=None) -> int:
                 n = n_files * per_file
             print(f"scenario {name}: {NAMES[name]}, {n:,} rows in {n_files} files", flush=True)
             files = events.stream_files(n, n_files)
+            at_start = provenance.load()
             r = measure(streaming_pair(spark, files, work, name), n, repeat, warmup)
-            results[name] = summarise(name, dict(r, rows=n, files=n_files))
+            keep(name, dict(r, rows=n, files=n_files), at_start)
         if "3d" in only:
             n, files = 150, 3
             print(f"scenario 3d: {NAMES['3d']}, {n:,} rows in {files} files", flush=True)
             saved = {k: spark.conf.get(k) for k in (*SPARK_DEFAULTS, PROVIDER)}
+            at_start = provenance.load()
             try:
                 r = measure(defaults_pair(spark, events.stream_files(n, files), work), n, repeat, warmup)
             finally:
                 for k, v in saved.items():
                     spark.conf.set(k, v)
-            results["3d"] = summarise("3d", dict(r, rows=n, files=files))
+            keep("3d", dict(r, rows=n, files=files), at_start)
         if "4" in only:
             print(f"scenario 4: scenario 2 in Apache Beam (DirectRunner), first {args.beam_rows:,} arrivals of "
                   f"{rows:,}", flush=True)
             prefix = events.prefix(args.beam_rows, rows)
+            at_start = provenance.load()
             sides, state = beam_pair(spark, prefix, work)
             r = measure(sides, args.beam_rows, repeat, warmup)
             r["check"] = beam_check(spark, prefix, state[max(state)][0])
-            results["4"] = summarise("4", dict(r, rows=args.beam_rows, of=rows))
+            keep("4", dict(r, rows=args.beam_rows, of=rows), at_start,
+                 beam=r["reference"].get("beam_version") or beam_version())
         if "5" in only:
             per_row = {str(n): {"rows": n, "sqlflow_us_per_row": round(1e6 * s["sqlflow"]["median_s"] / n, 3),
                                 "reference_us_per_row": round(1e6 * s["reference"]["median_s"] / n, 3),
@@ -546,34 +565,33 @@ def main(argv=None) -> int:
                                 "reference_rows_per_s": s["reference"]["rows_per_s"],
                                 "ratio": round(s["reference"]["median_s"] / s["sqlflow"]["median_s"], 3),
                                 "sqlflow_peak_rss_mb": s["sqlflow"]["peak_rss_mb"],
-                                "check_equal": s["check"]["equal"]}
+                                "check_equal": s["check"]["equal"],
+                                "sqlflow_spread": s["record"]["spread"]["sqlflow"],
+                                "reference_spread": s["record"]["spread"]["reference"],
+                                "load_average": s["record"]["load_average"]}
                        for n, s in sorted(scaling.items())}
             costs = [v["sqlflow_us_per_row"] for v in per_row.values()]
             growth = costs[-1] / costs[0]
             results["5"] = {"sizes": per_row, "per_row_growth": round(growth, 3), "target": "per-row time flat "
                             "(largest/smallest <= 1.25)", "met": growth <= 1.25 and all(v["check_equal"]
-                                                                                        for v in per_row.values())}
+                                                                                        for v in per_row.values()),
+                            "record": provenance.record(facts, scaling_load)}
         flink = [s for s in flink_compare.SCENARIOS if s in only]
         if flink:
-            r = flink_compare.run(spark, flink, args.flink_rows or rows, args.files, repeat, warmup, work)
+            r = flink_compare.run(spark, flink, args.flink_rows or rows, args.files, repeat, warmup, work, facts)
             for name in flink:
                 results[name] = summarise(name, dict(r[name], spark_startup_s=spark_startup))
     finally:
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)
 
-    import pyspark
+    kept = {k: results[k] for k in SCENARIOS if k in results}
+    return write(out_path, {"results": kept, **provenance.kept_header(previous, kept)})
 
-    out = {
-        "command": "python benchmarks/compare.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-        "machine": machine(),
-        "versions": {"python": platform.python_version(), "pyspark": pyspark.__version__, "beam": beam_version(),
-                     "flink": next((results[k]["flink_version"] for k in flink_compare.SCENARIOS if k in results),
-                                   None)},
-        "finished": time.strftime("%Y-%m-%d %H:%M:%S"), "minutes": round((time.time() - started) / 60, 1),
-        "load_average": [load_at_start, round(os.getloadavg()[0], 2)],
-        "results": {k: results[k] for k in SCENARIOS if k in results},
-    }
+
+def write(out_path: Path, out: dict) -> int:
+    """The results file, its table next to it, and for the default file the README's table."""
+    out = provenance.with_records(out)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(json.dumps(out, indent=2) + "\n")
     table = markdown(out)

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -23,6 +21,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import provenance  # noqa: E402
 from clickstream import MINUTE, clickstream  # noqa: E402
 
 from sqlflow import ast  # noqa: E402
@@ -51,6 +50,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--out", default=str(HERE / "results" / "engine.json"))
     args = ap.parse_args(argv)
+    facts, at_start = provenance.run_facts("engine.py", argv), provenance.load()
 
     data = clickstream(args.events, args.keys).rename(columns={"event_time": EVENT_TIME, "arrival_time": ARRIVAL_TIME})
     timeline = bounded_delay(data[ARRIVAL_TIME].to_numpy(), data[EVENT_TIME].to_numpy(), MINUTE)
@@ -86,9 +86,8 @@ def main(argv=None) -> int:
     print(f"{'b, per-key reference loop (1/10 of input)':45s} {ref:>12,.0f} events/s")
 
     report = {
-        "command": "python benchmarks/engine.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "record": provenance.record(facts, at_start),
         "events": args.events, "keys": args.keys,
-        "machine": {"python": platform.python_version(), "cpu_count": os.cpu_count(), "platform": platform.platform()},
         "results": results,
     }
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -44,6 +44,7 @@ import tempfile
 from pathlib import Path
 
 import events
+import provenance
 from finals import finals, same_rows
 from measure import PeakMemory, measure, noop
 
@@ -209,8 +210,10 @@ def check(spark, flink: FlinkSide, name: str, inputs: dict, work: Path) -> dict:
     return result
 
 
-def run(spark, only: list[str], rows: int, files: int, repeat: int, warmup: int, work: Path) -> dict:
-    """Scenarios `only` (of f1-f4) on `rows` rows; returns their results (summarised by compare.py)."""
+def run(spark, only: list[str], rows: int, files: int, repeat: int, warmup: int, work: Path,
+        facts: dict | None = None) -> dict:
+    """Scenarios `only` (of f1-f4) on `rows` rows; returns their results (summarised by compare.py),
+    each with its record when given the run's `facts` (benchmarks/provenance.py)."""
     inputs = register_inputs(spark, rows, files)
     flink = FlinkSide(work / "flink-side.log")
     results = {}
@@ -219,11 +222,14 @@ def run(spark, only: list[str], rows: int, files: int, repeat: int, warmup: int,
             window, mode, streaming = SHAPES[name]
             print(f"scenario {name}: {window} windows, {'streaming' if streaming else 'bounded'}, {rows:,} rows, "
                   f"vs Flink {flink.ready['flink']} ({mode} mode)", flush=True)
+            at_start = provenance.load()
             r = measure(sides(spark, flink, name, inputs, work), rows, repeat, warmup)
             r["check"] = check(spark, flink, name, inputs, work)
             results[name] = dict(r, rows=rows, stream_files=files, flink_mode=mode, delay_ms=DELAY_MS,
                                  flink_version=flink.ready["flink"], flink_startup_s=flink.ready["startup_s"],
                                  parallelism=flink.ready["parallelism"])
+            if facts is not None:
+                results[name]["record"] = provenance.record(facts, at_start, r, flink=flink.ready["flink"])
     finally:
         flink.close()
     return results

@@ -32,6 +32,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import events  # noqa: E402
+import provenance  # noqa: E402
 
 QUERIES = {
     "sessions": """SELECT user_id, COUNT(*) AS clicks, SUM(amount) AS total
@@ -129,19 +130,27 @@ def run_case(case: str, rows: int) -> dict:
 
 
 def markdown(record: dict) -> str:
-    """The results as the README's table: one row per query and size, the target at 10M rows."""
-    load = f", load average {record['load_average']} at the end" if "load_average" in record else ""
-    lines = [f"Measured {record['finished']} on {record['cpus']} cores, PySpark {record['pyspark']} "
-             f"(`{record.get('command', 'python benchmarks/hot_key.py')}`{load}; the machine is shared: times are "
-             "for orientation only).", "",
-             "| query, one key | rows | peak RSS of one Python worker | bytes per row | time | target |",
-             "|---|---|---|---|---|---|"]
+    """The results as the README's table: one row per query and size, the target at 10M rows, and
+    the run that measured the row (its record, benchmarks/provenance.py)."""
+    lines = ["Each query in a fresh Spark session; the machine is shared: times are for orientation only.", "",
+             "| query, one key | rows | peak RSS of one Python worker | bytes per row | time | target | run |",
+             "|---|---|---|---|---|---|---|"]
     for r in sorted(record["results"].values(), key=lambda r: (r["case"], r["rows"])):
         target = "n/a"
         if r["rows"] >= 10_000_000:
             target = f"<= {TARGET_MIB:,} MiB: {'met' if r['peak_worker_mib'] <= TARGET_MIB else '**missed**'}"
+        rec = r.get(provenance.KEY)
+        run = provenance.BEFORE if not rec else (
+            f"commit {(rec.get('commit') or 'unknown')[:12]}{' (dirty)' if (rec.get('commit') or '').endswith('dirty') else ''}, "
+            f"{rec['finished']}, PySpark {rec['versions'].get('pyspark')}, load {rec['load_average'][0]} to "
+            f"{rec['load_average'][1]}")
         lines.append(f"| {r['case']} | {r['rows']:,} | {r['peak_worker_mib']:,} MiB | {r['bytes_per_row']} | "
-                     f"{r['seconds']} s | {target} |")
+                     f"{r['seconds']} s | {target} | {run} |")
+    old = record.get(provenance.OLD_HEADER)
+    if old and any(provenance.KEY not in r for r in record["results"].values()):
+        lines += ["", f"{provenance.BEFORE.capitalize()}: the file's one header then: `{old.get('command')}`, finished "
+                  f"{old.get('finished')} on {old.get('cpus')} cores, PySpark {old.get('pyspark')}, load average "
+                  f"{old.get('load_average')} at the end (of the last run merged into the file)."]
     return "\n".join(lines) + "\n"
 
 
@@ -177,13 +186,15 @@ def main(argv=None) -> int:
         print(json.dumps(run_case(case, int(rows))))
         return 0
     out = Path(args.out)
-    previous = json.loads(out.read_text()) if out.exists() else {}
+    previous = provenance.with_records(json.loads(out.read_text())) if out.exists() else {}
     if args.report:
         print(write_report(out, previous))
         return 0
+    facts = provenance.run_facts("hot_key.py", argv)
     results = dict(previous.get("results", {}))
     for rows in (int(r) for r in args.rows.split(",")):
         for case in args.cases.split(","):
+            at_start = provenance.load()
             proc = subprocess.run([sys.executable, __file__, "--one", f"{case}:{rows}"], capture_output=True,
                                   text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(
                                       [str(HERE.parent), os.environ.get("PYTHONPATH", "")])})
@@ -192,13 +203,9 @@ def main(argv=None) -> int:
                 return proc.returncode
             r = json.loads(proc.stdout.strip().splitlines()[-1])
             print(r, flush=True)
-            results[f"{case}-{rows}"] = r
-    import pyspark
-
+            results[f"{case}-{rows}"] = dict(r, record=provenance.record(facts, at_start))
     record = {"benchmark": "benchmarks/hot_key.py", "queries": QUERIES, "target_mib_at_10m": TARGET_MIB,
-              "command": "python benchmarks/hot_key.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-              "finished": time.strftime("%Y-%m-%d %H:%M:%S"), "cpus": os.cpu_count(),
-              "load_average": round(os.getloadavg()[0], 1), "pyspark": pyspark.__version__, "results": results}
+              "results": results, **provenance.kept_header(previous, results)}
     print(write_report(out, record))
     return 0
 

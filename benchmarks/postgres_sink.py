@@ -22,7 +22,6 @@ import json
 import shutil
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -30,7 +29,8 @@ sys.path.insert(0, str(HERE))
 
 import events  # noqa: E402
 from measure import measure  # noqa: E402
-from report import README, machine, readme_with  # noqa: E402
+import provenance  # noqa: E402
+from report import README, readme_with  # noqa: E402
 
 SCHEMA = "user_id BIGINT, amount BIGINT, event_time TIMESTAMP, arrival_time TIMESTAMP"
 #: the README's card query, on the benchmark's events
@@ -116,9 +116,13 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--out", default=str(OUT))
+    ap.add_argument("--report", action="store_true", help="measure nothing: rewrite the table (and, for the "
+                    "default --out, the README's) from the results file")
     args = ap.parse_args(argv)
+    if args.report:
+        return write(Path(args.out), json.loads(Path(args.out).read_text()))
+    facts = provenance.run_facts("postgres_sink.py", argv)
 
-    import os
 
     from sqlflow.interfaces.local_postgres import LocalPostgres
     from sqlflow.spark.session import local_session
@@ -126,7 +130,7 @@ def main(argv=None) -> int:
     server = LocalPostgres().start()
     spark = local_session(app_name="sqlflow-postgres-bench", conf={"spark.driver.memory": "8g"})
     work = Path(tempfile.mkdtemp(prefix="sqlflow-pg-bench-"))
-    load = round(os.getloadavg()[0], 2)
+    at_start = provenance.load()
     try:
         files = events.stream_files(args.rows, args.files)
         fns, last = sides(spark, files, work, server.url)
@@ -141,23 +145,43 @@ def main(argv=None) -> int:
     result = {"scenario": "the card's query as a live stream into PostgreSQL vs the same panes appended to "
                           "parquet", "rows": args.rows, "files": args.files, **r,
               "ratio": round(ratio, 3), "ratio_kind": "throughput postgres / parquet", "target": f">= {TARGET}",
-              "met": ratio >= TARGET and r["check"]["equal"], "load_at_start": load,
-              "machine": machine(), "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
-    out = Path(args.out)
+              "met": ratio >= TARGET and r["check"]["equal"], "repeat": args.repeat, "warmup": args.warmup,
+              "record": provenance.record(facts, at_start, r)}
+    write(Path(args.out), result)
+    return 0 if result["met"] else 1
+
+
+def markdown(result: dict) -> str:
+    """The README's table of a results file, with the run that measured it."""
+    r, rec = result, result.get(provenance.KEY)
+    if rec:
+        commit = (rec.get("commit") or "unknown")[:12] + (" (dirty)" if (rec.get("commit") or "").endswith("dirty") else "")
+        spread = "; ".join(f"{side} {s['min_s']}-{s['max_s']} s" for side, s in rec["spread"].items())
+        run = (f"`{rec['command']}` at commit {commit}, finished {rec['finished']}, PySpark "
+               f"{rec['versions'].get('pyspark')}, sqlflow {rec['versions'].get('sqlflow')}; load average "
+               f"{rec['load_average'][0]} at the start and {rec['load_average'][1]} at the end on "
+               f"{rec['machine'].get('cpus')} cores; rounds: {spread}")
+    else:
+        run = f"{provenance.BEFORE} (load average {r.get('load_at_start')} at the start)"
+    rounds = f", {len(r['postgres']['seconds'])} runs" + (f" after {r['warmup']} warm-up" if "warmup" in r else "")
+    return (f"| sink | median s | rows/s | ratio | target | met | same current result |\n|---|---|---|---|---|---|---|\n"
+            f"| parquet (changelog) | {r['parquet']['median_s']} | {r['parquet']['rows_per_s']:,} | | | | |\n"
+            f"| postgres (current table) | {r['postgres']['median_s']} | {r['postgres']['rows_per_s']:,} | "
+            f"{r['ratio']} | {r['target']} | {'yes' if r['met'] else 'no'} | "
+            f"{'yes' if r['check']['equal'] else 'no'} ({r['check']['rows']:,} rows) |\n\n"
+            f"{r['rows']:,} rows in {r['files']} micro-batches{rounds}, medians. Run: {run}.\n")
+
+
+def write(out: Path, result: dict) -> int:
+    """The results file, its table next to it, and for the default file the README's table."""
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
-    md = (f"| sink | median s | rows/s | ratio | target | met | same current result |\n|---|---|---|---|---|---|---|\n"
-          f"| parquet (changelog) | {r['parquet']['median_s']} | {r['parquet']['rows_per_s']:,} | | | | |\n"
-          f"| postgres (current table) | {r['postgres']['median_s']} | {r['postgres']['rows_per_s']:,} | "
-          f"{result['ratio']} | >= {TARGET} | {'yes' if result['met'] else 'no'} | "
-          f"{'yes' if r['check']['equal'] else 'no'} ({r['check']['rows']:,} rows) |\n\n"
-          f"{args.rows:,} rows in {args.files} micro-batches, {args.repeat} runs after {args.warmup} warm-up, "
-          f"medians; load average {load} at start on {result['machine'].get('cpus')} cores.\n")
+    md = markdown(result)
     out.with_suffix(".md").write_text(md)
     if out.resolve() == OUT.resolve():  # the README's table is the default results file's
         README.write_text(readme_with(README.read_text(), md, results="postgres.md"))
     print(md)
-    return 0 if result["met"] else 1
+    return 0
 
 
 if __name__ == "__main__":

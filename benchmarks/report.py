@@ -1,12 +1,11 @@
-"""The results of benchmarks/compare.py as the Markdown table the README shows, with the machine
-and versions they were measured on."""
+"""The results of benchmarks/compare.py as the Markdown table the README shows, each row with the
+run that measured it (benchmarks/provenance.py: commit, command, versions, machine, load, spread)."""
 from __future__ import annotations
 
-import os
-import platform
 from pathlib import Path
 
 import flink_compare
+from provenance import BEFORE, KEY, OLD_HEADER, spread, version_of, with_records
 
 HERE = Path(__file__).resolve().parent
 README = HERE.parent / "README.md"
@@ -29,31 +28,8 @@ def readme_with(readme: str, table: str, results: str = "compare.md") -> str:
     return f"{head}{begin_marker}\n{table}{end_marker}{tail}"
 
 
-def machine() -> dict:
-    info = {"cpus": os.cpu_count(), "platform": platform.platform()}
-    try:
-        import psutil
-
-        info["memory_gib"] = round(psutil.virtual_memory().total / 2**30)
-    except ImportError:
-        pass
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                info["cpu"] = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return info
-
-
 def beam_version() -> str | None:
-    try:
-        from importlib.metadata import version
-
-        return version("apache-beam")
-    except Exception:  # noqa: BLE001 - not installed
-        return None
+    return version_of("apache-beam")
 
 
 NAMES = {
@@ -82,16 +58,74 @@ NAMES = {
 }
 
 
+def runs_of(results: dict) -> dict:
+    """The runs whose records `results` holds, in the order of the scenarios, each named by a letter:
+    {(commit, command, started): "a", ...}. Scenario 5's sizes have no record of their own."""
+    names: dict = {}
+    for r in results.values():
+        rec = r.get(KEY)
+        if rec:
+            names.setdefault(run_id(rec), "abcdefghijklmnopqrstuvwxyz"[len(names) % 26])
+    return names
+
+
+def run_id(rec: dict) -> tuple:
+    return rec.get("commit"), rec.get("command"), rec.get("started")
+
+
+def timing(side: dict) -> str:
+    """A side's median with the spread of its rounds (from the rounds it kept)."""
+    s = spread(side["seconds"]) if side.get("seconds") else None
+    rounds = ("" if s is None else "; 1 round" if s["rounds"] == 1 else
+              f"; {s['rounds']} rounds {s['min_s']}-{s['max_s']} s")
+    return f"{side['rows_per_s']:,} rows/s ({side['median_s']} s{rounds})"
+
+
+def run_cell(r: dict, runs: dict) -> str:
+    """Which run measured a row and the machine's load over its scenario (start to end)."""
+    rec = r.get(KEY)
+    if not rec:
+        return BEFORE
+    extra = "".join(f"; {name.capitalize()} {rec['versions'][name]}" for name in ("beam", "flink")
+                    if rec["versions"].get(name))
+    return f"{runs[run_id(rec)]}; load {rec['load_average'][0]} to {rec['load_average'][1]}{extra}"
+
+
+def run_notes(out: dict, runs: dict) -> list[str]:
+    """The footnote: each run the table combines, and what is known of the rows recorded before."""
+    lines = ["", "Runs combined in this table (each row's `record` in the results file: commit, command, "
+             "versions, machine, the load average over 1 minute at the scenario's start and end, the spread of "
+             "each side's rounds):", ""]
+    recs = {run_id(r[KEY]): r[KEY] for r in out["results"].values() if r.get(KEY)}
+    for rid, letter in runs.items():
+        rec = recs[rid]
+        m, v = rec["machine"], rec["versions"]
+        commit = rec.get("commit") or "unknown"
+        commit = commit[:12] + (" (dirty: uncommitted changes)" if commit.endswith(" dirty") else "")
+        lines.append(f"- {letter}: `{rec['command']}` at commit {commit}, started {rec['started']}; Python "
+                     f"{v.get('python')}, PySpark {v.get('pyspark')}, sqlflow {v.get('sqlflow')}; {m.get('cpus')} "
+                     f"cores ({m.get('cpu', '?')}), {m.get('memory_gib', '?')} GiB, {m.get('platform')}.")
+    if any(not r.get(KEY) for r in out["results"].values()):
+        old = out.get(OLD_HEADER, {})
+        said = ""
+        if old.get("command"):
+            load = old.get("load_average")
+            said = (f" The file's one header then described only the last run merged into it: `{old['command']}`"
+                    + (f", finished {old['finished']}" if old.get("finished") else "")
+                    + (f", load {load[0]} at its start and {load[1]} at its end" if load else "") + ".")
+        lines.append(f"- {BEFORE}: measured before each scenario kept its own record; its commit, command, "
+                     f"versions and load were not recorded for the row (the rounds' spread is).{said}")
+    return lines
+
+
 def markdown(out: dict) -> str:
-    m = out["machine"]
-    lines = [f"Machine: {m.get('cpus')} cores ({m.get('cpu', '?')}), {m.get('memory_gib', '?')} GiB, "
-             f"{m['platform']}; Python {out['versions']['python']}, PySpark {out['versions']['pyspark']}, "
-             f"Beam {out['versions']['beam']}, Flink {out['versions'].get('flink')}. Command: "
-             f"`{out['command'].strip()}` ({out['minutes']} minutes, {out['finished']}"
-             + (f"; load average over 1 minute {out['load_average'][0]} at the start, {out['load_average'][1]} at the end"
-                if out.get("load_average") else "") + ").", "",
-             "| scenario | rows | sqlflow | reference | ratio | target | met | same final values | peak memory sqlflow / reference |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    """The README's table of a results file: one row per scenario, each saying which run measured
+    it, the footnote describing those runs."""
+    out = with_records(out)
+    runs = runs_of(out["results"])
+    lines = ["| scenario | rows | sqlflow | reference | ratio | target | met | same final values | "
+             "peak memory sqlflow / reference | run, load |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for key, name in NAMES.items():
         r = out["results"].get(key)
         if not r:
@@ -102,9 +136,8 @@ def markdown(out: dict) -> str:
         check = r.get("check")
         same = "n/a" if check is None else ("yes" if check["equal"] else
                                             f"NO ({check['only_sqlflow']} / {check['only_reference']} differ)")
-        lines.append(f"| {name} | {r['rows']:,} | {ours['rows_per_s']:,} rows/s ({ours['median_s']} s) | "
-                     f"{ref['rows_per_s']:,} rows/s ({ref['median_s']} s) | {r['ratio']} ({r['ratio_kind']}) | "
-                     f"{r['target']} | {'yes' if r['met'] else '**no**'} | {same} | {memory} |")
+        lines.append(f"| {name} | {r['rows']:,} | {timing(ours)} | {timing(ref)} | {r['ratio']} ({r['ratio_kind']}) | "
+                     f"{r['target']} | {'yes' if r['met'] else '**no**'} | {same} | {memory} | {run_cell(r, runs)} |")
     floor = out["results"].get("2", {}).get("floor")
     if floor:
         lines += ["", f"Scenario 2's floor (`replay_floor` in benchmarks/compare.py, same rounds): the global "
@@ -128,10 +161,15 @@ def markdown(out: dict) -> str:
     if "5" in out["results"]:
         r = out["results"]["5"]
         lines += ["", "| scenario 5: scenario 2 at | sqlflow µs/row | sqlflow rows/s | native `session_window` µs/row "
-                  "| sqlflow / native throughput | same final values |", "|---|---|---|---|---|---|"]
+                  "| sqlflow / native throughput | same final values | rounds, s: sqlflow / native |",
+                  "|---|---|---|---|---|---|---|"]
         for v in r["sizes"].values():
+            rounds = " / ".join(f"{s['rounds']}: {s['min_s']}-{s['max_s']}" for s in
+                                (v.get("sqlflow_spread"), v.get("reference_spread")) if s) or "not recorded"
             lines.append(f"| {v['rows']:,} rows | {v['sqlflow_us_per_row']} | {v['sqlflow_rows_per_s']:,} | "
-                         f"{v['reference_us_per_row']} | {v['ratio']} | {'yes' if v['check_equal'] else 'NO'} |")
+                         f"{v['reference_us_per_row']} | {v['ratio']} | {'yes' if v['check_equal'] else 'NO'} | "
+                         f"{rounds} |")
         lines.append(f"\nPer-row time, largest size over smallest: {r['per_row_growth']} "
-                     f"(target: {r['target']}; met: {'yes' if r['met'] else '**no**'}).")
+                     f"(target: {r['target']}; met: {'yes' if r['met'] else '**no**'}; run: {run_cell(r, runs)}).")
+    lines += run_notes(out, runs)
     return "\n".join(lines) + "\n"

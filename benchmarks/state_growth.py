@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import sys
 import tempfile
 import time
@@ -31,6 +29,10 @@ import numpy as np
 import pandas as pd
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import provenance  # noqa: E402
+
 T0 = pd.Timestamp("2026-01-01 00:00:00")
 QUERY = """SELECT k, COUNT(*) AS n, SUM(v) AS total
 FROM growth_events WATERMARK event_time DELAY OF INTERVAL 10 SECONDS
@@ -124,6 +126,7 @@ def main(argv=None) -> int:
     ap.add_argument("--label", default="current")
     ap.add_argument("--out", default=str(HERE / "results" / "state_growth.json"))
     args = ap.parse_args(argv)
+    facts, at_start = provenance.run_facts("state_growth.py", argv), provenance.load()
 
     from sqlflow.spark.session import local_session
 
@@ -144,10 +147,8 @@ def main(argv=None) -> int:
         spark.stop()
     out = Path(args.out)
     report = json.loads(out.read_text()) if out.exists() else {}
-    report[args.label] = {"command": "python benchmarks/state_growth.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-                          "batches": args.batches, "keys": args.keys, "maintenance_interval": args.maintenance, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-                          "machine": {"python": platform.python_version(), "cpu_count": os.cpu_count()},
-                          "results": results}
+    report[args.label] = {"record": provenance.record(facts, at_start), "batches": args.batches, "keys": args.keys,
+                          "maintenance_interval": args.maintenance, "results": results}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1) + "\n")
     return 0

@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -33,6 +31,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import events  # noqa: E402
+import provenance  # noqa: E402
 
 SCHEMA = "user_id BIGINT, amount BIGINT, event_time TIMESTAMP, arrival_time TIMESTAMP"
 QUERIES = {
@@ -95,6 +94,7 @@ def main(argv=None) -> int:
     ap.add_argument("--cases", default="card,fixed")
     ap.add_argument("--out", default=str(HERE / "results" / "stream_live.json"))
     args = ap.parse_args(argv)
+    facts, at_start = provenance.run_facts("stream_live.py", argv), provenance.load()
 
     from sqlflow.spark.session import local_session
 
@@ -125,12 +125,10 @@ def main(argv=None) -> int:
                              "rows_per_second": round(args.rows / med[side]), **info[c][side]}
                       for side in ("sqlflow", "native")}
         results[c]["ratio"] = round(med["native"] / med["sqlflow"], 3)
+        results[c]["spread"] = provenance.spreads(results[c])
         print(f"{c}: sqlflow {results[c]['sqlflow']['rows_per_second']:,} rows/s, native "
               f"{results[c]['native']['rows_per_second']:,} rows/s, ratio {results[c]['ratio']}")
-    report = {"command": "python benchmarks/stream_live.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-              "rows": args.rows, "files": args.files,
-              "machine": {"python": platform.python_version(), "cpu_count": os.cpu_count(),
-                          "platform": platform.platform()},
+    report = {"record": provenance.record(facts, at_start), "rows": args.rows, "files": args.files,
               "results": results}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=2) + "\n")

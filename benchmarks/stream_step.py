@@ -28,9 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import pickle
-import platform
 import sys
 import time
 from pathlib import Path
@@ -42,6 +40,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import events as ev  # noqa: E402
+import provenance  # noqa: E402
 
 from sqlflow import ast  # noqa: E402
 from sqlflow.engine.aggregates import Aggregate  # noqa: E402
@@ -176,6 +175,7 @@ def main(argv=None) -> int:
                     help="keys with a live session for the state measurement (0: skip)")
     ap.add_argument("--out", default=str(HERE / "results" / "stream_step.json"))
     args = ap.parse_args(argv)
+    facts, at_start = provenance.run_facts("stream_step.py", argv), provenance.load()
     state_memory = memory(args.memory_keys) if args.memory_keys else None
 
     results = {}
@@ -196,10 +196,8 @@ def main(argv=None) -> int:
                   f"(engine {r['engine_seconds']} s, pickle {r['pickle_seconds']} s) {r['output_rows']:,} panes, "
                   f"state {r['largest_state_bytes']:,} B / {r['its_live_windows']:,} windows, "
                   f"{r['blob_bytes_written']:,} B of blobs written", flush=True)
-    report = {"command": "python benchmarks/stream_step.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+    report = {"record": provenance.record(facts, at_start, pandas=pd.__version__, numpy=np.__version__),
               "rows": args.rows, "batches": args.batches, "buckets": args.buckets,
-              "machine": {"python": platform.python_version(), "cpu_count": os.cpu_count(),
-                          "platform": platform.platform(), "pandas": pd.__version__, "numpy": np.__version__},
               "results": results, "state_memory": state_memory}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=2) + "\n")

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import sys
 import tempfile
@@ -33,6 +32,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import provenance  # noqa: E402
 from clickstream import MINUTE, SECOND, clickstream  # noqa: E402
 
 
@@ -100,6 +100,7 @@ def main() -> None:
     parser.add_argument("--only", default="", help="comma-separated case names: run these and merge them into --out")
     parser.add_argument("--out", default=str(HERE / "results" / "streaming.json"))
     args = parser.parse_args()
+    facts = provenance.run_facts("streaming.py", None)
 
     from sqlflow.spark.session import local_session
 
@@ -115,14 +116,17 @@ def main() -> None:
         run_case(spark, work / "warm", fixed, native=False, buckets=8)
 
         only = [c for c in args.only.split(",") if c]
-        previous = json.loads(Path(args.out).read_text()) if only and Path(args.out).exists() else None
+        previous = (provenance.with_records(json.loads(Path(args.out).read_text()))
+                    if only and Path(args.out).exists() else None)
         results = dict(previous["results"]) if previous else {}
 
         def case(name, *a, **kw):
             if only and name not in only:
                 return
             print(f"{name} ...", flush=True)
+            at_start = provenance.load()
             results[name] = run_case(spark, *a, **kw)
+            results[name]["record"] = provenance.record(facts, at_start)
             r = results[name]
             print(f"  {r['operator']}: {r['rows']:,} rows in {r['seconds']} s = {r['rows_per_second']:,} rows/s "
                   f"({r['micro_batches']} micro-batches, median {r['median_batch_ms']} ms)", flush=True)
@@ -145,12 +149,10 @@ def main() -> None:
         native = results["fixed_native"]["rows_per_second"]
         stateful = results["fixed_stateful"]["rows_per_second"]
         out = {
-            "command": (previous or {}).get("command", "python benchmarks/streaming.py " + " ".join(sys.argv[1:])),
             "merged": sorted(set((previous or {}).get("merged", [])) | set(only)) or None,
             "events": n, "files": args.files, "users": args.users,
-            "machine": {"python": platform.python_version(), "cpu_count": os.cpu_count(),
-                        "platform": platform.platform()},
             "results": results,
+            **provenance.kept_header(previous, results),
             "fixed_stateful_vs_native": round(stateful / native, 3),
             "target_half_of_native": stateful >= native / 2,
         }

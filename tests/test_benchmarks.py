@@ -79,6 +79,26 @@ def test_a_small_run_writes_results_with_equal_final_values(tmp_path):
     assert (tmp_path / "data").is_dir()
 
 
+#: two runs' facts as benchmarks/provenance.run_facts gives them (fixed, for exact tables)
+RUN_A = {"commit": "0123456789abcdef0123456789abcdef01234567 dirty", "command": "python benchmarks/compare.py --only f",
+         "started": "2026-01-01 00:00:00 UTC", "machine": {"cpus": 2, "cpu": "AMD EPYC", "memory_gib": 24,
+                                                            "platform": "Linux"},
+         "versions": {"python": "3.11.7", "pyspark": "4.3.0", "sqlflow": "0.1.0"}}
+RUN_B = dict(RUN_A, commit="fedcba9876543210fedcba9876543210fedcba98", command="python benchmarks/compare.py --only 3",
+             started="2026-01-02 00:00:00 UTC")
+
+
+def a_record(run: dict, load_average: list, result: dict | None = None, **versions) -> dict:
+    """provenance.record's result, with a fixed end time and load."""
+    import provenance
+
+    rec = dict(run, versions={**run["versions"], **versions}, finished="2026-01-01 00:10:00 UTC",
+               load_average=load_average)
+    if result is not None:
+        rec["spread"] = provenance.spreads(result)
+    return rec
+
+
 def flink_result(name: str, ratio_kind_seconds: tuple[float, float]) -> dict:
     ours, theirs = ratio_kind_seconds
     side = lambda s: {"median_s": s, "rows_per_s": round(1000 / s), "seconds": [s], "peak_rss_mb": 100,  # noqa: E731
@@ -100,16 +120,12 @@ def test_the_table_renders_the_flink_rows_with_their_notes():
                for name, times in {"f1": (1.0, 2.0), "f4": (4.0, 1.0)}.items()}
     assert (results["f1"]["ratio"], results["f1"]["met"]) == (2.0, True)
     assert (results["f4"]["ratio"], results["f4"]["met"]) == (0.25, False)
-    out = {"machine": {"cpus": 2, "platform": "Linux"}, "versions": {"python": "3.11", "pyspark": "4.3.0",
-                                                                       "beam": None, "flink": "2.3.0"},
-           "command": "python benchmarks/compare.py --only f", "minutes": 1.0, "finished": "2026-01-01 00:00:00",
-           "load_average": [3.5, 4.25], "results": results}
+    results["f1"]["record"] = a_record(RUN_A, [3.5, 4.25], results["f1"], flink="2.3.0")
+    out = {"results": results}
     table = report.markdown(out)
-    assert "Flink 2.3.0. Command: `python benchmarks/compare.py --only f` (1.0 minutes, 2026-01-01 00:00:00; " \
-           "load average over 1 minute 3.5 at the start, 4.25 at the end)." in table
     assert ("| f1. fixed windows, default trigger, bounded: vs Flink SQL TUMBLE, batch mode | 1,000 | "
-            "1,000 rows/s (1.0 s) | 500 rows/s (2.0 s) | 2.0 (throughput sqlflow / reference) | >= 1.0 | yes | yes | "
-            "100 / 700 MB |") in table
+            "1,000 rows/s (1.0 s; 1 round) | 500 rows/s (2.0 s; 1 round) | 2.0 (throughput sqlflow / reference) | "
+            ">= 1.0 | yes | yes | 100 / 700 MB | a; load 3.5 to 4.25; Flink 2.3.0 |") in table
     assert "| f4. streaming sessions, default trigger, finished: vs Flink SQL SESSION, streaming mode | 1,000 |" in table
     assert "| 0.25 (throughput sqlflow / reference) | >= 1.0 | **no** | yes |" in table
     assert "| f2." not in table and "| f3." not in table
@@ -214,14 +230,12 @@ def test_the_table_renders_the_pipeline_row_and_its_first_stage():
     result = {"sqlflow": side(4.0), "reference": side(2.0), "single_stage": dict(side(1.6), stage_two_overhead=2.5),
               "check": {"equal": True, "rows": 7, "reference_rows": 7, "only_sqlflow": 0, "only_reference": 0},
               "rows": 1000}
-    out = {"machine": {"cpus": 2, "platform": "Linux"}, "versions": {"python": "3.11", "pyspark": "4.3.0",
-                                                                       "beam": None, "flink": None},
-           "command": "python benchmarks/compare.py --only 2p", "minutes": 1.0, "finished": "2026-01-01 00:00:00",
-           "results": {"2p": compare.summarise("2p", result)}}
+    out = {"results": {"2p": compare.summarise("2p", result)}}
     table = report.markdown(out)
     assert ("| 2p. scenario 2, then a replayed hourly window over the sessions' output time (two stages): vs native "
-            "`session_window`, then `window()` over each session's end | 1,000 | 250 rows/s (4.0 s) | 500 rows/s "
-            "(2.0 s) | 0.5 (throughput sqlflow / reference) | >= 1.0 | **no** | yes | 100 / 100 MB |") in table
+            "`session_window`, then `window()` over each session's end | 1,000 | 250 rows/s (4.0 s; 1 round) | "
+            "500 rows/s (2.0 s; 1 round) | 0.5 (throughput sqlflow / reference) | >= 1.0 | **no** | yes | "
+            "100 / 100 MB | recorded before per-scenario records |") in table
     assert ("Scenario 2p's first stage alone (scenario 2's query, same rounds): 1.6 s; the two-stage pipeline takes "
             "2.5x its time") in table
 
@@ -229,16 +243,18 @@ def test_the_table_renders_the_pipeline_row_and_its_first_stage():
 def test_the_hot_key_table_says_whether_the_target_is_met():
     import hot_key
 
-    record = {"finished": "2026-01-01 00:00:00", "cpus": 2, "pyspark": "4.3.0", "command": "python benchmarks/hot_key.py",
-              "results": {f"{case}-{rows}": {"case": case, "rows": rows, "peak_worker_mib": mib, "bytes_per_row": 1,
+    record = {"results": {f"{case}-{rows}": {"case": case, "rows": rows, "peak_worker_mib": mib, "bytes_per_row": 1,
                                              "seconds": 1.0}
                           for case, rows, mib in [("sessions", 10_000_000, 1024), ("fixed", 10_000_000, 1025),
                                                   ("fixed", 2_000_000, 2000)]}}
+    record["results"]["fixed-2000000"]["record"] = a_record(RUN_A, [1.0, 2.5])
     rows = [line for line in hot_key.markdown(record).splitlines() if line.startswith("| fixed") or
             line.startswith("| sessions")]
-    assert rows == ["| fixed | 2,000,000 | 2,000 MiB | 1 | 1.0 s | n/a |",
-                    "| fixed | 10,000,000 | 1,025 MiB | 1 | 1.0 s | <= 1,024 MiB: **missed** |",
-                    "| sessions | 10,000,000 | 1,024 MiB | 1 | 1.0 s | <= 1,024 MiB: met |"]
+    before = "recorded before per-scenario records"
+    assert rows == ["| fixed | 2,000,000 | 2,000 MiB | 1 | 1.0 s | n/a | commit 0123456789ab (dirty), "
+                    "2026-01-01 00:10:00 UTC, PySpark 4.3.0, load 1.0 to 2.5 |",
+                    f"| fixed | 10,000,000 | 1,025 MiB | 1 | 1.0 s | <= 1,024 MiB: **missed** | {before} |",
+                    f"| sessions | 10,000,000 | 1,024 MiB | 1 | 1.0 s | <= 1,024 MiB: met | {before} |"]
 
 
 @pytest.mark.slow
@@ -251,3 +267,95 @@ def test_a_small_hot_key_run_measures_one_worker(tmp_path):
     result = json.loads(out.read_text())["results"]["sessions-20000"]
     assert result["panes"] > 0 and result["peak_worker_mib"] >= result["idle_worker_mib"] > 0
     assert "| sessions | 20,000 |" in out.with_suffix(".md").read_text()
+
+
+def side_of(*seconds: float) -> dict:
+    median = sorted(seconds)[len(seconds) // 2]
+    return {"median_s": median, "rows_per_s": round(1000 / median), "seconds": list(seconds), "peak_rss_mb": 100,
+            "peak_python_workers_mb": 10}
+
+
+def test_a_merged_results_file_says_which_run_measured_each_row():
+    """Rows of two `--only` runs and one measured before per-scenario records: each row names its
+    run and the load over its scenario, the footnote describes each run once (commit, command,
+    versions, machine), and the old header is kept but attributed to no row."""
+    import compare
+    import report
+
+    one = {"sqlflow": side_of(1.2, 1.0, 1.6), "reference": side_of(1.1, 1.0, 1.3), "rows": 1000}
+    three = {"sqlflow": side_of(50.7, 44.6), "reference": side_of(33.0), "rows": 1000, "files": 10}
+    old = {"sqlflow": side_of(2.0, 7.3, 16.7), "reference": side_of(3.0, 4.0, 5.0), "rows": 1000,
+           "check": {"equal": True, "rows": 5, "reference_rows": 5, "only_sqlflow": 0, "only_reference": 0}}
+    results = {"1": compare.summarise("1", one), "3": compare.summarise("3", three), "2b": compare.summarise("2b", old)}
+    results["1"]["record"] = a_record(RUN_A, [6.21, 14.6], one)
+    results["3"]["record"] = a_record(RUN_B, [1.5, 2.0], three)
+    out = {"command": "python benchmarks/compare.py --only 3 --repeat 2", "finished": "2026-11-25 00:08:24",
+           "load_average": [6.21, 14.6], "versions": {"beam": None}, "results": results}
+    table = report.markdown(out)
+    row = {line.split(".")[0]: line for line in table.splitlines() if line.startswith("| ")}
+    assert row["| 1"].endswith("| 833 rows/s (1.2 s; 3 rounds 1.0-1.6 s) | 909 rows/s (1.1 s; 3 rounds 1.0-1.3 s) "
+                               "| 1.091 (time sqlflow / hand-written) | <= 1.10 | yes | n/a | 100 / 100 MB | "
+                               "a; load 6.21 to 14.6 |")
+    assert row["| 2b"].endswith("| 137 rows/s (7.3 s; 3 rounds 2.0-16.7 s) | 250 rows/s (4.0 s; 3 rounds 3.0-5.0 s) "
+                                "| 0.548 (throughput sqlflow / reference) | >= 1.5 | **no** | yes | 100 / 100 MB | "
+                                "recorded before per-scenario records |")
+    assert row["| 3"].endswith("| 0.651 (throughput sqlflow / reference) | >= 1.0 | **no** | n/a | 100 / 100 MB | "
+                               "b; load 1.5 to 2.0 |")
+    assert ("- a: `python benchmarks/compare.py --only f` at commit 0123456789ab (dirty: uncommitted changes), "
+            "started 2026-01-01 00:00:00 UTC; Python 3.11.7, PySpark 4.3.0, sqlflow 0.1.0; 2 cores (AMD EPYC), 24 GiB, "
+            "Linux.") in table
+    assert ("- b: `python benchmarks/compare.py --only 3` at commit fedcba987654, started 2026-01-02 00:00:00 UTC;"
+            ) in table
+    assert ("- recorded before per-scenario records: measured before each scenario kept its own record; its commit, "
+            "command, versions and load were not recorded for the row (the rounds' spread is). The file's one header "
+            "then described only the last run merged into it: `python benchmarks/compare.py --only 3 --repeat 2`, "
+            "finished 2026-11-25 00:08:24, load 6.21 at its start and 14.6 at its end.") in table
+    # the old header moves aside, and goes once every row has its own record
+    import provenance
+
+    moved = provenance.with_records(out)
+    assert set(moved) == {"results", provenance.OLD_HEADER}
+    assert moved[provenance.OLD_HEADER]["command"] == "python benchmarks/compare.py --only 3 --repeat 2"
+    assert provenance.kept_header(out, results) == {provenance.OLD_HEADER: moved[provenance.OLD_HEADER]}
+    assert provenance.kept_header(out, {"1": results["1"], "3": results["3"]}) == {}
+    assert "recorded before" not in report.markdown({"results": {"1": results["1"], "3": results["3"]}})
+
+
+def test_a_record_holds_the_run_the_load_and_the_spread_of_the_rounds():
+    import provenance
+
+    run = provenance.run_facts("compare.py", ["--only", "1", "--out", "/tmp/a b.json"])
+    assert run["command"] == "python benchmarks/compare.py --only 1 --out '/tmp/a b.json'"
+    assert set(run["versions"]) == {"python", "pyspark", "sqlflow"}
+    import sqlflow
+
+    assert run["versions"]["sqlflow"] == sqlflow.__version__
+    rec = provenance.record(run, 1.25, {"sqlflow": side_of(7.3, 16.7, 11.6), "reference": side_of(4.0),
+                                        "check": {"equal": True}}, beam="2.77.0", flink=None)
+    assert rec["spread"] == {"sqlflow": {"rounds": 3, "min_s": 7.3, "median_s": 11.6, "max_s": 16.7},
+                             "reference": {"rounds": 1, "min_s": 4.0, "median_s": 4.0, "max_s": 4.0}}
+    assert rec["versions"]["beam"] == "2.77.0" and "flink" not in rec["versions"]
+    assert rec["load_average"][0] == 1.25 and len(rec["load_average"]) == 2
+    assert rec["command"] == run["command"] and rec["started"] <= rec["finished"]
+
+
+def test_the_commit_says_dirty_when_tracked_files_changed_outside_the_results(tmp_path):
+    import provenance
+
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "benchmarks" / "results").mkdir(parents=True)
+    (tmp_path / "code.py").write_text("a = 1\n")
+    (tmp_path / "benchmarks" / "results" / "r.json").write_text("{}\n")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "first")
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True).stdout.strip()
+    assert provenance.commit(tmp_path) == head
+    (tmp_path / "benchmarks" / "results" / "r.json").write_text('{"new": 1}\n')  # a run rewrote its results
+    (tmp_path / "untracked.py").write_text("")
+    assert provenance.commit(tmp_path) == head
+    (tmp_path / "code.py").write_text("a = 2\n")
+    assert provenance.commit(tmp_path) == head + " dirty"
+    assert provenance.commit(tmp_path / "benchmarks" / "results" / "nowhere") is None
