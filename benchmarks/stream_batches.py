@@ -1,6 +1,6 @@
 """Where a live stream's time goes: per micro-batch durations and Spark's stage times of the
 streaming scenarios' sides (benchmarks/compare.py's 3, 3c and their native references, f3 and
-f4's sqlflow side), one process, for profiling (docs/streaming.md 9.1).
+f4's sqlflow side), one process, for profiling (docs/dev/streaming-performance.md, 3).
 
     python benchmarks/stream_batches.py [--rows 400000] [--cases f3pq,3c,n3c] [--rounds 2] [--marker FILE]
                                         [--buckets 2,4,8]

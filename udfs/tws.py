@@ -4,7 +4,7 @@ udfs/streaming.py's `BucketOperator`.
 Spark plans the first micro-batch of every TWS query by starting a new Python process on the driver
 that unpickles the processor and calls its `init` (to learn its state variables), then exits. When
 the processor's module imported the operator (pandas and the engine), that import was 1.3-2.4 s of
-every stateful query's start (the first batch's `queryPlanning`, docs/streaming.md 9.1), against
+every stateful query's start (the first batch's `queryPlanning`, docs/dev/streaming-performance.md, 3), against
 0.6 s for the process to start with pyspark alone. So this module imports nothing of sqlflow's: the
 processor carries the operator's spec pickled and its state schema built, and imports and builds
 the operator on its first call on an executor (where the workers are reused, so once per worker).
