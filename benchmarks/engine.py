@@ -2,7 +2,7 @@
 
     python benchmarks/engine.py [--events 1000000] [--keys 10000] [--out benchmarks/results/engine.json]
 
-Cases (issue: the Dataflow engine, Speed), over a synthetic clickstream (benchmarks/clickstream.py):
+Cases, each with its throughput target, over a synthetic clickstream (benchmarks/clickstream.py):
   (a) FIXED(SIZE 1h), default trigger, bounded data           target >= 2,000,000 events/s
   (b) SESSIONS(GAP 5m), SEQUENCE(REPEAT_UNTIL(PERIOD 1m, WATERMARK), REPEAT(WATERMARK)),
       ACCUMULATING AND RETRACTING, replayed arrivals, watermark 1 minute behind   target >= 500,000

@@ -2,7 +2,7 @@
 
     python benchmarks/postgres_sink.py [--rows 1000000] [--files 10] [--repeat 3] [--warmup 1]
 
-The card's query (README, top: sessions per user, early firings every minute until the
+The README's first query (sessions per user, early firings every minute until the
 watermark, retractions) on benchmarks/events.py's clicks, read as a live file stream (one file per
 micro-batch, availableNow), written by `sqlflow.start` to a parquet sink (the pane changelog,
 appended) and, interleaved with it as benchmarks/compare.py interleaves its sides, to a PostgreSQL
@@ -33,7 +33,7 @@ import provenance  # noqa: E402
 from report import README, readme_with  # noqa: E402
 
 SCHEMA = "user_id BIGINT, amount BIGINT, event_time TIMESTAMP, arrival_time TIMESTAMP"
-#: the README's card query, on the benchmark's events
+#: the README's first query, on the benchmark's events
 Q_CARD = """SELECT user_id, SUM(amount) AS total
 FROM stream_events WATERMARK event_time DELAY OF INTERVAL 5 MINUTES
 GROUP BY user_id
@@ -134,7 +134,7 @@ def main(argv=None) -> int:
     try:
         files = events.stream_files(args.rows, args.files)
         fns, last = sides(spark, files, work, server.url)
-        print(f"postgres vs parquet sink: the card's query, {args.rows:,} rows in {args.files} files", flush=True)
+        print(f"postgres vs parquet sink: the README's first query, {args.rows:,} rows in {args.files} files", flush=True)
         r = measure(fns, args.rows, args.repeat, args.warmup)
         r["check"] = check(spark, files, work, server.url)
     finally:
@@ -142,7 +142,7 @@ def main(argv=None) -> int:
         server.stop()
         shutil.rmtree(work, ignore_errors=True)
     ratio = r["parquet"]["median_s"] / r["postgres"]["median_s"]
-    result = {"scenario": "the card's query as a live stream into PostgreSQL vs the same panes appended to "
+    result = {"scenario": "the README's first query as a live stream into PostgreSQL vs the same panes appended to "
                           "parquet", "rows": args.rows, "files": args.files, **r,
               "ratio": round(ratio, 3), "ratio_kind": "throughput postgres / parquet", "target": f">= {TARGET}",
               "met": ratio >= TARGET and r["check"]["equal"], "repeat": args.repeat, "warmup": args.warmup,

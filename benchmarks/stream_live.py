@@ -7,7 +7,7 @@ Input: benchmarks/events.py's events in arrival order, split into --files parque
 per micro-batch (availableNow, noop sink). Throughput = input rows / wall time from start to
 termination (query start-up included, on both sides). Cases:
 
-- card: the card's query, SESSIONS(GAP 30m) TRIGGER SEQUENCE(REPEAT_UNTIL(PERIOD 1m, WATERMARK),
+- card: the README's first query, SESSIONS(GAP 30m) TRIGGER SEQUENCE(REPEAT_UNTIL(PERIOD 1m, WATERMARK),
   REPEAT(WATERMARK)) EMIT ACCUMULATING AND RETRACTING, watermark 10 s behind, every pane, vs
   native `session_window` in append mode with the same watermark (final values only);
 - fixed: FIXED(SIZE 1m) TRIGGER WATERMARK EARLY PERIOD 1s LATE WATERMARK, ALLOWED LATENESS 1m,

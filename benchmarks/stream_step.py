@@ -12,7 +12,7 @@ engine calls and the (un)pickling, per batch and bucket; the rows/s are over all
 core. Cases:
 
 - card: SESSIONS(GAP 30m), SEQUENCE(REPEAT_UNTIL(PERIOD 1m, WATERMARK), REPEAT(WATERMARK)),
-  ACCUMULATING AND RETRACTING, 10 s delay (the issue's card query);
+  ACCUMULATING AND RETRACTING, 10 s delay (the README's first query);
 - fixed: FIXED(SIZE 1m), WATERMARK EARLY PERIOD 1s LATE WATERMARK, ALLOWED LATENESS 1m,
   ACCUMULATING (benchmarks/compare.py's scenario 3);
 - f3: FIXED(SIZE 1m), the default trigger, a 30-minute delay (benchmarks/flink_compare.py's f3:
@@ -138,7 +138,7 @@ def state_bytes(state) -> int:
 
 
 def memory(keys: int) -> dict:
-    """The state of one bucket holding `keys` keys, each with one live session of the card's query
+    """The state of one bucket holding `keys` keys, each with one live session of the README's first query
     that has emitted an EARLY pane (its lineage) and holds new pending input: bytes per live
     window, in memory and pickled; then the watermark passes every session and the state is
     empty again."""

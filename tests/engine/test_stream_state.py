@@ -1,6 +1,6 @@
 """The vectorised step's state is its live windows and nothing else: once the watermark passes a
 window's end + allowed lateness the window, its lineage, its pending input and its key leave the
-state (exact counts, on the card's trigger in retracting mode, with early panes in between)."""
+state (exact counts, on the README's first query's trigger in retracting mode, with early panes in between)."""
 import pickle
 
 import numpy as np

@@ -138,7 +138,7 @@ def test_stream_step_with_per_row_session_gaps(data, drawn, window, trigger, mod
        st.just(ast.AccumulationMode.ACCUMULATING_AND_RETRACTING), LATENESS)
 def test_session_merges_with_retractions(data, drawn, window, trigger, mode, lateness):
     """Many rows over few keys: sessions that merge across batches, each merge retracting the last
-    panes of the sessions it joins (the card's trigger among them)."""
+    panes of the sessions it joins (the README's first query's trigger among them)."""
     rows, tl = drawn
     assert_step_equals_loop(rows, window, trigger, mode, lateness, data.draw(micro_batches(rows, tl)))
 

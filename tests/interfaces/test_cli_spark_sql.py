@@ -24,7 +24,7 @@ def rows(out: str) -> list[str]:
 
 @pytest.mark.slow
 def test_the_catalog_persists_in_the_working_directory_as_with_spark_sql(sqlflow_cli, spark_sql, tmp_path):
-    """Item 2: a database and table created in one run are there in the next, and spark-sql (same
+    """Where Spark keeps its catalog: a database and table created in one run are there in the next, and spark-sql (same
     directory) sees them too: ./metastore_db, and tables under spark.sql.warehouse.dir."""
     no_conf = {"SPARK_CONF_DIR": str(tmp_path / "no-conf")}
     warehouse = tmp_path / "wh"
@@ -59,7 +59,7 @@ SESSIONS_SPARK = "SELECT k, SUM(v) AS total, session_window.start AS window_star
 
 @pytest.mark.slow
 def test_spark_defaults_settings_and_time_zone_as_with_spark_sql(sqlflow_cli, spark_sql, spark_conf_dir, tmp_path):
-    """Item 3: no forced UTC, local[2] or 2 partitions: Spark's defaults, spark-defaults.conf in
+    """Spark's own defaults: no forced UTC, local[2] or 2 partitions: Spark's defaults, spark-defaults.conf in
     SPARK_CONF_DIR, --conf over it, spark-submit's --driver-memory; windows over instants across a
     DST change are Spark's own (window(), session_window()) in a non-UTC zone, on both paths."""
     conf = spark_conf_dir(tmp_path / "spark", **{"spark.sqlflow.test.key": "from-defaults", "spark.sql.shuffle.partitions": "7"})
@@ -90,7 +90,7 @@ def test_spark_defaults_settings_and_time_zone_as_with_spark_sql(sqlflow_cli, sp
 
 @pytest.mark.slow
 def test_stdin_comments_quit_and_errors_as_with_spark_sql(sqlflow_cli, spark_sql, tmp_path):
-    """Item 4: statements from stdin; a comment-only line; quit; ends the input (what follows is
+    """How stdin is read: statements from stdin; a comment-only line; quit; ends the input (what follows is
     not run); Spark's own error in Spark's words, not as sqlflow's."""
     text = "SELECT 1;\n-- only a comment\nSELECT 2\n  AS b;\nSELECT * FROM\n  nope;\nSELECT 3;\nquit;\nSELECT 4;\n"
     env = {"SPARK_CONF_DIR": str(tmp_path / "no-conf")}
@@ -195,7 +195,7 @@ def test_time_taken_starts_after_spark_has_started(spark, capsys, monkeypatch):
 
 @pytest.mark.parametrize("path", ["native", "engine"])
 def test_windows_over_instants_do_not_depend_on_the_session_time_zone(spark, capsys, path):
-    """Item 3: in New York across the 2024-11-03 DST change, the command's windows are Spark's
+    """Spark's own defaults: in New York across the 2024-11-03 DST change, the command's windows are Spark's
     own (window(), session_window()), and the same instants as in UTC."""
     answers = {}
     for zone in ("America/New_York", "UTC"):

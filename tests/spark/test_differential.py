@@ -406,7 +406,7 @@ def regression(key: str, value: str, rows: list, aggregates: list, window: tuple
 _TYPES_BY_NAME = {t.name: t for t in TYPES}
 _T0 = DST_CHANGES[0]
 
-#: every example the harness found failing, as it was found (the issue and commit that fixed it)
+#: every example the harness found failing, as it was found (with the fault it exposed)
 REGRESSIONS = {
     # a bucket holding only NaN keys handed them to pandas as NaN, which pandas takes for NULL
     # (and the NULL key came back as NaN): the NaN and NULL keys of two buckets swapped

@@ -30,7 +30,7 @@ from sqlflow.udfs.streaming import StreamSpec
 GOLDEN = Path(__file__).parent / "golden" / f"owned-state-v{state_codec.FORMAT_VERSION}"
 D = ast.Duration
 BASE = 1_700_000_000 * SECOND
-#: the card's shape: sessions, early firings, late firings, accumulating and retracting
+#: the README's first query's shape: sessions, early firings, late firings, accumulating and retracting
 PLAN = EnginePlan(ast.Windowing(ast.WindowClause(ast.Sessions(D(5 * MINUTE))),
                                 ast.WatermarkEarlyLate(early=ast.Period(D(MINUTE)), late=ast.Watermark()),
                                 ast.AllowedLateness(D(30 * MINUTE)),
