@@ -461,6 +461,8 @@ def main(argv=None) -> int:
                     "default --out, the README's) from the results file")
     args = ap.parse_args(argv)
     if args.report:
+        if not Path(args.out).exists():
+            ap.error(f"--report: no results file {args.out}")
         return write(Path(args.out), json.loads(Path(args.out).read_text()))
     facts = provenance.run_facts("compare.py", argv)  # before anything runs: the commit as measured
     warmup = 1 if args.warmup is None else args.warmup

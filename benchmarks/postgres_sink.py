@@ -120,6 +120,8 @@ def main(argv=None) -> int:
                     "default --out, the README's) from the results file")
     args = ap.parse_args(argv)
     if args.report:
+        if not Path(args.out).exists():
+            ap.error(f"--report: no results file {args.out}")
         return write(Path(args.out), json.loads(Path(args.out).read_text()))
     facts = provenance.run_facts("postgres_sink.py", argv)
 

@@ -66,6 +66,13 @@ def test_a_small_run_writes_results_with_equal_final_values(tmp_path):
         assert result["check"]["rows"] > 0
         assert result["rows"] == 20_000
         assert len(result["sqlflow"]["seconds"]) == 1
+        record = result["record"]  # each scenario's own: the run, its load, its rounds
+        assert record["command"].startswith("python benchmarks/compare.py --rows 20000 --only 1,2,2b")
+        assert record["spread"]["sqlflow"] == {"rounds": 1, "min_s": result["sqlflow"]["median_s"],
+                                               "median_s": result["sqlflow"]["median_s"],
+                                               "max_s": result["sqlflow"]["median_s"]}
+        assert len(record["load_average"]) == 2 and record["versions"]["pyspark"]
+    assert set(report) == {"results"}  # no header shared by the scenarios
     floor = report["results"]["2"]["floor"]
     assert set(floor) == {"floor_watermark_pass", "floor_bucket_transfer", "total_s", "share_of_reference"}
     assert floor["total_s"] == round(floor["floor_watermark_pass"] + floor["floor_bucket_transfer"], 3)
