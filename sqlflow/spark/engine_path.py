@@ -48,7 +48,7 @@ from ..engine import (BOUNDED, COMBINING, REPLAY, Aggregate, EnginePlan, arrival
                       spread_blocks)
 from . import conf, handover
 from .collation import representative
-from .inputs import InputRelation
+from ..plan.inputs import InputRelation
 from .schema import spark_type
 
 if TYPE_CHECKING:  # pragma: no cover

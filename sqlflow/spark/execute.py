@@ -30,17 +30,17 @@ from ..frontend.statement import Statement
 from . import collation, conf, engine_path, timeline, trigger_checks
 from .analysis import spark_sql
 from .engine_path import EngineRun, run_engine
-from .inputs import InputRelation, input_relation, tagged_relation
+from ..plan.inputs import InputRelation, input_relation, tagged_relation
 from .lifetimes import is_connect
-from .native import rewrite_native
-from .output import panes_select
-from .pipelines import STAGE_KEY, StageLink, StageTime, one_pane_per_window, rewrite_consumer, upstream_stage
-from .planner import Choice, choose, engine_mode
-from .relations import drop_watermark_clauses, strip_clauses, to_spark_sql, visible_ctes, with_ctes
+from ..plan.native_rewrite import rewrite_native
+from ..plan.output import panes_select
+from ..plan.pipelines import STAGE_KEY, StageLink, StageTime, one_pane_per_window, rewrite_consumer, upstream_stage
+from ..plan.path_choice import Choice, choose, engine_mode
+from ..plan.relations import drop_watermark_clauses, strip_clauses, to_spark_sql, visible_ctes, with_ctes
 from .report import Report, Stage
 from .schema import (check_input_types, is_ntz, names_and_types, mentions_panes, naming_query,
                      pane_expression_names)
-from .windowed_select import WindowedSelect, check_known_window_fn, describe, select_position
+from ..plan.windowed_select import WindowedSelect, check_known_window_fn, describe, select_position
 
 DONE_KEY = "sqlflow_consumer_done"
 
@@ -181,7 +181,7 @@ class Runner:
             return
         from pyspark.errors import AnalysisException
 
-        from .relations import named_relations, rename_relation
+        from ..plan.relations import named_relations, rename_relation
 
         for nodes in named_relations(self.tree).values():
             quoted = "`" + nodes[0].name.replace("`", "``") + "`"
@@ -385,7 +385,8 @@ class Runner:
             plot = view_name("plot", self.run_id, len(self.views))
             time = StageTime(replay.timeline, replay.p_end, run.holds, stage.replay or "")
             stage.timeline, stage.holds = replay.timeline, run.holds
-            stage.reads = ws.upstream.link.stage if ws.upstream is not None else None
+            reads = ws.upstream.link.stage if ws.upstream is not None else None
+            stage.reads = reads if isinstance(reads, Stage) else None
             stage.pane_frame = _pane_frame(self.spark, run.panes, ws, names, plot)
             if not is_connect(self.spark):
                 time.materialise = lambda: self.materialise(run, ws, names, stage,
@@ -559,7 +560,7 @@ def _model(model) -> str:
 
 def _tagged(ws: WindowedSelect) -> InputRelation:
     """The input relation of a replay over several sources, each row tagged with the name of its
-    source (an argument echoed in dropped rows, sqlflow/spark/inputs.py)."""
+    source (an argument echoed in dropped rows, sqlflow/plan/inputs.py)."""
     from .streaming.several import source_name
 
     sources = ws.arrival_sources

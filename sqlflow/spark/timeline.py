@@ -23,8 +23,8 @@ from .. import ast
 from ..errors import SqlflowAnalysisError, SqlflowError, SqlflowExecutionError
 from ..engine import EMPTY_TIMELINE, ProcessingClock, Timeline, bounded_delay, minimum, perfect
 from ..time import NEG_INF, POS_INF
-from .relations import strip_clauses, to_spark_sql, visible_ctes, with_ctes
-from .windowed_select import Source, WindowedSelect, parse_column
+from ..plan.relations import strip_clauses, to_spark_sql, visible_ctes, with_ctes
+from ..plan.windowed_select import Source, WindowedSelect, parse_column
 
 
 @dataclass

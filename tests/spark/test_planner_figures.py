@@ -1,14 +1,14 @@
 """The planner's figures are the benchmark's (benchmarks/bounded.py writes
 benchmarks/results/bounded.json): a re-measurement that changes a choice fails here until
-`sqlflow/spark/planner.py` is updated. And SLIDING windows choose their path by fan-out."""
+`sqlflow/plan/path_choice.py` is updated. And SLIDING windows choose their path by fan-out."""
 import json
 from pathlib import Path
 
 import pytest
 
 from sqlflow.frontend import parse
-from sqlflow.spark import planner
-from sqlflow.spark.windowed_select import describe
+from sqlflow.plan import path_choice as planner
+from sqlflow.plan.windowed_select import describe
 
 RESULTS = json.loads((Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "bounded.json").read_text())
 

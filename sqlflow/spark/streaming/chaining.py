@@ -29,8 +29,8 @@ from sqlglot import exp
 from ... import ast
 from ...columns import KIND, OUTPUT_TIME, REPORT, REPORT_COLUMNS
 from ...errors import SqlflowUnsupportedError
-from ..pipelines import STAGE_KEY, StageLink, aggregates
-from ..relations import visible_ctes
+from ...plan.pipelines import STAGE_KEY, StageLink, aggregates
+from ...plan.relations import visible_ctes
 
 #: the logical-plan node of `withWatermark` (Spark's name, in the analysed plan's text)
 WATERMARK_NODE = "EventTimeWatermark"

@@ -22,9 +22,9 @@ from sqlglot import exp
 
 from ...columns import SOURCE
 from ...errors import SqlflowError, SqlflowUnsupportedError
-from ..inputs import InputRelation, tagged_relation
-from ..relations import strip_clauses, to_spark_sql, visible_ctes, with_ctes
-from ..windowed_select import Source, parse_column
+from ...plan.inputs import InputRelation, tagged_relation
+from ...plan.relations import strip_clauses, to_spark_sql, visible_ctes, with_ctes
+from ...plan.windowed_select import Source, parse_column
 from .watermark import UNBOUNDED_SHIFT, interval_ms
 
 POLICY_KEY = "spark.sql.streaming.multipleWatermarkPolicy"

@@ -29,7 +29,7 @@ from ..engine import BOUNDED, REPLAY, EnginePlan, Path, path_for
 from ..errors import SqlflowSemanticError, SqlflowUnsupportedError
 from ..frontend.dialect import WINDOWING_KEY
 from ..frontend.statement import DIALECT, Statement, watermarks_feeding
-from .aggregates import AggregateCall, aggregate_call, aggregate_calls, is_aggregate_call
+from .aggregate_calls import AggregateCall, aggregate_call, aggregate_calls, is_aggregate_call
 
 if TYPE_CHECKING:  # pragma: no cover
     from .pipelines import Upstream

@@ -7,7 +7,7 @@ The values are raw here (types are checked on them); `sqlflow.spark.engine_path`
 to microseconds.
 
 >>> from sqlflow.frontend import parse
->>> from sqlflow.spark.windowed_select import describe
+>>> from sqlflow.plan.windowed_select import describe
 >>> s = parse("WITH c AS (SELECT * FROM clicks) SELECT `user id`, SUM(amount * 2) AS total "
 ...           "FROM c WHERE amount > 0 GROUP BY `user id` WINDOW FIXED(SIZE 1h) ON ts "
 ...           "TRIGGER REPEAT(WHEN(kind = 'flush'))")

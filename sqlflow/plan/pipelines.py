@@ -34,7 +34,7 @@ ACCUMULATING panes) is refused with a located error (`refuse_on_stream`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable, Protocol
 
 from sqlglot import exp
 
@@ -43,14 +43,18 @@ from ..columns import EMIT_TIME, OUTPUT_TIME
 from ..engine import INVERTIBLE, collapsible
 from ..errors import SqlflowUnsupportedError
 from . import user_warnings
-from .aggregates import aggregate_call, aggregate_calls
+from .aggregate_calls import aggregate_call, aggregate_calls
 from .relations import visible_ctes
 from .windowed_select import select_position
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .report import Stage
-
 STAGE_KEY = "sqlflow_stage"
+
+
+class ReportedStage(Protocol):
+    """What the planner reads and marks of a stage's report entry (`sqlflow.spark.report.Stage`)."""
+
+    output_time: str | None  # the OUTPUT TIMESTAMP policy
+    extra: dict
 
 
 class SqlflowPipelineWarning(UserWarning):
@@ -70,7 +74,7 @@ class StageLink:
     #: each window emits exactly one pane; `stage`: the report's Stage (marked when aggregated)
     stream: bool = False
     one_pane: bool = False
-    stage: Stage | None = None
+    stage: ReportedStage | None = None
     #: the stage replays recorded data (ARRIVAL): its panes have processing times (emit_time)
     replay: bool = False
     #: a replayed stage's watermark and holds, for a windowed SELECT reading it (`StageTime`)
@@ -352,7 +356,7 @@ def _subtract_all(select: exp.Select, flag: exp.Expr, avg_type, drop_empty: bool
 
 
 def _swap_call(node, flag, select, avg_type):
-    from .aggregates import is_aggregate_call
+    from .aggregate_calls import is_aggregate_call
 
     if is_aggregate_call(node) and not isinstance(node.parent, exp.Window):
         return subtract(node, flag, avg_type(select, node) if avg_type else None)

@@ -16,7 +16,7 @@ row on (the file's `sliding_engine_from_fanout`, measured on the rows of `FANOUT
 runs them. tests/spark/test_planner_figures.py ties these figures to the file.
 
 >>> from sqlflow.frontend import parse
->>> from sqlflow.spark.windowed_select import describe
+>>> from sqlflow.plan.windowed_select import describe
 >>> s = parse("SELECT k, COUNT(*) FROM t GROUP BY k WINDOW FIXED(SIZE 1m) ON ts")
 >>> c = choose(describe(s, *s.windowed_selects()[0]))
 >>> c.path, c.why
@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from .. import ast
 from ..engine import describe
 from ..errors import SqlflowUnsupportedError
-from .native import why_not_native
+from .native_rewrite import why_not_native
 from .windowed_select import WindowedSelect
 
 #: rows/s of each path per window kind, from benchmarks/results/bounded.json (2 cores, 2M rows,

@@ -1,0 +1,8 @@
+"""The planner: a windowed statement's analysis and rewriting, without Spark.
+
+Between the frontend (which parses a statement) and the Spark integration (which runs it): each
+windowed SELECT is taken apart (`windowed_select`), its path chosen (`path_choice`), its input
+relation built (`inputs`), rewritten into plain Spark SQL (`native_rewrite`) or replaced by a
+SELECT over the engine's panes (`output`), and the aggregations downstream of it adjusted to its
+accumulation mode (`pipelines`). Nothing here imports pyspark; `sqlflow.spark` runs the result.
+"""
