@@ -128,3 +128,19 @@ def rename_relation(node: exp.Table, name: str) -> None:
         node.set("alias", exp.TableAlias(this=exp.to_identifier(ident.this, quoted=ident.quoted)))
     ident.set("this", name)
     ident.set("quoted", False)
+
+
+def replace_select(tree: exp.Expr, old: exp.Select, new: exp.Select) -> exp.Expr:
+    """`tree` with the SELECT `old` replaced by `new` (in place); `new` when `old` is the root.
+
+    >>> import sqlglot
+    >>> tree = sqlglot.parse_one("SELECT * FROM (SELECT 1) AS s")
+    >>> replace_select(tree, tree.find(exp.Subquery).this, exp.select("2")).sql()
+    'SELECT * FROM (SELECT 2) AS s'
+    >>> replace_select(tree, tree, exp.select("3")).sql()
+    'SELECT 3'
+    """
+    if old is tree:
+        return new
+    old.replace(new)
+    return tree

@@ -145,12 +145,12 @@ def transpile(query: str) -> str:
     session the event time is assumed to be a TIMESTAMP, and an unaliased item mentioning a pane
     column is named after its text.
     """
-    from ..plan.native_rewrite import rewrite_statement
+    from ..plan import passes
 
     statement = _statement(query)
     if statement is None or statement.is_plain:
         return query
-    return rewrite_statement(statement)
+    return passes.transpile(statement)
 
 
 def explain(query: str, spark=None, args=None) -> str:

@@ -34,16 +34,14 @@ from ..plan.inputs import InputRelation, input_relation, tagged_relation
 from .lifetimes import is_connect
 from ..plan.native_rewrite import rewrite_native
 from ..plan.output import panes_select
-from ..plan.pipelines import STAGE_KEY, StageLink, StageTime, one_pane_per_window, rewrite_consumer, upstream_stage
+from ..plan import passes
+from ..plan.pipelines import STAGE_KEY, StageLink, StageTime, one_pane_per_window, upstream_stage
 from ..plan.path_choice import Choice, choose, engine_mode
-from ..plan.relations import drop_watermark_clauses, strip_clauses, to_spark_sql, visible_ctes, with_ctes
+from ..plan.relations import replace_select, strip_clauses, to_spark_sql, visible_ctes, with_ctes
 from .report import Report, Stage
 from .schema import (check_input_types, is_ntz, names_and_types, mentions_panes, naming_query,
                      pane_expression_names)
 from ..plan.windowed_select import WindowedSelect, check_known_window_fn, describe, select_position
-
-DONE_KEY = "sqlflow_consumer_done"
-
 
 @dataclass
 class Prepared:
@@ -152,21 +150,27 @@ class Runner:
     # ------------------------------------------------------------------ the statement
 
     def prepare(self) -> Prepared:
-        stages: list[Stage] = []
+        """Run the planner's passes (`sqlflow.plan.passes.PASSES`) over the statement, each stage
+        planned by `plan_stage`, after freezing the views it reads (`resolve_views`)."""
+        context = passes.Rewrite(self.statement, self.plan_stage, avg_type=self.avg_type)
         try:
             self.resolve_views()
-            for number, (select, windowing) in enumerate(self.statement.windowed_selects(), start=1):
-                stages.append(self.stage(number, select, windowing))
-            for select in list(self.tree.find_all(exp.Select)):
-                self.consume(select)
-            drop_watermark_clauses(self.tree)
+            self.tree = passes.rewrite(self.tree, context)
             final = to_spark_sql(self.tree)
             self.analyse_panes(final)
         except BaseException:
             self.drop_views()
             raise
         keep = not isinstance(self.tree, exp.Query)
-        return Prepared(final, self.args, Report(stages), list(self.views), keep)
+        return Prepared(final, self.args, Report(context.stages), list(self.views), keep)
+
+    def plan_stage(self, statement: Statement, number: int, select: exp.Select, windowing: ast.Windowing,
+                   tree: exp.Expr) -> tuple[Stage, exp.Expr]:
+        """The planner's `StagePlanner` on Spark: `stage` rewrites or replaces the SELECT in
+        `self.tree` (the streaming path replaces it there too)."""
+        self.tree = tree
+        stage = self.stage(number, select, windowing)
+        return stage, self.tree
 
     def resolve_views(self) -> None:
         """Resolve each temp view the query reads once, now, and have every Spark job of this call
@@ -208,14 +212,7 @@ class Runner:
                 stage.panes = self.sql(text, ws.select, ws.position)
         self.unanalysed = []
 
-    def consume(self, select: exp.Select, windowed: bool = False) -> None:
-        if select._meta and (select.meta.get(DONE_KEY) or select.meta.get(STAGE_KEY)):
-            return
-        select.meta[DONE_KEY] = True
-        rewrite_consumer(select, self.statement, avg_type=self.avg_type, windowed=windowed)
-
     def stage(self, number: int, select: exp.Select, windowing: ast.Windowing) -> Stage:
-        self.consume(select, windowed=True)
         self.check_grouping(select, windowing)
         check_known_window_fn(self.statement, windowing)
         ws = describe(self.statement, select, windowing)
@@ -432,10 +429,7 @@ class Runner:
         return timeline.Replay(output, max(time.p_end, output.last_time), 0, "output watermark")
 
     def _replace(self, ws: WindowedSelect, new: exp.Select) -> None:
-        if ws.select is self.tree:
-            self.tree = new
-        else:
-            ws.select.replace(new)
+        self.tree = replace_select(self.tree, ws.select, new)
 
 
 def defines_view(tree: exp.Expr) -> bool:
