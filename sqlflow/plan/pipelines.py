@@ -45,7 +45,7 @@ from ..errors import SqlflowUnsupportedError
 from . import user_warnings
 from .aggregate_calls import aggregate_call, aggregate_calls
 from .relations import visible_ctes
-from .windowed_select import select_position
+from .windowed_select import select_position, windowing_of
 
 STAGE_KEY = "sqlflow_stage"
 
@@ -217,10 +217,8 @@ def chainable(link: StageLink) -> bool:
 def _timed(select: exp.Select) -> bool:
     """Whether a windowed SELECT's panes depend on when its input arrives: all but a GLOBAL window
     whose trigger fires only at the end of the input (its one pane is the same either way)."""
-    from ..frontend.dialect import WINDOWING_KEY
-
-    windowing = select.meta.get(WINDOWING_KEY) if select._meta else None
-    if not isinstance(windowing, ast.Windowing):
+    windowing = windowing_of(select)
+    if windowing is None:
         return True
     return not (isinstance(windowing.window.fn, ast.Global) and collapsible(windowing.effective_trigger))
 

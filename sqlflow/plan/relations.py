@@ -86,6 +86,26 @@ def with_ctes(query: exp.Query, ctes: list[exp.CTE]) -> exp.Query:
     return query
 
 
+def probe_select(select: exp.Select, items: list[exp.Expr], *, hint: bool = False) -> exp.Select:
+    """A SELECT of `items` over the input of `select`: its FROM, JOINs, LATERAL VIEWs, WHERE (and
+    its hint, with `hint`), without sqlflow clauses, under the CTEs visible there. What Spark runs
+    apart from the statement to learn of that input (its rows, a type, a resolved name).
+
+    >>> from sqlflow.frontend import parse
+    >>> s = parse("WITH a AS (SELECT * FROM t) SELECT k, COUNT(*) FROM a WHERE v > 0 GROUP BY k "
+    ...           "WINDOW GLOBAL ON ts")
+    >>> to_spark_sql(probe_select(s.windowed_selects()[0][0], [exp.column("k")]))
+    'WITH a AS (SELECT * FROM t) SELECT k FROM a WHERE v > 0'
+    """
+    query = exp.Select(expressions=items)
+    for arg in ("from_", "joins", "laterals", "where") + (("hint",) if hint else ()):
+        value = select.args.get(arg)
+        if value is not None:
+            query.set(arg, [strip_clauses(v) for v in value] if isinstance(value, list) else strip_clauses(value))
+    with_ctes(query, visible_ctes(select))
+    return query
+
+
 def to_spark_sql(node: exp.Expr, pretty: bool = False) -> str:
     """Spark SQL text of a tree without sqlflow clauses."""
     return strip_clauses(node).sql(dialect=DIALECT, pretty=pretty)

@@ -37,7 +37,7 @@ from ..plan.output import panes_select
 from ..plan import passes
 from ..plan.pipelines import STAGE_KEY, StageLink, StageTime, one_pane_per_window, upstream_stage
 from ..plan.path_choice import Choice, choose, engine_mode
-from ..plan.relations import replace_select, strip_clauses, to_spark_sql, visible_ctes, with_ctes
+from ..plan.relations import probe_select, replace_select, strip_clauses, to_spark_sql, visible_ctes, with_ctes
 from .report import Report, Stage
 from .schema import (check_input_types, is_ntz, names_and_types, mentions_panes, naming_query,
                      pane_expression_names)
@@ -110,12 +110,7 @@ class Runner:
         """The Spark type of an AVG call in `select` (for pipelines), or None without Spark."""
         if self.spark is None:
             return None
-        query = exp.Select(expressions=[call.copy()])
-        for arg in ("from_", "joins", "laterals", "where"):
-            value = select.args.get(arg)
-            if value is not None:
-                query.set(arg, [strip_clauses(v) for v in value] if isinstance(value, list) else strip_clauses(value))
-        with_ctes(query, visible_ctes(select))
+        query = probe_select(select, [call.copy()])
         df = self.sql(to_spark_sql(query), select, select_position(self.statement, select))
         return exp.DataType.build(df.schema.fields[0].dataType.simpleString(), dialect="spark")
 
@@ -137,13 +132,7 @@ class Runner:
                 if isinstance(key, exp.Column) and not key.table and key.name.lower() in aliases:
                     key = aliases[key.name.lower()]  # GROUP BY an item's alias
                 keys.append(key.copy())
-            probe = exp.Select(expressions=keys + [node.copy()])
-            for arg in ("from_", "joins", "laterals", "where"):
-                value = select.args.get(arg)
-                if value is not None:
-                    probe.set(arg, [strip_clauses(v) for v in value] if isinstance(value, list)
-                              else strip_clauses(value))
-            with_ctes(probe, visible_ctes(select))
+            probe = probe_select(select, keys + [node.copy()])
             self.sql(to_spark_sql(probe), select, select_position(self.statement, select))
         raise error
 
