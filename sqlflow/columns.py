@@ -243,7 +243,7 @@ DROPPED_SOURCE = "source"
 
 # ------------------------------------------------------------------ relations sqlflow names
 
-#: the one-row relation of NULL pane columns a naming query joins (sqlflow/spark/schema.py)
+#: the one-row relation of NULL pane columns a naming query joins (sqlflow/spark/select_types.py)
 PANE_ALIAS = PREFIX + "pane"
 
 

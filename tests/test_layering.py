@@ -48,9 +48,9 @@ EXCEPTIONS = {
     # The stateful operator's processor pickles its spec when it is built (on the driver), so that
     # the process Spark starts to plan a query unpickles it without importing the engine.
     ("sqlflow.udfs.tws", "pyspark"),
-    # Its state schemas as StructTypes (a DDL string is a JVM round trip, udfs/frames.struct_type),
+    # Its state schemas as StructTypes (a DDL string is a JVM round trip, udfs/operator_frames.struct_type),
     # built in its init, in that same worker.
-    ("sqlflow.udfs.frames", "pyspark.sql.types"),
+    ("sqlflow.udfs.operator_frames", "pyspark.sql.types"),
 }
 #: where each package's source is: grammar/ and udfs/ ship as sqlflow.grammar and sqlflow.udfs
 SOURCES = {"sqlflow": "sqlflow", "sqlflow.grammar": "grammar", "sqlflow.udfs": "udfs"}

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from ..errors import SqlflowError
-from ..spark.chatter import failures_reported, quiet
+from ..spark.log_filter import failures_reported, quiet
 from ..spark.conf import is_true
 from . import statements as st
 from .interrupts import cancel_all, interruptible

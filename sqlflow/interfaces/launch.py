@@ -21,7 +21,7 @@ import shlex
 import threading
 from typing import TextIO
 
-from ..spark.chatter import ChatterFilter
+from ..spark.log_filter import ChatterFilter
 
 #: spark-submit's options that take a value, as spark-sql passes them on (`--master`, `--name`
 #: and `--conf` are the command's own options, passed on too); the help is spark-submit's

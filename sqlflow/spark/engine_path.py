@@ -49,7 +49,7 @@ from ..engine import (BOUNDED, COMBINING, REPLAY, Aggregate, EnginePlan, arrival
 from . import conf, handover
 from .collation import representative
 from ..plan.inputs import InputRelation
-from .schema import spark_type
+from .select_types import spark_type
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame

@@ -39,7 +39,7 @@ from ..plan.pipelines import STAGE_KEY, StageLink, StageTime, one_pane_per_windo
 from ..plan.path_choice import Choice, choose, engine_mode
 from ..plan.relations import probe_select, replace_select, strip_clauses, to_spark_sql, visible_ctes, with_ctes
 from .report import Report, Stage
-from .schema import (check_input_types, is_ntz, names_and_types, mentions_panes, naming_query,
+from .select_types import (check_input_types, is_ntz, names_and_types, mentions_panes, naming_query,
                      pane_expression_names)
 from ..plan.windowed_select import WindowedSelect, check_known_window_fn, describe, select_position
 

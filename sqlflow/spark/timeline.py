@@ -40,7 +40,7 @@ class Replay:
 def _timestamp_check(ws: WindowedSelect, source: Source, dtype, what: str, column: str, pos) -> None:
     from pyspark.sql import types as T
 
-    from .schema import to_timestamp_hint
+    from .select_types import to_timestamp_hint
 
     if not isinstance(dtype, (T.TimestampType, T.TimestampNTZType)):
         raise ws.error(SqlflowAnalysisError,
