@@ -6,7 +6,7 @@ parquet, and is written to Spark's `noop` sink (the full result is computed, not
 Default trigger, bounded data: the case where both paths exist. Each measurement is the median
 of `--repeat` runs after one warm-up run. The winner per window kind is what
 `sqlflow.engine.paths.PREFERRED` uses (copy the summary into `paths.MEASURED`;
-tests/spark/test_planner_figures.py fails until the two agree).
+tests/plan/test_path_choice.py fails until the two agree).
 
 The fan-out rows (`fanout-N`) measure SLIDING windows with N windows per row (size / period) on
 `--fanout-rows` rows (the cost of both paths grows with rows x N; Spark's `window()` expands each

@@ -301,7 +301,7 @@ def why_not_native_keys(keys: list[tuple[str, str | None]]) -> str | None:
 # `window()` expands every row into one candidate per window through generated code that grows
 # with the fan-out. From `ENGINE_FROM_FANOUT` windows per row on (the file's
 # `sliding_engine_from_fanout`, measured on the rows of `FANOUT`), the engine runs them.
-# tests/spark/test_planner_figures.py ties these figures to the file.
+# tests/plan/test_path_choice.py ties these figures to the file.
 
 #: rows/s of each path per window kind, from benchmarks/results/bounded.json (2 cores, 2M rows,
 #: 10,000 keys, default trigger; see the benchmark's docstring)

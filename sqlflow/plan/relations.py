@@ -106,6 +106,25 @@ def probe_select(select: exp.Select, items: list[exp.Expr], *, hint: bool = Fals
     return query
 
 
+def source_select(node: exp.Expr, items: list[exp.Expr], *, alias: bool = True) -> exp.Query:
+    """A SELECT of `items` over the relation `node` alone (a watermarked source, without sqlflow
+    clauses; without its alias unless `alias`), under the CTEs visible where it was written.
+
+    >>> from sqlflow.frontend import parse
+    >>> s = parse("WITH a AS (SELECT * FROM t) SELECT k, COUNT(*) FROM a WATERMARK ts DELAY OF 1m AS x "
+    ...           "GROUP BY k WINDOW GLOBAL ON ts")
+    >>> node = s.source_watermarks()[0][0]
+    >>> to_spark_sql(source_select(node, [exp.column("ts")])), to_spark_sql(source_select(node, [exp.Star()], alias=False))
+    ('WITH a AS (SELECT * FROM t) SELECT ts FROM a AS x', 'WITH a AS (SELECT * FROM t) SELECT * FROM a')
+    """
+    relation = strip_clauses(node)
+    if not alias:
+        relation.set("alias", None)
+    query = exp.Select(expressions=items)
+    query.set("from_", exp.From(this=relation))
+    return with_ctes(query, visible_ctes(node))
+
+
 def to_spark_sql(node: exp.Expr, pretty: bool = False) -> str:
     """Spark SQL text of a tree without sqlflow clauses."""
     return strip_clauses(node).sql(dialect=DIALECT, pretty=pretty)

@@ -1,14 +1,15 @@
 """Running one sqlflow statement on Spark's bounded path.
 
-Each windowed SELECT, innermost first (the order their clauses are written), is taken apart
-(`windowed_select`), its input relation analysed by Spark (`inputs`, `schema`), and its path
-chosen (`planner`):
+The planner's passes (`sqlflow.plan.passes`) rewrite the statement; this module is their Spark
+side, `Runner.plan_stage`. Each windowed SELECT, innermost first (the order their clauses are
+written), is taken apart (`plan.windowed_select`), its input relation (`plan.inputs`) analysed by
+Spark (`select_types`), and its path chosen (`plan.path_choice`):
 
-- native: the SELECT is rewritten in place into plain Spark SQL (`native`);
+- native: the SELECT is rewritten in place into plain Spark SQL (`plan.native_rewrite`);
 - engine: its panes are computed by the engine over hash buckets (`engine_path`), registered as a
-  temporary view, and the SELECT is replaced by a SELECT over that view (`output`).
+  temporary view, and the SELECT is replaced by a SELECT over that view (`plan.output`).
 
-Aggregations downstream of an engine stage are adjusted to its accumulation mode (`pipelines`).
+Aggregations downstream of an engine stage are adjusted to its accumulation mode (`plan.pipelines`).
 What is left is plain Spark SQL, which `spark.sql` runs; the temporary views are dropped once
 Spark has analysed it (the DataFrame holds their plans).
 """
@@ -23,25 +24,26 @@ from .. import ast
 from ..columns import (BAD_GAP, DROPPED_ARRIVAL_TIME, DROPPED_EVENT_TIME, DROPPED_REASON, DROPPED_SOURCE,
                        EVENT_TIME, GAP, SOURCE,
                        NULL_EVENT_TIME, WINDOW_END, WINDOW_START, view_name)
-from ..errors import SqlflowError
 from ..engine import collapsible
+from ..errors import SqlflowError
 from ..frontend.grouping import PANE_COLUMNS, ungrouped_item
 from ..frontend.statement import Statement
+from ..plan import passes
+from ..plan.inputs import InputRelation, input_relation, tagged_relation
+from ..plan.native_rewrite import rewrite_native
+from ..plan.output import panes_select
+from ..plan.path_choice import Choice, choose, engine_mode
+from ..plan.pipelines import STAGE_KEY, StageLink, StageTime, one_pane_per_window, upstream_stage
+from ..plan.relations import probe_select, replace_select, strip_clauses, to_spark_sql, visible_ctes, with_ctes
+from ..plan.windowed_select import WindowedSelect, check_known_window_fn, describe, select_position
 from . import collation, conf, engine_path, timeline, trigger_checks
 from .analysis import spark_sql
 from .engine_path import EngineRun, run_engine
-from ..plan.inputs import InputRelation, input_relation, tagged_relation
 from .lifetimes import is_connect
-from ..plan.native_rewrite import rewrite_native
-from ..plan.output import panes_select
-from ..plan import passes
-from ..plan.pipelines import STAGE_KEY, StageLink, StageTime, one_pane_per_window, upstream_stage
-from ..plan.path_choice import Choice, choose, engine_mode
-from ..plan.relations import probe_select, replace_select, strip_clauses, to_spark_sql, visible_ctes, with_ctes
 from .report import Report, Stage
 from .select_types import (check_input_types, is_ntz, names_and_types, mentions_panes, naming_query,
-                     pane_expression_names)
-from ..plan.windowed_select import WindowedSelect, check_known_window_fn, describe, select_position
+                           pane_expression_names)
+
 
 @dataclass
 class Prepared:

@@ -102,3 +102,24 @@ def test_transpile_refuses_a_stage_without_a_native_rewrite():
     s = parse("SELECT k, COUNT(*) FROM t GROUP BY k WINDOW CUMULATE(STEP 1m, SIZE 1h) ON ts")
     with pytest.raises(SqlflowUnsupportedError, match="no native Spark SQL for"):
         passes.transpile(s)
+
+
+def test_a_consumer_of_an_engine_stage_reads_its_retractions():
+    """The passes together, a stage planner standing in for the engine: stage 1 becomes a SELECT
+    over its panes linked to the stage, and the aggregation over it subtracts retractions."""
+    s = parse("SELECT SUM(n) AS total FROM (SELECT k, COUNT(*) AS n FROM t GROUP BY k "
+              "WINDOW SESSIONS(GAP 1m) ON ts EMIT ACCUMULATING AND RETRACTING) AS w")
+
+    def over_panes(statement, number, select, windowing, tree):
+        ws = describe(statement, select, windowing)
+        new = panes_select(ws, f"panes_{number}", ["k", "n"])
+        new.meta[STAGE_KEY] = _link(windowing.mode, ws.label())
+        return ws.label(), replace_select(tree, select, new)
+
+    context = passes.Rewrite(s, over_panes)
+    tree = passes.rewrite(s.tree, context)
+    assert context.stages == ["the SELECT with WINDOW SESSIONS at line 1, column 72"]
+    assert to_spark_sql(tree) == (
+        "SELECT SUM(IF(w.is_retraction, -(n), n)) AS total FROM (SELECT __sqlflow_k0 AS `k`, __sqlflow_agg0 AS n, "
+        "window_start, window_end, pane_index, pane_timing, is_last, emit_time, output_time, is_retraction "
+        "FROM panes_1) AS w")
