@@ -29,15 +29,19 @@ SELECT k, COUNT(*) AS n, WINDOW(ts, '1 minute').start AS window_start, WINDOW(ts
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, NamedTuple, Protocol
 
 from sqlglot import exp
 
 from .. import ast
+from ..errors import SqlflowError, SqlflowUnsupportedError
 from ..frontend.statement import Statement
-from .pipelines import STAGE_KEY, rewrite_consumer
+from .inputs import InputRelation, input_relation
+from .path_choice import Choice, choose
+from .pipelines import STAGE_KEY, rewrite_consumer, upstream_stage
 from .relations import drop_watermark_clauses as _drop_watermark_clauses
 from .relations import to_spark_sql
+from .windowed_select import WindowedSelect, check_known_window_fn, describe
 
 #: marks a windowed SELECT that has read its upstream stages (module doc)
 CONSUMED_KEY = "sqlflow_consumer_done"
@@ -118,13 +122,47 @@ def rewrite(tree: exp.Expr, context: Rewrite,
     return tree
 
 
+class StagePlan(NamedTuple):
+    """A windowed SELECT as the planner sees it before Spark: taken apart, its input relation, and
+    its path, or None when no path can be chosen yet (the error is raised again after Spark's
+    analysis of the input, whose errors come first)."""
+
+    ws: WindowedSelect
+    rel: InputRelation
+    choice: Choice | None
+
+
+def describe_stage(statement: Statement, select: exp.Select, windowing: ast.Windowing,
+                   forced: str | None = None) -> StagePlan:
+    """The Spark-free part of planning a stage: its window function known, the SELECT taken apart
+    (`windowed_select.describe`), the replayed stage it reads as emitted (`pipelines.upstream_stage`),
+    its input relation (`inputs.input_relation`), its path (`path_choice.choose`; `forced`: the
+    path asked for, or None for the faster).
+
+    >>> from sqlflow.frontend import parse
+    >>> s = parse("SELECT k, COUNT(*) AS n FROM t WHERE v > 0 GROUP BY k WINDOW SESSIONS(GAP 1m) ON ts")
+    >>> plan = describe_stage(s, *s.windowed_selects()[0])
+    >>> plan.choice.path, plan.rel.keys
+    ('engine', ['__sqlflow_k0'])
+    >>> describe_stage(s, *s.windowed_selects()[0], forced="native").choice.path
+    'native'
+    """
+    check_known_window_fn(statement, windowing)
+    ws = describe(statement, select, windowing)
+    ws.upstream = upstream_stage(statement, ws)
+    rel = input_relation(ws)
+    try:
+        choice: Choice | None = choose(ws, forced)
+    except SqlflowError:
+        choice = None
+    return StagePlan(ws, rel, choice)
+
+
 def native_stage(statement: Statement, number: int, select: exp.Select, windowing: ast.Windowing,
                  tree: exp.Expr) -> tuple[Any, exp.Expr]:
     """Plan a stage without Spark: rewritten natively, or a located error saying why it cannot be
     (no input types, no names of items mentioning pane columns: see `sqlflow.transpile`)."""
-    from ..errors import SqlflowUnsupportedError
     from .native_rewrite import rewrite_native, why_not_native
-    from .windowed_select import describe
 
     ws = describe(statement, select, windowing)
     why = why_not_native(ws)

@@ -29,13 +29,13 @@ from ..errors import SqlflowError
 from ..frontend.grouping import PANE_COLUMNS, ungrouped_item
 from ..frontend.statement import Statement
 from ..plan import passes
-from ..plan.inputs import InputRelation, input_relation, tagged_relation
+from ..plan.inputs import InputRelation, tagged_relation
 from ..plan.native_rewrite import rewrite_native
 from ..plan.output import panes_select
 from ..plan.path_choice import Choice, choose, engine_mode
-from ..plan.pipelines import STAGE_KEY, StageLink, StageTime, one_pane_per_window, upstream_stage
+from ..plan.pipelines import STAGE_KEY, StageLink, StageTime, one_pane_per_window
 from ..plan.relations import probe_select, replace_select, strip_clauses, to_spark_sql, visible_ctes, with_ctes
-from ..plan.windowed_select import WindowedSelect, check_known_window_fn, describe, select_position
+from ..plan.windowed_select import WindowedSelect, select_position
 from . import collation, conf, engine_path, timeline, trigger_checks
 from .analysis import spark_sql
 from .engine_path import EngineRun, run_engine
@@ -205,15 +205,9 @@ class Runner:
 
     def stage(self, number: int, select: exp.Select, windowing: ast.Windowing) -> Stage:
         self.check_grouping(select, windowing)
-        check_known_window_fn(self.statement, windowing)
-        ws = describe(self.statement, select, windowing)
-        ws.upstream = upstream_stage(self.statement, ws)
-        rel = input_relation(ws)
+        # choice None: no path possible yet; raised again below, after Spark's analysis (its errors first)
+        ws, rel, choice = passes.describe_stage(self.statement, select, windowing, self.path)
         raw = names = agg_types = None
-        try:
-            choice = choose(ws, self.path)
-        except SqlflowError:
-            choice = None  # raised again below, after Spark's analysis (whose errors come first)
         if self.spark is not None:
             raw = None
             if len(ws.arrival_sources) > 1:  # each row names its source: late rows per source

@@ -123,3 +123,13 @@ def test_a_consumer_of_an_engine_stage_reads_its_retractions():
         "SELECT SUM(IF(w.is_retraction, -(n), n)) AS total FROM (SELECT __sqlflow_k0 AS `k`, __sqlflow_agg0 AS n, "
         "window_start, window_end, pane_index, pane_timing, is_last, emit_time, output_time, is_retraction "
         "FROM panes_1) AS w")
+
+
+def test_describe_stage_defers_an_impossible_path():
+    """A forced path that cannot run leaves the choice open: Spark's analysis of the input (a
+    misspelt column, a wrong type) reports first, then the path's error is raised."""
+    s = parse("SELECT k, COUNT(*) FROM t GROUP BY k WINDOW CUMULATE(STEP 1m, SIZE 1h) ON ts")
+    planned = passes.describe_stage(s, *s.windowed_selects()[0], forced="native")
+    assert planned.choice is None
+    assert planned.ws.window_kind == "CUMULATE" and planned.rel.keys == ["__sqlflow_k0"]
+    assert passes.describe_stage(s, *s.windowed_selects()[0]).choice.path == "engine"
