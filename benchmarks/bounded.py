@@ -5,14 +5,14 @@ synthetic clickstream (benchmarks/clickstream.py: bursty visits of many users), 
 parquet, and is written to Spark's `noop` sink (the full result is computed, nothing stored).
 Default trigger, bounded data: the case where both paths exist. Each measurement is the median
 of `--repeat` runs after one warm-up run. The winner per window kind is what
-`sqlflow.spark.planner.PREFERRED` uses (copy the summary into `planner.MEASURED`;
-tests/spark/test_planner_figures.py fails until the two agree).
+`sqlflow.engine.paths.PREFERRED` uses (copy the summary into `paths.MEASURED`;
+tests/plan/test_path_choice.py fails until the two agree).
 
 The fan-out rows (`fanout-N`) measure SLIDING windows with N windows per row (size / period) on
 `--fanout-rows` rows (the cost of both paths grows with rows x N; Spark's `window()` expands each
 row into N candidates, one projection per window, and its generated code grows with N). The
 smallest measured fan-out from which the engine is faster at every larger one is
-`planner.ENGINE_FROM_FANOUT` (copy `sliding_engine_from_fanout`).
+`paths.ENGINE_FROM_FANOUT` (copy `sliding_engine_from_fanout`).
 
     python benchmarks/bounded.py                      # 2M rows, 10,000 keys, ~15 minutes on 2 cores
     python benchmarks/bounded.py --only fanout-2,fanout-10,fanout-60,fanout-360 --repeat 1

@@ -13,7 +13,7 @@ A module's own scratch columns, which never leave it, are `PREFIX` + a word, nam
 used. Not here, because they are not columns: the frontend's clause markers (`__sqlflow_windowing_0`,
 `__sqlflow_watermark_0`: identifiers standing in for sqlflow clauses while sqlglot parses) and
 its printing placeholder (`__sqlflow_alias__`), in sqlflow/frontend/dialect.py, and the named
-parameters positional ones become (`:__sqlflow_p0`, sqlflow/spark/params.py).
+parameters positional ones become (`:__sqlflow_p0`, sqlflow/plan/params.py).
 
 >>> key_column(0), agg_column(2), when_column(1), null_mask("k0"), metric_column("panes")
 ('__sqlflow_k0', '__sqlflow_agg2', '__sqlflow_when1', '__sqlflow_null_k0', '__sqlflow_m_panes')
@@ -243,7 +243,7 @@ DROPPED_SOURCE = "source"
 
 # ------------------------------------------------------------------ relations sqlflow names
 
-#: the one-row relation of NULL pane columns a naming query joins (sqlflow/spark/schema.py)
+#: the one-row relation of NULL pane columns a naming query joins (sqlflow/spark/select_types.py)
 PANE_ALIAS = PREFIX + "pane"
 
 

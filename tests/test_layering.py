@@ -8,7 +8,8 @@
 
 Bottom to top: ast, errors, time and columns; the frontend (with the grammar) and the engine, peers
 that do not import each other; the udfs, which run on executors and import only the engine; the
-Spark integration; the interfaces (CLI, magic, diagrams, the demo, the package's own facade).
+planner (`sqlflow.plan`: a statement's analysis and rewriting, no pyspark); the Spark integration;
+the interfaces (CLI, magic, diagrams, the demo, the package's own facade).
 """
 from __future__ import annotations
 
@@ -27,13 +28,14 @@ LAYERS: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
     "frontend": (("sqlflow.frontend", "sqlflow.grammar"), frozenset({"bottom"})),
     "engine": (("sqlflow.engine",), frozenset({"bottom"})),
     "udfs": (("sqlflow.udfs",), frozenset({"engine", "bottom"})),
-    "spark": (("sqlflow.spark",), frozenset({"udfs", "engine", "frontend", "bottom"})),
+    "plan": (("sqlflow.plan",), frozenset({"engine", "frontend", "bottom"})),
+    "spark": (("sqlflow.spark",), frozenset({"plan", "udfs", "engine", "frontend", "bottom"})),
     "interfaces": (("sqlflow.cli", "sqlflow.magic", "sqlflow.diagram", "sqlflow.demo", "sqlflow.interfaces"),
-                   frozenset({"spark", "udfs", "engine", "frontend", "bottom"})),
+                   frozenset({"spark", "plan", "udfs", "engine", "frontend", "bottom"})),
 }
 #: the layers that may import each library (any of its submodules)
 LIBRARIES = {
-    "sqlglot": frozenset({"frontend", "spark", "interfaces"}),
+    "sqlglot": frozenset({"frontend", "plan", "spark", "interfaces"}),
     "lark": frozenset({"frontend"}),
     "pyspark": frozenset({"spark", "interfaces"}),
 }
@@ -46,9 +48,9 @@ EXCEPTIONS = {
     # The stateful operator's processor pickles its spec when it is built (on the driver), so that
     # the process Spark starts to plan a query unpickles it without importing the engine.
     ("sqlflow.udfs.tws", "pyspark"),
-    # Its state schemas as StructTypes (a DDL string is a JVM round trip, udfs/frames.struct_type),
+    # Its state schemas as StructTypes (a DDL string is a JVM round trip, udfs/operator_frames.struct_type),
     # built in its init, in that same worker.
-    ("sqlflow.udfs.frames", "pyspark.sql.types"),
+    ("sqlflow.udfs.operator_frames", "pyspark.sql.types"),
 }
 #: where each package's source is: grammar/ and udfs/ ship as sqlflow.grammar and sqlflow.udfs
 SOURCES = {"sqlflow": "sqlflow", "sqlflow.grammar": "grammar", "sqlflow.udfs": "udfs"}
@@ -149,6 +151,12 @@ def test_the_checker_reports_each_kind_of_violation(modules, tmp_path):
     assert _violations("sqlflow.udfs.bucket", "pyspark.sql.functions") == "the udfs layer imports pyspark"
     assert _violations("sqlflow.engine.plan", "sqlglot.exp") == "the engine layer imports sqlglot"
     assert _violations("sqlflow.spark.api", "lark") == "the spark layer imports lark"
+    assert _violations("sqlflow.plan.pipelines", "pyspark.sql") == "the plan layer imports pyspark"
+    assert _violations("sqlflow.plan.pipelines", "sqlflow.spark.report") == "the plan layer imports the spark layer"
+    assert _violations("sqlflow.plan.inputs", "sqlflow.udfs.bucket") == "the plan layer imports the udfs layer"
+    assert _violations("sqlflow.engine.plan", "sqlflow.plan.inputs") == "the engine layer imports the plan layer"
+    assert _violations("sqlflow.plan.inputs", "sqlflow.frontend.statement") is None
+    assert _violations("sqlflow.spark.execute", "sqlflow.plan.pipelines") is None
     assert _violations("sqlflow.engine.plan", "sqlflow.nosuch") == \
         "sqlflow.nosuch is in no layer: add it to LAYERS in tests/test_layering.py"
     assert _violations("sqlflow.cli", "sqlflow.spark.api") is None
@@ -184,3 +192,23 @@ def test_executor_modules_load_no_sqlglot_lark_or_pyspark_sql(modules, tmp_path)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     imported = {line.split()[1] for line in done.stdout.splitlines() if line.startswith("OK ")}
     assert imported == {m for m in modules if m.startswith(tuple(p + "." for p in EXECUTOR_PACKAGES))}
+
+
+PLAN_IMPORTS = """
+import importlib, pkgutil, sys
+import sqlflow.plan
+for info in pkgutil.walk_packages(sqlflow.plan.__path__, "sqlflow.plan."):
+    importlib.import_module(info.name)
+    print("OK", info.name)
+print("PYSPARK", sorted(m for m in sys.modules if m.split(".")[0] == "pyspark")[:5])
+"""
+
+
+def test_plan_modules_load_no_pyspark(modules, tmp_path):
+    """The planner runs without Spark: importing all of it loads no pyspark module."""
+    done = subprocess.run([sys.executable, "-c", PLAN_IMPORTS], capture_output=True, text=True, timeout=300,
+                          cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert done.stdout.splitlines()[-1] == "PYSPARK []"
+    imported = {line.split()[1] for line in done.stdout.splitlines() if line.startswith("OK ")}
+    assert imported == {m for m in modules if m.startswith("sqlflow.plan.")}

@@ -49,7 +49,7 @@ from sqlflow.errors import SqlflowExecutionError
 from sqlflow.engine import state_codec
 from sqlflow.time import NEG_INF, POS_INF
 from sqlflow.udfs.bucket import arrow_frame
-from sqlflow.udfs.frames import one_frame
+from sqlflow.udfs.operator_frames import one_frame
 from sqlflow.udfs.streaming import BucketStep, Meta, StreamSpec, engine_watermark, own_watermark_ms
 
 __all__ = ["BatchSpec", "BatchStep", "NEG_INF", "PANE", "STATE", "StreamSpec", "output_schema", "state_columns",

@@ -5,7 +5,7 @@ watermarked inputs), so that every bucket runs in every batch with data and know
 from __future__ import annotations
 
 from sqlflow.columns import BUCKET, EVENT_TIME, HEARTBEAT, KIND, SOURCE
-from sqlflow.udfs import several
+from sqlflow.udfs import source_watermarks
 
 
 def heartbeats(n_buckets: int, fill: dict | None = None, time_column: str | None = None, n_sources: int = 0):
@@ -53,7 +53,7 @@ def heartbeats(n_buckets: int, fill: dict | None = None, time_column: str | None
             schema = batch.schema
             if n_sources:
                 tops = [b if a is None else a if b is None else max(a, b)
-                        for a, b in zip(tops, several.source_maxima(batch, time_column or EVENT_TIME, n_sources))]
+                        for a, b in zip(tops, source_watermarks.source_maxima(batch, time_column or EVENT_TIME, n_sources))]
             elif batch.num_rows:
                 latest = pc.max(batch.column(time_column or EVENT_TIME)).as_py()
                 if latest is not None:

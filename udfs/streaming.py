@@ -67,8 +67,8 @@ from sqlflow.engine.aggregates import overflow_column
 from sqlflow.engine.plan import EnginePlan
 from sqlflow.engine.runner import Engine
 from sqlflow.time import NEG_INF, POS_INF
-from sqlflow.udfs import several
-from sqlflow.udfs.frames import one_frame, restore_nulls, struct_type
+from sqlflow.udfs import source_watermarks as several
+from sqlflow.udfs.operator_frames import one_frame, restore_nulls, struct_type
 from sqlflow.udfs.pack import unpack
 
 META_SCHEMA = ("wm long, p long, keys long, windows long, next_wm long, next_proc long, "
@@ -137,10 +137,10 @@ class StreamSpec:
     column_shift: int = 0
     delay_ms: int | None = None
     packed: bool = False  # data rows come packed per bucket (udfs/pack.py)
-    #: several watermarked inputs: their names and delays (ms, on the watermark column; udfs/several.py)
+    #: several watermarked inputs: their names and delays (ms, on the watermark column; udfs/source_watermarks.py)
     sources: tuple[str, ...] = ()
     source_delays_ms: tuple[int, ...] = ()
-    #: a later windowed stage reads this one's panes (udfs/chained.py): every call's METRICS row
+    #: a later windowed stage reads this one's panes (udfs/chained_operator.py): every call's METRICS row
     #: carries the bucket's report (columns.REPORT_COLUMNS)
     report: bool = False
 
@@ -177,7 +177,7 @@ class Meta:
     poll: int | None = None
     finished: bool = False
     seen: int | None = None  # the largest event time of any batch so far (heartbeats)
-    seen_by: str | None = None  # several sources: the largest event time of each (udfs/several.py)
+    seen_by: str | None = None  # several sources: the largest event time of each (udfs/source_watermarks.py)
     bytes: int = 0  # the size of the engine state blob (`blob`)
     held: int | None = None  # reporting stages: what the state holds of the output watermark (`Engine.held`)
     seq: int = 0  # reporting stages: the bucket's calls so far
@@ -265,11 +265,11 @@ class BucketStep:
         return metrics
 
     def report(self, metrics: pd.DataFrame, meta: Meta, bucket: int) -> pd.DataFrame:
-        """The metrics frame with the bucket's report to a later stage (udfs/chained.py): its
+        """The metrics frame with the bucket's report to a later stage (udfs/chained_operator.py): its
         output watermark is min(REPORT_WM, REPORT_HELD)."""
         held = POS_INF if meta.held is None else int(meta.held)
         # once finished, the batch's watermark rather than +inf: a replay's watermark stays at its
-        # last step when its input ends (the end is an instant of its own, udfs/chained.py)
+        # last step when its input ends (the end is an instant of its own, udfs/chained_operator.py)
         batch_wm = int(metrics[metric_column("watermark")].iloc[0])
         values = (bucket, int(meta.seq), batch_wm if meta.finished else int(meta.wm), held,
                   int(metrics[metric_column("batch_time")].iloc[0]), bool(meta.finished))
@@ -465,7 +465,7 @@ class BucketOperator:
         meta, old = stored(value)
         before = None if value is None else meta.row()
         wm_ms = spark_ms
-        if self.spec.sources:  # the minimum of the sources' (udfs/several.py), Spark's leaves out the silent
+        if self.spec.sources:  # the minimum of the sources' (udfs/source_watermarks.py), Spark's leaves out the silent
             wm_ms = several.watermark_ms(meta.seen_by, self.spec.column_shift, self.spec.source_delays_ms)
             if seen is not None:
                 meta.seen_by = several.merge_seen(meta.seen_by, len(self.spec.sources), seen)

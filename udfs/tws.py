@@ -11,7 +11,7 @@ the operator on its first call on an executor (where the workers are reused, so 
 pyspark's stateful-processor API is imported when `PaneProcessor` is first used (the class is built
 then), so that importing this module does not import pyspark
 (`tests/streaming/test_operator_state.py` unpickles it as that process does). `ChainedProcessor`
-is the same shell for a chained stage's `ChainOperator` (udfs/chained.py).
+is the same shell for a chained stage's `ChainOperator` (udfs/chained_operator.py).
 """
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ def _processor_class():
 
 
 def _chained_class():
-    """ChainedProcessor (a chained stage's, udfs/chained.py), built on first use as PaneProcessor is."""
+    """ChainedProcessor (a chained stage's, udfs/chained_operator.py), built on first use as PaneProcessor is."""
     from pyspark.sql.streaming import StatefulProcessor
 
     class ChainedProcessor(StatefulProcessor):
@@ -76,12 +76,12 @@ def _chained_class():
         def __init__(self, spec):
             from pyspark import cloudpickle
 
-            from sqlflow.udfs import chained, streaming
-            from sqlflow.udfs.frames import struct_type
+            from sqlflow.udfs import chained_operator, streaming
+            from sqlflow.udfs.operator_frames import struct_type
 
             self.spec = cloudpickle.dumps(spec)  # loaded on the executors only (not by the planning process)
-            self.names = (streaming.STATE_NAME, chained.REPORTS_NAME)
-            self.schemas = (streaming.state_schema(), struct_type(chained.REPORTS_SCHEMA))
+            self.names = (streaming.STATE_NAME, chained_operator.REPORTS_NAME)
+            self.schemas = (streaming.state_schema(), struct_type(chained_operator.REPORTS_SCHEMA))
 
         def init(self, handle) -> None:
             self.state, self.reports = (handle.getValueState(n, s) for n, s in zip(self.names, self.schemas))
@@ -89,7 +89,7 @@ def _chained_class():
 
         def handleInputRows(self, key, rows, timerValues):
             if self.operator is None:
-                from sqlflow.udfs.chained import ChainOperator
+                from sqlflow.udfs.chained_operator import ChainOperator
 
                 self.operator = ChainOperator(pickle.loads(self.spec), self.state, self.reports)
             yield from self.operator.input_rows(key, rows)

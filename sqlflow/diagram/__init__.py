@@ -1,7 +1,7 @@
 """Pane diagrams, drawn the way the Dataflow paper draws them (docs/interfaces.md).
 
 Event time runs across, processing time runs up; each pane is a box over its window rising to
-its emit time, labelled with its value; retractions are hatched (`panes.py`). Bounded panes (no
+its emit time, labelled with its value; retractions are hatched (`pane_diagram.py`). Bounded panes (no
 `emit_time`) rise to a line marked "after all input"; GLOBAL windows span the plotted range.
 
 Many keys get **small multiples**: one diagram per key, at most `max_keys` of them (those with the
@@ -35,7 +35,7 @@ from ..errors import SqlflowError
 from .frames import (PANE_COLUMNS, check_not_streaming, check_panes, input_points, is_spark, pyplot, to_pandas,
                      watermark_steps)
 from .legend import add_figure_legend
-from .panes import Diagram, columns_of
+from .pane_diagram import Diagram, columns_of
 from .stages import chain_of, plot_stages
 
 __all__ = ["plot", "PANE_COLUMNS", "DEFAULT_LIMIT", "DEFAULT_MAX_KEYS"]

@@ -18,7 +18,7 @@ import numpy as np
 from ..errors import SqlflowError
 from .frames import days, pyplot, watermark_steps
 from .legend import add_figure_legend
-from .panes import Diagram, extent, watermark_line
+from .pane_diagram import Diagram, extent, watermark_line
 
 #: the colour of a stage's output watermark, in its own panel and as the next stage's watermark
 OUTPUT_WATERMARK = "tab:purple"

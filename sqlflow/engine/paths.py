@@ -17,6 +17,10 @@ The questions (`operator`) and their answers (`Path.name`):
   weight): `combined` or `rows`. That needs facts only Spark has, the Spark SQL types of the
   keys and aggregate arguments (`types`: column -> type name, as DataType.simpleString() says).
 
+And the bounded path of a windowed SELECT on Spark (the planner, `sqlflow/plan/path_choice.py`,
+asks): `why_not_native_keys` (collated GROUP BY keys rule the native rewrite out) and, when both
+the native rewrite and the engine can run it, `faster_bounded_path` (measured per window kind).
+
 >>> from sqlflow import ast
 >>> from sqlflow.engine.aggregates import Aggregate
 >>> plan = EnginePlan(ast.Windowing(ast.WindowClause(ast.Sessions(ast.Duration(60_000_000)))),
@@ -265,3 +269,107 @@ def watermark_shape(trigger: ast.Trigger):
         if isinstance(early, ast.Period):
             return ("early_period", (early.period.micros, early.offset.micros))
     return None
+
+
+# ---------------------------------------------------------------- bounded: native rewrite or engine
+
+
+def why_not_native_keys(keys: list[tuple[str, str | None]]) -> str | None:
+    """Why the bounded native rewrite cannot group by these GROUP BY keys, or None: `keys` are
+    (a key's SQL, the collation of a string in its type other than UTF8_BINARY, or None). Spark's
+    GROUP BY shows any member of a group of collated strings, and its session_window groups them
+    by bytes; the engine groups by the collation and shows the smallest member (docs/semantics.md, 7.1).
+
+    >>> why_not_native_keys([("k", None)]) is None
+    True
+    >>> why_not_native_keys([("k", None), ("name", "UTF8_LCASE")])
+    'GROUP BY name: keys of collation UTF8_LCASE run on the engine, which shows the smallest member of each group (Spark shows any, and its session_window groups them by bytes)'
+    """
+    for text, collation in keys:
+        if collation is not None:
+            return (f"GROUP BY {text}: keys of collation {collation} run on the engine, "
+                    "which shows the smallest member of each group (Spark shows any, and its session_window "
+                    "groups them by bytes)")
+    return None
+
+#
+# When both the native rewrite and the engine can run a windowed SELECT on bounded data, the
+# faster for its window kind wins (`faster_bounded_path`), as measured by `benchmarks/bounded.py`
+# on a 2-core machine (results in `benchmarks/results/bounded.json`): `MEASURED` is that file's
+# summary, rows per second, and `PREFERRED` follows from it. SLIDING windows also depend on their
+# fan-out, the windows per row (size / period): both paths do work per row and window, but Spark's
+# `window()` expands every row into one candidate per window through generated code that grows
+# with the fan-out. From `ENGINE_FROM_FANOUT` windows per row on (the file's
+# `sliding_engine_from_fanout`, measured on the rows of `FANOUT`), the engine runs them.
+# tests/plan/test_path_choice.py ties these figures to the file.
+
+#: rows/s of each path per window kind, from benchmarks/results/bounded.json (2 cores, 2M rows,
+#: 10,000 keys, default trigger; see the benchmark's docstring)
+MEASURED = {
+    "GLOBAL": {"native": 2.61e6, "engine": 0.60e6},
+    "FIXED": {"native": 1.40e6, "engine": 0.58e6},
+    "SLIDING": {"native": 1.98e6, "engine": 0.64e6},
+    "SESSIONS": {"native": 0.65e6, "engine": 1.16e6},
+}
+
+#: the faster path per window kind (both possible)
+PREFERRED = {kind: max(paths, key=lambda path: paths[path]) for kind, paths in MEASURED.items()}
+
+#: rows/s of each path for SLIDING windows of N windows per row, from the same file's `fanout`
+#: (2 cores, 20,000 rows, 100 keys)
+FANOUT = {
+    2: {"native": 2380.0, "engine": 3370.0},
+    10: {"native": 5790.0, "engine": 4120.0},
+    60: {"native": 1940.0, "engine": 3600.0},
+    360: {"native": 367.0, "engine": 1700.0},
+}
+
+#: from this many windows per row on, SLIDING windows run on the engine (the file's
+#: `sliding_engine_from_fanout`: the engine was faster at every measured fan-out from it on)
+ENGINE_FROM_FANOUT = 60
+
+
+def fanout(window: object) -> int:
+    """Windows per row of a SLIDING window (ceil(size / period)); 1 for other windows.
+
+    >>> fanout(ast.Sliding(ast.Duration(86_400_000_000), ast.Duration(10_000_000)))
+    8640
+    """
+    if isinstance(window, ast.Sliding):
+        return -(-window.size.micros // window.period.micros)
+    return 1
+
+
+def window_kind(window: object) -> str:
+    """A window function's kind as the figures above and explain name it (CUSTOM: registered)."""
+    return "CUSTOM" if isinstance(window, ast.CustomWindow) else type(window).__name__.upper()
+
+
+def _rate(x: float) -> str:
+    return f"{x / 1e6:.2f}M rows/s" if x >= 1e5 else f"{x / 1e3:.1f}k rows/s"
+
+
+def faster_bounded_path(window: object) -> Path:
+    """"native" or "engine": the faster on bounded data for this window function, when both can
+    run it, and why (the measured figures above).
+
+    >>> faster_bounded_path(ast.Sessions(ast.Duration(60_000_000)))
+    Path(name='engine', why='SESSIONS windows run faster on the engine (measured: native 0.65M rows/s, engine 1.16M rows/s)')
+    """
+    kind = window_kind(window)
+    windows = fanout(window)
+    if kind == "SLIDING" and windows >= ENGINE_FROM_FANOUT:
+        at = max(n for n in FANOUT if n <= windows)
+        return Path("engine", f"SLIDING windows with {windows:,} windows per row run faster on the engine "
+                              f"(measured at {at:,} windows per row: native {_rate(FANOUT[at]['native'])}, "
+                              f"engine {_rate(FANOUT[at]['engine'])}; the engine from {ENGINE_FROM_FANOUT:,} on)")
+    measured = MEASURED.get(kind)
+    preferred = PREFERRED.get(kind, "native")
+    speeds = (f"measured: native {_rate(measured['native'])}, engine {_rate(measured['engine'])}"
+              if measured else "not measured")
+    if kind == "SLIDING":  # below ENGINE_FROM_FANOUT
+        return Path("native", f"SLIDING windows with {windows:,} windows per row run faster natively ({speeds}; "
+                              f"the engine from {ENGINE_FROM_FANOUT:,} windows per row on)")
+    if preferred == "native":
+        return Path("native", f"{kind} windows run faster natively ({speeds})")
+    return Path("engine", f"{kind} windows run faster on the engine ({speeds})")

@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from ..errors import SqlflowError
-from ..spark.chatter import failures_reported, quiet
+from ..spark.log_filter import failures_reported, quiet
+from ..spark.conf import is_true
 from . import statements as st
 from .interrupts import cancel_all, interruptible
 from .launch import add_submit_options, check_deploy_mode, start_session
@@ -115,7 +116,7 @@ class Cli:
         self.session_conf: dict[str, str] = {}
         for key, value in self.args.hiveconf:
             if key == "hive.cli.print.header":
-                self.header = value.strip().lower() == "true"
+                self.header = is_true(value)
             else:
                 self.session_conf[key] = value
         self._spark: Any = None

@@ -10,7 +10,7 @@ Spark's defaults hold unless the user sets them (the master is `local[*]`, the s
 the JVM's, 200 shuffle partitions, the default state store: sqlflow sets RocksDB for each stream
 it starts); only `NEEDED` is added, each unless set.
 
-The JVM's stderr comes through a pipe: PySpark's worker chatter is dropped (`chatter`), the rest
+The JVM's stderr comes through a pipe: PySpark's worker chatter is dropped (`spark.log_filter`), the rest
 is passed on (or dropped with -S).
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ import shlex
 import threading
 from typing import TextIO
 
-from ..spark.chatter import ChatterFilter
+from ..spark.log_filter import ChatterFilter
 
 #: spark-submit's options that take a value, as spark-sql passes them on (`--master`, `--name`
 #: and `--conf` are the command's own options, passed on too); the help is spark-submit's

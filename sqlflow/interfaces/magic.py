@@ -39,7 +39,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class, needs_loca
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from traitlets import Bool, Float, Int, Unicode
 
-from ..spark.chatter import failures_reported, quiet
+from ..spark.log_filter import failures_reported, quiet
 from . import statements as st
 from .display import ResultTable, StreamView, Text, Watcher  # noqa: F401  (StreamView: public)
 from .interrupts import cancel_all, interrupt_flag, interruptible

@@ -109,7 +109,7 @@ def _run(spark, statement, args, path, finish_dir, starts_query=False):
     from .analysis import spark_sql
     from .execute import Runner
     from .lifetimes import drop_unused, is_connect, keep_until_unused
-    from .params import named_parameters
+    from ..plan.params import named_parameters
 
     args = named_parameters(statement.tree, args, statement)
     drop_unused(spark)
@@ -145,12 +145,12 @@ def transpile(query: str) -> str:
     session the event time is assumed to be a TIMESTAMP, and an unaliased item mentioning a pane
     column is named after its text.
     """
-    from .native import rewrite_statement
+    from ..plan import passes
 
     statement = _statement(query)
     if statement is None or statement.is_plain:
         return query
-    return rewrite_statement(statement)
+    return passes.transpile(statement)
 
 
 def explain(query: str, spark=None, args=None) -> str:
@@ -161,7 +161,7 @@ def explain(query: str, spark=None, args=None) -> str:
     size estimate) but no job runs; without it only the text is planned (no Spark needed).
     """
     from .execute import Runner
-    from .params import named_parameters
+    from ..plan.params import named_parameters
 
     statement = _statement(query, spark=spark)
     if statement is None or statement.is_plain:

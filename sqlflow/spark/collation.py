@@ -131,12 +131,10 @@ def engine_calls(ws, rel, schema, *, stream: bool) -> None:
 
 
 def native_blocked(ws, rel, schema) -> str | None:
-    """Why the native rewrite cannot take these keys (a collated string among them), or None."""
+    """Why the native rewrite cannot take these keys (a collated string among them: the rule is
+    the engine's, `sqlflow.engine.paths.why_not_native_keys`), or None."""
+    from ..engine.paths import why_not_native_keys
+
     types = {f.name: f.dataType for f in schema.fields}
-    for key, node in zip(rel.keys, ws.keys):
-        collation = collation_of(types[key])
-        if collation is not None:
-            return (f"GROUP BY {node.sql(dialect='spark')}: keys of collation {collation} run on the engine, "
-                    "which shows the smallest member of each group (Spark shows any, and its session_window "
-                    "groups them by bytes)")
-    return None
+    return why_not_native_keys([(node.sql(dialect="spark"), collation_of(types[key]))
+                                for key, node in zip(rel.keys, ws.keys)])

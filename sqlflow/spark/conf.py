@@ -86,7 +86,17 @@ def flag(spark, key: str, default: bool = False) -> bool:
     True
     """
     value = get(spark, key)
-    return default if value is None else value.strip().lower() == "true"
+    return default if value is None else is_true(value)
+
+
+def is_true(value: object) -> bool:
+    """A boolean setting as sqlflow reads every one (confs, table OPTIONS, the CLI's hiveconf):
+    `true` in any case and spacing; anything else is false.
+
+    >>> is_true(" TRUE "), is_true("false"), is_true(True), is_true("yes")
+    (True, False, True, False)
+    """
+    return str(value).strip().lower() == "true"
 
 
 #: Spark's conf of Arrow's large string and binary types (the Arrow schema of a Python UDF's output)

@@ -48,8 +48,8 @@ from ..engine import (BOUNDED, COMBINING, REPLAY, Aggregate, EnginePlan, arrival
                       spread_blocks)
 from . import conf, handover
 from .collation import representative
-from .inputs import InputRelation
-from .schema import spark_type
+from ..plan.inputs import InputRelation
+from .select_types import spark_type
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame

@@ -1,14 +1,15 @@
 """Running one sqlflow statement on Spark's bounded path.
 
-Each windowed SELECT, innermost first (the order their clauses are written), is taken apart
-(`windowed_select`), its input relation analysed by Spark (`inputs`, `schema`), and its path
-chosen (`planner`):
+The planner's passes (`sqlflow.plan.passes`) rewrite the statement; this module is their Spark
+side, `Runner.plan_stage`. Each windowed SELECT, innermost first (the order their clauses are
+written), is taken apart (`plan.windowed_select`), its input relation (`plan.inputs`) analysed by
+Spark (`select_types`), and its path chosen (`plan.path_choice`):
 
-- native: the SELECT is rewritten in place into plain Spark SQL (`native`);
+- native: the SELECT is rewritten in place into plain Spark SQL (`plan.native_rewrite`);
 - engine: its panes are computed by the engine over hash buckets (`engine_path`), registered as a
-  temporary view, and the SELECT is replaced by a SELECT over that view (`output`).
+  temporary view, and the SELECT is replaced by a SELECT over that view (`plan.output`).
 
-Aggregations downstream of an engine stage are adjusted to its accumulation mode (`pipelines`).
+Aggregations downstream of an engine stage are adjusted to its accumulation mode (`plan.pipelines`).
 What is left is plain Spark SQL, which `spark.sql` runs; the temporary views are dropped once
 Spark has analysed it (the DataFrame holds their plans).
 """
@@ -23,26 +24,25 @@ from .. import ast
 from ..columns import (BAD_GAP, DROPPED_ARRIVAL_TIME, DROPPED_EVENT_TIME, DROPPED_REASON, DROPPED_SOURCE,
                        EVENT_TIME, GAP, SOURCE,
                        NULL_EVENT_TIME, WINDOW_END, WINDOW_START, view_name)
-from ..errors import SqlflowError
 from ..engine import collapsible
+from ..errors import SqlflowError
 from ..frontend.grouping import PANE_COLUMNS, ungrouped_item
 from ..frontend.statement import Statement
+from ..plan import passes
+from ..plan.inputs import InputRelation, tagged_relation
+from ..plan.native_rewrite import rewrite_native
+from ..plan.output import panes_select
+from ..plan.path_choice import Choice, choose, engine_mode
+from ..plan.pipelines import STAGE_KEY, StageLink, StageTime, one_pane_per_window
+from ..plan.relations import probe_select, replace_select, strip_clauses, to_spark_sql, visible_ctes, with_ctes
+from ..plan.windowed_select import WindowedSelect, select_position
 from . import collation, conf, engine_path, timeline, trigger_checks
 from .analysis import spark_sql
 from .engine_path import EngineRun, run_engine
-from .inputs import InputRelation, input_relation, tagged_relation
 from .lifetimes import is_connect
-from .native import rewrite_native
-from .output import panes_select
-from .pipelines import STAGE_KEY, StageLink, StageTime, one_pane_per_window, rewrite_consumer, upstream_stage
-from .planner import Choice, choose, engine_mode
-from .relations import drop_watermark_clauses, strip_clauses, to_spark_sql, visible_ctes, with_ctes
 from .report import Report, Stage
-from .schema import (check_input_types, is_ntz, names_and_types, mentions_panes, naming_query,
-                     pane_expression_names)
-from .windowed_select import WindowedSelect, check_known_window_fn, describe, select_position
-
-DONE_KEY = "sqlflow_consumer_done"
+from .select_types import (check_input_types, is_ntz, names_and_types, mentions_panes, naming_query,
+                           pane_expression_names)
 
 
 @dataclass
@@ -112,12 +112,7 @@ class Runner:
         """The Spark type of an AVG call in `select` (for pipelines), or None without Spark."""
         if self.spark is None:
             return None
-        query = exp.Select(expressions=[call.copy()])
-        for arg in ("from_", "joins", "laterals", "where"):
-            value = select.args.get(arg)
-            if value is not None:
-                query.set(arg, [strip_clauses(v) for v in value] if isinstance(value, list) else strip_clauses(value))
-        with_ctes(query, visible_ctes(select))
+        query = probe_select(select, [call.copy()])
         df = self.sql(to_spark_sql(query), select, select_position(self.statement, select))
         return exp.DataType.build(df.schema.fields[0].dataType.simpleString(), dialect="spark")
 
@@ -139,34 +134,34 @@ class Runner:
                 if isinstance(key, exp.Column) and not key.table and key.name.lower() in aliases:
                     key = aliases[key.name.lower()]  # GROUP BY an item's alias
                 keys.append(key.copy())
-            probe = exp.Select(expressions=keys + [node.copy()])
-            for arg in ("from_", "joins", "laterals", "where"):
-                value = select.args.get(arg)
-                if value is not None:
-                    probe.set(arg, [strip_clauses(v) for v in value] if isinstance(value, list)
-                              else strip_clauses(value))
-            with_ctes(probe, visible_ctes(select))
+            probe = probe_select(select, keys + [node.copy()])
             self.sql(to_spark_sql(probe), select, select_position(self.statement, select))
         raise error
 
     # ------------------------------------------------------------------ the statement
 
     def prepare(self) -> Prepared:
-        stages: list[Stage] = []
+        """Run the planner's passes (`sqlflow.plan.passes.PASSES`) over the statement, each stage
+        planned by `plan_stage`, after freezing the views it reads (`resolve_views`)."""
+        context = passes.Rewrite(self.statement, self.plan_stage, avg_type=self.avg_type)
         try:
             self.resolve_views()
-            for number, (select, windowing) in enumerate(self.statement.windowed_selects(), start=1):
-                stages.append(self.stage(number, select, windowing))
-            for select in list(self.tree.find_all(exp.Select)):
-                self.consume(select)
-            drop_watermark_clauses(self.tree)
+            self.tree = passes.rewrite(self.tree, context)
             final = to_spark_sql(self.tree)
             self.analyse_panes(final)
         except BaseException:
             self.drop_views()
             raise
         keep = not isinstance(self.tree, exp.Query)
-        return Prepared(final, self.args, Report(stages), list(self.views), keep)
+        return Prepared(final, self.args, Report(context.stages), list(self.views), keep)
+
+    def plan_stage(self, statement: Statement, number: int, select: exp.Select, windowing: ast.Windowing,
+                   tree: exp.Expr) -> tuple[Stage, exp.Expr]:
+        """The planner's `StagePlanner` on Spark: `stage` rewrites or replaces the SELECT in
+        `self.tree` (the streaming path replaces it there too)."""
+        self.tree = tree
+        stage = self.stage(number, select, windowing)
+        return stage, self.tree
 
     def resolve_views(self) -> None:
         """Resolve each temp view the query reads once, now, and have every Spark job of this call
@@ -181,7 +176,7 @@ class Runner:
             return
         from pyspark.errors import AnalysisException
 
-        from .relations import named_relations, rename_relation
+        from ..plan.relations import named_relations, rename_relation
 
         for nodes in named_relations(self.tree).values():
             quoted = "`" + nodes[0].name.replace("`", "``") + "`"
@@ -208,24 +203,11 @@ class Runner:
                 stage.panes = self.sql(text, ws.select, ws.position)
         self.unanalysed = []
 
-    def consume(self, select: exp.Select, windowed: bool = False) -> None:
-        if select._meta and (select.meta.get(DONE_KEY) or select.meta.get(STAGE_KEY)):
-            return
-        select.meta[DONE_KEY] = True
-        rewrite_consumer(select, self.statement, avg_type=self.avg_type, windowed=windowed)
-
     def stage(self, number: int, select: exp.Select, windowing: ast.Windowing) -> Stage:
-        self.consume(select, windowed=True)
         self.check_grouping(select, windowing)
-        check_known_window_fn(self.statement, windowing)
-        ws = describe(self.statement, select, windowing)
-        ws.upstream = upstream_stage(self.statement, ws)
-        rel = input_relation(ws)
+        # choice None: no path possible yet; raised again below, after Spark's analysis (its errors first)
+        ws, rel, choice = passes.describe_stage(self.statement, select, windowing, self.path)
         raw = names = agg_types = None
-        try:
-            choice = choose(ws, self.path)
-        except SqlflowError:
-            choice = None  # raised again below, after Spark's analysis (whose errors come first)
         if self.spark is not None:
             raw = None
             if len(ws.arrival_sources) > 1:  # each row names its source: late rows per source
@@ -385,7 +367,8 @@ class Runner:
             plot = view_name("plot", self.run_id, len(self.views))
             time = StageTime(replay.timeline, replay.p_end, run.holds, stage.replay or "")
             stage.timeline, stage.holds = replay.timeline, run.holds
-            stage.reads = ws.upstream.link.stage if ws.upstream is not None else None
+            reads = ws.upstream.link.stage if ws.upstream is not None else None
+            stage.reads = reads if isinstance(reads, Stage) else None
             stage.pane_frame = _pane_frame(self.spark, run.panes, ws, names, plot)
             if not is_connect(self.spark):
                 time.materialise = lambda: self.materialise(run, ws, names, stage,
@@ -431,10 +414,7 @@ class Runner:
         return timeline.Replay(output, max(time.p_end, output.last_time), 0, "output watermark")
 
     def _replace(self, ws: WindowedSelect, new: exp.Select) -> None:
-        if ws.select is self.tree:
-            self.tree = new
-        else:
-            ws.select.replace(new)
+        self.tree = replace_select(self.tree, ws.select, new)
 
 
 def defines_view(tree: exp.Expr) -> bool:
@@ -559,7 +539,7 @@ def _model(model) -> str:
 
 def _tagged(ws: WindowedSelect) -> InputRelation:
     """The input relation of a replay over several sources, each row tagged with the name of its
-    source (an argument echoed in dropped rows, sqlflow/spark/inputs.py)."""
+    source (an argument echoed in dropped rows, sqlflow/plan/inputs.py)."""
     from .streaming.several import source_name
 
     sources = ws.arrival_sources

@@ -12,7 +12,7 @@ from typing import Any
 
 from ..columns import (BY_SOURCE, DROP_METRICS, DROPPED, IS_RETRACTION, KIND, METRIC_NAMES, METRICS, PANE, REASON, ROWS,
                        SOURCE, TOO_LATE, source_metric)
-from . import user_warnings
+from ..plan import user_warnings
 
 #: the attribute of a result DataFrame holding its Report
 ATTRIBUTE = "_sqlflow_report"

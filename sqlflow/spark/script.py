@@ -218,7 +218,7 @@ def declare_source(spark: "SparkSession", text: str) -> bool:
                 key = item.name if isinstance(item.this, exp.Var) else item.this.sql()
                 value = item.args.get("value")
                 options[key] = value.this if isinstance(value, (exp.Literal, exp.Boolean)) else value.sql()
-    streaming = str(options.pop("streaming", "false")).lower() == "true"
+    streaming = conf.is_true(options.pop("streaming", "false"))
     if not streaming or fmt is None:
         return False
     schema = tree.this

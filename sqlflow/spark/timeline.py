@@ -23,8 +23,8 @@ from .. import ast
 from ..errors import SqlflowAnalysisError, SqlflowError, SqlflowExecutionError
 from ..engine import EMPTY_TIMELINE, ProcessingClock, Timeline, bounded_delay, minimum, perfect
 from ..time import NEG_INF, POS_INF
-from .relations import strip_clauses, to_spark_sql, visible_ctes, with_ctes
-from .windowed_select import Source, WindowedSelect, parse_column
+from ..plan.relations import source_select, to_spark_sql, visible_ctes, with_ctes
+from ..plan.windowed_select import Source, WindowedSelect, parse_column
 
 
 @dataclass
@@ -40,7 +40,7 @@ class Replay:
 def _timestamp_check(ws: WindowedSelect, source: Source, dtype, what: str, column: str, pos) -> None:
     from pyspark.sql import types as T
 
-    from .schema import to_timestamp_hint
+    from .select_types import to_timestamp_hint
 
     if not isinstance(dtype, (T.TimestampType, T.TimestampNTZType)):
         raise ws.error(SqlflowAnalysisError,
@@ -51,11 +51,8 @@ def _timestamp_check(ws: WindowedSelect, source: Source, dtype, what: str, colum
 def source_query(source: Source) -> exp.Query:
     """SELECT <event time>, <arrival> FROM <the watermarked relation> (with its visible CTEs)."""
     w = source.watermark
-    relation = strip_clauses(source.node)
-    query = exp.Select(expressions=[exp.alias_(parse_column(w.event_time), "et"),
-                                    exp.alias_(parse_column(source.arrival), "at")])
-    query.set("from_", exp.From(this=relation))
-    return with_ctes(query, visible_ctes(source.node))
+    return source_select(source.node, [exp.alias_(parse_column(w.event_time), "et"),
+                                       exp.alias_(parse_column(source.arrival), "at")])
 
 
 def replay(spark, ws: WindowedSelect, args, run_sql) -> Replay:
@@ -148,9 +145,8 @@ def clock_replay(ws: WindowedSelect, run_sql) -> Replay:
     records, rows, first_at, last_at = [], 0, POS_INF, NEG_INF
     for source in ws.arrival_sources:
         w = source.watermark
-        query = exp.Select(expressions=[exp.alias_(parse_column(source.arrival), "at")])
-        query.set("from_", exp.From(this=strip_clauses(source.node)))
-        raw = run_sql(to_spark_sql(with_ctes(query, visible_ctes(source.node))), source.node)
+        query = source_select(source.node, [exp.alias_(parse_column(source.arrival), "at")])
+        raw = run_sql(to_spark_sql(query), source.node)
         _timestamp_check(ws, source, raw.schema.fields[0].dataType, "arrival", source.arrival, w.arrival_pos)
         micros = F.unix_micros(F.col("at").cast("timestamp"))
         part, n, first, last = _records(raw.select(micros.alias("et"), micros.alias("at")).where(F.col("at").isNotNull()),

@@ -24,7 +24,7 @@ the window, and its later elements are dropped as `closed window`). A window acc
 the end of bounded input, or until the watermark passes its end plus the allowed lateness.
 
 >>> from sqlflow.frontend import parse
->>> from sqlflow.spark.windowed_select import describe
+>>> from sqlflow.plan.windowed_select import describe
 >>> s = parse("SELECT k, COUNT(*) FROM t GROUP BY k WINDOW FIXED(SIZE 1h) ON ts TRIGGER REPEAT(PERIOD 1m)")
 >>> print(*bounded_notes(describe(s, *s.windowed_selects()[0]), rows=None), sep="\\n")
 PERIOD 1m never fires on bounded data: there is no processing time without ARRIVAL; each window emits one pane, at the end of the input
@@ -45,8 +45,8 @@ from ..columns import when_column
 from ..engine import collapsible, when_predicates
 from ..frontend import printer
 from ..time import POS_INF, format_duration
-from . import user_warnings
-from .windowed_select import WindowedSelect
+from ..plan import user_warnings
+from ..plan.windowed_select import WindowedSelect
 
 
 class SqlflowTriggerWarning(UserWarning):
@@ -247,6 +247,6 @@ def row_count_estimate(df) -> int | None:
 
 def warn(label: str, notes: list[str]) -> None:
     """Warn about each note, attributed to the user's line that called sqlflow, each time it is
-    raised (two cells with the same mistake both warn: sqlflow.spark.user_warnings)."""
+    raised (two cells with the same mistake both warn: sqlflow.plan.user_warnings)."""
     for note in notes:
         user_warnings.warn(f"sqlflow: {label}: {note}", SqlflowTriggerWarning)

@@ -368,7 +368,7 @@ def test_closing_always_ends_every_window_with_exactly_one_last_pane(data, windo
 @given(inputs(), windows, triggers, st.sampled_from(list(A)), LATENESS, OPTIONS)
 def test_the_options_change_nothing_where_the_native_paths_run(data, window, trigger, mode, lateness, options):
     """Why the native rewrite (bounded data without arrival times, a trigger that cannot fire
-    before the end: sqlflow/spark/native.py) and Spark's native streaming aggregation (default
+    before the end: sqlflow/plan/native_rewrite.py) and Spark's native streaming aggregation (default
     trigger, no lateness: sqlflow/spark/streaming/native.py) need no check of the options: there
     every window fires once, with all its input, and that pane is its last."""
     from sqlflow.engine import collapsible

@@ -1,4 +1,4 @@
-"""The second stage's watermark from the reports of several first-stage buckets (udfs/chain.py):
+"""The second stage's watermark from the reports of several first-stage buckets (udfs/stage_reports.py):
 a first stage split into hash buckets of keys, each advanced on its own, reporting after every
 call, gives the second stage the output watermark of one stage over all keys (the running maximum
 of min(W, Engine.held)), batch by batch; reports arrive shuffled, some buckets called twice per
@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from sqlflow.columns import ARRIVAL_TIME
 from sqlflow.engine.watermarks import Timeline
 from sqlflow.time import NEG_INF, POS_INF
-from sqlflow.udfs.chain import DONE, FROM, HELD, SEQ, TIME, WM, Reports
+from sqlflow.udfs.stage_reports import DONE, FROM, HELD, SEQ, TIME, WM, Reports
 
 from sqlflow import ast
 

@@ -8,7 +8,7 @@ and retracts sessions 5, 7, 10, 25 and 3.
 import pytest
 
 import sqlflow
-from sqlflow.spark.pipelines import SqlflowPipelineWarning
+from sqlflow.plan.pipelines import SqlflowPipelineWarning
 
 SESSIONS = """
     SELECT k, SUM(v) AS total FROM events WATERMARK et TIMELINE heuristic ARRIVAL at

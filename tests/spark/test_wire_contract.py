@@ -10,11 +10,11 @@ from sqlflow import columns as C
 from sqlflow.engine.aggregates import Aggregate, overflow_column
 from sqlflow.engine.plan import EnginePlan
 from sqlflow.spark.report import ATTRIBUTE
-from sqlflow.spark.schema import spark_type
+from sqlflow.spark.select_types import spark_type
 from sqlflow.spark.streaming.schema import pane_schema
 from sqlflow.spark.streaming.stateful import operator_schema
 from sqlflow.udfs.bucket import BucketJob, arrow_frame
-from sqlflow.udfs.frames import complete
+from sqlflow.udfs.operator_frames import complete
 from sqlflow.udfs.streaming import BucketStep, Meta, StreamSpec
 
 MIN = 60_000_000

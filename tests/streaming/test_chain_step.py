@@ -1,4 +1,4 @@
-"""A chained stage's operator (udfs/chained.py) driven by PySpark's TwsTester (no query, no JVM):
+"""A chained stage's operator (udfs/chained_operator.py) driven by PySpark's TwsTester (no query, no JVM):
 its watermark is the running maximum of the minimum, over the first stage's buckets, of each
 one's latest report min(watermark, held); a bucket that has not reported holds it at -inf, an
 older report (smaller seq) changes nothing, and the input ends when every bucket's has."""
@@ -11,7 +11,7 @@ from sqlflow import columns as C
 from sqlflow.engine.aggregates import Aggregate
 from sqlflow.engine.plan import EnginePlan
 from sqlflow.time import POS_INF, SECOND
-from sqlflow.udfs import chained, tws
+from sqlflow.udfs import chained_operator, tws
 from sqlflow.udfs import streaming as op
 
 ENGINE_COLUMNS = (C.EVENT_TIME, "v")
@@ -26,7 +26,7 @@ def processor(report: bool = False):
     plan = EnginePlan(windowing, (Aggregate("count", "v", "n"), Aggregate("sum", "v", "total")), keys=())
     spec = op.StreamSpec(plan=plan, input_columns=ENGINE_COLUMNS, frame_columns=FRAME, integral_columns=("v",),
                          report=report)
-    return tws.ChainedProcessor(chained.ChainSpec(spec, upstream_buckets=2))
+    return tws.ChainedProcessor(chained_operator.ChainSpec(spec, upstream_buckets=2))
 
 
 def rows(data=(), reports=()):

@@ -91,7 +91,7 @@ def test_random_cases(spark, stream_files, tmp_path, seed, window, trigger, mode
 @pytest.mark.parametrize("heartbeat", [None, False])
 def test_combined_rows_give_the_same_panes_and_counts(spark, stream_files, tmp_path, heartbeat):
     """FIXED windows, early PERIOD firings, COUNT/SUM/MIN/MAX: the operator gets each micro-batch's
-    rows combined per key and window (udfs/combine.py); its panes and counts (input rows, rows
+    rows combined per key and window (udfs/micro_batch_combine.py); its panes and counts (input rows, rows
     too late, rows without event time) equal the engine's over the rows themselves, and the
     watermark is max event time - delay over the rows, with or without heartbeats (a combined
     element keeps its smallest event time; Spark's watermark column uses its largest)."""

@@ -1,5 +1,5 @@
 """Spark's `window()` and `session_window()` as sqlflow's native rewrite relies on them
-(docs/spark-internals.md, 4; sqlflow/spark/native.py). A PySpark upgrade that changes one of
+(docs/spark-internals.md, 4; sqlflow/plan/native_rewrite.py). A PySpark upgrade that changes one of
 these changes what the native path returns, so it must fail here first."""
 import datetime as dt
 

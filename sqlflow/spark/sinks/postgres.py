@@ -171,7 +171,7 @@ def _items(ws, columns: list[str]) -> dict[str, tuple[Any, bool]]:
     """Output name -> (its SELECT item, whether it holds an aggregate), pane columns left out."""
     from sqlglot import exp
 
-    from ..windowed_select import is_pane_ref
+    from ...plan.windowed_select import is_pane_ref
 
     calls = {id(c.node) for c in ws.calls}
     out = {}
@@ -186,7 +186,7 @@ def _items(ws, columns: list[str]) -> dict[str, tuple[Any, bool]]:
 def _additive(item) -> bool:
     from sqlglot import exp
 
-    from ..aggregates import function_name
+    from ...plan.aggregate_calls import function_name
 
     node = item.unalias()
     while isinstance(node, (exp.Filter, exp.IgnoreNulls, exp.RespectNulls)):

@@ -1,6 +1,6 @@
 """A chained stage's operator: a windowed SELECT over an earlier windowed stage on a stream.
 
-The driver side of udfs/chained.py. Its input is the SELECT's input relation over the earlier
+The driver side of udfs/chained_operator.py. Its input is the SELECT's input relation over the earlier
 stage's chain (`PaneStream.chain`, passed through the SELECTs between by `chaining.carry_reports`):
 panes as DATA rows, reports as REPORT rows. Each data row goes to the hash bucket of its keys, each
 report to every bucket (so every bucket runs in every batch the earlier stage ran in, and learns
@@ -15,7 +15,7 @@ from pyspark.sql import types as T
 
 from ...columns import BUCKET, DATA, EVENT_TIME, KIND, REPORT, REPORT_COLUMNS
 from ...engine import EnginePlan
-from ...udfs.chained import ChainSpec
+from ...udfs.chained_operator import ChainSpec
 from ...udfs.streaming import StreamSpec
 from ...udfs.tws import ChainedProcessor
 from .build import engine_columns

@@ -9,7 +9,7 @@ operator's rows must never be behind the watermark of the previous micro-batch, 
 the watermark back for pending windows.
 
 What carries it instead (docs/pipelines.md, "On a stream"): the later stage runs as a second
-sqlflow operator in timeMode None in the same query (udfs/chained.py), and every call of a bucket
+sqlflow operator in timeMode None in the same query (udfs/chained_operator.py), and every call of a bucket
 of the earlier stage reports that bucket's watermark and holds on its METRICS row (udfs/
 streaming.py). The reports travel in the rows between the two: the earlier stage's panes leave
 its operator in one relation with them (`PaneStream.chain`), and each SELECT between the stages
@@ -29,8 +29,8 @@ from sqlglot import exp
 from ... import ast
 from ...columns import KIND, OUTPUT_TIME, REPORT, REPORT_COLUMNS
 from ...errors import SqlflowUnsupportedError
-from ..pipelines import STAGE_KEY, StageLink, aggregates
-from ..relations import visible_ctes
+from ...plan.pipelines import STAGE_KEY, StageLink, aggregates
+from ...plan.relations import visible_ctes
 
 #: the logical-plan node of `withWatermark` (Spark's name, in the analysed plan's text)
 WATERMARK_NODE = "EventTimeWatermark"

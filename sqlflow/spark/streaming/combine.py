@@ -2,7 +2,7 @@
 
 The stateful operator's input is read row by row by PySpark; combining the rows of one key and
 window into one element (partial aggregates, a weight, the earliest and latest event times) gives
-it fewer rows (udfs/combine.py does the combining, on the executors, with pyarrow).
+it fewer rows (udfs/micro_batch_combine.py does the combining, on the executors, with pyarrow).
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pyspark.sql import types as T
 from ... import ast
 from ...columns import EVENT_TIME, LATEST, PREFIX, WEIGHT, part_column
 from ...engine import COMBINING, STREAM, Aggregate, EnginePlan, path_for
-from ...udfs.combine import Combine
+from ...udfs.micro_batch_combine import Combine
 
 #: pyarrow's aggregate for the partial of each aggregate that combines (the engine's aggregate over
 #: the partials: `sqlflow.engine.COMBINING`)

@@ -27,7 +27,7 @@ class PaneStream:
       `start(..., dropped_path=...)` to write both);
     - `finish_dir`: where `finish()` writes the end-of-input marker (None: cannot finish);
     - `operator`: "native" or "stateful";
-    - `chain`: when a later windowed stage reads this one (udfs/chained.py), its panes (KIND
+    - `chain`: when a later windowed stage reads this one (udfs/chained_operator.py), its panes (KIND
       DATA) and each operator call's report (KIND REPORT, `columns.REPORT_COLUMNS`) in one
       relation: what that stage reads, in place of `panes`;
     - `owned`: what the owned-sink executor needs to run the same stream through foreachBatch

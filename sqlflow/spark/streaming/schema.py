@@ -10,7 +10,7 @@ from pyspark.sql import types as T
 from ...columns import PANE_NULLABLE, PANE_TYPES, pane_columns
 from ...columns import PANE_COLUMNS, RETRACTION_COLUMN  # noqa: F401  (sqlflow.spark.streaming's names)
 from ...engine import EnginePlan
-from ..schema import spark_type
+from ..select_types import spark_type
 
 _INTEGRAL = (T.ByteType, T.ShortType, T.IntegerType, T.LongType)
 

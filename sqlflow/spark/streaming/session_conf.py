@@ -34,7 +34,7 @@ from contextlib import contextmanager
 
 from ...errors import SqlflowExecutionError, SqlflowUnsupportedError
 from ..session import ROCKSDB_PROVIDER
-from ..user_warnings import warn
+from ...plan.user_warnings import warn
 
 PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
 HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"

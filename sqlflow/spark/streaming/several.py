@@ -22,9 +22,9 @@ from sqlglot import exp
 
 from ...columns import SOURCE
 from ...errors import SqlflowError, SqlflowUnsupportedError
-from ..inputs import InputRelation, tagged_relation
-from ..relations import strip_clauses, to_spark_sql, visible_ctes, with_ctes
-from ..windowed_select import Source, parse_column
+from ...plan.inputs import InputRelation, tagged_relation
+from ...plan.relations import source_select, to_spark_sql
+from ...plan.windowed_select import Source, parse_column
 from .watermark import UNBOUNDED_SHIFT, interval_ms
 
 POLICY_KEY = "spark.sql.streaming.multipleWatermarkPolicy"
@@ -89,9 +89,7 @@ def several_sources(runner, ws, *, time_shift: int) -> SeveralSources:
     views, names, delays = [], [], []
     for i, s in enumerate(ws.sources):
         w = s.watermark
-        relation = strip_clauses(s.node)
-        relation.set("alias", None)
-        query = with_ctes(exp.select("*").from_(relation), visible_ctes(s.node))
+        query = source_select(s.node, [exp.Star()], alias=False)
         df = runner.sql(to_spark_sql(query), s.node, ws.position)
         wm = "__sqlflow_source_wm"
         event_time = F.expr(parse_column(w.event_time).sql(dialect="spark"))

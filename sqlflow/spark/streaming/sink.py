@@ -8,7 +8,7 @@ from pyspark.sql import DataFrame
 
 from ...columns import DROPPED, PANE
 from ...errors import SqlflowUnsupportedError
-from ..chatter import quiet
+from ..log_filter import quiet
 from ..conf import FILE_FORMATS, STREAMING_EXECUTOR, STREAMING_EXECUTORS, STREAMING_FINISH_DIR
 from ..conf import get as conf_get
 from ..report import ATTRIBUTE

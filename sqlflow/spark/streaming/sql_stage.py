@@ -16,11 +16,11 @@ from ...engine import EnginePlan, custom_windows_of
 from ...errors import SqlflowSemanticError, SqlflowUnsupportedError
 from ...frontend.validate import validate
 from .. import collation, conf, handover, trigger_checks
-from ..output import panes_select
-from ..pipelines import STAGE_KEY, StageLink, one_pane_per_window
-from ..relations import to_spark_sql
+from ...plan.output import panes_select
+from ...plan.pipelines import STAGE_KEY, StageLink, one_pane_per_window
+from ...plan.relations import to_spark_sql
 from ..report import Stage
-from ..schema import check_input_types, names_and_types, naming_query
+from ..select_types import check_input_types, names_and_types, naming_query
 from .build import build_stream
 from .chained import chained_panes
 from .chaining import carry_reports, find_chain, read_later, refuse_unchainable, refuse_watermarked_input

@@ -26,8 +26,8 @@ from ...udfs.heartbeats import heartbeats
 from ...udfs.streaming import StreamSpec
 from ...udfs.tws import PaneProcessor
 from .. import conf
-from ..chatter import quiet
-from ..schema import spark_type
+from ..log_filter import quiet
+from ..select_types import spark_type
 from .combine import combinable, combined
 from .metrics import observe_input
 from .pane_stream import PaneStream
@@ -260,7 +260,7 @@ def masked_numbers(columns, schema) -> tuple:
 
 def masked_number_exprs(columns, masked) -> list[str]:
     """`columns` as SQL expressions for `selectExpr`, each of `masked` as its value with NULL as 0
-    plus a boolean NULL mask (`columns.null_mask`), which `udfs.frames.restore_nulls`
+    plus a boolean NULL mask (`columns.null_mask`), which `udfs.operator_frames.restore_nulls`
     turns back into an exact nullable column on the executor. SQL text rather than
     `pyspark.sql.functions` calls: those are a dozen py4j round trips each."""
     def q(name: str) -> str:

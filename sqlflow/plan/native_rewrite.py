@@ -13,8 +13,9 @@ all its input (docs/semantics.md, 1.2). That is a GROUP BY over Spark's own `win
 - NULL event times are filtered out (and counted by the report, not here).
 
 >>> from sqlflow.frontend import parse
+>>> from sqlflow.plan.passes import transpile
 >>> s = parse("SELECT k, SUM(v) AS total FROM t GROUP BY k WINDOW SESSIONS(GAP 5m) ON ts")
->>> print(rewrite_statement(s))
+>>> print(transpile(s))
 SELECT k, SUM(v) AS total, SESSION_WINDOW(ts, '299999999 microseconds').start AS window_start, SESSION_WINDOW(ts, '299999999 microseconds').end + INTERVAL '1' MICROSECOND AS window_end, CAST(0 AS BIGINT) AS pane_index, 'ON_TIME' AS pane_timing, TRUE AS is_last, CAST(NULL AS TIMESTAMP) AS emit_time, SESSION_WINDOW(ts, '299999999 microseconds').end AS output_time FROM t WHERE NOT ts IS NULL GROUP BY k, SESSION_WINDOW(ts, '299999999 microseconds')
 """
 from __future__ import annotations
@@ -26,8 +27,7 @@ from ..columns import (ALL_PANE_COLUMNS, EMIT_TIME, IS_LAST, IS_RETRACTION, ON_T
                        PANE_TYPES, WINDOW_END, WINDOW_START)
 from ..frontend.dialect import WINDOWING_KEY
 from ..time import DAY, HOUR, MICROSECOND, MILLISECOND, MINUTE, SECOND
-from .relations import drop_watermark_clauses, to_spark_sql
-from .windowed_select import WindowedSelect, describe, is_pane_ref
+from .windowed_select import WindowedSelect, is_pane_ref
 
 _SPARK_UNITS = ((DAY, "day"), (HOUR, "hour"), (MINUTE, "minute"), (SECOND, "second"),
                 (MILLISECOND, "millisecond"), (MICROSECOND, "microsecond"))
@@ -203,19 +203,3 @@ def output_name(item: exp.Expr) -> str:
         return item.name.lower()
     return ""
 
-
-def rewrite_statement(statement) -> str:
-    """The whole statement, every windowed SELECT rewritten natively (no Spark needed: types and
-    the names of items mentioning pane columns are not checked; see sqlflow.transpile)."""
-    tree = statement.tree
-    for select, windowing in statement.windowed_selects():
-        ws = describe(statement, select, windowing)
-        why = why_not_native(ws)
-        if why is not None:
-            from ..errors import SqlflowUnsupportedError
-
-            raise ws.error(SqlflowUnsupportedError, f"no native Spark SQL for {ws.label()}: {why}", "WINDOW",
-                           pos=windowing.pos)
-        rewrite_native(ws)
-    drop_watermark_clauses(tree)
-    return to_spark_sql(tree)

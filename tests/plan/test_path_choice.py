@@ -1,36 +1,37 @@
 """The planner's figures are the benchmark's (benchmarks/bounded.py writes
 benchmarks/results/bounded.json): a re-measurement that changes a choice fails here until
-`sqlflow/spark/planner.py` is updated. And SLIDING windows choose their path by fan-out."""
+`sqlflow/engine/paths.py` is updated. And SLIDING windows choose their path by fan-out."""
 import json
 from pathlib import Path
 
 import pytest
 
 from sqlflow.frontend import parse
-from sqlflow.spark import planner
-from sqlflow.spark.windowed_select import describe
+from sqlflow.engine import paths
+from sqlflow.plan import path_choice
+from sqlflow.plan.windowed_select import describe
 
 RESULTS = json.loads((Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "bounded.json").read_text())
 
 
 def test_the_window_kind_figures_are_the_benchmarks():
-    assert planner.MEASURED == {kind: {p: round(rate, -4) for p, rate in paths.items()}
-                                for kind, paths in RESULTS["summary_rows_per_s"].items()}
-    assert planner.PREFERRED == RESULTS["preferred"]
+    assert paths.MEASURED == {kind: {p: round(rate, -4) for p, rate in rates.items()}
+                                for kind, rates in RESULTS["summary_rows_per_s"].items()}
+    assert paths.PREFERRED == RESULTS["preferred"]
 
 
 def test_the_fanout_figures_are_the_benchmarks():
-    assert planner.FANOUT == {int(n): {p: float(f"{r[p]['rows_per_s']:.3g}") for p in ("native", "engine")}
+    assert paths.FANOUT == {int(n): {p: float(f"{r[p]['rows_per_s']:.3g}") for p in ("native", "engine")}
                               for n, r in RESULTS["fanout"].items()}
-    assert planner.ENGINE_FROM_FANOUT == RESULTS["sliding_engine_from_fanout"]
+    assert paths.ENGINE_FROM_FANOUT == RESULTS["sliding_engine_from_fanout"]
     for n, r in RESULTS["fanout"].items():  # each row measures the fan-out it is named after
-        assert planner.fanout(parse(f"SELECT COUNT(*) FROM t WINDOW {r['window']} ON ts")
+        assert paths.fanout(parse(f"SELECT COUNT(*) FROM t WINDOW {r['window']} ON ts")
                               .windowed_selects()[0][1].window.fn) == int(n)
 
 
-def choice(window: str) -> planner.Choice:
+def choice(window: str) -> path_choice.Choice:
     s = parse(f"SELECT k, COUNT(*) FROM t GROUP BY k WINDOW {window} ON ts")
-    return planner.choose(describe(s, *s.windowed_selects()[0]))
+    return path_choice.choose(describe(s, *s.windowed_selects()[0]))
 
 
 @pytest.mark.parametrize("window, path, why", [

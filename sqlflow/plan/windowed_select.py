@@ -26,10 +26,11 @@ from sqlglot import exp
 from .. import ast
 from ..columns import ALL_PANE_COLUMNS
 from ..engine import BOUNDED, REPLAY, EnginePlan, Path, path_for
+from ..engine.paths import window_kind
 from ..errors import SqlflowSemanticError, SqlflowUnsupportedError
 from ..frontend.dialect import WINDOWING_KEY
 from ..frontend.statement import DIALECT, Statement, watermarks_feeding
-from .aggregates import AggregateCall, aggregate_call, aggregate_calls, is_aggregate_call
+from .aggregate_calls import AggregateCall, aggregate_call, aggregate_calls, is_aggregate_call
 
 if TYPE_CHECKING:  # pragma: no cover
     from .pipelines import Upstream
@@ -130,8 +131,7 @@ class WindowedSelect:
 
     @property
     def window_kind(self) -> str:
-        fn = self.window
-        return "CUSTOM" if isinstance(fn, ast.CustomWindow) else type(fn).__name__.upper()
+        return window_kind(self.window)
 
     @property
     def position(self) -> ast.Position | None:
@@ -342,5 +342,6 @@ def feeding_sources(select: exp.Select) -> list[Source]:
 
 
 def windowing_of(select: exp.Select) -> ast.Windowing | None:
+    """The sqlflow clauses of a windowed SELECT (WINDOW, TRIGGER, EMIT ...), or None."""
     w = select.meta.get(WINDOWING_KEY) if select._meta else None
     return w if isinstance(w, ast.Windowing) else None

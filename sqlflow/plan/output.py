@@ -7,11 +7,11 @@ call replaced by its column; each item keeps the name Spark would have given it,
 columns the SELECT does not name come last.
 
 >>> from sqlflow.frontend import parse
->>> from sqlflow.spark.windowed_select import describe
+>>> from sqlflow.plan.windowed_select import describe
 >>> s = parse("SELECT t.k, SUM(v) / COUNT(*) AS mean, window_end FROM t GROUP BY k "
 ...           "HAVING mean > 1 AND MAX(v) < 9 WINDOW FIXED(SIZE 1m) ON ts ORDER BY SUM(v) DESC LIMIT 3")
 >>> ws = describe(s, *s.windowed_selects()[0])
->>> from sqlflow.spark.relations import to_spark_sql
+>>> from sqlflow.plan.relations import to_spark_sql
 >>> print(to_spark_sql(panes_select(ws, "panes", ["k", "mean", "window_end"])))
 SELECT __sqlflow_k0 AS `k`, __sqlflow_agg0 / __sqlflow_agg1 AS mean, window_end, window_start, pane_index, pane_timing, is_last, emit_time, output_time FROM panes WHERE (__sqlflow_agg0 / __sqlflow_agg1) > 1 AND __sqlflow_agg2 < 9 ORDER BY __sqlflow_agg0 DESC LIMIT 3
 """
@@ -20,7 +20,7 @@ from __future__ import annotations
 from sqlglot import exp
 
 from ..columns import agg_column, key_column, pane_columns
-from .aggregates import is_aggregate_call
+from .aggregate_calls import is_aggregate_call
 from .windowed_select import WindowedSelect, is_pane_ref, matches_key
 
 

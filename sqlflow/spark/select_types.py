@@ -8,9 +8,9 @@
   SELECT item and the type of each aggregate call, so the engine's output is cast to it.
 
 >>> from sqlflow.frontend import parse
->>> from sqlflow.spark.windowed_select import describe
+>>> from sqlflow.plan.windowed_select import describe
 >>> s = parse("SELECT k, SUM(v), date_format(window_start, 'HH') FROM t GROUP BY k WINDOW FIXED(SIZE 1h) ON ts")
->>> from sqlflow.spark.relations import to_spark_sql
+>>> from sqlflow.plan.relations import to_spark_sql
 >>> print(to_spark_sql(naming_query(describe(s, *s.windowed_selects()[0]))))
 SELECT k, SUM(v), DATE_FORMAT(window_start, 'HH'), SUM(v) FROM t CROSS JOIN (SELECT CAST(NULL AS TIMESTAMP) AS window_start, CAST(NULL AS TIMESTAMP) AS window_end, CAST(NULL AS BIGINT) AS pane_index, CAST(NULL AS STRING) AS pane_timing, CAST(NULL AS BOOLEAN) AS is_last, CAST(NULL AS TIMESTAMP) AS emit_time, CAST(NULL AS TIMESTAMP) AS output_time, CAST(NULL AS BOOLEAN) AS is_retraction) AS __sqlflow_pane GROUP BY k, window_start, window_end, pane_index, pane_timing, is_last, emit_time, output_time, is_retraction
 """
@@ -22,10 +22,10 @@ from .. import ast
 from ..columns import ALL_PANE_COLUMNS, ARRIVAL_TIME, EVENT_TIME, GAP, PANE_ALIAS, PANE_TYPES, when_column
 from ..engine import when_predicates
 from ..errors import SqlflowAnalysisError
-from .aggregates import NUMERIC_KINDS
-from .inputs import InputRelation
-from .relations import strip_clauses, visible_ctes, with_ctes
-from .windowed_select import WindowedSelect, is_pane_ref
+from ..plan.aggregate_calls import NUMERIC_KINDS
+from ..plan.inputs import InputRelation
+from ..plan.relations import strip_clauses, visible_ctes, with_ctes
+from ..plan.windowed_select import WindowedSelect, is_pane_ref
 
 #: pyspark's class of each DDL type name sqlflow/columns.py uses
 _SPARK_TYPES = {"int": "IntegerType", "bigint": "LongType", "string": "StringType", "boolean": "BooleanType",

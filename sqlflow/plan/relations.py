@@ -86,6 +86,45 @@ def with_ctes(query: exp.Query, ctes: list[exp.CTE]) -> exp.Query:
     return query
 
 
+def probe_select(select: exp.Select, items: list[exp.Expr], *, hint: bool = False) -> exp.Select:
+    """A SELECT of `items` over the input of `select`: its FROM, JOINs, LATERAL VIEWs, WHERE (and
+    its hint, with `hint`), without sqlflow clauses, under the CTEs visible there. What Spark runs
+    apart from the statement to learn of that input (its rows, a type, a resolved name).
+
+    >>> from sqlflow.frontend import parse
+    >>> s = parse("WITH a AS (SELECT * FROM t) SELECT k, COUNT(*) FROM a WHERE v > 0 GROUP BY k "
+    ...           "WINDOW GLOBAL ON ts")
+    >>> to_spark_sql(probe_select(s.windowed_selects()[0][0], [exp.column("k")]))
+    'WITH a AS (SELECT * FROM t) SELECT k FROM a WHERE v > 0'
+    """
+    query = exp.Select(expressions=items)
+    for arg in ("from_", "joins", "laterals", "where") + (("hint",) if hint else ()):
+        value = select.args.get(arg)
+        if value is not None:
+            query.set(arg, [strip_clauses(v) for v in value] if isinstance(value, list) else strip_clauses(value))
+    with_ctes(query, visible_ctes(select))
+    return query
+
+
+def source_select(node: exp.Expr, items: list[exp.Expr], *, alias: bool = True) -> exp.Query:
+    """A SELECT of `items` over the relation `node` alone (a watermarked source, without sqlflow
+    clauses; without its alias unless `alias`), under the CTEs visible where it was written.
+
+    >>> from sqlflow.frontend import parse
+    >>> s = parse("WITH a AS (SELECT * FROM t) SELECT k, COUNT(*) FROM a WATERMARK ts DELAY OF 1m AS x "
+    ...           "GROUP BY k WINDOW GLOBAL ON ts")
+    >>> node = s.source_watermarks()[0][0]
+    >>> to_spark_sql(source_select(node, [exp.column("ts")])), to_spark_sql(source_select(node, [exp.Star()], alias=False))
+    ('WITH a AS (SELECT * FROM t) SELECT ts FROM a AS x', 'WITH a AS (SELECT * FROM t) SELECT * FROM a')
+    """
+    relation = strip_clauses(node)
+    if not alias:
+        relation.set("alias", None)
+    query = exp.Select(expressions=items)
+    query.set("from_", exp.From(this=relation))
+    return with_ctes(query, visible_ctes(node))
+
+
 def to_spark_sql(node: exp.Expr, pretty: bool = False) -> str:
     """Spark SQL text of a tree without sqlflow clauses."""
     return strip_clauses(node).sql(dialect=DIALECT, pretty=pretty)
@@ -128,3 +167,19 @@ def rename_relation(node: exp.Table, name: str) -> None:
         node.set("alias", exp.TableAlias(this=exp.to_identifier(ident.this, quoted=ident.quoted)))
     ident.set("this", name)
     ident.set("quoted", False)
+
+
+def replace_select(tree: exp.Expr, old: exp.Select, new: exp.Select) -> exp.Expr:
+    """`tree` with the SELECT `old` replaced by `new` (in place); `new` when `old` is the root.
+
+    >>> import sqlglot
+    >>> tree = sqlglot.parse_one("SELECT * FROM (SELECT 1) AS s")
+    >>> replace_select(tree, tree.find(exp.Subquery).this, exp.select("2")).sql()
+    'SELECT * FROM (SELECT 2) AS s'
+    >>> replace_select(tree, tree, exp.select("3")).sql()
+    'SELECT 3'
+    """
+    if old is tree:
+        return new
+    old.replace(new)
+    return tree

@@ -7,7 +7,7 @@ its input watermark W and its holds after the call (`Engine.held`: the smallest 
 of its pending retractions, +inf when none), the batch time, and whether its input has finished;
 Spark copies the row to every second-stage bucket (sqlflow/spark/streaming/chained.py), so that
 every second-stage bucket runs in every batch. A second-stage bucket runs in timeMode None
-(udfs/chained.py), so Spark gives it neither a watermark nor a batch time
+(udfs/chained_operator.py), so Spark gives it neither a watermark nor a batch time
 (tests/upstream/test_transform_with_state.py): both come from the reports. It keeps, per first-stage bucket, the value of its latest report, min(W, held), since
 a bucket not visited in a batch holds what it last held; its watermark is the running maximum of
 the minimum over the buckets (the low-watermark article: InputLowWatermark = min of the upstream

@@ -7,7 +7,7 @@ The values are raw here (types are checked on them); `sqlflow.spark.engine_path`
 to microseconds.
 
 >>> from sqlflow.frontend import parse
->>> from sqlflow.spark.windowed_select import describe
+>>> from sqlflow.plan.windowed_select import describe
 >>> s = parse("WITH c AS (SELECT * FROM clicks) SELECT `user id`, SUM(amount * 2) AS total "
 ...           "FROM c WHERE amount > 0 GROUP BY `user id` WINDOW FIXED(SIZE 1h) ON ts "
 ...           "TRIGGER REPEAT(WHEN(kind = 'flush'))")
@@ -26,7 +26,7 @@ from sqlglot import exp
 from .. import ast
 from ..columns import ARRIVAL_TIME, EVENT_TIME, GAP, SOURCE, arg_column, key_column, when_column
 from ..engine import when_predicates
-from .relations import strip_clauses, to_spark_sql, visible_ctes, with_ctes
+from .relations import probe_select, to_spark_sql
 from .windowed_select import WindowedSelect, parse_column
 
 
@@ -81,12 +81,7 @@ def input_relation(ws: WindowedSelect) -> InputRelation:
     predicates = when_predicates(ws.windowing.effective_trigger)
     for i, predicate in enumerate(predicates):
         items.append(exp.alias_(parse_column(predicate.sql), when_column(i)))
-    query = exp.Select(expressions=items)
-    for arg in ("from_", "joins", "laterals", "where", "hint"):
-        value = select.args.get(arg)
-        if value is not None:
-            query.set(arg, [strip_clauses(v) for v in value] if isinstance(value, list) else strip_clauses(value))
-    with_ctes(query, visible_ctes(select))
+    query = probe_select(select, items, hint=True)
     return InputRelation(query, keys, call_args, arg_exprs, ws.replay, gap, len(predicates))
 
 

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from sqlflow.spark.chatter import ChatterFilter
+from sqlflow.spark.log_filter import ChatterFilter
 
 #: lines PySpark 4.3 printed while examples/streaming.sql ran (abridged where marked ...)
 SEEN = [
@@ -148,7 +148,7 @@ def _level(spark, name: str) -> str:
 
 
 def test_the_operators_loggers_are_off_and_failure_loggers_only_while_a_statement_runs(spark):
-    from sqlflow.spark.chatter import FAILURE_LOGGERS, QUIET_LOGGERS, failures_reported, quiet
+    from sqlflow.spark.log_filter import FAILURE_LOGGERS, QUIET_LOGGERS, failures_reported, quiet
 
     quiet(spark)
     assert {_level(spark, name) for name in QUIET_LOGGERS} == {"OFF"}

@@ -34,7 +34,7 @@ ACCUMULATING panes) is refused with a located error (`refuse_on_stream`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable, Protocol
 
 from sqlglot import exp
 
@@ -43,14 +43,18 @@ from ..columns import EMIT_TIME, OUTPUT_TIME
 from ..engine import INVERTIBLE, collapsible
 from ..errors import SqlflowUnsupportedError
 from . import user_warnings
-from .aggregates import aggregate_call, aggregate_calls
+from .aggregate_calls import aggregate_call, aggregate_calls
 from .relations import visible_ctes
-from .windowed_select import select_position
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .report import Stage
+from .windowed_select import select_position, windowing_of
 
 STAGE_KEY = "sqlflow_stage"
+
+
+class ReportedStage(Protocol):
+    """What the planner reads and marks of a stage's report entry (`sqlflow.spark.report.Stage`)."""
+
+    output_time: str | None  # the OUTPUT TIMESTAMP policy
+    extra: dict
 
 
 class SqlflowPipelineWarning(UserWarning):
@@ -70,7 +74,7 @@ class StageLink:
     #: each window emits exactly one pane; `stage`: the report's Stage (marked when aggregated)
     stream: bool = False
     one_pane: bool = False
-    stage: Stage | None = None
+    stage: ReportedStage | None = None
     #: the stage replays recorded data (ARRIVAL): its panes have processing times (emit_time)
     replay: bool = False
     #: a replayed stage's watermark and holds, for a windowed SELECT reading it (`StageTime`)
@@ -213,10 +217,8 @@ def chainable(link: StageLink) -> bool:
 def _timed(select: exp.Select) -> bool:
     """Whether a windowed SELECT's panes depend on when its input arrives: all but a GLOBAL window
     whose trigger fires only at the end of the input (its one pane is the same either way)."""
-    from ..frontend.dialect import WINDOWING_KEY
-
-    windowing = select.meta.get(WINDOWING_KEY) if select._meta else None
-    if not isinstance(windowing, ast.Windowing):
+    windowing = windowing_of(select)
+    if windowing is None:
         return True
     return not (isinstance(windowing.window.fn, ast.Global) and collapsible(windowing.effective_trigger))
 
@@ -352,7 +354,7 @@ def _subtract_all(select: exp.Select, flag: exp.Expr, avg_type, drop_empty: bool
 
 
 def _swap_call(node, flag, select, avg_type):
-    from .aggregates import is_aggregate_call
+    from .aggregate_calls import is_aggregate_call
 
     if is_aggregate_call(node) and not isinstance(node.parent, exp.Window):
         return subtract(node, flag, avg_type(select, node) if avg_type else None)

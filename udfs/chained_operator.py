@@ -29,8 +29,8 @@ from dataclasses import dataclass
 import pandas as pd
 
 from sqlflow.columns import DATA, KIND, REPORT, REPORT_COLUMNS, STREAM_COUNTERS, metric_column
-from sqlflow.udfs.chain import Reports
-from sqlflow.udfs.frames import one_frame
+from sqlflow.udfs.stage_reports import Reports
+from sqlflow.udfs.operator_frames import one_frame
 from sqlflow.udfs.streaming import BucketStep, Meta, StreamSpec, dumps_state, loads_state, stored
 
 
