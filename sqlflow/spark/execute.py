@@ -27,7 +27,7 @@ from ..errors import SqlflowError
 from ..engine import collapsible
 from ..frontend.grouping import PANE_COLUMNS, ungrouped_item
 from ..frontend.statement import Statement
-from . import collation, conf, engine_path, timeline, trigger_checks
+from . import collation, conf, engine_path, event_order, timeline, trigger_checks
 from .analysis import spark_sql
 from .engine_path import EngineRun, run_engine
 from .inputs import InputRelation, input_relation, tagged_relation
@@ -157,6 +157,7 @@ class Runner:
             self.resolve_views()
             for number, (select, windowing) in enumerate(self.statement.windowed_selects(), start=1):
                 stages.append(self.stage(number, select, windowing))
+            stages += event_order.order_stages(self, len(stages) + 1)  # ORDER BY event time
             for select in list(self.tree.find_all(exp.Select)):
                 self.consume(select)
             drop_watermark_clauses(self.tree)
@@ -238,6 +239,9 @@ class Runner:
             if raw is None:
                 raw = self.sql(rel.sql(), select, ws.position, clauses=_clause_columns(ws))
             if raw.isStreaming:  # the streaming path (sqlflow/spark/streaming/, docs/streaming.md)
+                for s in ws.sources:
+                    if isinstance(s.watermark.model, ast.AscendingPer):
+                        event_order.refuse_on_stream(self.statement, s.watermark, "WATERMARK ... ASCENDING PER")
                 from .streaming.sql_stage import streaming_stage
                 return streaming_stage(self, number, ws, rel, raw, finish_dir=self.finish_dir)
             if ws.event_time_clause == "STREAM":
@@ -550,11 +554,7 @@ def _merging(fn: ast.WindowFn) -> bool:
 
 
 def _model(model) -> str:
-    if isinstance(model, ast.BoundedDelay):
-        return f"DELAY OF {model.delay}"
-    if isinstance(model, ast.Perfect):
-        return "PERFECT"
-    return f"TIMELINE {model.table}"
+    return event_order.model_text(model)
 
 
 def _tagged(ws: WindowedSelect) -> InputRelation:

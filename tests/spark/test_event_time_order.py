@@ -1,0 +1,100 @@
+"""Event-time ordering and ascending per-partition watermarks through `sqlflow.sql` on replays
+(docs/semantics.md, 1.2 and 11). The data are tests/engine/test_event_time_order.py's, in seconds
+after midnight; every expected row is derived by hand there."""
+import datetime as dt
+
+import pytest
+
+import sqlflow
+from sqlflow.errors import SqlflowError
+
+
+def T(seconds: int) -> dt.datetime:
+    return dt.datetime(2024, 1, 1) + dt.timedelta(seconds=seconds)
+
+
+# (id, event time, arrival): out of order, DELAY OF 10s
+ROWS = [("r1", 100, 101), ("r2", 95, 102), ("r3", 112, 113), ("r4", 104, 114), ("r5", 99, 115), ("r6", 125, 126)]
+# (partition, event time, arrival): B lags behind A
+PARTS = [("A", 1, 1), ("A", 12, 2), ("A", 25, 3), ("A", 31, 6),
+         ("B", 0, 1), ("B", 2, 4), ("B", 8, 5), ("B", 15, 7), ("B", 33, 8)]
+
+
+@pytest.fixture
+def views(spark):
+    spark.createDataFrame([(i, T(e), T(a)) for i, e, a in ROWS], "id string, ts timestamp, at timestamp") \
+        .createOrReplaceTempView("readings")
+    spark.createDataFrame([(p, T(e), T(a), 1) for p, e, a in PARTS],
+                          "device string, ts timestamp, at timestamp, v int").createOrReplaceTempView("devices")
+
+
+def test_a_replay_comes_out_in_event_time_order_as_the_watermark_passes(spark, views):
+    df = sqlflow.sql(spark, "SELECT id, ts FROM readings WATERMARK ts DELAY OF 10s ARRIVAL at ORDER BY ts, id")
+    assert df.columns == ["id", "ts", "emit_time"]
+    assert [(r.id, r.emit_time) for r in df.collect()] == [
+        ("r2", T(113)), ("r1", T(113)), ("r4", T(126)), ("r3", T(126)), ("r6", T(126))]
+    metrics = sqlflow.metrics(df)
+    assert (metrics["input_rows"], metrics["ordered_rows"], metrics["dropped_too_late"]) == (6, 5, 1)
+    late = sqlflow.dropped(df).collect()
+    assert [(r.id, r.event_time, r.arrival_time, r.reason) for r in late] == [("r5", T(99), T(115), "too late")]
+    plan = sqlflow.explain("SELECT id, ts FROM readings WATERMARK ts DELAY OF 10s ARRIVAL at ORDER BY ts", spark)
+    assert "the SELECT ordered by ts at line 1, column 75:" in plan
+    assert "watermark DELAY OF 10s" in plan
+
+
+def test_per_partition_and_global_rules_on_an_ordering(spark, views):
+    per = sqlflow.sql(spark, "SELECT device, ts FROM devices WATERMARK ts ASCENDING PER device ARRIVAL at "
+                             "ORDER BY ts")
+    assert [(r.ts, r.emit_time) for r in per.collect()] == [
+        (T(0), T(4)), (T(1), T(4)), (T(2), T(5)), (T(8), T(7)), (T(12), T(7)),
+        (T(15), T(8)), (T(25), T(8)), (T(31), T(8)), (T(33), T(8))]
+    glob = sqlflow.sql(spark, "SELECT device, ts FROM devices WATERMARK ts DELAY OF 0s ARRIVAL at ORDER BY ts")
+    assert [(r.ts, r.emit_time) for r in glob.collect()] == [
+        (T(0), T(1)), (T(1), T(2)), (T(12), T(3)), (T(25), T(6)), (T(31), T(8)), (T(33), T(8))]
+    assert sorted(r.event_time for r in sqlflow.dropped(glob).collect()) == [T(2), T(8), T(15)]
+    plan = sqlflow.explain("SELECT * FROM devices WATERMARK ts ASCENDING PER device IDLE TIMEOUT 5s ARRIVAL at "
+                           "ORDER BY ts", spark)
+    assert ("watermark ASCENDING PER device IDLE TIMEOUT 5s (each partition's watermark is its latest event "
+            "time; the source's is the minimum over the partitions not idle (no row for 5s)") in plan
+
+
+def test_per_partition_and_global_rules_on_windows(spark, views):
+    query = ("SELECT COUNT(*) AS n, window_start, pane_timing, emit_time FROM devices WATERMARK ts {} ARRIVAL at "
+             "WINDOW FIXED(SIZE 10s) ON ts")
+    per = sqlflow.sql(spark, query.format("ASCENDING PER device")).orderBy("window_start").collect()
+    assert [(r.n, r.window_start, r.emit_time) for r in per] == [
+        (4, T(0), T(7)), (2, T(10), T(8)), (1, T(20), T(8)), (2, T(30), T(8))]
+    glob = sqlflow.sql(spark, query.format("DELAY OF 0s"))
+    assert [(r.n, r.window_start, r.emit_time) for r in glob.orderBy("window_start").collect()] == [
+        (2, T(0), T(2)), (1, T(10), T(3)), (1, T(20), T(6)), (2, T(30), T(8))]
+    assert sqlflow.metrics(glob)["dropped_too_late"] == 3
+    plan = sqlflow.explain(query.format("ASCENDING PER device"), spark)
+    assert "watermark ASCENDING PER device (each partition's watermark is its latest event time" in plan
+
+
+def test_an_idle_partition_releases_the_watermark(spark):
+    rows = [("A", 10, 1), ("A", 20, 2), ("A", 30, 3), ("A", 40, 20), ("B", 5, 1)]
+    spark.createDataFrame([(p, T(e), T(a)) for p, e, a in rows], "p string, ts timestamp, at timestamp") \
+        .createOrReplaceTempView("idle")
+    df = sqlflow.sql(spark, "SELECT ts FROM idle WATERMARK ts ASCENDING PER p IDLE TIMEOUT 5s ARRIVAL at ORDER BY ts")
+    assert [(r.ts, r.emit_time) for r in df.collect()] == [
+        (T(5), T(6)), (T(10), T(6)), (T(20), T(6)), (T(30), T(20)), (T(40), T(20))]
+    held = sqlflow.sql(spark, "SELECT ts FROM idle WATERMARK ts ASCENDING PER p ARRIVAL at ORDER BY ts")
+    assert {r.emit_time for r in held.collect()} == {T(20)}
+
+
+def test_a_row_behind_its_partition_is_late(spark):
+    rows = [("A", 10, 1), ("A", 8, 2), ("B", 3, 1), ("B", 9, 3)]
+    spark.createDataFrame([(p, T(e), T(a)) for p, e, a in rows], "p string, ts timestamp, at timestamp") \
+        .createOrReplaceTempView("behind")
+    df = sqlflow.sql(spark, "SELECT p, ts FROM behind WATERMARK ts ASCENDING PER p ARRIVAL at ORDER BY ts")
+    assert [(r.p, r.ts, r.emit_time) for r in df.collect()] == [("B", T(3), T(3)), ("B", T(9), T(3)),
+                                                                ("A", T(10), T(3))]
+    assert [(r.p, r.reason) for r in sqlflow.dropped(df).collect()] == [("A", "behind its partition")]
+    assert sqlflow.metrics(df)["dropped_behind_partition"] == 1
+
+
+def test_per_on_a_column_the_source_does_not_have(spark, views):
+    with pytest.raises(SqlflowError) as info:
+        sqlflow.sql(spark, "SELECT * FROM devices WATERMARK ts ASCENDING PER sensor ARRIVAL at ORDER BY ts").collect()
+    assert "sensor" in str(info.value) and info.value.line == 1
