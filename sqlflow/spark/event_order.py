@@ -324,3 +324,68 @@ def _rewrite(order: ordering.EventTimeOrder, emit: exp.Expr) -> None:
     keys = select.args["order"].expressions
     select.args["order"].set("expressions", [exp.Ordered(this=exp.column(EMIT_TIME)), *keys])
     order.relation.meta.pop(WATERMARK_KEY, None)
+
+
+# ------------------------------------------------------------------ windows over ASCENDING PER replays
+
+
+class BehindStage(OrderStage):
+    """The rows of an ASCENDING PER replay that a windowed SELECT never sees: those behind their
+    partition, dropped as they arrive (counted and listed as a stage of their own)."""
+
+    def metrics(self) -> dict:
+        from ..columns import METRIC_NAMES
+
+        counts: dict[str, int] = dict.fromkeys(METRIC_NAMES, 0)
+        counts["dropped_behind_partition"] = sum(int(r["n"]) for r in self.counting()) if self.counting else 0
+        return counts
+
+
+def partition_filters(runner: "Runner") -> list[Stage]:
+    """Each replayed ASCENDING PER source read by a windowed SELECT becomes a subquery without its
+    rows behind their partition (the WATERMARK clause moves onto it), so the engine sees only the
+    rows the watermark's declaration allows; the dropped rows make a stage of their own (numbered
+    by the caller)."""
+    from pyspark.sql import functions as F
+
+    if runner.spark is None or runner.dry:
+        return []
+    statement = runner.statement
+    ordered = {id(o.relation) for o in ordering.event_time_orders(statement)}
+    stages: list[Stage] = []
+    for node, w in statement.source_watermarks():
+        if not isinstance(w.model, ast.AscendingPer) or w.arrival is None or id(node) in ordered:
+            continue
+        source = Source(node, w, True)
+        _, latest = ascending_replay(runner.spark, _Locator(statement, w.pos), source,
+                                     lambda q, n, pos: runner.sql(q, n, pos or w.pos, clause="WATERMARK"))
+        name = _register(runner, "behind", _behind_function(latest), "boolean")
+        call = _call(name, Source(node, w, False))
+        alias = node.args.get("alias")
+        ident = alias.this if alias is not None and alias.this else (
+            node.this if isinstance(node, exp.Table) else exp.to_identifier("__sqlflow_source"))
+        inner = strip_clauses(node)
+        inner.set("alias", None)
+        kept = exp.Select(expressions=[exp.Star()]).from_(inner).where(exp.Not(this=exp.func("coalesce", call, exp.false())))
+        sub = exp.Subquery(this=kept, alias=exp.TableAlias(this=ident.copy()))
+        node.replace(sub)
+        sub.meta[WATERMARK_KEY] = w
+        # the dropped rows, over the source as written
+        rows = runner.sql(to_spark_sql(with_ctes(
+            exp.Select(expressions=[exp.Star(), exp.alias_(call.copy(), "__sqlflow_behind")]).from_(inner.copy()),
+            visible_ctes(sub))), sub, w.pos, clause="WATERMARK")
+        flag = rows.columns[-1]
+        behind = rows.where(F.col(flag))
+        label = f"the rows behind their partition of {ident.name} (WATERMARK at line {w.pos.line}, column {w.pos.column})" \
+            if w.pos else f"the rows behind their partition of {ident.name}"
+        stage = BehindStage(0, label, "engine", "dropped before any window: older than their partition's latest "
+                            "event time", "dropped")
+        stage.replay = f"replay of ARRIVAL {w.arrival}, watermark {model_text(w.model)}"
+        user = [F.col(f"`{c}`") for c in rows.columns[:-1]]
+        stage.dropped_rows = lambda behind=behind, user=user, w=w: behind.select(
+            *user, F.col(f"`{_name(w.event_time)}`").cast("timestamp").alias(DROPPED_EVENT_TIME),
+            F.col(f"`{_name(w.arrival)}`").cast("timestamp").alias(DROPPED_ARRIVAL_TIME),
+            F.lit(BEHIND_PARTITION).alias(DROPPED_REASON))
+        stage.counting = lambda behind=behind: [{"reason": BEHIND_PARTITION, "n": behind.count()}]
+        stages.append(stage)
+    return stages

@@ -155,9 +155,13 @@ class Runner:
         stages: list[Stage] = []
         try:
             self.resolve_views()
+            behind = event_order.partition_filters(self)  # ASCENDING PER: rows behind their partition
             for number, (select, windowing) in enumerate(self.statement.windowed_selects(), start=1):
                 stages.append(self.stage(number, select, windowing))
             stages += event_order.order_stages(self, len(stages) + 1)  # ORDER BY event time
+            for stage in behind:
+                stage.number = len(stages) + 1
+                stages.append(stage)
             for select in list(self.tree.find_all(exp.Select)):
                 self.consume(select)
             drop_watermark_clauses(self.tree)

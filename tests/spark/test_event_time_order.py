@@ -98,3 +98,19 @@ def test_per_on_a_column_the_source_does_not_have(spark, views):
     with pytest.raises(SqlflowError) as info:
         sqlflow.sql(spark, "SELECT * FROM devices WATERMARK ts ASCENDING PER sensor ARRIVAL at ORDER BY ts").collect()
     assert "sensor" in str(info.value) and info.value.line == 1
+
+
+def test_windows_never_see_a_row_behind_its_partition(spark):
+    rows = [("A", 10, 1), ("A", 8, 2), ("B", 3, 1), ("B", 9, 3)]
+    spark.createDataFrame([(p, T(e), T(a)) for p, e, a in rows], "p string, ts timestamp, at timestamp") \
+        .createOrReplaceTempView("behind_w")
+    # kept: A10 (at 1), B3 (at 1), B9 (at 3); W = min(10, 3) = 3 at 1, min(10, 9) = 9 at 3, the end:
+    # [0s, 10s) gets B3, B9 and [10s, 20s) A10, both emitted by the end of input at 3 (A8 is not counted)
+    df = sqlflow.sql(spark, "SELECT p, COUNT(*) AS n, window_start, emit_time FROM behind_w "
+                            "WATERMARK ts ASCENDING PER p ARRIVAL at AS d GROUP BY d.p WINDOW FIXED(SIZE 10s) ON ts")
+    assert sorted((r.p, r.n, r.window_start, r.emit_time) for r in df.collect()) == [
+        ("A", 1, T(10), T(3)), ("B", 2, T(0), T(3))]
+    assert [(r.stage, r.p, r.event_time, r.reason) for r in sqlflow.dropped(df).collect()] == [
+        (2, "A", T(8), "behind its partition")]
+    metrics = sqlflow.metrics(df)
+    assert (metrics["input_rows"], metrics["dropped_behind_partition"], metrics["dropped_too_late"]) == (3, 1, 0)
