@@ -2,6 +2,8 @@
 (docs/semantics.md, 1.2 and 11). The data are tests/engine/test_event_time_order.py's, in seconds
 after midnight; every expected row is derived by hand there."""
 import datetime as dt
+import re
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +22,12 @@ PARTS = [("A", 1, 1), ("A", 12, 2), ("A", 25, 3), ("A", 31, 6),
          ("B", 0, 1), ("B", 2, 4), ("B", 8, 5), ("B", 15, 7), ("B", 33, 8)]
 
 
+def _docs(kind: str) -> list[str]:
+    """The ```sql (or ```text) blocks of docs/semantics.md, section 11 (the docs show what this file tests)."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "semantics.md").read_text(encoding="utf-8")
+    return re.findall(rf"```{kind}\n(.*?)```", text[text.index("## 11. Ordering by event time"):], re.S)
+
+
 @pytest.fixture
 def views(spark):
     spark.createDataFrame([(i, T(e), T(a)) for i, e, a in ROWS], "id string, ts timestamp, at timestamp") \
@@ -29,8 +37,10 @@ def views(spark):
 
 
 def test_a_replay_comes_out_in_event_time_order_as_the_watermark_passes(spark, views):
-    df = sqlflow.sql(spark, "SELECT id, ts FROM readings WATERMARK ts DELAY OF 10s ARRIVAL at ORDER BY ts, id")
+    df = sqlflow.sql(spark, _docs("sql")[0])
     assert df.columns == ["id", "ts", "emit_time"]
+    shown = [line.strip("| ").split(" | ") for line in _docs("text")[0].strip().splitlines()[1:]]
+    assert [[r.id, str(r.ts), str(r.emit_time)] for r in df.collect()] == shown
     assert [(r.id, r.emit_time) for r in df.collect()] == [
         ("r2", T(113)), ("r1", T(113)), ("r4", T(126)), ("r3", T(126)), ("r6", T(126))]
     metrics = sqlflow.metrics(df)
@@ -59,8 +69,7 @@ def test_per_partition_and_global_rules_on_an_ordering(spark, views):
 
 
 def test_per_partition_and_global_rules_on_windows(spark, views):
-    query = ("SELECT COUNT(*) AS n, window_start, pane_timing, emit_time FROM devices WATERMARK ts {} ARRIVAL at "
-             "WINDOW FIXED(SIZE 10s) ON ts")
+    query = _docs("sql")[1].replace("ASCENDING PER device", "{}")
     per = sqlflow.sql(spark, query.format("ASCENDING PER device")).orderBy("window_start").collect()
     assert [(r.n, r.window_start, r.emit_time) for r in per] == [
         (4, T(0), T(7)), (2, T(10), T(8)), (1, T(20), T(8)), (2, T(30), T(8))]
