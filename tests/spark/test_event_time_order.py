@@ -138,3 +138,18 @@ def test_on_a_live_stream_both_are_refused_where_written(spark, tmp_path):
                            "WINDOW FIXED(SIZE 1m) ON ts")
     assert info.value.message == "WATERMARK ... ASCENDING PER is not yet run on a live stream"
     assert (info.value.line, info.value.column) == (1, 48)
+
+
+def test_the_readme_example(spark, capsys):
+    """README.md, "Ordering a replay by event time": its Python runs and prints what the page shows."""
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("### Ordering a replay by event time"):]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    shown = re.search(r"```text\n(.*?)```", section, re.S).group(1)
+    spark.read.csv(sqlflow.__path__[0] + "/data/clickstream.csv", header=True, inferSchema=True) \
+        .createOrReplaceTempView("clicks")
+    capsys.readouterr()
+    exec(code, {"sqlflow": sqlflow, "spark": spark})
+    out = capsys.readouterr().out
+    assert out == shown
+    assert "then `1861 136 3`" in " ".join(section.split())
