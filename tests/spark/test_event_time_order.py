@@ -153,3 +153,40 @@ def test_the_readme_example(spark, capsys):
     out = capsys.readouterr().out
     assert out == shown
     assert "then `1861 136 3`" in " ".join(section.split())
+
+
+def test_with_another_source_the_window_takes_the_minimum_of_both(spark):
+    """a: ASCENDING PER p (X: 10s at 1s, 20s at 2s; Y: 5s at 1s, 25s at 2s); b: DELAY OF 0s (30s at
+    1s, 40s at 3s). a's watermark: min(10, 5) = 5 at 1s, min(20, 25) = 20 at 2s; b's: 30 at 1s, 40 at
+    3s; the window's, their minimum: 5 at 1s, 20 at 2s (then the end, at 3s)."""
+    spark.createDataFrame([("X", T(10), T(1)), ("X", T(20), T(2)), ("Y", T(5), T(1)), ("Y", T(25), T(2))],
+                          "p string, ts timestamp, at timestamp").createOrReplaceTempView("a_parts")
+    spark.createDataFrame([("Z", T(30), T(1)), ("Z", T(40), T(3))],
+                          "p string, ts timestamp, at timestamp").createOrReplaceTempView("b_delay")
+    df = sqlflow.sql(spark, "SELECT COUNT(*) AS n, window_start, emit_time FROM ("
+                            "SELECT * FROM a_parts WATERMARK ts ASCENDING PER p ARRIVAL at "
+                            "UNION ALL SELECT * FROM b_delay WATERMARK ts DELAY OF 0s ARRIVAL at) u "
+                            "WINDOW FIXED(SIZE 10s) ON ts")
+    assert sorted((r.window_start, r.n, r.emit_time) for r in df.collect()) == [
+        (T(0), 1, T(2)), (T(10), 1, T(2)), (T(20), 2, T(3)), (T(30), 1, T(3)), (T(40), 1, T(3))]
+
+
+def test_an_ordering_keeps_its_where_join_and_limit(spark, views):
+    spark.createDataFrame([("r1", "one"), ("r3", "three"), ("r4", "four"), ("r6", "six")],
+                          "id string, name string").createOrReplaceTempView("names")
+    df = sqlflow.sql(spark, "SELECT r.id, n.name FROM readings WATERMARK ts DELAY OF 10s ARRIVAL at AS r "
+                            "JOIN names n ON r.id = n.id WHERE n.name <> 'six' ORDER BY r.ts LIMIT 2")
+    assert [(x.id, x.name, x.emit_time) for x in df.collect()] == [("r1", "one", T(113)), ("r4", "four", T(126))]
+    assert sqlflow.metrics(df)["dropped_too_late"] == 1  # r5, judged on the source's rows
+
+
+def test_explain_without_a_session_names_the_ordering():
+    plan = sqlflow.explain("SELECT * FROM s WATERMARK ts ASCENDING PER d ARRIVAL at ORDER BY ts")
+    assert plan.splitlines()[:3] == [
+        "the SELECT ordered by ts at line 1, column 66:",
+        "  path: engine (rows are buffered and emitted, in event-time order, once the watermark passes them "
+        "(Flink's time design draft, 'Ordering Elements in a Stream'))",
+        "  input: replay of ARRIVAL at, watermark ASCENDING PER d (each partition's watermark is its latest "
+        "event time; the source's is the minimum over the partitions not idle, never moving back; a row older "
+        "than its partition's latest is late (behind its partition)) (the timeline is computed when the query runs)",
+    ]
