@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import events  # noqa: E402
+import events
 
 QUERIES = {
     "sqlflow_delay": "SELECT user_id, amount, event_time FROM ev WATERMARK event_time DELAY OF 1m "

@@ -35,9 +35,6 @@ from .watermarks import EMPTY_TIMELINE, Timeline
 
 _I64 = np.int64
 
-#: cells of the (instants x partitions) matrix computed at once (`ascending_per_partition`)
-CHUNK_CELLS = 1 << 22
-
 
 def _codes(partition) -> np.ndarray:
     """Partition values (any type, NULL one partition of its own) as integer codes 0..K-1."""
@@ -54,13 +51,17 @@ def _latest_by_instant(arrival: np.ndarray, event: np.ndarray, codes: np.ndarray
     return per
 
 
-def ascending_per_partition(arrival, event, partition, idle_timeout: int | None = None) -> Timeline:
+def ascending_per_partition(arrival, event, partition, idle_timeout: int | None = None,
+                            chunk: int | None = None) -> Timeline:
     """The source watermark of ascending partitions (module docstring), as steps of processing
     time: at every arrival instant, and at every instant where a partition turns idle before the
     last arrival (after the input's last arrival the end of input moves the watermark to +inf).
 
-    Vectorised over a matrix of instants by partitions, in chunks of `CHUNK_CELLS` cells: its cost
-    grows with instants x partitions."""
+    Vectorised over chunks of `chunk` instants (default about the square root of the number of
+    partitions): within a chunk, the partitions that receive rows form a small matrix of instants
+    by partitions, and every other seen partition keeps its latest event time and only turns idle
+    (at its last arrival + the timeout), so their minimum at each instant is a suffix minimum in
+    the order of those deadlines. Cost: about rows x chunk + chunks x partitions x log."""
     a = np.asarray(arrival, dtype=_I64)
     e = np.asarray(event, dtype=_I64)
     if a.size == 0:
@@ -70,39 +71,63 @@ def ascending_per_partition(arrival, event, partition, idle_timeout: int | None 
     k_of, a_of, latest = (per[c].to_numpy(_I64) for c in ("k", "a", "latest"))
     n_parts = int(codes.max()) + 1
     last_at = int(a.max())
-    instants = np.unique(a)
+    instants = np.sort(a)
+    instants = instants[np.r_[True, instants[1:] != instants[:-1]]]  # (np.unique hashes: slower here)
+    timeout = POS_INF if idle_timeout is None else int(idle_timeout)
     if idle_timeout is not None:
         # a partition turns idle `idle_timeout` after an arrival unless it sends again before then
         nxt = np.r_[a_of[1:], POS_INF]
         nxt[np.r_[k_of[1:] != k_of[:-1], True]] = POS_INF
-        idle_at = a_of + idle_timeout
+        idle_at = a_of + timeout
         turns = (idle_at < nxt) & (idle_at <= last_at)
         instants = np.union1d(instants, idle_at[turns])
-    # the row of each (partition, instant) in the instants' order
-    where = np.searchsorted(instants, a_of)
-    values = np.empty(len(instants), dtype=_I64)
-    current = np.full(n_parts, NEG_INF, dtype=_I64)    # latest event time per partition
-    last_seen = np.full(n_parts, NEG_INF, dtype=_I64)  # last arrival per partition
-    rows = max(1, CHUNK_CELLS // n_parts)
+    where = np.searchsorted(instants, a_of)   # the instant of each (partition, arrival instant)
     order = np.argsort(where, kind="stable")
     where, k_of, a_of, latest = where[order], k_of[order], a_of[order], latest[order]
-    for lo in range(0, len(instants), rows):  # one pass per chunk of instants, not per row
-        hi = min(lo + rows, len(instants))
+    values = np.full(len(instants), NEG_INF, dtype=_I64)
+    current = np.full(n_parts, NEG_INF, dtype=_I64)    # latest event time per partition
+    deadline = np.full(n_parts, NEG_INF, dtype=_I64)   # when each turns idle (-inf: not seen yet)
+    size = chunk or max(8, int(np.sqrt(n_parts)))
+    for lo in range(0, len(instants), size):  # one pass per chunk of instants, not per row
+        hi = min(lo + size, len(instants))
+        p = instants[lo:hi]
         i0, i1 = np.searchsorted(where, [lo, hi])
-        lat = np.full((hi - lo + 1, n_parts), NEG_INF, dtype=_I64)
-        seen = np.full((hi - lo + 1, n_parts), NEG_INF, dtype=_I64)
-        lat[0], seen[0] = current, last_seen
-        lat[where[i0:i1] - lo + 1, k_of[i0:i1]] = latest[i0:i1]
-        seen[where[i0:i1] - lo + 1, k_of[i0:i1]] = a_of[i0:i1]
-        np.maximum.accumulate(lat, axis=0, out=lat)   # both only grow: a running max fills forward
+        changed, local = np.unique(k_of[i0:i1], return_inverse=True)
+        # partitions without rows in the chunk: constant latest, active while p < deadline
+        still = deadline > NEG_INF
+        still[changed] = False
+        u, held = deadline[still], current[still]
+        if timeout == POS_INF:  # never idle: their minimum is one number
+            u, held = u[:1], held.min(keepdims=True) if held.size else held
+        by_u = np.argsort(u, kind="stable")
+        u, held = u[by_u], held[by_u]
+        suffix = np.minimum.accumulate(held[::-1])[::-1] if held.size else held
+        j = np.searchsorted(u, p, side="right")
+        if len(u):
+            quiet = np.where(j < len(u), suffix[np.minimum(j, len(u) - 1)], POS_INF)
+        else:
+            quiet = np.full(len(p), POS_INF, dtype=_I64)
+        # partitions with rows in the chunk: a small matrix, filled forward (both only grow)
+        lat = np.full((hi - lo + 1, len(changed)), NEG_INF, dtype=_I64)
+        seen = np.full((hi - lo + 1, len(changed)), NEG_INF, dtype=_I64)
+        before = deadline[changed]   # the last arrival before the chunk (+inf without a timeout)
+        lat[0] = current[changed]
+        seen[0] = np.where(before > NEG_INF, before if timeout == POS_INF else before - timeout, NEG_INF)
+        lat[where[i0:i1] - lo + 1, local] = latest[i0:i1]
+        seen[where[i0:i1] - lo + 1, local] = a_of[i0:i1]
+        np.maximum.accumulate(lat, axis=0, out=lat)
         np.maximum.accumulate(seen, axis=0, out=seen)
         lat, seen = lat[1:], seen[1:]
         active = seen > NEG_INF
-        if idle_timeout is not None:
-            active &= seen > (instants[lo:hi, None] - idle_timeout)
-        held = np.where(active, lat, POS_INF).min(axis=1)
-        values[lo:hi] = np.where(active.any(axis=1), held, NEG_INF)  # all idle: no say (-inf below)
-        current, last_seen = lat[-1].copy(), seen[-1].copy()
+        if timeout != POS_INF:
+            active &= seen > (p[:, None] - timeout)
+        busy = np.where(active, lat, POS_INF).min(axis=1) if len(changed) else np.full(len(p), POS_INF, _I64)
+        both = np.minimum(quiet, busy)
+        values[lo:hi] = np.where(both < POS_INF, both, NEG_INF)  # none active: no say (the running max holds)
+        if len(changed):
+            current[changed] = lat[-1]
+            last = seen[-1]
+            deadline[changed] = np.where(last > NEG_INF, POS_INF if timeout == POS_INF else last + timeout, NEG_INF)
     values = np.maximum.accumulate(values)  # never backwards; all-idle instants keep the last value
     steps = Timeline.from_steps(instants, values)
     return Timeline(steps.times, steps.values, last_at)

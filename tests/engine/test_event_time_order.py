@@ -126,13 +126,15 @@ def test_several_sources_take_the_minimum_of_both():
     assert minimum(parts, delay).steps() == [(1, 30), (3, 60)]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 50), st.integers(0, 30)), min_size=1, max_size=40),
        st.one_of(st.none(), st.integers(1, 10)))
 def test_the_matrix_matches_a_direct_evaluation(rows, idle):
     """The vectorised watermark equals the rule evaluated instant by instant (small inputs)."""
     part, ts, at = (np.array(c) for c in zip(*rows))
     tl = ascending_per_partition(at, ts, part, idle_timeout=idle)
+    for chunk in (1, 2, 3):  # the chunked evaluation gives the same steps at every chunk size
+        assert ascending_per_partition(at, ts, part, idle_timeout=idle, chunk=chunk).steps() == tl.steps()
     instants = sorted(set(at.tolist()) | ({a + idle for a in at.tolist() if a + idle <= at.max()} if idle else set()))
     w = NEG_INF
     for p in instants:
