@@ -487,7 +487,21 @@ class Timeline:
     pos: Position | None = _pos()
 
 
-WatermarkModel = Union[BoundedDelay, Perfect, Timeline]
+@dataclass(frozen=True)
+class AscendingPer:
+    """`ASCENDING PER <column> [IDLE TIMEOUT d]`: event times ascend within each value of the
+    column (a partition); a partition's watermark is its latest event time, the source's the
+    minimum over the partitions that are not idle (no row for `idle_timeout` of processing time),
+    never moving backwards (docs/semantics.md, 1.2)."""
+
+    partition: str
+    idle_timeout: Duration | None = None
+    pos: Position | None = _pos()
+    partition_pos: Position | None = _pos()
+    idle_pos: Position | None = _pos()
+
+
+WatermarkModel = Union[BoundedDelay, Perfect, Timeline, AscendingPer]
 
 
 @dataclass(frozen=True)

@@ -395,6 +395,15 @@ class _ToAst(Transformer_NonRecursive):
     def timeline(self, meta, children):
         return ast.Timeline(children[0], pos=self._pos(meta))
 
+    def ascending_per(self, meta, children):
+        column, idle = children
+        timeout, idle_pos = idle if idle is not None else (None, None)
+        return ast.AscendingPer(str(column), timeout, pos=self._pos(meta), partition_pos=column.pos,
+                                idle_pos=idle_pos)
+
+    def idle_timeout(self, meta, children):
+        return (children[0], self._pos(meta))
+
     def column(self, meta, names):
         return _Located(self._name(meta, names), self._pos(meta))
 

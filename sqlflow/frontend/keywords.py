@@ -10,7 +10,7 @@ starts with. tests/frontend/test_keywords.py checks every set against lark's own
 >>> CLAUSES
 {'WINDOW': 'WINDOW', 'TRIGGER': 'TRIGGER', 'ALLOWED': 'ALLOWED LATENESS', 'EMIT': 'EMIT', 'OUTPUT': 'OUTPUT TIMESTAMP'}
 >>> WATERMARK_MODELS
-('DELAY', 'PERFECT', 'TIMELINE')
+('DELAY', 'PERFECT', 'TIMELINE', 'ASCENDING')
 >>> TIME_DOMAINS
 ('PROCESSING', 'INGESTION', 'EVENT')
 """

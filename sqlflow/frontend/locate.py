@@ -232,25 +232,40 @@ def _source_end(tokens: list[Token], i: int) -> tuple[int, bool]:
         j += 1
         if _word(tokens, j) == "OF":
             j += 1
-        if _word(tokens, j) == "INTERVAL":
-            spark = True
-            j += 1
-            while j < n and (tokens[j].kind in (NUMBER, STRING) or _word(tokens, j) in INTERVAL_WORDS
-                             or _is(tokens, j, "-") or _is(tokens, j, "+")):
-                j += 1
-        else:
-            if _is(tokens, j, "-") or _is(tokens, j, "+"):
-                j += 1
-            if j < n and tokens[j].kind in (NUMBER, STRING):
-                j += 1
+        j, spark = _duration_end(tokens, j)
     elif model == "PERFECT":
         j += 1
     elif model == "TIMELINE":
         j = _dotted_name_end(tokens, j + 1)
+    elif model == "ASCENDING":  # ASCENDING PER <column> [IDLE TIMEOUT <duration>]
+        j += 1
+        if _word(tokens, j) == "PER":
+            j = _dotted_name_end(tokens, j + 1)
+        if _word(tokens, j) == "IDLE":
+            j += 1
+            if _word(tokens, j) == "TIMEOUT":
+                j += 1
+            j, _ = _duration_end(tokens, j)
     if _word(tokens, j) == "ARRIVAL":
         spark = False
         j = _dotted_name_end(tokens, j + 1)
     return max(j, i + 1), spark
+
+
+def _duration_end(tokens: list[Token], j: int) -> tuple[int, bool]:
+    """Index just past a duration starting at token j, and whether it is a Spark INTERVAL."""
+    n = len(tokens)
+    if _word(tokens, j) == "INTERVAL":
+        j += 1
+        while j < n and (tokens[j].kind in (NUMBER, STRING) or _word(tokens, j) in INTERVAL_WORDS
+                         or _is(tokens, j, "-") or _is(tokens, j, "+")):
+            j += 1
+        return j, True
+    if _is(tokens, j, "-") or _is(tokens, j, "+"):
+        j += 1
+    if j < n and tokens[j].kind in (NUMBER, STRING):
+        j += 1
+    return j, False
 
 
 def _dotted_name_end(tokens: list[Token], j: int) -> int:

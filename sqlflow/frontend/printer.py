@@ -149,6 +149,10 @@ def source_watermark(w: ast.SourceWatermark) -> str:
         text = "PERFECT"
     elif isinstance(model, ast.Timeline):
         text = f"TIMELINE {model.table}"
+    elif isinstance(model, ast.AscendingPer):
+        text = f"ASCENDING PER {model.partition}"
+        if model.idle_timeout is not None:
+            text += f" IDLE TIMEOUT {interval(model.idle_timeout)}"
     else:
         raise TypeError(f"not a watermark model: {model!r}")
     arrival = f" ARRIVAL {w.arrival}" if w.arrival is not None else ""

@@ -24,7 +24,7 @@ from sqlglot import exp
 from .. import ast
 from ..columns import ALL_PANE_COLUMNS, OUTPUT_TIME
 from ..errors import SqlflowSemanticError, SqlflowUnsupportedError
-from . import limits, printer, sqlexpr
+from . import limits, ordering, printer, sqlexpr
 from .scan import scan
 from .grouping import ancestors, is_aggregate, ungrouped_item
 from .statement import Statement, watermarks_feeding, windowed_feeding
@@ -49,6 +49,9 @@ def validate(statement: Statement, *, streaming: bool, grouping: bool = True) ->
     check = _Checker(statement, streaming, grouping)
     for _, watermark in statement.source_watermarks():
         check.source_watermark(watermark)
+    for order in ordering.event_time_orders(statement):
+        if order.replay:
+            ordering.check(statement, order)
     for select, windowing in statement.windowed_selects():
         check.windowing(windowing)
         check.select(select, windowing)
@@ -330,6 +333,14 @@ class _Checker:
         model = w.model
         if isinstance(model, ast.BoundedDelay):
             self.not_negative(model.delay, "the delay", "WATERMARK")
+        elif isinstance(model, ast.AscendingPer):
+            if model.idle_timeout is not None and model.idle_timeout.micros <= 0:
+                self.fail(f"the idle timeout must be positive, not {printer.duration(model.idle_timeout)}: "
+                          "a partition is idle after that much processing time without a row",
+                          model.idle_timeout.pos or model.idle_pos or model.pos, "WATERMARK",
+                          hint="e.g. IDLE TIMEOUT 5m")
+            if model.idle_timeout is not None:
+                self.not_too_long(model.idle_timeout, "the idle timeout", "WATERMARK")
         elif w.arrival is None:
             name = "PERFECT" if isinstance(model, ast.Perfect) else "TIMELINE"
             why = ("the perfect watermark is the earliest event time not yet arrived"

@@ -36,7 +36,7 @@ from ..plan.path_choice import Choice, choose, engine_mode
 from ..plan.pipelines import STAGE_KEY, StageLink, StageTime, one_pane_per_window
 from ..plan.relations import probe_select, replace_select, strip_clauses, to_spark_sql, visible_ctes, with_ctes
 from ..plan.windowed_select import WindowedSelect, select_position
-from . import collation, conf, engine_path, timeline, trigger_checks
+from . import collation, conf, engine_path, event_order, timeline, trigger_checks
 from .analysis import spark_sql
 from .engine_path import EngineRun, run_engine
 from .lifetimes import is_connect
@@ -146,7 +146,13 @@ class Runner:
         context = passes.Rewrite(self.statement, self.plan_stage, avg_type=self.avg_type)
         try:
             self.resolve_views()
-            self.tree = passes.rewrite(self.tree, context)
+            behind = event_order.partition_filters(self)  # ASCENDING PER: rows behind their partition
+            self.tree = passes.rewrite(self.tree, context, (passes.plan_stages,))
+            context.stages += event_order.order_stages(self, len(context.stages) + 1)  # ORDER BY event time
+            for stage in behind:
+                stage.number = len(context.stages) + 1
+                context.stages.append(stage)
+            self.tree = passes.rewrite(self.tree, context, (passes.rewrite_consumers, passes.drop_watermark_clauses))
             final = to_spark_sql(self.tree)
             self.analyse_panes(final)
         except BaseException:
@@ -220,6 +226,9 @@ class Runner:
             if raw is None:
                 raw = self.sql(rel.sql(), select, ws.position, clauses=_clause_columns(ws))
             if raw.isStreaming:  # the streaming path (sqlflow/spark/streaming/, docs/streaming.md)
+                for s in ws.sources:
+                    if isinstance(s.watermark.model, ast.AscendingPer):
+                        event_order.refuse_on_stream(self.statement, s.watermark, "WATERMARK ... ASCENDING PER")
                 from .streaming.sql_stage import streaming_stage
                 return streaming_stage(self, number, ws, rel, raw, finish_dir=self.finish_dir)
             if ws.event_time_clause == "STREAM":
@@ -530,11 +539,7 @@ def _merging(fn: ast.WindowFn) -> bool:
 
 
 def _model(model) -> str:
-    if isinstance(model, ast.BoundedDelay):
-        return f"DELAY OF {model.delay}"
-    if isinstance(model, ast.Perfect):
-        return "PERFECT"
-    return f"TIMELINE {model.table}"
+    return event_order.model_text(model)
 
 
 def _tagged(ws: WindowedSelect) -> InputRelation:

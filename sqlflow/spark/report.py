@@ -179,8 +179,8 @@ def metrics(df) -> dict:
         counts = stage.metrics()
         for k in METRIC_NAMES:
             total[k] += counts[k]
-        for k in counts:  # late rows per source (several sources), summed as the rest
-            if BY_SOURCE in k:
+        for k in counts:  # late rows per source (several sources), an ordering's counts: summed as the rest
+            if k not in METRIC_NAMES and isinstance(counts[k], int):
                 total[k] = total.get(k, 0) + counts[k]
         stages.append({"stage": stage.number, "select": stage.label, "path": stage.path, **counts})
     total["stages"] = stages

@@ -79,6 +79,10 @@ def source_replay(spark, ws: WindowedSelect, source: Source, run_sql) -> Replay:
     from pyspark.sql import functions as F
 
     w = source.watermark
+    if isinstance(w.model, ast.AscendingPer):  # per-partition watermark (sqlflow/spark/event_order.py)
+        from .event_order import ascending_replay
+
+        return ascending_replay(spark, ws, source, lambda q, node, _pos: run_sql(q, node))[0]
     raw = run_sql(to_spark_sql(source_query(source)), source.node)
     types = {f.name: f.dataType for f in raw.schema.fields}
     _timestamp_check(ws, source, types["et"], "event-time", w.event_time, w.event_time_pos)
@@ -99,9 +103,11 @@ def source_replay(spark, ws: WindowedSelect, source: Source, run_sql) -> Replay:
             timeline = _ending(perfect(np.r_[at, first_at], np.r_[records["et"].to_numpy(np.int64), POS_INF]),
                                last_at)
             described = "PERFECT"
-        else:
+        elif isinstance(model, ast.Timeline):
             timeline = explicit_timeline(spark, ws, source, run_sql)
             described = f"TIMELINE {model.table}"
+        else:
+            raise ValueError(f"no replay of {model!r} here")
     except SqlflowError as error:
         if error.line is None:
             raise ws.error(type(error), error.message, error.clause or "WATERMARK", pos=model.pos or w.pos,
@@ -125,9 +131,9 @@ def domain_text(ws: WindowedSelect) -> str:
 
 
 def _model_text(model) -> str:
-    if isinstance(model, ast.BoundedDelay):
-        return f"DELAY OF {model.delay}"
-    return "PERFECT" if isinstance(model, ast.Perfect) else f"TIMELINE {model.table}"
+    from .event_order import model_text
+
+    return model_text(model)
 
 
 def clock_replay(ws: WindowedSelect, run_sql) -> Replay:

@@ -244,7 +244,7 @@ def test_malformed_interval_range():
 def test_watermark_on_an_expression_is_not_sqlflow():
     expect("SELECT k, count(*) FROM t WATERMARK ts AS et DELAY OF INTERVAL 1 MINUTE GROUP BY k WINDOW GLOBAL",
            SqlflowSyntaxError, """
-        sqlflow: WATERMARK: expected DELAY OF, PERFECT or TIMELINE, got 'AS' (line 1, column 40)
+        sqlflow: WATERMARK: expected DELAY OF, PERFECT, TIMELINE or ASCENDING PER, got 'AS' (line 1, column 40)
           SELECT k, count(*) FROM t WATERMARK ts AS et DELAY OF INTERVAL 1 MINUTE GROUP BY k WINDOW GLOBAL
                                                  ^
         sqlflow needs a column name after WATERMARK; compute the column in a subquery
@@ -254,7 +254,7 @@ def test_watermark_on_an_expression_is_not_sqlflow():
 def test_misspelt_watermark_model():
     expect("SELECT k, count(*) FROM t WATERMARK ts PERFCT ARRIVAL a GROUP BY k WINDOW GLOBAL",
            SqlflowSyntaxError, """
-        sqlflow: WATERMARK: expected DELAY OF, PERFECT or TIMELINE, got 'PERFCT' (line 1, column 40)
+        sqlflow: WATERMARK: expected DELAY OF, PERFECT, TIMELINE or ASCENDING PER, got 'PERFCT' (line 1, column 40)
           SELECT k, count(*) FROM t WATERMARK ts PERFCT ARRIVAL a GROUP BY k WINDOW GLOBAL
                                                  ^
         did you mean PERFECT?
@@ -862,7 +862,7 @@ def test_arrival_without_a_watermark_names_the_missing_clause(source, column):
 def test_arrival_before_the_watermark_model_says_what_comes_first():
     expect(G.replace("FROM t", "FROM t WATERMARK ts ARRIVAL arrived_at") + "WINDOW FIXED(SIZE 5m)",
            SqlflowSyntaxError, """
-        sqlflow: WATERMARK: expected DELAY OF, PERFECT or TIMELINE, got 'ARRIVAL' (line 1, column 40)
+        sqlflow: WATERMARK: expected DELAY OF, PERFECT, TIMELINE or ASCENDING PER, got 'ARRIVAL' (line 1, column 40)
           SELECT k, count(*) FROM t WATERMARK ts ARRIVAL arrived_at GROUP BY k WINDOW FIXED(SIZE 5m)
                                                  ^
     """)

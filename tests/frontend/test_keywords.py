@@ -62,7 +62,8 @@ def test_the_sets_by_value():
     assert keywords.EMIT_MODES == ("DISCARDING", "ACCUMULATING")
     assert keywords.CLAUSES == {"WINDOW": "WINDOW", "TRIGGER": "TRIGGER", "ALLOWED": "ALLOWED LATENESS",
                                 "EMIT": "EMIT", "OUTPUT": "OUTPUT TIMESTAMP"}
-    assert keywords.WATERMARK_PHRASES == {"DELAY": "DELAY OF", "PERFECT": "PERFECT", "TIMELINE": "TIMELINE"}
+    assert keywords.WATERMARK_PHRASES == {"DELAY": "DELAY OF", "PERFECT": "PERFECT", "TIMELINE": "TIMELINE",
+                                          "ASCENDING": "ASCENDING PER"}
     assert keywords.KEYWORDS[:6] == ("WINDOW", "ON", "TRIGGER", "ALLOWED", "LATENESS", "EMIT")
 
 

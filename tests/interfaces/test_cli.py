@@ -290,3 +290,28 @@ def test_a_failing_expression_in_a_stream_is_located_at_the_expression(spark, ca
     assert err.endswith("SQLSTATE: 22012 (line 3, column 7)\n    SUM(1/0) AS n FROM STREAM(" + table + ") WATERMARK ts "
                         "DELAY OF INTERVAL 1 MINUTE GROUP BY k WINDOW FIXED(SIZE 1h);\n        ^\n"), err[-600:]
     assert not spark.streams.active
+
+
+#: six readings out of order (docs/semantics.md, 11), as a view the CLI and the magic create
+ORDERING_VIEW = (
+    "CREATE OR REPLACE TEMPORARY VIEW readings AS SELECT id, CAST(ts AS TIMESTAMP) AS ts, "
+    "CAST(at AS TIMESTAMP) AS at FROM VALUES "
+    "('r1', '2024-01-01 00:01:40', '2024-01-01 00:01:41'), ('r2', '2024-01-01 00:01:35', '2024-01-01 00:01:42'), "
+    "('r3', '2024-01-01 00:01:52', '2024-01-01 00:01:53'), ('r4', '2024-01-01 00:01:44', '2024-01-01 00:01:54'), "
+    "('r5', '2024-01-01 00:01:39', '2024-01-01 00:01:55'), ('r6', '2024-01-01 00:02:05', '2024-01-01 00:02:06') "
+    "AS t(id, ts, at)")
+
+
+@pytest.mark.slow
+def test_ordering_a_replay_by_event_time(sqlflow_cli):
+    r = sqlflow_cli("-S", "--header", "-e", ORDERING_VIEW + ";\n"
+                    "SELECT id, ts FROM readings WATERMARK ts DELAY OF 10s ARRIVAL at ORDER BY ts, id")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [
+        "id\tts\temit_time",
+        "r2\t2024-01-01 00:01:35\t2024-01-01 00:01:53",
+        "r1\t2024-01-01 00:01:40\t2024-01-01 00:01:53",
+        "r4\t2024-01-01 00:01:44\t2024-01-01 00:02:06",
+        "r3\t2024-01-01 00:01:52\t2024-01-01 00:02:06",
+        "r6\t2024-01-01 00:02:05\t2024-01-01 00:02:06",
+    ]

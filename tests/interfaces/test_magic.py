@@ -394,3 +394,18 @@ def test_two_cells_with_the_same_mistake_both_warn(ipython):
     assert len(messages) == 2 and messages[0] == messages[1]
     assert messages[0].endswith("PERIOD 10s never fires on bounded data: there is no processing time without "
                                 "ARRIVAL; each window emits one pane, at the end of the input")
+
+
+def test_ordering_a_replay_by_event_time(ipython):
+    """docs/semantics.md, 11, through the cell magic: the replay's rows in event-time order."""
+    view = ("CREATE OR REPLACE TEMPORARY VIEW magic_readings AS SELECT id, CAST(ts AS TIMESTAMP) AS ts, "
+            "CAST(at AS TIMESTAMP) AS at FROM VALUES ('r1', '2024-01-01 00:01:40', '2024-01-01 00:01:41'), "
+            "('r2', '2024-01-01 00:01:35', '2024-01-01 00:01:42'), ('r5', '2024-01-01 00:01:39', "
+            "'2024-01-01 00:01:55'), ('r3', '2024-01-01 00:01:52', '2024-01-01 00:01:53') AS t(id, ts, at)")
+    r = run(ipython, f"%%sqlflow\n{view};\n"
+                     "SELECT id FROM magic_readings WATERMARK ts DELAY OF 10s ARRIVAL at ORDER BY ts")
+    assert r.success
+    # W: 00:01:30 at :41, 00:01:42 at :53; r5 (00:01:39, at :55) is late; r3 is emitted at the end (:55)
+    rows = r.result.dataframe.collect()
+    assert [(row.id, str(row.emit_time)) for row in rows] == [
+        ("r2", "2024-01-01 00:01:53"), ("r1", "2024-01-01 00:01:53"), ("r3", "2024-01-01 00:01:55")]
