@@ -12,8 +12,9 @@ is a round trip to the JVM):
 - the `Meta` fields: the engine watermark and processing time of the bucket's last step, the
   number of keys and live windows, and when something is next due (the earliest processing-time
   timer and watermark value that matter, from `Engine.state_summary`);
-- `blob`: the engine state of every key of the bucket, pickled. Its bytes come with every read,
-  but they are unpickled (and the engine run) only when something is due.
+- `blob`: the engine state of every key of the bucket, as `engine.state_codec`'s versioned bytes
+  (the owned-sink executor keeps the same). Its bytes come with every read, but they are decoded
+  (and the engine run) only when something is due.
 
 Each micro-batch N (processing time p, Spark watermark W_N) is one engine instant
 `advance(rows, p, wm_prev=W_{N-1}, wm_new=W_N)`: rows are judged against the watermark of the
@@ -52,7 +53,6 @@ module only on its first call on an executor and hands every call to a `BucketOp
 """
 from __future__ import annotations
 
-import pickle
 from dataclasses import dataclass
 
 import numpy as np
@@ -63,6 +63,7 @@ from sqlflow.columns import (DATA, DROP_METRICS, DROPPED, EMIT_TIME, EVENT_TIME,
                              IS_LAST, IS_RETRACTION, KIND, METRICS, OUTPUT_TIME, PACK, PACKED, PANE,
                              PANE_INDEX, PANE_TIMING, REASON, REPORT_COLUMNS, SOURCE, STREAM_COUNTERS, STREAM_GAUGES, STREAM_LIVE,
                              WINDOW_END, WINDOW_START, metric_column, pane_columns, source_metric)
+from sqlflow.engine import state_codec
 from sqlflow.engine.aggregates import overflow_column
 from sqlflow.engine.plan import EnginePlan
 from sqlflow.engine.runner import Engine
@@ -360,11 +361,14 @@ def weighted_metrics(metrics: dict, dropped: pd.DataFrame, weight: np.ndarray) -
 
 
 def dumps_state(state: dict) -> bytes:
-    return pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
+    """A bucket's engine state as the versioned bytes both executors keep (`state_codec`)."""
+    return state_codec.encode(state)
 
 
-def loads_state(blob) -> dict:
-    return pickle.loads(blob)
+def loads_state(blob, where: str = "the operator's state") -> dict:
+    """`dumps_state`'s bytes (or the previous format's pickle) back; another format version is
+    refused with a located error naming both versions."""
+    return state_codec.decode(bytes(blob), where=where)
 
 
 def state_schema():
@@ -479,7 +483,8 @@ class BucketOperator:
             meta.seen = seen if meta.seen is None else max(meta.seen, seen)
         has_rows = rows is not None and len(rows) > 0
         if self.step.due(meta, p, max(wm_new, meta.wm), has_rows, finish):
-            frames, state = self.step.run(meta, loads_state(old) if old is not None else {}, rows,
+            where = f"the operator's state of bucket {int(key[0])}"
+            frames, state = self.step.run(meta, loads_state(old, where) if old is not None else {}, rows,
                                           p=p, wm_new=wm_new, finish=finish)
             blob = dumps_state(state) if state else None
             meta.bytes = len(blob) if blob is not None else 0

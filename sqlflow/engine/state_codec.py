@@ -8,7 +8,12 @@ class is ever pickled: numbers travel as raw buffers with their dtype, masked pa
 values and mask, and only object columns (key values, Python-valued accumulators such as sets or
 decimals) as pickled numpy arrays of plain Python values. So a checkpoint does not depend on the
 engine's classes, and a state written under another format version is refused by name
-(`FORMAT_VERSION`; `StateFormatError` names both versions) instead of failing inside pickle.
+(`FORMAT_VERSION`; `StateFormatError` names both versions) instead of failing inside pickle. The
+transformWithState operator and the owned-sink executor keep the same bytes (the operator in its
+state value's `blob`, the owned executor in its state files); the previous format, the operator's
+bare pickle, is still read (`PICKLE_FORMAT`). The one exception to "no engine class": custom
+merging windows run the per-key loop, whose state (window objects by key) is kept as one pickle
+inside the versioned bytes (`LOOP`).
 
 >>> import numpy as np, pandas as pd
 >>> state = {"windows": {"start": np.array([0, 60], np.int64), "closed": np.array([False, True])},
@@ -43,6 +48,12 @@ from ..errors import SqlflowExecutionError
 #: gets a new number (and, where it is cheap, a migration in `decode`)
 FORMAT_VERSION = 1
 MAGIC = b"SQLFLOWS"
+#: the one part kept as a pickle: the per-key loop's state (custom merging windows only), a dict by
+#: key of the loop's window objects; a change to those classes is a change of format version
+LOOP = "loop"
+#: the format before this one: the transformWithState operator's bare pickle of the same structure
+#: (no magic word); `decode` reads it (the migration), `encode` never writes it
+PICKLE_FORMAT = 0
 _HEAD = struct.Struct("<8sII")  # magic, format version, manifest length
 
 
@@ -69,6 +80,13 @@ def format_version(blob: bytes) -> int | None:
 def decode(blob: bytes, where: str = "the checkpoint") -> dict:
     """The engine state of `encode`'s bytes; a located error for another format version."""
     version = format_version(blob)
+    if version is None and bytes(blob[:1]) == b"\x80":  # the previous format: a bare pickle
+        try:
+            state = pickle.loads(blob)
+        except (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, ImportError, IndexError):
+            state = None
+        if isinstance(state, dict):
+            return state
     if version is None:
         raise StateFormatError(f"the state at {where} is not sqlflow state of any format version",
                                clause="STREAM", hint="start the query from a new checkpoint")
@@ -109,9 +127,9 @@ def _encode(value, buffers: list):
     if value is None:
         return {"t": "none"}
     if isinstance(value, dict):
-        if not all(isinstance(k, str) for k in value):
-            raise SqlflowExecutionError("this state has keys of another kind than names: the per-key loop's "
-                                        "state (custom merging windows) is not a columnar state", clause="STREAM")
+        if not all(isinstance(k, str) for k in value):  # the per-key loop's windows (see LOOP)
+            buffers.append(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+            return {"t": LOOP, "b": len(buffers) - 1}
         return {"t": "dict", "items": {k: _encode(v, buffers) for k, v in value.items()}}
     if isinstance(value, (list, tuple)):
         return {"t": "list" if isinstance(value, list) else "tuple", "items": [_encode(v, buffers) for v in value]}
@@ -171,6 +189,8 @@ def _decode(node: dict, buffers: list):
         if not node["columns"]:
             return pd.DataFrame(index=range(node["n"]))
         return pd.DataFrame({c: _decode_series(v, buffers) for c, v in zip(node["columns"], node["values"])})
+    if t == LOOP:
+        return pickle.loads(buffers[node["b"]])
     if t == "py":
         return node["v"]
     if t == "float":

@@ -135,6 +135,11 @@ def buckets(spark, df=None, *, keyed: bool = True) -> tuple[int, str]:
 
 #: a stream's default hash buckets per core that runs its tasks (docs/streaming.md, 3.2)
 STREAMING_BUCKETS_PER_CORE = 4
+#: the owned-sink executor's: one per core. Its buckets are the tasks of one cogroup per batch, a
+#: Python call each, and the engine step is vectorised over every key of a bucket, so more buckets
+#: than cores only add calls (scenario 3o, 500,000 rows in 10 batches, alternated in one process:
+#: 4 per core 57.2/44.6/37.7 s, 1 per core 43.1/29.5/30.5 s; docs/dev/streaming-performance.md)
+OWNED_BUCKETS_PER_CORE = 1
 #: the largest default: each bucket is visited in every micro-batch with data (its heartbeats)
 MAX_STREAMING_BUCKETS = 256
 
@@ -151,14 +156,14 @@ def cores(spark) -> int:
             return 2
 
 
-def streaming_buckets(spark, *, keyed: bool = True) -> tuple[int, str]:
+def streaming_buckets(spark, *, keyed: bool = True, per_core: int = STREAMING_BUCKETS_PER_CORE) -> tuple[int, str]:
     """How many hash buckets of keys a stream's stateful operator uses, and why (for explain): the
     one place that decides it (the stateful operator, a chained stage's and the owned-sink
     executor all ask here).
 
     `spark.sqlflow.streaming.buckets` if set; else `STREAMING_BUCKETS_PER_CORE` per core that
     runs the buckets (`cores`: enough to keep them busy, and a bucket's state stays a fraction of
-    the stream's). A stream's size is not known when it is planned (Spark has no statistics for
+    the stream's; the owned-sink executor asks with `OWNED_BUCKETS_PER_CORE`). A stream's size is not known when it is planned (Spark has no statistics for
     a streaming source), so unlike the bounded path's `buckets` there is no estimate to size by.
     Never from `spark.sql.shuffle.partitions`: a bucket costs a Python call in every micro-batch
     with data whether it holds one key or many, so Spark's default of 200 partitions must not
@@ -170,8 +175,8 @@ def streaming_buckets(spark, *, keyed: bool = True) -> tuple[int, str]:
     if fixed is not None:
         return max(1, int(fixed)), STREAMING_BUCKETS
     n = cores(spark)
-    base = min(MAX_STREAMING_BUCKETS, STREAMING_BUCKETS_PER_CORE * n)
-    return base, f"{STREAMING_BUCKETS_PER_CORE} per core, {n} cores"
+    base = min(MAX_STREAMING_BUCKETS, per_core * n)
+    return base, f"{per_core} per core, {n} cores"
 
 
 def estimated_bytes(df) -> int | None:

@@ -2,6 +2,8 @@
 between micro-batches gives the same panes, drops and state as the state kept in memory, on random
 inputs (NULL keys and values, decimals, batches typed apart), windows, triggers and accumulation
 modes; another format version is refused by name."""
+import pickle
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -74,3 +76,17 @@ def test_another_format_version_is_refused_by_name():
     assert error.value.clause == "STREAM"
     with pytest.raises(state_codec.StateFormatError, match="not sqlflow state"):
         state_codec.decode(b"\x80\x04pickled engine objects", where="bucket 0")
+
+
+def test_the_previous_format_a_bare_pickle_is_read():
+    state = {"windows": {"start": np.array([0, 60], np.int64)}, "keys": pd.DataFrame({"k": ["a", "b"]})}
+    back = state_codec.decode(pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL))
+    assert back["windows"]["start"].tolist() == [0, 60] and back["keys"]["k"].tolist() == ["a", "b"]
+    assert state_codec.format_version(pickle.dumps(state)) is None
+
+
+def test_the_per_key_loops_windows_travel_inside_the_versioned_bytes():
+    state = {"loop": {("a",): [1, 2], ("b",): [3]}, "wm": 5}
+    blob = state_codec.encode(state)
+    assert state_codec.format_version(blob) == state_codec.FORMAT_VERSION
+    assert state_codec.decode(blob) == state

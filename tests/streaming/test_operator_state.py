@@ -59,9 +59,10 @@ def test_every_call_reports_the_state_it_leaves():
     out = tester.testInPandas(0, batch(columns, ["c"], [260]))
     meta, blob = peek(tester)
     assert (meta.keys, meta.windows) == (1, 2)
-    keys, windows, smaller = live(out)
+    keys, windows, now = live(out)
     assert (keys, windows) == (1, 2)
-    assert smaller == len(blob) == meta.bytes < size
+    assert now == len(blob) == meta.bytes  # the versioned bytes carry a header: not smaller per se
+    assert op.loads_state(blob)["windows"]["key"].size == 2  # what expired left the state
 
 
 def heartbeat(columns, second):
@@ -182,3 +183,41 @@ def test_timers_only_while_the_watermark_can_move_and_no_call_that_spark_warns_a
     assert calls == [("get", None)]
     tester.testInPandas(0, heartbeat(columns, 30))  # a later one: the poll again
     assert calls[-1] == ("registerTimer", seen_ms + 1)
+
+
+def test_the_operator_keeps_the_versioned_state_format_and_reads_the_previous_one():
+    """The operator's blob is the owned-sink executor's versioned format; a value written by the
+    previous format (a bare pickle) is migrated on read; another version is refused by name."""
+    import pickle
+
+    import pytest
+    from pyspark.sql.streaming.tws_tester import TwsTester
+
+    from sqlflow.engine import state_codec
+
+    proc, columns = processor()
+    tester = TwsTester(proc, timeMode="EventTime", eventTimeExtractor=lambda row: 1 << 60)
+    tester.testInPandas(0, batch(columns, ["a", "b"], [1, 2]))
+    meta, blob = peek(tester)
+    assert blob is not None and state_codec.format_version(blob) == state_codec.FORMAT_VERSION
+    state = op.loads_state(blob)
+    # the previous format: the same structure as a bare pickle; the next step reads it and goes on
+    old = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
+    tester.updateValueState(op.STATE_NAME, 0, (*meta.row(), old))
+    tester.testInPandas(0, batch(columns, ["a"], [200]))
+    out = tester.testInPandas(0, heartbeat(columns, 200))  # the watermark passes [0, 1m): a's 1 and b's 1
+    panes = out[out[C.KIND] == C.PANE].sort_values("k")
+    assert panes[["k", "total", "window_start"]].values.tolist() == [["a", 1, T0], ["b", 1, T0]]
+    meta2, blob2 = peek(tester)
+    assert state_codec.format_version(blob2) == state_codec.FORMAT_VERSION
+    assert (meta2.keys, meta2.windows) == (1, 1)  # a's window [3m, 4m); [0, 1m) expired at 2:00
+    # another format version: refused, naming the bucket and both versions
+    foreign = bytearray(blob2)
+    foreign[8:12] = (state_codec.FORMAT_VERSION + 1).to_bytes(4, "little")
+    meta2.next_wm = 0  # make the step due, so the engine state is read
+    tester.updateValueState(op.STATE_NAME, 0, (*meta2.row(), bytes(foreign)))
+    with pytest.raises(state_codec.StateFormatError) as error:
+        tester.testInPandas(0, batch(columns, ["c"], [300]))
+    assert str(error.value).startswith(
+        f"sqlflow: STREAM: the state at the operator's state of bucket 0 has format version "
+        f"{state_codec.FORMAT_VERSION + 1}; this sqlflow reads format version {state_codec.FORMAT_VERSION}")

@@ -166,3 +166,38 @@ def test_a_failure_at_any_point_loses_and_duplicates_nothing(spark, tmp_path):
     for point in ("mid-batch", "after-state", "after-sink"):
         got = run(point, point)
         pd.testing.assert_frame_equal(got, expected, check_dtype=False)
+
+
+def test_the_documented_example_runs_and_goes_on_from_its_checkpoint(spark, tmp_path, repo_root):
+    """docs/streaming.md 3.0's example as written (paths replaced): two files, then a third and
+    the same code again: the second run goes on from the checkpoint, so the sink holds each
+    window's pane once, in the batch that emitted it."""
+    import re
+
+    from tests.conftest import StreamFiles
+
+    text = (repo_root / "docs" / "streaming.md").read_text(encoding="utf-8")
+    section = text[text.index("### 3.0 The owned-sink executor"):text.index("**When panes fire**")]
+    (code,) = re.findall(r"```python\n(.*?)```", section, re.S)
+    for path, name in (("/data/clicks-per-minute", "out"), ("/data/checkpoints/clicks", "cp"), ("/data/clicks", "in")):
+        code = code.replace(path, str(tmp_path / name))
+    t0 = pd.Timestamp("2024-05-01 09:00", tz="UTC")
+    files = StreamFiles(tmp_path / "in")
+
+    def clicks(rows):
+        return pd.DataFrame({"user": [u for u, _, _ in rows],
+                             "ts": (t0 + pd.to_timedelta([s for _, s, _ in rows], unit="s")).astype("datetime64[us, UTC]"),
+                             "amount": [a for _, _, a in rows]})
+
+    # batch N is judged against W(N-1) and steps to W(N) = the largest event time before N - 10 s
+    files.write(clicks([("ann", 5, 3), ("bob", 20, 4), ("ann", 50, 1)]))  # batch 0: W none
+    files.write(clicks([("ann", 75, 2), ("bob", 110, 6)]))  # batch 1: W 0:40, nothing ends
+    exec(code, {"spark": spark})
+    assert spark.read.parquet(str(tmp_path / "out")).count() == 0
+    files.write(clicks([("bob", 130, 5)]))  # batch 2: W 1:40 passes [0, 1m)
+    files.write(clicks([("ann", 200, 7)]))  # batch 3: W 2:00 passes [1m, 2m); [3m, 4m) stays open
+    exec(code, {"spark": spark})
+    rows = spark.read.parquet(str(tmp_path / "out")).orderBy("window_start", "user").collect()
+    got = [(r["user"], r["n"], r["total"], (pd.Timestamp(r["window_start"], tz="UTC") - t0).total_seconds(),
+            r["batch_id"]) for r in rows]
+    assert got == [("ann", 2, 4, 0, 2), ("bob", 1, 4, 0, 2), ("ann", 1, 2, 60, 3), ("bob", 1, 6, 60, 3)]

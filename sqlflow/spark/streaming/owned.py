@@ -41,7 +41,7 @@ from ...errors import SqlflowUnsupportedError
 from ...time import NEG_INF, POS_INF
 from ...udfs.batch_step import BatchSpec, BatchStep, batch_watermark, state_columns
 from ...udfs.streaming import StreamSpec
-from ..conf import FILE_FORMATS, streaming_buckets
+from ..conf import FILE_FORMATS, OWNED_BUCKETS_PER_CORE, streaming_buckets
 from .checkpoint_files import CheckpointFiles
 from .pane_stream import named_and_triggered
 from .combine import combinable
@@ -216,7 +216,7 @@ class OwnedRun:
         self.files = CheckpointFiles(spark, checkpoint)
         plan = recipe.plan
         latest = self._latest_book(None)
-        default = recipe.buckets or streaming_buckets(spark, keyed=bool(plan.keys))[0]
+        default = recipe.buckets or streaming_buckets(spark, keyed=bool(plan.keys), per_core=OWNED_BUCKETS_PER_CORE)[0]
         self.buckets = latest.buckets if latest is not None else (max(1, int(default)) if plan.keys else 1)
         self.combine = combinable(plan, recipe.data.schema)
         run_plan = partial_plan(plan) if self.combine else plan

@@ -1,0 +1,78 @@
+"""Exactly once through the owned-sink executor across kill -9 of the driver (with its JVM and
+Python workers): killed mid-batch (the batch planned, nothing written), after the batch's state
+version is written but before the sink, and after the sink and the bookkeeping but before Spark's
+commit log; each restart from the checkpoint goes on, and the output equals an uninterrupted
+run's: no row lost, none twice. Sessions with retractions, so a batch applied twice or a state
+version read twice would show."""
+from __future__ import annotations
+
+import os
+import runpy
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tests.conftest import StreamFiles
+
+JOB = Path(__file__).with_name("owned_crash_job.py")
+T0 = pd.Timestamp("2024-03-01 08:00", tz="UTC")
+#: (batch, point) where each run dies, in the order the runs meet them
+KILLS = [(2, "mid-batch"), (4, "after-state"), (6, "after-sink")]
+
+
+def batches(n: int = 8) -> list[pd.DataFrame]:
+    rng = np.random.default_rng(11)
+    out = []
+    for b in range(n):
+        seconds = b * 60 + rng.integers(-180, 60, 10)
+        out.append(pd.DataFrame({"k": rng.choice(list("pqrs"), 10),
+                                 "ts": (T0 + pd.to_timedelta(seconds, unit="s")).astype("datetime64[us, UTC]"),
+                                 "v": rng.integers(1, 9, 10)}))
+    return out
+
+
+def output(spark, out: Path) -> pd.DataFrame:
+    """The sink's rows without emit_time (a batch's wall-clock time), sorted."""
+    rows = spark.read.parquet(str(out)).drop("emit_time").toPandas()
+    return rows.sort_values(list(rows.columns)).reset_index(drop=True)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(spark, tmp_path_factory):
+    base = tmp_path_factory.mktemp("owned-crash-ref")
+    files = StreamFiles(base / "input")
+    for b in batches():
+        files.write(b)
+    job = runpy.run_path(str(JOB))
+    job["run"](spark, str(files.path), str(base / "out"), str(base / "cp"))
+    rows = output(spark, base / "out")
+    assert rows["is_retraction"].any() and set(rows["batch_id"]) >= set(range(8))
+    return rows
+
+
+@pytest.mark.slow
+def test_kill_9_at_three_points_and_restart(spark, uninterrupted, tmp_path):
+    files = StreamFiles(tmp_path / "input")
+    for b in batches():
+        files.write(b)
+    out, cp = tmp_path / "out", tmp_path / "cp"
+    args = [sys.executable, str(JOB), str(files.path), str(out), str(cp)]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    for batch, point in KILLS:
+        proc = subprocess.run([*args, f"{batch}:{point}"], start_new_session=True, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, env=env, timeout=600)
+        assert proc.returncode == -9 and f"KILLED {batch}:{point}".encode() in proc.stdout
+        assert not (cp / "commits" / str(batch)).exists(), "Spark had not committed the batch"
+        state = cp / "sqlflow-state" / f"v={batch}"
+        # the state version and the sink's directory exist only when the kill came after them
+        assert (state / "_sqlflow.json").exists() == (point == "after-sink")
+        assert any(state.glob("*.parquet")) == (point != "mid-batch")
+        assert (out / f"batch_id={batch}").exists() == (point == "after-sink")
+    done = subprocess.run(args, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+                          timeout=600)
+    assert b"DONE" in done.stdout
+    pd.testing.assert_frame_equal(output(spark, out), uninterrupted, check_dtype=False)
