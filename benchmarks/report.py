@@ -50,6 +50,8 @@ NAMES = {
           "streaming window aggregation, update mode",
     "3d": "3d. scenario 3's query on a session with Spark's defaults (200 shuffle partitions, Spark's state store), "
           "3 files of 50 rows, written by `df.writeStream`: vs native streaming window aggregation, update mode",
+    "3do": "3do. scenario 3d through the owned-sink executor (`sqlflow.start`): vs native streaming window "
+           "aggregation, update mode",
     "4": "4. scenario 2: vs Apache Beam Python SDK, DirectRunner",
     "f1": "f1. fixed windows, default trigger, bounded: vs Flink SQL TUMBLE, batch mode",
     "f2": "f2. sessions, default trigger, bounded: vs Flink SQL SESSION, streaming mode over the file",

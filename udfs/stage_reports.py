@@ -5,7 +5,7 @@ Each call of a first-stage bucket (hash bucket b of n1) reports on its METRICS r
 (`columns.REPORT_COLUMNS`, udfs/streaming.py): its call number (`seq`, increasing per bucket),
 its input watermark W and its holds after the call (`Engine.held`: the smallest `output_time`
 of its pending retractions, +inf when none), the batch time, and whether its input has finished;
-Spark copies the row to every second-stage bucket (sqlflow/spark/streaming/chained.py), so that
+Spark copies the row to every second-stage bucket (sqlflow/spark/streaming/chained_stage.py), so that
 every second-stage bucket runs in every batch. A second-stage bucket runs in timeMode None
 (udfs/chained_operator.py), so Spark gives it neither a watermark nor a batch time
 (tests/upstream/test_transform_with_state.py): both come from the reports. It keeps, per first-stage bucket, the value of its latest report, min(W, held), since

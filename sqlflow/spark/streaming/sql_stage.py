@@ -18,11 +18,11 @@ from ...frontend.validate import validate
 from .. import collation, conf, handover, trigger_checks
 from ...plan.output import panes_select
 from ...plan.pipelines import STAGE_KEY, StageLink, one_pane_per_window
-from ...plan.relations import to_spark_sql
+from ...plan.relations import replace_select, to_spark_sql
 from ..report import Stage
 from ..select_types import check_input_types, names_and_types, naming_query
 from .build import build_stream
-from .chained import chained_panes
+from .chained_stage import chained_panes
 from .chaining import carry_reports, find_chain, read_later, refuse_unchainable, refuse_watermarked_input
 from .metrics import METRICS_NAME
 from .schema import pane_schema
@@ -146,10 +146,7 @@ def streaming_stage(runner, number: int, ws, rel, raw, *, finish_dir: str | None
     # what an aggregation downstream may do with these panes (pipelines.rewrite_consumer)
     new.meta[STAGE_KEY] = StageLink(ws.windowing.mode, None, False, ws.label(), stream=True,
                                     one_pane=one_pane_per_window(ws.windowing), stage=stage)
-    if ws.select is runner.tree:
-        runner.tree = new
-    else:
-        ws.select.replace(new)
+    runner.tree = replace_select(runner.tree, ws.select, new)
     return stage
 
 
