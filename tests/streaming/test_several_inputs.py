@@ -157,3 +157,24 @@ def test_a_join_with_a_static_table_keeps_the_stream_watermark(spark, tmp_path):
     assert got == [("gold", 1, S_(40), 0, "ON_TIME", True, at[2]), ("gold", 2, S_(100), 0, "ON_TIME", True, at[3]),
                    ("gold", 4, S_(160), 0, "ON_TIME", True, at[4]), ("gold", 40, S_(220), 0, "ON_TIME", True, finish)]
     assert S.query_metrics(query)["dropped_too_late"] == 1
+
+
+def test_the_native_operator_is_refused_for_several_watermarked_streams(spark, tmp_path):
+    """`spark.sqlflow.streaming.operator = native` cannot run a window fed by two watermarked
+    streams (Spark's window aggregation keeps one watermark): refused at the second WATERMARK."""
+    from sqlflow.errors import SqlflowUnsupportedError
+
+    source(spark, tmp_path, "eu", A)
+    source(spark, tmp_path, "us", B)
+    query_text = UNION.format(a="eu", b="us")
+    spark.conf.set("spark.sqlflow.streaming.operator", "native")
+    try:
+        with pytest.raises(SqlflowUnsupportedError) as caught:
+            sqlflow.sql(spark, query_text)
+    finally:
+        spark.conf.unset("spark.sqlflow.streaming.operator")
+    second = query_text.splitlines().index(next(line for line in query_text.splitlines() if "FROM us WATERMARK" in line))
+    assert (caught.value.clause, caught.value.line) == ("WATERMARK", second + 1)
+    assert str(caught.value).startswith("sqlflow: WATERMARK at line")
+    assert ("spark.sqlflow.streaming.operator is native, but Spark's window aggregation keeps one watermark, and 2 "
+            "watermarked streams feed this window") in str(caught.value)

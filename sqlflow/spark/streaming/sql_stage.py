@@ -91,26 +91,16 @@ def streaming_stage(runner, number: int, ws, rel, raw, *, finish_dir: str | None
         raise SqlflowUnsupportedError(f"{conf.STREAMING_OPERATOR} must be auto, native or stateful, got {operator!r}",
                                       clause="STREAM")
     buckets = conf.get(spark, conf.STREAMING_BUCKETS)
-    if several is not None and operator == "native":
-        raise ws.error(SqlflowUnsupportedError, f"{conf.STREAMING_OPERATOR} is native, but Spark's window "
-                       f"aggregation keeps one watermark, and {len(delays)} watermarked streams feed this window",
-                       "WATERMARK", pos=ws.sources[1].watermark.pos, hint=f"SET {conf.STREAMING_OPERATOR} = auto")
     report = read_later(runner.statement, ws.select)
+    if operator == "native":
+        _native_refused(ws, several=len(delays) if several is not None else 0, chained=chain is not None,
+                        report=report)
     if chain is not None:
-        if operator == "native":
-            raise ws.error(SqlflowUnsupportedError, f"{conf.STREAMING_OPERATOR} is native, but {ws.label()} reads "
-                           "the panes of an earlier windowed stage: it runs on that stage's reports", "WINDOW",
-                           pos=ws.windowing.pos, hint=f"SET {conf.STREAMING_OPERATOR} = auto")
         stream = chained_panes(spark, engine_input, plan, upstream=chain.stage.extra["stream"],
                                schema=output_schema, metrics_name=_metrics_name(number),
                                buckets=int(buckets) if buckets else None, engine_types=dict(outputs.types),
                                decode=outputs.decode_by_column(), report=report)
     else:
-        if report and operator == "native":
-            raise ws.error(SqlflowUnsupportedError, f"{conf.STREAMING_OPERATOR} is native, but a later windowed "
-                           f"SELECT reads the panes of {ws.label()}, under the output watermark that only the "
-                           "stateful operator reports", "WINDOW", pos=ws.windowing.pos,
-                           hint=f"SET {conf.STREAMING_OPERATOR} = auto")
         stream = _build(runner, number, engine_input, plan, clock, delays, output_schema, operator, buckets,
                         several, finish_dir, time_shift, outputs, report)
     if stream.operator == "stateful" and not runner.dry:
@@ -148,6 +138,24 @@ def streaming_stage(runner, number: int, ws, rel, raw, *, finish_dir: str | None
                                     one_pane=one_pane_per_window(ws.windowing), stage=stage)
     runner.tree = replace_select(runner.tree, ws.select, new)
     return stage
+
+
+def _native_refused(ws, *, several: int, chained: bool, report: bool) -> None:
+    """The located refusal of `spark.sqlflow.streaming.operator = native` where Spark's window
+    aggregation cannot run the stage (nothing when it can)."""
+    if several:
+        why, clause, pos = (f"Spark's window aggregation keeps one watermark, and {several} watermarked streams "
+                            "feed this window", "WATERMARK", ws.sources[1].watermark.pos)
+    elif chained:
+        why, clause, pos = (f"{ws.label()} reads the panes of an earlier windowed stage: it runs on that stage's "
+                            "reports", "WINDOW", ws.windowing.pos)
+    elif report:
+        why, clause, pos = (f"a later windowed SELECT reads the panes of {ws.label()}, under the output watermark "
+                            "that only the stateful operator reports", "WINDOW", ws.windowing.pos)
+    else:
+        return
+    raise ws.error(SqlflowUnsupportedError, f"{conf.STREAMING_OPERATOR} is native, but {why}", clause, pos=pos,
+                   hint=f"SET {conf.STREAMING_OPERATOR} = auto")
 
 
 def _executor_text(stream) -> str:
