@@ -265,7 +265,7 @@ def spread_over(ws, rel: InputRelation) -> tuple[int, int] | None:
     """The blocks of event time over which the rows of a windowed SELECT without GROUP BY keys
     are spread over buckets (FIXED and CUMULATE windows: `sqlflow.engine.spread_blocks`), or None
     (keys spread them; other windows leave every row in one bucket)."""
-    return None if rel.keys else spread_blocks(ws.window)
+    return None if rel.keys else spread_blocks(ws.windowing, replay=rel.replay)
 
 
 def liftable(plan: EnginePlan, rel: InputRelation, schema: dict) -> bool:
