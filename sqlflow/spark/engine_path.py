@@ -208,7 +208,8 @@ def run_engine(ws, rel: InputRelation, raw, agg_types: list, *, buckets: int, ti
     job = BucketJob(plan, columns=tuple(out_schema.fieldNames()), keys=tuple(rel.keys), args=tuple(rel.args),
                     timeline=timeline, p_end=p_end, replay=rel.replay,
                     weight=WEIGHT if lifted is not None or combining is not None else None, shared=shared,
-                    combine=combining, chunked=chunked, chunk_rows=chunk_rows or 0)
+                    combine=combining, chunked=chunked, chunk_rows=chunk_rows or 0,
+                    averages=tuple(outputs.averages))
     output = rows.mapInArrow(ArrowBuckets(job, arrow_schema(out_schema, spark)), schema=out_schema)
 
     pane_columns = [_q(k) for k in rel.keys] + outputs.decode
