@@ -152,18 +152,27 @@ def decimal_average(sums, counts: np.ndarray, scale: int):
     valid = sums.is_valid().to_numpy(zero_copy_only=False) & (counts > 0)
     limbs = decimal_limbs(sums).astype(object)
     unscaled = limbs[:, 0] + (limbs[:, 1] << 32) + (limbs[:, 2] << 64) + (limbs[:, 3] << 96)
-    negative = unscaled < 0
-    divisor = np.where(valid, counts, 1).astype(object)
-    # to 39 decimal places, half up (away from zero)
-    scaled = np.abs(unscaled) * 10 ** (39 - sums.type.scale)
-    q = scaled // divisor + (2 * (scaled % divisor) >= divisor)
-    # then to `scale`, half up
-    step = 10 ** (39 - scale)
-    q = q // step + (2 * (q % step) >= step)
-    fits = (q < _TEN_38).astype(bool)
-    value = np.where(negative, -q, q)
+    value = decimal_quotients(unscaled, np.where(valid, counts, 1), sums.type.scale, scale)
+    fits = (np.abs(value) < _TEN_38).astype(bool)
     value = np.where(valid & fits, value, 0)
     words = np.empty((n, 2), np.uint64)
     words[:, 0] = (value & (2**64 - 1)).astype(np.uint64)
     words[:, 1] = ((value >> 64) & (2**64 - 1)).astype(np.uint64)
     return decimal_array(words, valid & fits, scale), fits | ~valid
+
+
+def decimal_quotients(unscaled: np.ndarray, counts: np.ndarray, scale_in: int, scale: int) -> np.ndarray:
+    """The unscaled values at `scale` of sums (unscaled Python integers at `scale_in`) divided by
+    positive counts, as Spark divides decimals: to 39 decimal places, then to `scale`, both
+    rounded half up (away from zero). Python integers (an object array).
+
+    >>> decimal_quotients(np.array([1, -5, 2], dtype=object), np.array([3, 2, 3]), 0, 4).tolist()
+    [3333, -25000, 6667]
+    """
+    divisor = np.asarray(counts, np.int64).astype(object)
+    negative = unscaled < 0
+    scaled = np.abs(unscaled) * 10 ** (39 - scale_in)
+    q = scaled // divisor + (2 * (scaled % divisor) >= divisor)
+    step = 10 ** (39 - scale)
+    q = q // step + (2 * (q % step) >= step)
+    return np.where(negative, -q, q)
