@@ -51,7 +51,9 @@ import pandas as pd
 
 from sqlflow.columns import (ARRIVAL_TIME, DROPPED, EVENT_TIME, FINAL, HOLD_SINCE, HOLD_UNTIL, IS_RETRACTION, KIND, METRICS,
                              PANE, PANE_INDEX, REASON, ROWS, WINDOW_END, WINDOW_START)
+from sqlflow.engine.aggregates import overflow_column
 from sqlflow.engine.arrival_combine import ChunkedCombine, combine
+from sqlflow.engine.exact import decimal_average
 from sqlflow.engine.plan import EnginePlan
 from sqlflow.engine.runner import Engine
 from sqlflow.engine import values
@@ -74,6 +76,8 @@ class BucketJob:
       the engine runs
       (sqlflow/engine/arrival_combine.py; `plan` then aggregates the partials `parts` and
       `weight` counts the rows);
+    - `averages`: (output, sum, count, sum scale, scale) per AVG of a DECIMAL, which the job
+      divides as Spark does (`sqlflow.engine.exact.decimal_average`);
     - `chunked`: (plan over the partials, weight column, combine tuple as `combine`) when a bucket
       of more than `chunk_rows` rows (a hot key) may be combined the same way while its batches
       are read, chunk by chunk (`ArrowBuckets`), so that its memory follows the combined groups
@@ -92,6 +96,7 @@ class BucketJob:
     combine: tuple | None = None  # (size, slice offset, period, offset, parts): sqlflow.engine.arrival_combine
     chunked: tuple | None = None  # (plan, weight, combine): combining a bucket above chunk_rows rows
     chunk_rows: int = 1_000_000
+    averages: tuple = ()  # (output, sum, count, sum scale, scale): AVG of a DECIMAL (sqlflow/spark/handover.py)
 
     def table(self, rows: pd.DataFrame, schema):
         """The output as one Arrow table of `schema`, built column by column from the parts'
@@ -151,6 +156,11 @@ class BucketJob:
         panes[IS_RETRACTION] = retraction.astype(bool)
         if FINAL not in panes:
             panes[FINAL] = _final(panes, list(self.keys), self.plan.mode)
+        for output, total, count, sum_scale, scale in self.averages:
+            sums = arrow_piece(panes[total], _decimal128(38, sum_scale))
+            average, fits = decimal_average(sums, panes[count].to_numpy(np.int64), scale)
+            panes[output] = pd.Series(pd.arrays.ArrowExtensionArray(average), index=panes.index)
+            panes[overflow_column(output)] = ~fits
         return panes
 
     def _dropped(self, rows: pd.DataFrame, dropped: pd.DataFrame) -> pd.DataFrame:
@@ -253,6 +263,12 @@ def engine_column(column):
     if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_boolean(t) or pa.types.is_null(t):
         return column.to_pandas()
     return pd.arrays.ArrowExtensionArray(column)
+
+
+def _decimal128(precision: int, scale: int):
+    import pyarrow as pa
+
+    return pa.decimal128(precision, scale)
 
 
 def arrow_piece(values: pd.Series, arrow_type):

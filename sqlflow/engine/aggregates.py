@@ -324,10 +324,7 @@ class Aggregate:
             if k == "avg":
                 s = acc["s"]
                 if s.dtype == object:
-                    with decimal.localcontext() as exactly:
-                        exactly.prec = 100
-                        vals = [None if c == 0 else s_ / c for s_, c in zip(s.tolist(), cnt.tolist())]
-                    return pd.Series(vals, dtype=object)
+                    return pd.Series(_decimal_averages(s, cnt), dtype=object)
                 out = np.divide(s.astype(np.float64), cnt, out=np.zeros(len(cnt)), where=cnt > 0)
                 return fields.floats(out, cnt == 0)
             v = acc["s"] if k == "sum" else acc["v"]
@@ -374,6 +371,21 @@ class Aggregate:
 
 
 # ---------------------------------------------------------------------- helpers
+
+
+def _decimal_averages(sums: np.ndarray, counts: np.ndarray) -> list:
+    """AVG of a DECIMAL(p, s) column from its exact sums (Python Decimals of the column's scale s)
+    as Spark's Average computes it: DECIMAL(p + 4, s + 4), at most 38 decimals, rounded half up
+    (`exact.decimal_quotients`); None without values. (Its precision is Spark's to check.)"""
+    present = counts > 0
+    exponents = [v.as_tuple().exponent for v in sums[present] if isinstance(v, decimal.Decimal) and v.is_finite()]
+    scale = max([0] + [-int(e) for e in exponents])
+    target = min(scale + 4, 38)
+    unscaled = np.array([int(v.scaleb(scale, decimal.Context(prec=100))) if c else 0
+                         for v, c in zip(sums.tolist(), present.tolist())], dtype=object)
+    q = exact.decimal_quotients(unscaled, np.where(present, counts, 1), scale, target)
+    return [None if not c else decimal.Decimal((int(v < 0), tuple(map(int, str(abs(v)))), -target))
+            for v, c in zip(q.tolist(), present.tolist())]
 
 #: the field whose type follows the input column, per kind
 _VALUE_FIELD = {"sum": "s", "avg": "s", "min": "v", "max": "v"}

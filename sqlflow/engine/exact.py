@@ -130,3 +130,49 @@ def decimal_array(words: np.ndarray, valid: np.ndarray, scale: int, precision: i
     mask = None if valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little").tobytes())
     return pa.Array.from_buffers(pa.decimal128(precision, scale), n, [mask, pa.py_buffer(data.tobytes())],
                                  null_count=int(n - valid.sum()))
+
+
+def decimal_average(sums, counts: np.ndarray, scale: int):
+    """Spark's AVG of a DECIMAL from exact sums (an Arrow decimal128 array) and counts: the sum
+    divided by the count to 39 decimal places, then to `scale`, both rounded half up, as Spark's
+    decimal division and its `toPrecision` do. Returns an Arrow decimal128(38, scale) array (NULL
+    where the count is 0 or the sum NULL, or the average needs more than 38 digits) and whether
+    each average fits those 38 digits. Python integers, one per pane: exact at any count.
+
+    >>> import pyarrow as pa, decimal
+    >>> sums = pa.array([decimal.Decimal(x) for x in ("0.000000000000000003", "-0.000000000000000005",
+    ...                                               "99999999999999999999.999999999999999999")] + [None],
+    ...                 pa.decimal128(38, 18))
+    >>> avg, fits = decimal_average(sums, np.array([2, 2, 1, 0]), 22)
+    >>> avg.to_pylist(), fits.tolist()
+    ([Decimal('1.5000E-18'), Decimal('-2.5000E-18'), None, None], [True, True, False, True])
+    """
+    n = len(sums)
+    counts = np.asarray(counts, np.int64)
+    valid = sums.is_valid().to_numpy(zero_copy_only=False) & (counts > 0)
+    limbs = decimal_limbs(sums).astype(object)
+    unscaled = limbs[:, 0] + (limbs[:, 1] << 32) + (limbs[:, 2] << 64) + (limbs[:, 3] << 96)
+    value = decimal_quotients(unscaled, np.where(valid, counts, 1), sums.type.scale, scale)
+    fits = (np.abs(value) < _TEN_38).astype(bool)
+    value = np.where(valid & fits, value, 0)
+    words = np.empty((n, 2), np.uint64)
+    words[:, 0] = (value & (2**64 - 1)).astype(np.uint64)
+    words[:, 1] = ((value >> 64) & (2**64 - 1)).astype(np.uint64)
+    return decimal_array(words, valid & fits, scale), fits | ~valid
+
+
+def decimal_quotients(unscaled: np.ndarray, counts: np.ndarray, scale_in: int, scale: int) -> np.ndarray:
+    """The unscaled values at `scale` of sums (unscaled Python integers at `scale_in`) divided by
+    positive counts, as Spark divides decimals: to 39 decimal places, then to `scale`, both
+    rounded half up (away from zero). Python integers (an object array).
+
+    >>> decimal_quotients(np.array([1, -5, 2], dtype=object), np.array([3, 2, 3]), 0, 4).tolist()
+    [3333, -25000, 6667]
+    """
+    divisor = np.asarray(counts, np.int64).astype(object)
+    negative = unscaled < 0
+    scaled = np.abs(unscaled) * 10 ** (39 - scale_in)
+    q = scaled // divisor + (2 * (scaled % divisor) >= divisor)
+    step = 10 ** (39 - scale)
+    q = q // step + (2 * (q % step) >= step)
+    return np.where(negative, -q, q)

@@ -21,6 +21,7 @@ import numpy as np
 from .. import ast
 from ..errors import SqlflowExecutionError, SqlflowSemanticError
 from ..time import NEG_INF, POS_INF, saturating_add
+from .triggers import uses_processing_time
 
 _I64 = np.int64
 
@@ -200,20 +201,31 @@ class CustomWindows(MergingWindowAssigner):
             raise SqlflowExecutionError(f"window function {self.name}.merge failed: {e}", clause="WINDOW") from e
 
 
-def spread_blocks(fn: "ast.WindowFn") -> tuple[int, int] | None:
+def spread_blocks(windowing: "ast.Windowing", replay: bool) -> tuple[int, int] | None:
     """(size, offset) of blocks of event time [k*size + offset, (k+1)*size + offset) that every
-    window of this function lies in (FIXED: its windows; CUMULATE: its `size` periods), or None
+    window of this windowing lies in (FIXED: its windows; CUMULATE: its `size` periods), or None
     (sliding windows overlap blocks, sessions merge, GLOBAL is one window, custom ones are unknown).
     A window's panes depend only on its own elements (triggers, pane indexes, lateness and holds
-    are per key and window; the watermark and the end of input are global), so the rows of a
-    stage without GROUP BY keys can be spread over buckets by block (`sqlflow.spark.engine_path`)
-    instead of one bucket holding every row.
+    are per key and window; the watermark is global), so the rows of a stage without GROUP BY keys
+    can be spread over buckets by block (`sqlflow.spark.engine_path`) instead of one bucket
+    holding every row. The end of input is the exception: it comes after the key's last
+    processing-time timer (docs/semantics.md, 1.2), a timer of any window of the key, so a replay
+    whose trigger has PERIOD or DELAY is not spread (a bucket would end its windows at its own
+    last timer, not the key's).
 
-    >>> spread_blocks(ast.Fixed(ast.Duration(60), ast.Duration(10)))
+    >>> fixed = ast.Windowing(ast.WindowClause(ast.Fixed(ast.Duration(60), ast.Duration(10))))
+    >>> spread_blocks(fixed, replay=True)
     (60, 10)
-    >>> spread_blocks(ast.Sliding(ast.Duration(60), ast.Duration(30))) is None
+    >>> late = ast.WatermarkEarlyLate(late=ast.Delay(ast.Duration(5)))
+    >>> spread_blocks(ast.Windowing(fixed.window, late), replay=True) is None
+    True
+    >>> spread_blocks(ast.Windowing(ast.WindowClause(ast.Sliding(ast.Duration(60), ast.Duration(30)))),
+    ...               replay=False) is None
     True
     """
+    fn = windowing.window.fn
+    if replay and uses_processing_time(windowing.effective_trigger):
+        return None
     if isinstance(fn, ast.Fixed):
         return fn.size.micros, fn.offset.micros % fn.size.micros
     if isinstance(fn, ast.Cumulate):

@@ -105,6 +105,25 @@ ARROW_LARGE_VAR_TYPES = "spark.sql.execution.arrow.useLargeVarTypes"
 ANSI_ENABLED = "spark.sql.ansi.enabled"
 
 
+def whole_number(spark, key: str, default: int, what: str, *, least: int = 1) -> int:
+    """A conf holding a whole number of at least `least` (`default` when unset), or a located
+    error naming the key, what it counts and the value (never Python's own ValueError).
+
+    >>> whole_number(None, BUCKET_BYTES, DEFAULT_BUCKET_BYTES, "a number of bytes")
+    8388608
+    """
+    from ..errors import SqlflowError
+
+    text = get(spark, key, str(default))
+    try:
+        value = int(text.strip())
+    except ValueError:
+        value = least - 1
+    if value < least:
+        raise SqlflowError(f"{key} must be {what}, not {text!r}", clause="SET")
+    return value
+
+
 def shuffle_partitions(spark) -> int:
     try:
         return max(1, int(get(spark, "spark.sql.shuffle.partitions", "200")))
@@ -121,12 +140,12 @@ def buckets(spark, df=None, *, keyed: bool = True) -> tuple[int, str]:
     """
     if not keyed:
         return 1, "1 (no GROUP BY keys: every row is one key)"
-    fixed = get(spark, BUCKETS)
-    if fixed is not None:
-        return max(1, int(fixed)), f"{int(fixed)} (spark.sqlflow.buckets)"
+    if get(spark, BUCKETS) is not None:
+        fixed = whole_number(spark, BUCKETS, 1, "a number of buckets (1 or more)")
+        return fixed, f"{fixed} (spark.sqlflow.buckets)"
     base = 2 * shuffle_partitions(spark)
     size = estimated_bytes(df)
-    target = int(get(spark, BUCKET_BYTES, str(DEFAULT_BUCKET_BYTES)))
+    target = whole_number(spark, BUCKET_BYTES, DEFAULT_BUCKET_BYTES, "a number of bytes per bucket (1 or more)")
     if size is not None and size > base * target:
         n = min(MAX_BUCKETS, -(-size // target))
         return n, f"{n} (input estimated at {size} bytes, {target} per bucket)"
@@ -171,9 +190,8 @@ def streaming_buckets(spark, *, keyed: bool = True, per_core: int = STREAMING_BU
     """
     if not keyed:
         return 1, "no GROUP BY keys: every row is one key"
-    fixed = get(spark, STREAMING_BUCKETS)
-    if fixed is not None:
-        return max(1, int(fixed)), STREAMING_BUCKETS
+    if get(spark, STREAMING_BUCKETS) is not None:
+        return whole_number(spark, STREAMING_BUCKETS, 1, "a number of buckets (1 or more)"), STREAMING_BUCKETS
     n = cores(spark)
     base = min(MAX_STREAMING_BUCKETS, per_core * n)
     return base, f"{per_core} per core, {n} cores"
@@ -195,14 +213,5 @@ def estimated_bytes(df) -> int | None:
 
 def chunk_rows(spark) -> int:
     """`spark.sqlflow.bucketChunkRows`: a positive number of rows, or 0 (never chunked)."""
-    from ..errors import SqlflowError
-
-    text = get(spark, BUCKET_CHUNK_ROWS, str(DEFAULT_BUCKET_CHUNK_ROWS)) or ""
-    try:
-        value = int(text.strip())
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise SqlflowError(f"{BUCKET_CHUNK_ROWS} must be a number of rows (0: never chunked), not {text!r}",
-                           clause="SET")
-    return value
+    return whole_number(spark, BUCKET_CHUNK_ROWS, DEFAULT_BUCKET_CHUNK_ROWS, "a number of rows (0: never chunked)",
+                        least=0)

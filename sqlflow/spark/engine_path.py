@@ -208,7 +208,8 @@ def run_engine(ws, rel: InputRelation, raw, agg_types: list, *, buckets: int, ti
     job = BucketJob(plan, columns=tuple(out_schema.fieldNames()), keys=tuple(rel.keys), args=tuple(rel.args),
                     timeline=timeline, p_end=p_end, replay=rel.replay,
                     weight=WEIGHT if lifted is not None or combining is not None else None, shared=shared,
-                    combine=combining, chunked=chunked, chunk_rows=chunk_rows or 0)
+                    combine=combining, chunked=chunked, chunk_rows=chunk_rows or 0,
+                    averages=tuple(outputs.averages))
     output = rows.mapInArrow(ArrowBuckets(job, arrow_schema(out_schema, spark)), schema=out_schema)
 
     pane_columns = [_q(k) for k in rel.keys] + outputs.decode
@@ -265,7 +266,7 @@ def spread_over(ws, rel: InputRelation) -> tuple[int, int] | None:
     """The blocks of event time over which the rows of a windowed SELECT without GROUP BY keys
     are spread over buckets (FIXED and CUMULATE windows: `sqlflow.engine.spread_blocks`), or None
     (keys spread them; other windows leave every row in one bucket)."""
-    return None if rel.keys else spread_blocks(ws.window)
+    return None if rel.keys else spread_blocks(ws.windowing, replay=rel.replay)
 
 
 def liftable(plan: EnginePlan, rel: InputRelation, schema: dict) -> bool:

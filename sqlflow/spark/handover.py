@@ -9,9 +9,10 @@ implements its own type rules, finishes what depends on them, on the engine's ou
   Spark's ARITHMETIC_OVERFLOW error, whose query context names the call in the user's query;
 - SUM of DECIMAL(p, s): the engine's exact total (38 digits, NULL and flagged beyond), checked
   against DECIMAL(min(38, p + 10), s) by Spark: NULL, or ARITHMETIC_OVERFLOW in ANSI mode;
-- AVG of DECIMAL(p, s): the engine's exact SUM and COUNT; Spark divides as its own Average does
-  (`CAST(try_divide(sum, CAST(count AS DECIMAL(20,0))) AS DECIMAL(p + 4, s + 4))`), so precision,
-  rounding and overflow are Spark's;
+- AVG of DECIMAL(p, s): the engine's exact SUM and COUNT, divided by the bucket job as Spark's
+  Average divides (to 39 decimal places, then to s + 4, half up:
+  `sqlflow.engine.exact.decimal_average`), checked by Spark against the sum's DECIMAL(p + 10, s)
+  and the result's DECIMAL(p + 4, s + 4): NULL, or ARITHMETIC_OVERFLOW in ANSI mode;
 - SUM and AVG of day-time intervals: the engine's exact microseconds; an overflow fails with
   Spark's INTERVAL_ARITHMETIC_OVERFLOW, AVG is Spark's own interval division;
 - the variance family of a DECIMAL: Spark casts the argument to DOUBLE first, as its own
@@ -40,6 +41,9 @@ class Outputs:
     types: list = field(default_factory=list)        # (engine output column, Spark type)
     decode: list = field(default_factory=list)       # SQL per call, aliased agg_column(j)
     derived: dict = field(default_factory=dict)      # extra input column -> SQL over the input relation
+    #: (output, sum, count, sum scale, scale) per AVG of a DECIMAL: the bucket job divides
+    #: (`sqlflow.engine.exact.decimal_average`), Spark checks the result against its type
+    averages: list = field(default_factory=list)
 
     @property
     def columns(self) -> list[str]:
@@ -101,12 +105,17 @@ def plan_outputs(ws, rel, schema: dict, agg_types: list, *, ansi_mode: bool, nam
             total, count = f"{col}__sum", f"{col}__count"
             out.aggregates += [Aggregate("sum", arg, total), Aggregate("count", arg, count)]
             if isinstance(arg_type, T.DecimalType):
+                # Spark's Average: the sum in DECIMAL(p + 10, s) (past it NULL, or the ANSI error),
+                # divided exactly and rounded to its result type (past it the same); a division in
+                # Spark SQL would round twice or overflow its intermediate type
                 sum_type = T.DecimalType(min(38, arg_type.precision + 10), arg_type.scale)
                 out.types += [(total, T.DecimalType(38, arg_type.scale)), (overflow_column(total), T.BooleanType()),
-                              (count, T.LongType())]
-                checked = _checked_decimal(total, sum_type, ansi_mode, message)
-                ratio = f"try_divide({checked}, CAST({_q(count)} AS DECIMAL(20,0)))"
-                out.decode.append(f"IF({_q(count)} = 0, NULL, CAST({ratio} AS {result.simpleString()})) AS {_q(col)}")
+                              (count, T.LongType()), (col, T.DecimalType(38, result.scale)),
+                              (overflow_column(col), T.BooleanType())]
+                out.averages.append((col, total, count, arg_type.scale, result.scale))
+                test = f"{_overflow_test(total, sum_type)} OR {_overflow_test(col, result)}"
+                value = _checked_decimal(col, result, ansi_mode, message, test)
+                out.decode.append(f"IF({_q(count)} = 0, NULL, {value}) AS {_q(col)}")
             else:
                 out.types += [(total, arg_type), (overflow_column(total), T.BooleanType()), (count, T.LongType())]
                 flag = _q(overflow_column(total))
@@ -138,13 +147,18 @@ def _decimal_sum(out: Outputs, agg: Aggregate, result, ansi_mode: bool, message:
     out.decode.append(f"{_checked_decimal(col, result, ansi_mode, message)} AS {_q(col)}")
 
 
-def _checked_decimal(column: str, dtype, ansi_mode: bool, message: str) -> str:
-    """The engine's exact DECIMAL(38, s) total as `dtype` (DECIMAL(P, s)), or Spark's overflow:
-    NULL, or the ANSI error."""
+def _overflow_test(column: str, dtype) -> str:
+    """SQL telling whether the engine's exact DECIMAL(38, s) `column` (flagged past 38 digits)
+    does not fit `dtype` (DECIMAL(P, s))."""
     flag = _q(overflow_column(column))
-    value = _q(column)
-    test = flag
     if dtype.precision < 38:  # 10^(P - s) fits in DECIMAL(38, s): the comparison is exact
-        test = f"({flag} OR abs({value}) >= CAST('1E{dtype.precision - dtype.scale}' AS DECIMAL(38,{dtype.scale})))"
+        return f"({flag} OR abs({_q(column)}) >= CAST('1E{dtype.precision - dtype.scale}' AS DECIMAL(38,{dtype.scale})))"
+    return flag
+
+
+def _checked_decimal(column: str, dtype, ansi_mode: bool, message: str, test: str | None = None) -> str:
+    """The engine's exact DECIMAL(38, s) `column` as `dtype` (DECIMAL(P, s)), or, where it does not
+    fit (or `test` holds), Spark's overflow: NULL, or the ANSI error."""
+    test = _overflow_test(column, dtype) if test is None else test
     failed = f"CAST({overflow_error(message, test)} AS {dtype.simpleString()})" if ansi_mode else "NULL"
-    return f"CASE WHEN {test} THEN {failed} ELSE CAST({value} AS {dtype.simpleString()}) END"
+    return f"CASE WHEN {test} THEN {failed} ELSE CAST({_q(column)} AS {dtype.simpleString()}) END"

@@ -75,6 +75,17 @@ def inputs(draw, max_rows=40, nulls=False, decimals=False):
     to pandas."""
     n = draw(st.integers(0, max_rows))
     seed = draw(st.integers(0, 2**32 - 1))
+    return drawn_input(n, seed, lambda kinds: draw(st.sampled_from(kinds)), nulls=nulls, decimals=decimals)
+
+
+#: how `inputs` makes its watermark timeline
+TIMELINE_KINDS = ["delay", "perfect", "steps", "clock"]
+
+
+def drawn_input(n: int, seed: int, kind, nulls=False, decimals=False):
+    """The (rows, watermark timeline) `inputs` draws: `n` rows from `seed`; `kind` picks the
+    timeline from TIMELINE_KINDS (a function of that list, or one of its names). A failing
+    example of a property test is kept as `@example(data=drawn_input(n, seed, kind), ...)`."""
     rng = np.random.default_rng(seed)
     keys = int(rng.integers(1, 4))
     et = rng.integers(0, 60, n) * 5
@@ -98,7 +109,7 @@ def inputs(draw, max_rows=40, nulls=False, decimals=False):
     rows[when_column(0)] = rows["flag"]
     for i in range(1, 6):
         rows[when_column(i)] = rows["flag"]
-    kind = draw(st.sampled_from(["delay", "perfect", "steps", "clock"]))
+    kind = kind if isinstance(kind, str) else kind(TIMELINE_KINDS)
     if kind == "clock":  # ON PROCESSING TIME: a row's time is its arrival, the watermark the clock
         rows[EVENT_TIME] = rows[ARRIVAL_TIME]
         tl = ProcessingClock.over(int(rows[ARRIVAL_TIME].min()), int(rows[ARRIVAL_TIME].max())) if n else EMPTY_TIMELINE

@@ -466,6 +466,42 @@ def test_buckets_follow_the_size_estimate_of_a_file_source(spark, tmp_path):
         spark.conf.unset("spark.sqlflow.bucketBytes")
 
 
+@pytest.mark.parametrize("value", ["8MB", "0", "-1"])
+def test_a_bad_bucket_size_is_a_located_error(spark, value):
+    """spark.sqlflow.bucketBytes that is not a positive number of bytes fails the statement with a
+    SqlflowError naming the key and the value (it was Python's ValueError from inside sqlflow, or
+    a division by zero)."""
+    spark.createDataFrame([(1, 2, "2024-01-01 00:00:01")], "k long, v long, ts string") \
+        .selectExpr("k", "v", "CAST(ts AS TIMESTAMP) AS ts").createOrReplaceTempView("sized")
+    spark.conf.set("spark.sqlflow.bucketBytes", value)
+    try:
+        with pytest.raises(sqlflow.SqlflowError) as error:
+            sqlflow.sql(spark, "SELECT k, SUM(v) AS s FROM sized GROUP BY k WINDOW FIXED(SIZE 1m) ON ts", path="engine")
+        assert f"spark.sqlflow.bucketBytes must be a number of bytes per bucket (1 or more), not '{value}'" in str(error.value)
+        assert error.value.clause == "SET"
+    finally:
+        spark.conf.unset("spark.sqlflow.bucketBytes")
+
+
+@pytest.mark.parametrize("key, value, read", [
+    ("spark.sqlflow.buckets", "eight", lambda c, s: c.buckets(s)),
+    ("spark.sqlflow.buckets", "0", lambda c, s: c.buckets(s)),
+    ("spark.sqlflow.streaming.buckets", "4.5", lambda c, s: c.streaming_buckets(s)),
+    ("spark.sqlflow.bucketChunkRows", "-3", lambda c, s: c.chunk_rows(s)),
+])
+def test_counting_keys_with_other_values_are_located_errors(key, value, read):
+    """Every key holding a whole number reads it in one place (`conf.whole_number`): a value that
+    is not one is a SqlflowError naming the key (a session's conf is all it reads)."""
+    from types import SimpleNamespace
+
+    from sqlflow.spark import conf
+
+    session = SimpleNamespace(conf=SimpleNamespace(get=lambda k, default=None: {key: value}.get(k, default)))
+    with pytest.raises(sqlflow.SqlflowError, match=f"{key} must be a number of .*, not '{value}'") as error:
+        read(conf, session)
+    assert error.value.clause == "SET"
+
+
 def test_an_unknown_size_estimate_keeps_the_default_bucket_count(spark):
     """Spark estimates a DataFrame built from Python data at Long.MaxValue ("unknown"), and a
     projection over it at a little less: neither sizes the buckets (one partition per bucket:
