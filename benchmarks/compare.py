@@ -607,8 +607,12 @@ def write(out_path: Path, out: dict) -> int:
     out_path.write_text(json.dumps(out, indent=2) + "\n")
     table = markdown(out)
     out_path.with_suffix(".md").write_text(table)
+    readme = README.read_text()
     if out_path.resolve() == DEFAULT_OUT.resolve():  # the README shows the project's results
-        README.write_text(readme_with(README.read_text(), table))
+        README.write_text(readme_with(readme, table))
+    elif out_path.parent.resolve() == DEFAULT_OUT.parent.resolve() and \
+            f"<!-- benchmarks/results/{out_path.with_suffix('.md').name}: begin -->" in readme:
+        README.write_text(readme_with(readme, table, out_path.with_suffix(".md").name))  # a table of its own
     print(table)
     return 0
 
