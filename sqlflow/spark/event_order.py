@@ -341,6 +341,13 @@ class BehindStage(OrderStage):
         return counts
 
 
+def _relation_is_stream(runner: "Runner", node: exp.Expr, w: ast.SourceWatermark) -> bool:
+    query = exp.Select(expressions=[exp.Star()])
+    query.set("from_", exp.From(this=strip_clauses(node)))
+    df = runner.sql(to_spark_sql(with_ctes(query, visible_ctes(node))), node, w.pos, clause="WATERMARK")
+    return bool(df.isStreaming)
+
+
 def partition_filters(runner: "Runner") -> list[Stage]:
     """Each replayed ASCENDING PER source read by a windowed SELECT becomes a subquery without its
     rows behind their partition (the WATERMARK clause moves onto it), so the engine sees only the
@@ -354,7 +361,11 @@ def partition_filters(runner: "Runner") -> list[Stage]:
     ordered = {id(o.relation) for o in ordering.event_time_orders(statement)}
     stages: list[Stage] = []
     for node, w in statement.source_watermarks():
-        if not isinstance(w.model, ast.AscendingPer) or w.arrival is None or id(node) in ordered:
+        if not isinstance(w.model, ast.AscendingPer) or id(node) in ordered:
+            continue
+        if w.arrival is None:  # bounded data needs no watermark; a live stream cannot have this one yet
+            if _relation_is_stream(runner, node, w):
+                refuse_on_stream(statement, w, "WATERMARK ... ASCENDING PER")
             continue
         source = Source(node, w, True)
         _, latest = ascending_replay(runner.spark, _Locator(statement, w.pos), source,

@@ -138,6 +138,11 @@ def test_on_a_live_stream_both_are_refused_where_written(spark, tmp_path):
                            "WINDOW FIXED(SIZE 1m) ON ts")
     assert info.value.message == "WATERMARK ... ASCENDING PER is not yet run on a live stream"
     assert (info.value.line, info.value.column) == (1, 48)
+    # a plain SELECT would drop its rows behind their partition: refused too, not passed on unfiltered
+    with pytest.raises(SqlflowError) as info:
+        sqlflow.sql(spark, "SELECT p, ts, v FROM live WATERMARK ts ASCENDING PER p WHERE v > 0")
+    assert info.value.message == "WATERMARK ... ASCENDING PER is not yet run on a live stream"
+    assert (info.value.clause, info.value.line, info.value.column) == ("WATERMARK", 1, 40)  # at ASCENDING
 
 
 def test_the_readme_example(spark, capsys):
