@@ -12,40 +12,21 @@ the driver dies at a point chosen exactly, not at a moment a poll happened to se
 """
 from __future__ import annotations
 
-import os
-import signal
 import sys
+from pathlib import Path
 
-QUERY = """SELECT k, SUM(v) AS total, COUNT(*) AS n
-FROM crash_in WATERMARK ts DELAY OF INTERVAL 10 SECONDS
-GROUP BY k
-WINDOW SESSIONS(GAP 1m)
-TRIGGER WATERMARK EARLY COUNT 1 LATE COUNT 1
-ALLOWED LATENESS 5m
-EMIT DISCARDING"""
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout: tests.crash_input
+from tests import crash_input
+from tests.crash_input import crash_query, crash_stream
+
+QUERY = crash_query("DISCARDING")
 
 
 def run(spark, input_dir: str, url: str, table: str, checkpoint: str, kill_at: str | None = None):
     import sqlflow
-    from sqlflow.spark import streaming as S
 
-    spark.readStream.schema("k string, ts timestamp, v long").option("maxFilesPerTrigger", 1) \
-        .parquet(input_dir).createOrReplaceTempView("crash_in")
-    spark.conf.set(S.CONF_FINISH_DIR, checkpoint + "-finish")
-    try:
-        df = sqlflow.sql(spark, QUERY)
-    finally:
-        spark.conf.unset(S.CONF_FINISH_DIR)
-    options = {}
-    if kill_at:
-        batch, step = kill_at.split(":")
-
-        def on_step(batch_id: int, name: str) -> None:
-            if batch_id == int(batch) and name == step:
-                print(f"KILLED {batch_id}:{name}", flush=True)
-                os.killpg(os.getpgid(0), signal.SIGKILL)
-
-        options["on_step"] = on_step
+    df = crash_stream(spark, input_dir, checkpoint, QUERY)
+    options = {"on_step": crash_input.kill_at(kill_at)} if kill_at else {}
     return sqlflow.start(df, format="postgres", table=table, url=url, checkpoint=checkpoint, available_now=True,
                          finish=True, options=options)
 

@@ -11,27 +11,19 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pytest
 
 from tests.conftest import StreamFiles
+from tests.crash_input import crash_batches
 
 JOB = Path(__file__).with_name("crash_job.py")
-T0 = pd.Timestamp("2024-03-01 08:00", tz="UTC")
 #: (batch, step) where each run dies, in the order the runs meet them
 KILLS = [(2, "begin"), (4, "applied"), (6, "committed")]
 
 
 def batches(n: int = 8) -> list[pd.DataFrame]:
-    rng = np.random.default_rng(7)
-    out = []
-    for b in range(n):
-        seconds = b * 60 + rng.integers(-180, 60, 10)
-        out.append(pd.DataFrame({"k": rng.choice(list("pqrs"), 10),
-                                 "ts": (T0 + pd.to_timedelta(seconds, unit="s")).astype("datetime64[us, UTC]"),
-                                 "v": rng.integers(1, 9, 10)}))
-    return out
+    return crash_batches(7, n)
 
 
 def table_rows(pg, table: str) -> list[tuple]:

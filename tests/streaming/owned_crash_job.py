@@ -12,40 +12,22 @@ driver dies at a point chosen exactly, not at a moment a poll happened to see.
 """
 from __future__ import annotations
 
-import os
-import signal
 import sys
+from pathlib import Path
 
-QUERY = """SELECT k, SUM(v) AS total, COUNT(*) AS n
-FROM crash_in WATERMARK ts DELAY OF INTERVAL 10 SECONDS
-GROUP BY k
-WINDOW SESSIONS(GAP 1m)
-TRIGGER WATERMARK EARLY COUNT 1 LATE COUNT 1
-ALLOWED LATENESS 5m
-EMIT ACCUMULATING AND RETRACTING"""
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout: tests.crash_input
+from tests import crash_input
+from tests.crash_input import crash_query, crash_stream
+
+QUERY = crash_query("ACCUMULATING AND RETRACTING")
 
 
 def run(spark, input_dir: str, out: str, checkpoint: str, kill_at: str | None = None):
     import sqlflow
-    from sqlflow.spark import streaming as S
     from sqlflow.spark.streaming import owned
 
-    spark.readStream.schema("k string, ts timestamp, v long").option("maxFilesPerTrigger", 1) \
-        .parquet(input_dir).createOrReplaceTempView("crash_in")
-    spark.conf.set(S.CONF_FINISH_DIR, checkpoint + "-finish")
-    try:
-        df = sqlflow.sql(spark, QUERY)
-    finally:
-        spark.conf.unset(S.CONF_FINISH_DIR)
-    if kill_at:
-        batch, point = kill_at.split(":")
-
-        def fault(at: str, batch_id: int) -> None:
-            if batch_id == int(batch) and at == point:
-                print(f"KILLED {batch_id}:{at}", flush=True)
-                os.killpg(os.getpgid(0), signal.SIGKILL)
-
-        owned.fault = fault
+    df = crash_stream(spark, input_dir, checkpoint, QUERY)
+    owned.fault = crash_input.kill_at(kill_at) if kill_at else None
     try:
         return sqlflow.start(df, format="parquet", path=out, checkpoint=checkpoint, available_now=True, finish=True,
                              executor="owned")
