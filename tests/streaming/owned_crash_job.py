@@ -27,7 +27,9 @@ def run(spark, input_dir: str, out: str, checkpoint: str, kill_at: str | None = 
     from sqlflow.spark.streaming import owned
 
     df = crash_stream(spark, input_dir, checkpoint, QUERY)
-    owned.fault = crash_input.kill_at(kill_at) if kill_at else None
+    if kill_at:
+        hook = crash_input.kill_at(kill_at)
+        owned.fault = lambda point, batch_id: hook(batch_id, point)
     try:
         return sqlflow.start(df, format="parquet", path=out, checkpoint=checkpoint, available_now=True, finish=True,
                              executor="owned")
