@@ -29,6 +29,8 @@ _FACE = {
     "Path": "paths", "path_for": "paths", "describe": "paths", "collapsible": "paths",
     "schedule_shape": "paths", "watermark_shape": "paths", "BOUNDED": "paths", "REPLAY": "paths",
     "STREAM": "paths", "COMBINING": "paths", "SPARK_STREAMING_AGGREGATES": "paths",
+    "why_not_native_keys": "paths",
+    "emit_times": "ordering", "PartitionLatest": "partitions", "ascending_replay": "partitions",
     "register_window_fn": "windows", "registered_window_fn": "windows", "registered_window_fns": "windows",
     "window_fn": "windows", "custom_windows_of": "windows", "FixedWindows": "windows", "SlidingWindows": "windows",
     "CumulateWindows": "windows", "CustomWindows": "windows", "spread_blocks": "windows",
@@ -61,6 +63,10 @@ if TYPE_CHECKING:  # pragma: no cover  (what mypy sees; tests/engine/test_face.p
     from .paths import path_for as path_for
     from .paths import schedule_shape as schedule_shape
     from .paths import watermark_shape as watermark_shape
+    from .paths import why_not_native_keys as why_not_native_keys
+    from .ordering import emit_times as emit_times
+    from .partitions import PartitionLatest as PartitionLatest
+    from .partitions import ascending_replay as ascending_replay
     from .windows import CumulateWindows as CumulateWindows
     from .windows import CustomWindows as CustomWindows
     from .windows import FixedWindows as FixedWindows

@@ -133,7 +133,7 @@ def engine_calls(ws, rel, schema, *, stream: bool) -> None:
 def native_blocked(ws, rel, schema) -> str | None:
     """Why the native rewrite cannot take these keys (a collated string among them: the rule is
     the engine's, `sqlflow.engine.paths.why_not_native_keys`), or None."""
-    from ..engine.paths import why_not_native_keys
+    from ..engine import why_not_native_keys
 
     types = {f.name: f.dataType for f in schema.fields}
     return why_not_native_keys([(node.sql(dialect="spark"), collation_of(types[key]))

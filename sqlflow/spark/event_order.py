@@ -81,8 +81,9 @@ def ascending_replay(spark, where, source: Source, run_sql):
     `PartitionLatest` (for the rows behind their partition)."""
     from pyspark.sql import functions as F
 
-    from ..engine.partitions import PartitionLatest, ascending_replay as engine_replay
-    from .timeline import Replay, _timestamp_check
+    from ..engine import PartitionLatest
+    from ..engine import ascending_replay as engine_replay
+    from .timeline import Replay, timestamp_check
 
     w = source.watermark
     model = w.model
@@ -95,8 +96,8 @@ def ascending_replay(spark, where, source: Source, run_sql):
     raw = run_sql(to_spark_sql(with_ctes(query, visible_ctes(source.node))), source.node,
                   model.partition_pos or model.pos)
     types = {f.name: f.dataType for f in raw.schema.fields}
-    _timestamp_check(where, source, types["et"], "event-time", w.event_time, w.event_time_pos)
-    _timestamp_check(where, source, types["at"], "arrival", source.arrival, w.arrival_pos)
+    timestamp_check(where, source, types["et"], "event-time", w.event_time, w.event_time_pos)
+    timestamp_check(where, source, types["at"], "arrival", source.arrival, w.arrival_pos)
     groups = (raw.where(F.col("et").isNotNull() & F.col("at").isNotNull())
               .groupBy("pt", F.unix_micros(F.col("at").cast("timestamp")).alias("a"))
               .agg(F.max(F.unix_micros(F.col("et").cast("timestamp"))).alias("e"), F.count(F.lit(1)).alias("n"))
@@ -126,7 +127,7 @@ def _source_replay(spark, where, source: Source, run_sql):
 def _emit_function(timeline, p_end: int, latest):
     """f(event µs, arrival µs, partition) -> emit µs, NULL for a row that is late, behind its
     partition, or without an event or arrival time."""
-    from ..engine.ordering import emit_times
+    from ..engine import emit_times
 
     def emit(et: pd.Series, at: pd.Series, pt: pd.Series) -> pd.Series:
         valid = (et.notna() & at.notna()).to_numpy()

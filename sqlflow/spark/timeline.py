@@ -37,7 +37,7 @@ class Replay:
     model: str           # the model, for explain()
 
 
-def _timestamp_check(ws: WindowedSelect, source: Source, dtype, what: str, column: str, pos) -> None:
+def timestamp_check(ws: WindowedSelect, source: Source, dtype, what: str, column: str, pos) -> None:
     from pyspark.sql import types as T
 
     from .select_types import to_timestamp_hint
@@ -85,8 +85,8 @@ def source_replay(spark, ws: WindowedSelect, source: Source, run_sql) -> Replay:
         return ascending_replay(spark, ws, source, lambda q, node, _pos: run_sql(q, node))[0]
     raw = run_sql(to_spark_sql(source_query(source)), source.node)
     types = {f.name: f.dataType for f in raw.schema.fields}
-    _timestamp_check(ws, source, types["et"], "event-time", w.event_time, w.event_time_pos)
-    _timestamp_check(ws, source, types["at"], "arrival", source.arrival, w.arrival_pos)
+    timestamp_check(ws, source, types["et"], "event-time", w.event_time, w.event_time_pos)
+    timestamp_check(ws, source, types["at"], "arrival", source.arrival, w.arrival_pos)
     micros = raw.select(F.unix_micros(F.col("et").cast("timestamp")).alias("et"),
                         F.unix_micros(F.col("at").cast("timestamp")).alias("at"))
     model = w.model
@@ -153,7 +153,7 @@ def clock_replay(ws: WindowedSelect, run_sql) -> Replay:
         w = source.watermark
         query = source_select(source.node, [exp.alias_(parse_column(source.arrival), "at")])
         raw = run_sql(to_spark_sql(query), source.node)
-        _timestamp_check(ws, source, raw.schema.fields[0].dataType, "arrival", source.arrival, w.arrival_pos)
+        timestamp_check(ws, source, raw.schema.fields[0].dataType, "arrival", source.arrival, w.arrival_pos)
         micros = F.unix_micros(F.col("at").cast("timestamp"))
         part, n, first, last = _records(raw.select(micros.alias("et"), micros.alias("at")).where(F.col("at").isNotNull()),
                                         "delay")
