@@ -22,6 +22,7 @@ import sys
 import time
 from pathlib import Path
 
+import hypothesis
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -36,6 +37,30 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
 _spark_session = None
+
+
+# ----------------------------------------------------------------------------- Hypothesis profiles
+
+#: Examples per property test in each Hypothesis profile: `dev` (the default: a quick local run),
+#: `ci` (what .ci/run loads) and `thorough` (before a release, README). Choose one with
+#: SQLFLOW_HYPOTHESIS_PROFILE=NAME or Hypothesis's own `--hypothesis-profile NAME` (which wins).
+#: No deadline and no too_slow health check in any profile: a busy machine slows an example down,
+#: it must not fail a test.
+HYPOTHESIS_PROFILES = {"dev": 25, "ci": 100, "thorough": 1000}
+
+for _name, _count in HYPOTHESIS_PROFILES.items():
+    hypothesis.settings.register_profile(_name, max_examples=_count, deadline=None,
+                                         suppress_health_check=[hypothesis.HealthCheck.too_slow])
+hypothesis.settings.load_profile(os.environ.get("SQLFLOW_HYPOTHESIS_PROFILE", "dev"))
+
+
+def examples(ci: int) -> int:
+    """The examples a property test runs under the loaded profile, given its count under `ci`
+    (its weight: a test whose examples start Spark jobs runs a few, a pure function hundreds),
+    scaled by the profile; at least 1. `@settings(max_examples=examples(60))` is evaluated when
+    the test module is imported, after the profile is loaded (`from tests.conftest import examples`)."""
+    scale = hypothesis.settings.default.max_examples / HYPOTHESIS_PROFILES["ci"]
+    return max(1, round(ci * scale))
 
 
 def pytest_configure(config):
