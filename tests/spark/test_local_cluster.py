@@ -3,27 +3,19 @@ JVMs with their own Python workers), from the installed wheel in a fresh virtual
 
 The engine path runs `sqlflow.udfs.bucket` inside the executors' Python workers, the native path
 and `sqlflow.register`'s UDFs run there too: everything must import from the installed wheel.
-Reuses the wheel and virtualenv fixtures of tests/test_packaging.py (loaded by path: test modules
-do not import each other).
+The wheel and its virtualenv are the `wheel_venv` fixture's (tests/conftest.py), shared with
+tests/test_packaging.py.
 """
 from __future__ import annotations
 
-import importlib.util
-import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
+from tests.conftest import run_in_wheel_venv
+
 pytestmark = pytest.mark.slow
 
-_spec = importlib.util.spec_from_file_location("_sqlflow_packaging_tests",
-                                               Path(__file__).resolve().parents[1] / "test_packaging.py")
-_packaging = sys.modules.setdefault(_spec.name, importlib.util.module_from_spec(_spec))
-if not hasattr(_packaging, "run_in_wheel_venv"):
-    _spec.loader.exec_module(_packaging)
-wheel = _packaging.wheel
-wheel_venv = _packaging.wheel_venv
 
 SCRIPT = textwrap.dedent('''
     import json, os, sys
@@ -60,7 +52,7 @@ SCRIPT = textwrap.dedent('''
 def test_bounded_queries_on_a_local_cluster_from_the_wheel(wheel_venv, tmp_path):
     script = tmp_path / "cluster.py"
     script.write_text(SCRIPT)
-    out = _packaging.run_in_wheel_venv(wheel_venv, script, timeout=300)
+    out = run_in_wheel_venv(wheel_venv, script, timeout=300)
     assert out["master"] == "local-cluster[2,1,1024]"
     assert out["executors"] == 2
     assert out["figure14"] == sorted([5, 7, 10, -7, -10, 25, 3, -5, -25, 39, -3, 12])
