@@ -289,7 +289,7 @@ class WheelVenv:
         return env
 
 
-def run_in_wheel_venv(venv: WheelVenv, script: Path, *args: str, timeout: int = 300):
+def run_in_wheel_venv(venv: WheelVenv, script: Path, *args: str, timeout: int = 600):
     """Run `script` with the wheel venv's python from an empty directory; return its last stdout
     line parsed as JSON."""
     proc = _run([str(venv.python), str(script), *args], cwd=venv.workdir, env=venv.env(), timeout=timeout)
