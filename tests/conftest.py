@@ -10,6 +10,9 @@
 - After each test, streaming queries left running are stopped (only if Spark was started).
 - `stream_files`: writes input files for a streaming file source atomically and with distinct,
   increasing mtimes (the file source orders files by mtime; same-second files come in any order).
+- Hypothesis profiles `dev`, `ci`, `thorough` and `examples(n)`, a test's weight (below).
+- Session kinds: the `defaults` and `connect` markers, SQLFLOW_TEST_SESSION (below).
+- `wheel`, `wheel_venv`: the wheel, built once per run, installed into a fresh virtualenv.
 
 Test modules are imported with pytest's importlib mode (see pyproject): they cannot import each
 other; put shared helpers here as fixtures.
@@ -17,11 +20,16 @@ other; put shared helpers here as fixtures.
 from __future__ import annotations
 
 import itertools
+import json
 import os
+import shutil
+import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
+import hypothesis
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -36,6 +44,30 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
 _spark_session = None
+
+
+# ----------------------------------------------------------------------------- Hypothesis profiles
+
+#: Examples per property test in each Hypothesis profile: `dev` (the default: a quick local run),
+#: `ci` (what .ci/run loads) and `thorough` (before a release, README). Choose one with
+#: SQLFLOW_HYPOTHESIS_PROFILE=NAME or Hypothesis's own `--hypothesis-profile NAME` (which wins).
+#: No deadline and no too_slow health check in any profile: a busy machine slows an example down,
+#: it must not fail a test.
+HYPOTHESIS_PROFILES = {"dev": 25, "ci": 100, "thorough": 1000}
+
+for _name, _count in HYPOTHESIS_PROFILES.items():
+    hypothesis.settings.register_profile(_name, max_examples=_count, deadline=None,
+                                         suppress_health_check=[hypothesis.HealthCheck.too_slow])
+hypothesis.settings.load_profile(os.environ.get("SQLFLOW_HYPOTHESIS_PROFILE", "dev"))
+
+
+def examples(ci: int) -> int:
+    """The examples a property test runs under the loaded profile, given its count under `ci`
+    (its weight: a test whose examples start Spark jobs runs a few, a pure function hundreds),
+    scaled by the profile; at least 1. `@settings(max_examples=examples(60))` is evaluated when
+    the test module is imported, after the profile is loaded (`from tests.conftest import examples`)."""
+    scale = hypothesis.settings.default.max_examples / HYPOTHESIS_PROFILES["ci"]
+    return max(1, round(ci * scale))
 
 
 def pytest_configure(config):
@@ -54,16 +86,33 @@ def repo_root() -> Path:
     return REPO_ROOT
 
 
-#: SQLFLOW_TEST_SESSION=defaults: the `spark` fixture is a session built with Spark's defaults,
-#: as `SparkSession.builder.getOrCreate()` gives a user, but for
-#: spark.sql.shuffle.partitions=2 (200 partitions are 200 state stores per stateful operator: time,
-#: not semantics); .ci/run runs the streaming, bounded and magic tests on it too
-#: SQLFLOW_TEST_SESSION=connect: the `spark` fixture is a Spark Connect session
-#: (`SparkSession.builder.remote("local[2]")`: a local server, the client in this process);
-#: .ci/run runs the bounded, replay and streaming tests that matter there on it
+#: The session kinds the `spark` fixture gives, chosen with SQLFLOW_TEST_SESSION:
+#: - unset (`local`): the project's own session (sqlflow.spark.session.local_session); every test.
+#: - `defaults`: a session built with Spark's defaults, as `SparkSession.builder.getOrCreate()`
+#:   gives a user, but for spark.sql.shuffle.partitions=2 (200 partitions are 200 state stores per
+#:   stateful operator: time, not semantics);
+#: - `connect`: a Spark Connect session (`SparkSession.builder.remote("local[2]")`: a local server,
+#:   the client in this process).
+#: A test that must hold on the `defaults` or `connect` session too carries that marker
+#: (`@pytest.mark.defaults`, `@pytest.mark.connect`, pyproject.toml); with SQLFLOW_TEST_SESSION set,
+#: only the tests marked with its kind run (.ci/run runs each kind's tests after the main pass).
+SESSION_KINDS = ("", "defaults", "connect")
 SESSION_KIND = os.environ.get("SQLFLOW_TEST_SESSION", "")
 DEFAULTS_SESSION = SESSION_KIND == "defaults"
 CONNECT_SESSION = SESSION_KIND == "connect"
+
+
+def pytest_collection_modifyitems(config, items):
+    """With SQLFLOW_TEST_SESSION set, deselect the tests not marked with its session kind."""
+    if SESSION_KIND not in SESSION_KINDS:
+        raise pytest.UsageError(f"SQLFLOW_TEST_SESSION={SESSION_KIND!r}: one of defaults, connect (or unset)")
+    if not SESSION_KIND:
+        return
+    kept = [item for item in items if item.get_closest_marker(SESSION_KIND)]
+    dropped = [item for item in items if not item.get_closest_marker(SESSION_KIND)]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
 
 
 @pytest.fixture(scope="session")
@@ -181,6 +230,107 @@ def stream_files(tmp_path) -> StreamFiles:
 def checkpoint_dir(tmp_path) -> str:
     """A fresh checkpoint location for one streaming query."""
     return str(tmp_path / "checkpoint")
+
+
+# ----------------------------------------------------------------------------- the wheel
+
+def _once_per_run(tmp_path_factory, name: str, make) -> Path:
+    """A directory `make(directory)` fills once per test run: pytest-xdist's workers share the
+    parent of their temp dirs, and a lock makes the others wait for the first and reuse its work."""
+    import fcntl
+
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent
+    where = base / name
+    with open(base / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (where / ".done").exists():
+            shutil.rmtree(where, ignore_errors=True)
+            where.mkdir()
+            make(where)
+            (where / ".done").touch()
+    return where
+
+
+#: Generated or irrelevant paths not copied into the build tree.
+_IGNORE = shutil.ignore_patterns(
+    ".git", "build", "dist", "*.egg-info", "__pycache__", ".hypothesis", ".pytest_cache",
+    ".ipynb_checkpoints", ".venv", "venv", "metastore_db", "spark-warehouse", "derby.log", "results",
+)
+
+#: Environment variables of this process that must not leak into the wheel's venv.
+_DROP_ENV = (
+    "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON",
+    "SPARK_HOME", "PYSPARK_SUBMIT_ARGS", "SQLFLOW_TEST_INSTALLED",
+)
+
+
+def _run(cmd: list[str], *, cwd: Path, env: dict | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise AssertionError(
+            f"{' '.join(map(str, cmd))} exited {proc.returncode}\n"
+            f"--- stdout ---\n{proc.stdout[-6000:]}\n--- stderr ---\n{proc.stderr[-6000:]}"
+        )
+    return proc
+
+
+@dataclass(frozen=True)
+class WheelVenv:
+    root: Path
+    python: Path
+    workdir: Path  # an empty directory to run scripts from
+
+    def env(self) -> dict:
+        env = {k: v for k, v in os.environ.items() if k not in _DROP_ENV}
+        env["PATH"] = f"{self.root / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+        env["VIRTUAL_ENV"] = str(self.root)
+        return env
+
+
+def run_in_wheel_venv(venv: WheelVenv, script: Path, *args: str, timeout: int = 600):
+    """Run `script` with the wheel venv's python from an empty directory; return its last stdout
+    line parsed as JSON."""
+    proc = _run([str(venv.python), str(script), *args], cwd=venv.workdir, env=venv.env(), timeout=timeout)
+    lines = [line for line in proc.stdout.splitlines() if line.strip()]
+    assert lines, f"{script.name} printed nothing\n--- stderr ---\n{proc.stderr[-6000:]}"
+    return json.loads(lines[-1])
+
+
+@pytest.fixture(scope="session")
+def wheel(tmp_path_factory) -> Path:
+    """The wheel: .ci/run's (SQLFLOW_TEST_WHEEL, built once per CI run), or built once per test
+    run from a clean copy of the source tree (so no build/ or *.egg-info appears in the checkout,
+    and no stale build/lib leaks into the wheel)."""
+    given = os.environ.get("SQLFLOW_TEST_WHEEL")
+    if given:
+        return Path(given)
+
+    def build(base: Path) -> None:
+        src = base / "src"
+        shutil.copytree(REPO_ROOT, src, ignore=_IGNORE)
+        _run([sys.executable, "-m", "build", "--wheel", "--outdir", str(base / "dist"), str(src)], cwd=base)
+
+    (built,) = (_once_per_run(tmp_path_factory, "wheel", build) / "dist").glob("*.whl")
+    return built
+
+
+@pytest.fixture(scope="session")
+def wheel_venv(wheel, tmp_path_factory) -> WheelVenv:
+    """A fresh virtualenv (no --system-site-packages) with the wheel and its dependencies (from
+    pip's cache) installed, once per test run; scripts run from its empty `workdir`. To check
+    end-to-end behaviour of the installed wheel, write a script that prints one JSON object as its
+    last line and call `run_in_wheel_venv(wheel_venv, script)` (`from tests.conftest import ...`)."""
+    def install(base: Path) -> None:
+        root = base / "venv"
+        _run([sys.executable, "-m", "venv", str(root)], cwd=base)
+        (base / "run").mkdir()
+        venv = WheelVenv(root=root, python=root / "bin" / "python", workdir=base / "run")
+        _run([str(venv.python), "-m", "pip", "install", "--quiet", str(wheel)], cwd=base, env=venv.env())
+
+    base = _once_per_run(tmp_path_factory, "wheel-venv", install)
+    return WheelVenv(root=base / "venv", python=base / "venv" / "bin" / "python", workdir=base / "run")
 
 
 # ----------------------------------------------------------------------------- trigger transcripts

@@ -1,6 +1,6 @@
 """Executor-side probe: where does `sqlflow` come from on a Python worker?
 
-Used by tests/test_packaging.py to prove the installed wheel is importable by Spark's Python
+Used by tests/spark/test_local_cluster.py to prove the installed wheel is importable by Spark's Python
 workers. Imports only the standard library and sqlflow itself.
 
 >>> info = where()

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from sqlflow.engine.aggregates import Aggregate
 from sqlflow.errors import SqlflowUnsupportedError
+from tests.conftest import examples
 
 
 def run(kind, values, groups=None, *, et=None, seq=None, ignore_nulls=False, dtype=None):
@@ -99,7 +100,7 @@ KINDS = ["count_star", "count", "sum", "avg", "min", "max", "count_distinct", "c
          "collect_set", "first", "last", "var_samp", "stddev_pop"]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200))
 @given(st.sampled_from(KINDS), st.lists(st.one_of(st.none(), st.integers(-50, 50)), max_size=25),
        st.integers(0, 2**32 - 1))
 def test_merging_partial_accumulators_in_any_grouping_equals_one_shot(kind, values, seed):

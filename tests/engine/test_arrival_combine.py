@@ -1,7 +1,7 @@
 """Replayed rows combined per key, gap-aligned slice and arrival period (sqlflow/engine/arrival_combine.py)
 give the panes and dropped rows of the single rows, by the per-key reference loop."""
 import pandas as pd
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sqlflow import ast
@@ -12,8 +12,9 @@ from sqlflow.engine.plan import EnginePlan
 from sqlflow.engine.runner import Engine
 
 from .strategies import D, durations, inputs, schedule_triggers
+from tests.conftest import examples
 
-SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=examples(200))
 AGGS = (Aggregate("count_star", None, "n"), Aggregate("count", "v", "nv"), Aggregate("sum", "v", "total"),
         Aggregate("min", "v", "lo"), Aggregate("max", "v", "hi"))
 PARTS = (("p0", "count_star", None), ("p1", "count", "v"), ("p2", "sum", "v"), ("p3", "min", "v"),

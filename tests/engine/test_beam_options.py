@@ -309,13 +309,14 @@ def test_unbounded_lateness_state_is_never_collected_on_a_stream():
 
 # ------------------------------------------------------------------ every path, on random input
 
-from hypothesis import HealthCheck, assume, given, settings  # noqa: E402
+from hypothesis import assume, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from .strategies import inputs, schedule_triggers, triggers, windows  # noqa: E402
 from .test_stream_step import micro_batches, assert_step_equals_loop  # noqa: E402
+from tests.conftest import examples  # noqa: E402
 
-PROPERTY = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = settings(max_examples=examples(120))
 OPTIONS = st.tuples(st.booleans(), st.booleans())
 LATENESS = st.sampled_from([D(0), D(25), ast.Unbounded()])
 PROPERTY_AGGS = (Aggregate("sum", "v", "total"), Aggregate("count_star", None, "n"), Aggregate("max", "v", "top"))

@@ -1,7 +1,7 @@
 """Watermark holds and output watermarks across stages (docs/semantics.md, 1.3; sqlflow/engine/holds.py)."""
 import numpy as np
 import pandas as pd
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sqlflow import ast
@@ -16,12 +16,13 @@ from sqlflow.time import NEG_INF, POS_INF
 from . import paper
 from .paper import clock
 from .strategies import D, durations, inputs, output_times, schedule_triggers, triggers
+from tests.conftest import examples
 
 HOLD = ("hold_since", "hold_until")
 SINCE, UNTIL = HOLD
 US = 1
 # kept small: each example runs two engines (CI time)
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=examples(60))
 
 
 def direct_output_watermark(iwm: Timeline, since, until, value) -> list[tuple[int, int]]:
@@ -37,7 +38,7 @@ def direct_output_watermark(iwm: Timeline, since, until, value) -> list[tuple[in
     return steps
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200))
 @given(st.lists(st.tuples(st.integers(0, 30), st.integers(0, 60)), min_size=1, max_size=6, unique_by=lambda x: x[0]),
        st.lists(st.tuples(st.integers(0, 30), st.integers(0, 10), st.integers(0, 60)), max_size=12))
 def test_output_watermark_is_its_definition(steps, holds):
@@ -230,7 +231,7 @@ def test_end_of_window_output_watermark_is_known_online(data, window, trigger, m
         assert output_watermark_from_prefix(engine, rows, iwm, q) == ow.at(q), q
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40))
 @given(inputs(max_rows=25), st.builds(ast.Sessions, durations(1, 8)), triggers, st.sampled_from([0, 25, 1000]),
        st.randoms())
 def test_merged_retractions_output_watermark_is_known_online(data, window, trigger, lateness, rnd):

@@ -6,7 +6,7 @@ import pickle
 import numpy as np
 import pytest
 import pandas as pd
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sqlflow import ast
@@ -19,6 +19,7 @@ from sqlflow.engine.watermarks import Timeline
 from sqlflow.time import NEG_INF
 
 from .strategies import D, inputs, output_times, triggers, windows
+from tests.conftest import examples
 
 AGGS = (Aggregate("sum", "v", "total"), Aggregate("count_star", None, "n"), Aggregate("max", "v", "top"),
         Aggregate("collect_list", "v", "vs"))
@@ -67,7 +68,7 @@ def _replay(engine, rows, cuts, batch_of, marks):
     return engine.run(replay_rows, timeline=steps, replay=True, p_end=int(cuts[-1]), timer_instants=cuts)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150))
 @given(inputs(), windows, triggers, st.sampled_from(list(ast.AccumulationMode)), st.sampled_from([0, 25, 1000]),
        st.integers(1, 6), output_times)
 def test_micro_batches_equal_the_replay(data, window, trigger, mode, lateness, n_batches, output):
@@ -146,7 +147,7 @@ def _as_values(panes: pd.DataFrame) -> pd.DataFrame:
     return panes
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150))
 @given(st.booleans().flatmap(lambda d: inputs(nulls=True, decimals=d)), windows, triggers,
        st.sampled_from(list(ast.AccumulationMode)), st.sampled_from([0, 25, 1000]), st.integers(1, 6))
 def test_micro_batches_typed_apart_equal_the_replay(data, window, trigger, mode, lateness, n_batches):
@@ -162,7 +163,7 @@ def test_micro_batches_typed_apart_equal_the_replay(data, window, trigger, mode,
     pd.testing.assert_frame_equal(streamed, _as_values(replayed.panes), check_dtype=False)
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(100))
 @given(st.booleans().flatmap(lambda d: inputs(nulls=True, decimals=d)), windows, triggers,
        st.sampled_from(list(ast.AccumulationMode)), st.sampled_from([0, 25, 1000]), st.integers(1, 6))
 def test_empty_micro_batches_change_nothing(data, window, trigger, mode, lateness, n_batches):

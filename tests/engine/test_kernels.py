@@ -14,6 +14,7 @@ from sqlflow.engine.kernels import SortedIndex, order_by, segment_cummax, segmen
 from sqlflow.time import NEG_INF, POS_INF
 
 from .test_properties import SETTINGS, assert_paths_agree, inputs, triggers, windows
+from tests.conftest import examples
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -27,7 +28,7 @@ values = st.one_of(st.integers(-1000, 1000), st.sampled_from([NEG_INF, POS_INF, 
                                                                 -(1 << 62), 1 << 62, (1 << 62) + 1]))
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400))
 @given(st.lists(values, max_size=40), st.lists(values, max_size=40))
 def test_sorted_index_is_searchsorted(a, q):
     a = np.sort(np.array(a, np.int64))
@@ -47,7 +48,7 @@ def test_sorted_index_on_a_large_timeline(spread):
     assert np.array_equal(index.search(q, right=True), np.searchsorted(a, q, side="right"))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300))
 @given(st.lists(st.tuples(st.booleans(), st.integers(-50, 50)), min_size=1, max_size=40))
 def test_segment_scans_are_groupby_cummax_and_cummin(pairs):
     starts = np.array([True] + [s for s, _ in pairs[1:]])
@@ -57,7 +58,7 @@ def test_segment_scans_are_groupby_cummax_and_cummin(pairs):
     assert segment_cummin(v, starts).tolist() == groups.cummin().tolist()
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300))
 @given(st.lists(st.tuples(st.integers(0, 5), values), max_size=30))
 def test_order_by_sorts_by_major_then_minor(pairs):
     major = np.array([m for m, _ in pairs], np.int64)
@@ -86,7 +87,7 @@ def test_small_inputs_take_numpy_and_large_ones_the_compiled_loops(monkeypatch):
     assert calls == [100]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200))
 @given(st.lists(st.tuples(st.integers(0, 6), st.integers(-(2**62), 2**62)), max_size=40), st.booleans())
 def test_scatter_add_is_np_add_at(pairs, floats):
     group = np.array([g for g, _ in pairs], np.int64)

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from sqlflow.engine import kernels
 from sqlflow.engine.aggregates import Aggregate
 from sqlflow.engine.panes import lineage_by_generation, lineage_totals
+from tests.conftest import examples
 
 AGGS = [Aggregate("sum", "x", "o"), Aggregate("count_star", None, "o"), Aggregate("min", "x", "o"),
         Aggregate("max", "x", "o"), Aggregate("first", "x", "o"), Aggregate("last", "x", "o"),
@@ -37,7 +38,7 @@ def lineages(draw):
     return gen, indptr, indices, x, rng.integers(0, 4, n)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200))
 @given(lineages(), st.sampled_from(AGGS))
 def test_chain_jumping_equals_generation_order(lin, agg):
     gen, indptr, indices, x, group = lin
@@ -61,7 +62,7 @@ def test_a_merge_of_two_chains_adds_both_and_its_chain_continues():
     assert got == [1, 3, 7, 8, 24, 63, 127, 128]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200))
 @given(lineages(), st.sampled_from([Aggregate("sum", "x", "o"), Aggregate("min", "x", "o"),
                                     Aggregate("max", "x", "o"), Aggregate("avg", "x", "o")]))
 def test_compiled_fold_equals_generation_order_on_floats_with_nulls(lin, agg):

@@ -2,7 +2,7 @@
 from collections import Counter
 
 import pandas as pd
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sqlflow import ast
@@ -13,8 +13,9 @@ from sqlflow.engine.sessions import final_sessions
 from sqlflow.engine.windows import window_fn
 
 from .strategies import D, durations, inputs, output_times, schedule_triggers, triggers, windows
+from tests.conftest import examples
 
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=examples(150))
 AGGS = (Aggregate("sum", "v", "total"), Aggregate("count_star", None, "n"), Aggregate("max", "v", "top"))
 
 
@@ -179,7 +180,7 @@ def test_vectorised_paths_equal_the_reference_with_nulls(data, window, trigger, 
     assert_paths_agree(data, window, trigger, mode, lateness, replay)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300))
 @given(inputs(max_rows=80), st.builds(ast.Sessions, durations(1, 4)),
        st.builds(lambda p: ast.WatermarkEarlyLate(early=ast.Period(p)), durations(2, 12)),
        st.sampled_from(list(ast.AccumulationMode)), st.sampled_from([0, 25, 1000]))

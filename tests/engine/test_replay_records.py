@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from sqlflow.engine import watermarks
 from sqlflow.udfs.records import PartitionRecords
+from tests.conftest import examples
 
 
 def _union(at, et, cuts, kind):
@@ -26,7 +27,7 @@ def _union(at, et, cuts, kind):
 rows = st.lists(st.tuples(st.integers(0, 40), st.integers(-20, 60)), min_size=1, max_size=120)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300))
 @given(rows, st.lists(st.integers(0, 120), max_size=6), st.integers(0, 7))
 def test_records_give_the_same_timeline(pairs, cuts, delay):
     at = np.array([p[0] for p in pairs], np.int64)

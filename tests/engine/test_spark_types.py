@@ -22,6 +22,7 @@ from sqlflow.columns import EVENT_TIME
 from sqlflow.engine.plan import EnginePlan
 from sqlflow.engine.runner import Engine
 from sqlflow.engine.values import key_ids, ranks
+from tests.conftest import examples
 
 I64_MAX, I64_MIN = 2**63 - 1, -(2**63)
 D = decimal.Decimal
@@ -47,7 +48,7 @@ def _wrapped(total: int) -> int:
     return (total + 2**63) % 2**64 - 2**63
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200))
 @given(st.lists(st.one_of(st.integers(I64_MIN, I64_MAX), st.sampled_from([I64_MAX, I64_MIN, -1, 1])),
                 min_size=1, max_size=12), st.integers(1, 4))
 def test_a_bigint_sum_wraps_and_says_when_it_overflowed(values, batches):
@@ -82,7 +83,7 @@ def test_an_overflow_column_follows_every_pane(mode):
 # ---------------------------------------------------------------------- DECIMAL sums
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200))
 @given(st.integers(0, 38).flatmap(lambda s: st.tuples(st.just(s), st.lists(
     st.one_of(st.none(), st.integers(-(10**38) + 1, 10**38 - 1), st.integers(-999, 999)), min_size=1, max_size=8))),
     st.integers(1, 3))
@@ -257,7 +258,7 @@ _lists = st.lists(_scalars, max_size=3)
 _structs = st.builds(lambda a, b: {"a": a, "b": b}, st.one_of(st.none(), st.integers(-2, 2)), st.one_of(st.none(), _lists))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200))
 @given(st.one_of(st.lists(st.one_of(st.none(), _lists), min_size=1, max_size=8),
                  st.lists(st.one_of(st.none(), _structs), min_size=1, max_size=8)))
 def test_ranks_are_sparks_order(values):

@@ -7,7 +7,7 @@ import pickle
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sqlflow import ast
@@ -20,6 +20,7 @@ from sqlflow.time import NEG_INF
 
 from .strategies import D, inputs, triggers, windows
 from .test_stream_step import AGGS, LATENESS, MODES, comparable, micro_batches
+from tests.conftest import examples
 
 
 def same_state(a, b) -> None:
@@ -42,7 +43,7 @@ def same_state(a, b) -> None:
         assert a == b
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(80))
 @given(st.data(), st.booleans().flatmap(lambda d: inputs(nulls=True, decimals=d)), windows, triggers, MODES, LATENESS)
 def test_encoded_state_gives_the_same_stream(data, drawn, window, trigger, mode, lateness):
     rows, tl = drawn

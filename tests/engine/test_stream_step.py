@@ -7,7 +7,7 @@ import pickle
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sqlflow import ast
@@ -19,10 +19,11 @@ from sqlflow.engine.stream_step import StreamStep
 from sqlflow.time import NEG_INF, POS_INF
 
 from .strategies import D, durations, inputs, output_times, triggers, windows
+from tests.conftest import examples
 
 AGGS = (Aggregate("sum", "v", "total"), Aggregate("count_star", None, "n"), Aggregate("max", "v", "top"),
         Aggregate("collect_list", "v", "vs"), Aggregate("first", "v", "head"))
-SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=examples(120))
 MODES = st.sampled_from(list(ast.AccumulationMode))
 LATENESS = st.sampled_from([0, 25, 1000])
 #: sessions whose gap is a per-row expression (the GAP column holds 5..40)
@@ -99,7 +100,7 @@ def test_stream_step_equals_the_per_key_loop(data, drawn, window, trigger, mode,
     assert_step_equals_loop(rows, window, trigger, mode, lateness, data.draw(micro_batches(rows, tl)), output=output)
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(100))
 @given(st.data(), st.booleans().flatmap(lambda d: inputs(nulls=True, decimals=d)), windows, triggers, MODES,
        LATENESS)
 def test_stream_step_equals_the_per_key_loop_with_nulls_and_batches_typed_apart(data, drawn, window, trigger, mode,
@@ -118,7 +119,7 @@ def test_stream_step_equals_the_per_key_loop_with_nulls_and_batches_typed_apart(
     assert_step_equals_loop(rows, window, trigger, mode, lateness, data.draw(micro_batches(rows, tl)), prepare=typed_by_itself)
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(100))
 @given(st.data(), inputs(max_rows=60), row_gap_sessions, triggers, MODES, LATENESS, st.integers(0, 2**32 - 1))
 def test_stream_step_with_per_row_session_gaps(data, drawn, window, trigger, mode, lateness, seed):
     """Sessions of per-row gaps (some NULL or not positive: those rows are dropped and counted)."""
@@ -130,7 +131,7 @@ def test_stream_step_with_per_row_session_gaps(data, drawn, window, trigger, mod
     assert_step_equals_loop(rows, window, trigger, mode, lateness, data.draw(micro_batches(rows, tl)))
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150))
 @given(st.data(), inputs(max_rows=80), st.builds(ast.Sessions, durations(2, 8)),
        st.sampled_from([ast.WatermarkEarlyLate(early=ast.Period(D(60))),
                         ast.Sequence((ast.RepeatUntil(ast.Period(D(35)), ast.Watermark()), ast.Repeat(ast.Watermark()))),

@@ -13,7 +13,7 @@ import pickle
 
 import numpy as np
 import pandas as pd
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sqlflow import ast
@@ -27,8 +27,9 @@ from sqlflow.time import NEG_INF, POS_INF
 from . import paper
 from .strategies import D, durations, inputs, triggers
 from .test_holds import HOLD, bounded_windows, read_as_emitted, stage_output_watermark
+from tests.conftest import examples
 
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=examples(60))
 MODES = st.sampled_from([ast.AccumulationMode.DISCARDING, ast.AccumulationMode.ACCUMULATING,
                          ast.AccumulationMode.ACCUMULATING_AND_RETRACTING])
 #: stage 2's triggers: the watermark, early firings by processing time or count, late firings

@@ -6,7 +6,7 @@ import decimal
 import pickle
 
 import pandas as pd
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sqlflow import ast
@@ -16,6 +16,7 @@ from sqlflow.engine.plan import EnginePlan
 from sqlflow.engine.runner import Engine
 from sqlflow.time import NEG_INF
 from sqlflow.engine.paths import watermark_shape
+from tests.conftest import examples
 
 D = ast.Duration
 AGGS = (Aggregate("sum", "v", "total"), Aggregate("count_star", None, "n"), Aggregate("max", "v", "top"),
@@ -61,7 +62,7 @@ TRIGGERS = [None, ast.Sequence((W, ast.Repeat(W))),
             ast.WatermarkEarlyLate(early=ast.Repeat(ast.Period(D(700))))]
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150))
 @given(batches_strategy, st.sampled_from(WINDOWS), st.sampled_from(list(ast.AccumulationMode)),
        st.sampled_from([0, 7, 30]), st.lists(st.integers(0, 25), min_size=6, max_size=6), st.booleans(),
        st.sampled_from(["Int64", "object", "decimal"]), st.sampled_from(TRIGGERS),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from sqlflow import ast
@@ -18,8 +18,9 @@ from sqlflow.errors import SqlflowError
 from sqlflow.frontend import parse, parse_script, to_sql, validate
 from sqlflow.frontend.scan import scan
 from sqlflow.time import DAY, HOUR, MILLISECOND, MINUTE, SECOND
+from tests.conftest import examples
 
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=examples(150))
 
 # --------------------------------------------------------------------------- ASTs
 
@@ -373,7 +374,7 @@ def mutations(draw):
     return sql[:at] + draw(JUNK) + sql[at + 1:]
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400))
 @given(mutations())
 # sqlglot reads `@t` as a parameter and prints it `${t}`: the WATERMARK after it must still be ours
 @example(sql="SELECT k, count(*) AS n FROM@ t WATERMARK ts DELAY OF 1m GROUP BY k WINDOW GLOBAL")

@@ -253,7 +253,7 @@ class Terminal:
             os.execvp(args[0], args)
         self.buffer = b""
 
-    def expect(self, text: str, timeout: float = 120) -> str:
+    def expect(self, text: str, timeout: float = 300) -> str:
         end = time.monotonic() + timeout
         while text.encode() not in self.buffer:
             ready, _, _ = select.select([self.fd], [], [], max(0.0, end - time.monotonic()))
@@ -273,7 +273,7 @@ class Terminal:
     def send(self, text: str) -> None:
         os.write(self.fd, text.encode())
 
-    def wait(self, timeout: float = 60) -> int:
+    def wait(self, timeout: float = 300) -> int:
         end = time.monotonic() + timeout
         while time.monotonic() < end:
             pid, status = os.waitpid(self.pid, os.WNOHANG)

@@ -1,10 +1,14 @@
-"""The `sqlflow` command, run as the installed console script in a subprocess (each run starts
-its own JVM, ~8 s: the runs are few and each checks several flags), plus in-process checks of
-the pieces that need no Spark."""
+"""The `sqlflow` command. Its behaviour is checked in this process, through `main(argv)` on the
+shared session (stdout and stderr captured, stdin replaced); a few runs of the installed console
+script in a subprocess (each starts its own JVM: ~8 s idle, a minute on a busy machine) check
+what only a process shows: spark-defaults.conf, Spark's start and its stderr, the prompt on a
+terminal. tests/interfaces/test_cli_spark_sql.py runs the command side by side with spark-sql."""
 from __future__ import annotations
 
+import io
 import os
 import signal
+import sys
 import time
 
 import pytest
@@ -14,34 +18,6 @@ from sqlflow.interfaces.prompt import complete
 
 
 # ---------------------------------------------------------------- subprocess runs
-
-
-@pytest.mark.slow
-def test_e_i_conf_set_define_database_header_silent_verbose(sqlflow_cli, tmp_path):
-    init = tmp_path / "init.sql"
-    init.write_text("CREATE OR REPLACE TEMPORARY VIEW init_view AS SELECT 41 AS x;\n"
-                    "SELECT 'init output is not shown';\n")
-    r = sqlflow_cli(
-        "-S", "-v", "--header", "--name", "cli-test", "--conf", "spark.sql.shuffle.partitions=3",
-        "--database", "default", "-i", str(init), "-d", "who=world", "--hivevar", "n=2",
-        "-e", "SET spark.sql.shuffle.partitions;\n"
-              "SET my.setting=42;\n"
-              "SELECT '${who}' AS greeting, ${n} + 1 AS three, '${my.setting}' AS from_set, NULL AS nothing,\n"
-              "       true AS yes, TIMESTAMP'2015-09-01 12:00:00' AS ts, array(1, 2) AS arr, x FROM init_view")
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.splitlines() == [
-        "SET spark.sql.shuffle.partitions",            # -v echoes each statement
-        "key\tvalue",
-        "spark.sql.shuffle.partitions\t3",             # --conf
-        "SET my.setting=42",
-        "key\tvalue",
-        "my.setting\t42",
-        "SELECT 'world' AS greeting, 2 + 1 AS three, '42' AS from_set, NULL AS nothing,",
-        "       true AS yes, TIMESTAMP'2015-09-01 12:00:00' AS ts, array(1, 2) AS arr, x FROM init_view",
-        "greeting\tthree\tfrom_set\tnothing\tyes\tts\tarr\tx",
-        "world\t3\t42\tNULL\ttrue\t2015-09-01 12:00:00\t[1,2]\t41",
-    ]
-    assert "Time taken" not in r.stderr and "WARN" not in r.stderr  # -S
 
 
 @pytest.mark.slow
@@ -56,21 +32,6 @@ def test_f_script_with_comments_and_multiline_statements(sqlflow_cli):
     assert r.stderr.count("Time taken:") == 4 and "Fetched 3 row(s)" in r.stderr
 
 
-@pytest.mark.slow
-def test_failing_script_stops_with_status_1_and_a_located_message(sqlflow_cli):
-    r = sqlflow_cli("-S", "-f", "examples/failing.sql")
-    assert r.returncode == 1
-    assert r.stdout.splitlines() == ["1"]          # statements before the failure ran
-    assert "never reached" not in r.stdout
-    assert r.stderr.splitlines()[-5:] == [
-        "Error in statement 3 of examples/failing.sql:",
-        "sqlflow: WINDOW: unknown window function SESSION (line 11, column 8)",
-        "  WINDOW SESSION(GAP 30m) ON ts;",
-        "         ^",
-        "did you mean SESSIONS(GAP 30m)?",
-    ]
-
-
 def test_transpile_runs_nothing(sqlflow_cli):
     r = sqlflow_cli("--transpile", "-d", "size=2m", "-e",
                     "CREATE TEMP VIEW v AS SELECT 1; "
@@ -80,38 +41,6 @@ def test_transpile_runs_nothing(sqlflow_cli):
     assert lines[0] == "CREATE TEMP VIEW v AS SELECT 1;"
     assert "WINDOW(ts, '2 minutes')" in lines[1] and "GROUP BY k" in lines[1]
     assert "Using Spark's default log4j profile" not in r.stderr  # no JVM was started
-
-
-@pytest.mark.slow
-def test_windowed_script_replays_the_paper(sqlflow_cli):
-    r = sqlflow_cli("-S", "--header", "-f", "examples/paper.sql")
-    assert r.returncode == 0, r.stderr
-    blocks, block = [], []
-    for line in r.stdout.splitlines():
-        if line.startswith("k\twindow_start") and block:
-            blocks.append(block)
-            block = []
-        block.append(line.split("\t"))
-    blocks.append(block)
-    fig10, fig12, fig14 = blocks
-    assert [row[fig10[0].index("total")] for row in fig10[1:]] == ["14", "22", "3", "12"]
-    assert [row[fig12[0].index("total")] for row in fig12[1:]] == ["5", "22", "3", "14", "12"]
-    head = fig14[0]
-    signed = [int(row[head.index("total")]) * (-1 if row[head.index("is_retraction")] == "true" else 1)
-              for row in fig14[1:]]
-    assert signed == [5, 7, 10, -7, -10, 25, 3, -5, -25, 39, -3, 12]
-    assert sum(signed) == 51
-
-
-@pytest.mark.slow
-def test_stdin_pipe_runs_each_statement_and_goes_on_after_errors(sqlflow_cli):
-    r = sqlflow_cli("-S", input="SELECT 1 AS a,\n  2 AS b;\nSELECT *\n  FROM nope;\n-- a comment\nSELECT 3; SELECT\n4;\n")
-    assert r.returncode == 1
-    assert r.stdout.splitlines() == ["1\t2", "3", "4"]
-    err = r.stderr
-    assert "Error in statement 2 of <stdin>:\n[TABLE_OR_VIEW_NOT_FOUND]" in err   # Spark's words
-    assert "(line 4, column 8)\n    FROM nope;\n         ^" in err   # located in stdin, with a caret
-    assert "Traceback" not in err and "py4j" not in err and "at org.apache" not in err
 
 
 @pytest.mark.slow
@@ -135,7 +64,7 @@ def test_interactive_prompt(tmp_path, sqlflow_exe, spark_conf_dir, terminal):
     term.send("SELECT count(*) FROM range(100000000000);\n")  # Ctrl-C cancels a running statement
     time.sleep(5)
     os.kill(term.pid, signal.SIGINT)
-    assert "Query cancelled." in term.expect("sqlflow> ", timeout=60)
+    assert "Query cancelled." in term.expect("sqlflow> ")
     term.send("SELECT 'still' AS here; SELECT * FROM nope;\n")  # errors do not end the session
     seen = term.expect("sqlflow> ")
     assert "still" in seen and "TABLE_OR_VIEW_NOT_FOUND" in seen and "forgotten" not in seen
@@ -186,6 +115,100 @@ def test_missing_file_is_an_error(capsys):
 
 
 # ---------------------------------------------------------------- in process, on the shared session
+
+
+@pytest.fixture
+def session_conf(spark):
+    """Restores the shared session's settings that an in-process run of the command changed
+    (--conf and SET write to the running session)."""
+    keys = ("spark.sql.shuffle.partitions", "my.setting")
+    before = {key: spark.conf.get(key, None) for key in keys}
+    yield
+    for key, value in before.items():
+        if value is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, value)
+
+
+@pytest.mark.slow
+def test_e_i_conf_set_define_database_header_silent_verbose(spark, session_conf, capsys, tmp_path):
+    init = tmp_path / "init.sql"
+    init.write_text("CREATE OR REPLACE TEMPORARY VIEW init_view AS SELECT 41 AS x;\n"
+                    "SELECT 'init output is not shown';\n")
+    status = main([
+        "-S", "-v", "--header", "--name", "cli-test", "--conf", "spark.sql.shuffle.partitions=3",
+        "--database", "default", "-i", str(init), "-d", "who=world", "--hivevar", "n=2",
+        "-e", "SET spark.sql.shuffle.partitions;\n"
+              "SET my.setting=42;\n"
+              "SELECT '${who}' AS greeting, ${n} + 1 AS three, '${my.setting}' AS from_set, NULL AS nothing,\n"
+              "       true AS yes, TIMESTAMP'2015-09-01 12:00:00' AS ts, array(1, 2) AS arr, x FROM init_view"])
+    out, err = capsys.readouterr()
+    assert status == 0, err
+    assert out.splitlines() == [
+        "SET spark.sql.shuffle.partitions",            # -v echoes each statement
+        "key\tvalue",
+        "spark.sql.shuffle.partitions\t3",             # --conf
+        "SET my.setting=42",
+        "key\tvalue",
+        "my.setting\t42",
+        "SELECT 'world' AS greeting, 2 + 1 AS three, '42' AS from_set, NULL AS nothing,",
+        "       true AS yes, TIMESTAMP'2015-09-01 12:00:00' AS ts, array(1, 2) AS arr, x FROM init_view",
+        "greeting\tthree\tfrom_set\tnothing\tyes\tts\tarr\tx",
+        "world\t3\t42\tNULL\ttrue\t2015-09-01 12:00:00\t[1,2]\t41",
+    ]
+    assert "Time taken" not in err and "WARN" not in err  # -S
+
+
+def test_failing_script_stops_with_status_1_and_a_located_message(spark, capsys, monkeypatch, repo_root):
+    monkeypatch.chdir(repo_root)
+    status = main(["-S", "-f", "examples/failing.sql"])
+    out, err = capsys.readouterr()
+    assert status == 1
+    assert out.splitlines() == ["1"]          # statements before the failure ran
+    assert "never reached" not in out
+    assert err.splitlines()[-5:] == [
+        "Error in statement 3 of examples/failing.sql:",
+        "sqlflow: WINDOW: unknown window function SESSION (line 11, column 8)",
+        "  WINDOW SESSION(GAP 30m) ON ts;",
+        "         ^",
+        "did you mean SESSIONS(GAP 30m)?",
+    ]
+
+
+@pytest.mark.slow
+def test_windowed_script_replays_the_paper(spark, capsys, monkeypatch, repo_root):
+    monkeypatch.chdir(repo_root)
+    status = main(["-S", "--header", "-f", "examples/paper.sql"])
+    out, err = capsys.readouterr()
+    assert status == 0, err
+    blocks, block = [], []
+    for line in out.splitlines():
+        if line.startswith("k\twindow_start") and block:
+            blocks.append(block)
+            block = []
+        block.append(line.split("\t"))
+    blocks.append(block)
+    fig10, fig12, fig14 = blocks
+    assert [row[fig10[0].index("total")] for row in fig10[1:]] == ["14", "22", "3", "12"]
+    assert [row[fig12[0].index("total")] for row in fig12[1:]] == ["5", "22", "3", "14", "12"]
+    head = fig14[0]
+    signed = [int(row[head.index("total")]) * (-1 if row[head.index("is_retraction")] == "true" else 1)
+              for row in fig14[1:]]
+    assert signed == [5, 7, 10, -7, -10, 25, 3, -5, -25, 39, -3, 12]
+    assert sum(signed) == 51
+
+
+def test_stdin_pipe_runs_each_statement_and_goes_on_after_errors(spark, capsys, monkeypatch):
+    monkeypatch.setattr(sys, "stdin", io.StringIO(
+        "SELECT 1 AS a,\n  2 AS b;\nSELECT *\n  FROM nope;\n-- a comment\nSELECT 3; SELECT\n4;\n"))
+    status = main(["-S"])
+    out, err = capsys.readouterr()
+    assert status == 1
+    assert out.splitlines() == ["1\t2", "3", "4"]
+    assert "Error in statement 2 of <stdin>:\n[TABLE_OR_VIEW_NOT_FOUND]" in err   # Spark's words
+    assert "(line 4, column 8)\n    FROM nope;\n         ^" in err   # located in stdin, with a caret
+    assert "Traceback" not in err and "py4j" not in err and "at org.apache" not in err
 
 
 @pytest.mark.slow

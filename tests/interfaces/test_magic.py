@@ -9,6 +9,9 @@ import pytest
 from sqlflow.errors import SqlflowAnalysisError, SqlflowSyntaxError
 from sqlflow.interfaces.magic import ResultTable
 
+#: also on a session with Spark's defaults (tests/conftest.py)
+pytestmark = pytest.mark.defaults
+
 
 def run(ipython, cell):
     result = ipython.run_cell(cell)

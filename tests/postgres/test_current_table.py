@@ -13,6 +13,7 @@ from sqlflow.ast import AccumulationMode
 from sqlflow.engine.current_table import apply_changes, batch_changes
 
 from .changelogs import COLUMNS, current_result, normalised, shape, simulate
+from tests.conftest import examples
 
 MODES = list(AccumulationMode)
 
@@ -39,7 +40,7 @@ def replay(ops, mode, cuts, seed, *, global_windows=False):
 
 
 @pytest.mark.parametrize("mode", MODES, ids=[m.name for m in MODES])
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60))
 @given(ops=ops_strategy, cuts=st.lists(st.integers(0, 9), max_size=4), seed=st.integers(0, 2**32 - 1),
        global_windows=st.booleans())
 # a session refined in place across two batches (its row updated), and one merged across them

@@ -15,6 +15,7 @@ from sqlflow.errors import SqlflowAnalysisError, SqlflowExecutionError
 from sqlflow.spark.sinks.postgres import PostgresTable, connect, redact
 
 from .changelogs import COLUMNS, current_result, normalised, shape, simulate
+from tests.conftest import examples
 
 MODES = list(AccumulationMode)
 TYPES = {"user_id": "text", "window_start": "bigint", "window_end": "bigint", "clicks": "bigint", "total": "bigint",
@@ -42,7 +43,7 @@ def read(pg, name: str) -> pd.DataFrame:
 
 
 @pytest.mark.parametrize("mode", MODES, ids=[m.name for m in MODES])
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(20), suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(ops=st.lists(st.tuples(st.integers(0, 6), st.integers(0, 2), st.integers(0, 8), st.integers(1, 9)),
                     min_size=1, max_size=30),
        cuts=st.lists(st.integers(0, 7), max_size=3), seed=st.integers(0, 2**32 - 1), global_windows=st.booleans())

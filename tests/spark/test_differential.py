@@ -22,9 +22,10 @@ changes with its partitioning); INTERVAL YEAR TO MONTH and calendar intervals (P
 collect them). Floating-point results of AVG and the variance family are compared to 1e-9
 relative: Spark's and the engine's additions run in different orders.
 
-CI runs a few examples per test (about two minutes in all); release checks run many more:
+CI runs a dozen examples (the `ci` Hypothesis profile, tests/conftest.py; about two minutes in
+all); release checks run ten times more (the `thorough` profile):
 
-    SQLFLOW_DIFFERENTIAL_EXAMPLES=500 python -m pytest tests/spark/test_differential.py
+    SQLFLOW_HYPOTHESIS_PROFILE=thorough python -m pytest tests/spark/test_differential.py
 
 Every failing example the harness found is kept in `REGRESSIONS` and runs on every CI run.
 """
@@ -32,7 +33,6 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,9 +42,10 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import sqlflow
+from tests.conftest import HYPOTHESIS_PROFILES, examples
 
 CI_EXAMPLES = 12
-EXAMPLES = int(os.environ.get("SQLFLOW_DIFFERENTIAL_EXAMPLES", str(CI_EXAMPLES)))
+EXAMPLES = examples(CI_EXAMPLES)
 TIME_ZONES = ("UTC", "America/Los_Angeles")
 #: around the two DST changes of 2024 in Los Angeles (UTC microseconds): 2024-03-10 10:00 UTC
 #: (02:00 local becomes 03:00) and 2024-11-03 09:00 UTC (02:00 local becomes 01:00 again)
@@ -393,8 +394,8 @@ def check(spark, case: Case) -> None:
         assert expected.error is not None, f"Spark accepted {case.aggregates}: {context}"
 
 
-@settings(max_examples=EXAMPLES, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=EXAMPLES,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture, HealthCheck.data_too_large])
 @given(case=cases())
 def test_engine_native_and_spark_agree(spark, case):
     check(spark, case)
@@ -512,9 +513,10 @@ def test_regressions(spark, name):
 
 
 def test_the_release_run_is_documented(repo_root):
-    """docs/bounded-execution.md's command for the long run sets the variable this module reads."""
+    """docs/bounded-execution.md's command for the long run loads a profile with more examples
+    than CI's."""
     text = (repo_root / "docs" / "bounded-execution.md").read_text(encoding="utf-8")
-    command = re.search(r"^(\w+)=(\d+) python -m pytest (\S+)$", text, re.M)
+    command = re.search(r"^SQLFLOW_HYPOTHESIS_PROFILE=(\w+) python -m pytest (\S+)$", text, re.M)
     assert command is not None
-    assert command.group(1) == "SQLFLOW_DIFFERENTIAL_EXAMPLES" and int(command.group(2)) > CI_EXAMPLES
-    assert (repo_root / command.group(3)).resolve() == Path(__file__).resolve()
+    assert HYPOTHESIS_PROFILES[command.group(1)] > HYPOTHESIS_PROFILES["ci"]
+    assert (repo_root / command.group(2)).resolve() == Path(__file__).resolve()

@@ -1,32 +1,28 @@
 """sqlflow.sql on a real cluster layout: Spark's `local-cluster[2,1,1024]` master (two executor
 JVMs with their own Python workers), from the installed wheel in a fresh virtualenv.
 
-The engine path runs `sqlflow.udfs.bucket` inside the executors' Python workers, the native path
-and `sqlflow.register`'s UDFs run there too: everything must import from the installed wheel.
-Reuses the wheel and virtualenv fixtures of tests/test_packaging.py (loaded by path: test modules
-do not import each other).
+The engine path runs `sqlflow.udfs.bucket` inside the executors' Python workers, the native path,
+`sqlflow.register`'s UDFs and a pandas UDF probing where `sqlflow` comes from
+(sqlflow/udfs/probe.py) run there too: everything must import from the installed wheel.
+The wheel and its virtualenv are the `wheel_venv` fixture's (tests/conftest.py), shared with
+tests/test_packaging.py.
 """
 from __future__ import annotations
 
-import importlib.util
-import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
+from tests.conftest import run_in_wheel_venv
+
 pytestmark = pytest.mark.slow
 
-_spec = importlib.util.spec_from_file_location("_sqlflow_packaging_tests",
-                                               Path(__file__).resolve().parents[1] / "test_packaging.py")
-_packaging = sys.modules.setdefault(_spec.name, importlib.util.module_from_spec(_spec))
-if not hasattr(_packaging, "run_in_wheel_venv"):
-    _spec.loader.exec_module(_packaging)
-wheel = _packaging.wheel
-wheel_venv = _packaging.wheel_venv
 
 SCRIPT = textwrap.dedent('''
     import json, os, sys
+
+    import pandas as pd
+    from pyspark.sql.functions import pandas_udf
 
     import sqlflow
     from sqlflow.demo import FIGURE_14, load_clickstream, load_paper_example
@@ -41,6 +37,16 @@ SCRIPT = textwrap.dedent('''
                          path="native").agg({"n": "sum"}).first()[0]
     engine = sqlflow.sql(spark, "SELECT COUNT(*) AS n FROM clicks GROUP BY user_id WINDOW FIXED(SIZE 1h) ON event_time",
                          path="engine").agg({"n": "sum"}).first()[0]
+    @pandas_udf("string")
+    def probe(ids: pd.Series) -> pd.Series:
+        # Runs on an executor's Python worker: these imports resolve there, from the installed wheel.
+        import sqlflow.engine
+        from sqlflow.udfs.probe import where
+
+        info = where()
+        return pd.Series([json.dumps({**info, "double": int(i) * 2}) for i in ids])
+
+    probed = [json.loads(r.info) for r in spark.range(4).repartition(2).select(probe("id").alias("info")).collect()]
     sqlflow.register(spark)
     windows = spark.sql("SELECT COUNT(*) FROM clicks LATERAL VIEW explode(sqlflow_sliding(event_time, '10m', '5m')) AS w").first()[0]
     where = spark.range(4).repartition(4).selectExpr("1 AS x").rdd.map(
@@ -51,7 +57,7 @@ SCRIPT = textwrap.dedent('''
         "figure14": sorted((-r["total"] if r["is_retraction"] else r["total"]) for r in figure),
         "native": native, "engine": engine, "windows": windows,
         "worker_files": sorted({w[0] for w in where}), "driver_pid": os.getpid(),
-        "worker_pids": sorted({w[1] for w in where}),
+        "worker_pids": sorted({w[1] for w in where}), "driver_sqlflow": sqlflow.__file__, "probed": probed,
     }))
     spark.stop()
 ''')
@@ -60,7 +66,7 @@ SCRIPT = textwrap.dedent('''
 def test_bounded_queries_on_a_local_cluster_from_the_wheel(wheel_venv, tmp_path):
     script = tmp_path / "cluster.py"
     script.write_text(SCRIPT)
-    out = _packaging.run_in_wheel_venv(wheel_venv, script, timeout=300)
+    out = run_in_wheel_venv(wheel_venv, script, timeout=600)
     assert out["master"] == "local-cluster[2,1,1024]"
     assert out["executors"] == 2
     assert out["figure14"] == sorted([5, 7, 10, -7, -10, 25, 3, -5, -25, 39, -3, 12])
@@ -69,3 +75,12 @@ def test_bounded_queries_on_a_local_cluster_from_the_wheel(wheel_venv, tmp_path)
     site = str(wheel_venv.root)
     assert all(f.startswith(site) and "site-packages" in f for f in out["worker_files"]), out["worker_files"]
     assert out["driver_pid"] not in out["worker_pids"]
+    # a pandas UDF's Python workers import sqlflow, its engine and its UDF modules from the wheel
+    assert out["driver_sqlflow"].startswith(site)
+    assert sorted(row["double"] for row in out["probed"]) == [0, 2, 4, 6]
+    for row in out["probed"]:
+        assert row["pid"] != out["driver_pid"], "the UDF ran in the driver, not a Python worker"
+        assert row["python"].startswith(site)
+        for key in ("sqlflow_file", "engine_file", "probe_file"):
+            assert row[key].startswith(site) and "site-packages" in row[key], (key, row[key])
+        assert row["version"] == __import__("sqlflow").__version__

@@ -5,15 +5,15 @@ FIXED / SLIDING / SESSIONS), `path="native"` and `path="engine"` must return the
 types and columns. The data has few keys, event times on both sides of 1970 with many ties and
 rows exactly a session gap apart, NULL values and NULL event times.
 
-More examples: SQLFLOW_PROPERTY_EXAMPLES=300 python -m pytest tests/spark/test_native_vs_engine.py
+More examples: SQLFLOW_HYPOTHESIS_PROFILE=thorough python -m pytest tests/spark/test_native_vs_engine.py
 """
 import datetime as dt
-import os
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import sqlflow
+from tests.conftest import examples
 
 EPOCH = dt.datetime(1970, 1, 1)
 
@@ -55,8 +55,7 @@ def queries(draw):
     return f"SELECT {items} FROM data {where} {group} {having} WINDOW {window} ON ts {trigger} {mode} {output}"
 
 
-@settings(max_examples=int(os.environ.get("SQLFLOW_PROPERTY_EXAMPLES", "15")), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                                                  HealthCheck.too_slow])
+@settings(max_examples=examples(15), suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(rows=ROWS, query=queries())
 def test_native_and_engine_paths_agree(spark, rows, query):
     frame = spark.createDataFrame(

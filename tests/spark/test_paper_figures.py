@@ -12,6 +12,9 @@ import pytest
 
 import sqlflow
 
+#: also on Spark Connect and on a session with Spark's defaults (tests/conftest.py)
+pytestmark = [pytest.mark.connect, pytest.mark.defaults]
+
 REPLAY = "FROM events WATERMARK et TIMELINE heuristic ARRIVAL at"
 EARLY_LATE = "TRIGGER SEQUENCE(REPEAT_UNTIL(PERIOD 1m, WATERMARK), REPEAT(WATERMARK))"
 

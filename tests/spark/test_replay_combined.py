@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 import sqlflow
 from sqlflow.spark import conf, engine_path
+from tests.conftest import examples
 
 SECOND = 1_000_000
 EARLY_LATE = "TRIGGER SEQUENCE(REPEAT_UNTIL(PERIOD 10s, WATERMARK), REPEAT(WATERMARK))"
@@ -76,8 +77,7 @@ def test_combined_replay_gives_the_panes_of_single_rows(spark, monkeypatch):
     assert {r[-3] for r in dropped} >= {"null event time", "null arrival time"}  # reason column
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                 HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(8), suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**16), n=st.integers(0, 120),
        trigger=st.sampled_from([EARLY_LATE, "", "TRIGGER WATERMARK EARLY PERIOD 3s"]),
        lateness=st.sampled_from(["", "ALLOWED LATENESS 20s"]))
@@ -100,8 +100,7 @@ def test_not_combined_where_the_rule_does_not_hold(spark, query):
     assert "engine" in text and "replayed rows combined" not in text
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                 HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(8), suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**16), n=st.integers(0, 300), chunk=st.sampled_from([1, 40, 97]),
        batch=st.sampled_from([13, 64, 10_000]),
        trigger=st.sampled_from([EARLY_LATE, "", "TRIGGER WATERMARK EARLY PERIOD 3s"]),

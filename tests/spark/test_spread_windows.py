@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 import sqlflow
 from sqlflow.spark import engine_path
+from tests.conftest import examples
 
 SECOND = 1_000_000
 TRIGGERS = ["TRIGGER WATERMARK LATE COUNT 1", "TRIGGER WATERMARK EARLY PERIOD 10s LATE WATERMARK",
@@ -39,7 +40,7 @@ def _run(spark, query, monkeypatch, spread: bool):
     return panes, dropped, metrics
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(max_examples=examples(6), suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(st.integers(0, 10_000), st.sampled_from(WINDOWS), st.sampled_from(TRIGGERS), st.sampled_from(MODES),
        st.booleans())
 def test_spread_windows_equal_one_bucket(spark, monkeypatch, seed, window, trigger, mode, replay):

@@ -32,7 +32,7 @@ def run(zipped, code: str) -> subprocess.CompletedProcess:
     editable install of sqlflow cannot interfere)."""
     site = sysconfig.get_paths()["purelib"]
     prelude = f"import sys; sys.path[:0] = [{str(zipped)!r}, {site!r}]\n"
-    return subprocess.run([sys.executable, "-S", "-c", prelude + code], capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-S", "-c", prelude + code], capture_output=True, text=True, timeout=600)
 
 
 def test_the_executor_side_imports_from_a_zip(zipped):

@@ -174,6 +174,7 @@ def test_what_cannot_be_chained_is_refused_where_it_is_written(spark, tmp_path):
     assert (native.clause, native.line, "only the stateful operator reports" in str(native)) == ("WINDOW", 2, True)
 
 
+@pytest.mark.defaults
 def test_the_docs_hourly_sessions_example(spark, tmp_path, repo_root):
     """docs/pipelines.md's two-stage stream example, run as written: u1's clicks at 00:00:00 and
     00:00:30 (one session [0:00:00, 0:01:30), its first EARLY pane retracted when the second click

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sqlflow import ast
@@ -38,6 +38,7 @@ from sqlflow.udfs.batch_step import BatchStep, batch_watermark, output_schema, s
 from sqlflow.udfs.streaming import StreamSpec
 
 from .harness import canonical
+from tests.conftest import examples
 
 D = ast.Duration
 AGGS = (Aggregate("sum", "v", "total"), Aggregate("count_star", None, "n"), Aggregate("max", "v", "top"),
@@ -59,7 +60,7 @@ TRIGGERS = st.sampled_from([
 ])
 LATENESS = st.sampled_from([0, 30 * SECOND, 10 * MINUTE])
 DELAYS = st.sampled_from([0, 1500, 10 * SECOND, 45 * SECOND + 500])
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=examples(60))
 
 
 @st.composite

@@ -83,6 +83,8 @@ def run_to_the_end(spark, df, name):
     return spark.table(name)
 
 
+@pytest.mark.connect
+@pytest.mark.defaults
 def test_two_clicks_forming_one_session_count_once(spark, tmp_path, repo_root):
     """docs/pipelines.md's stream example, run as written: the first click's EARLY session is
     retracted when the second merges into it, and the stream's downstream COUNT and SUM subtract
@@ -106,6 +108,7 @@ def test_two_clicks_forming_one_session_count_once(spark, tmp_path, repo_root):
     assert [(u, 1, n) for u, _, _, n in oracle_sessions(batches)] == got
 
 
+@pytest.mark.connect
 def test_the_example_run_twice_with_the_same_finish_dir_counts_every_click_both_times(spark, tmp_path, repo_root):
     """A finish marker belongs to the run that wrote it: re-running docs/pipelines.md's example
     (a re-run notebook cell: the same fixed finish directory), one file per micro-batch, reads
@@ -131,6 +134,7 @@ def test_the_example_run_twice_with_the_same_finish_dir_counts_every_click_both_
     assert got == [[("u1", 1, 2)], [("u1", 1, 2)]]
 
 
+@pytest.mark.connect
 def test_a_one_stage_query_run_twice_with_the_same_finish_dir_counts_every_row_both_times(spark, tmp_path):
     """Six files, one per micro-batch, 36 rows: both runs count 36 (a stale marker of the first
     run would finish the second at its first batch, and drop every later row as too late)."""
@@ -207,6 +211,7 @@ def test_a_discarding_stage_sums_to_totals(spark, tmp_path, finish_conf):
     assert got == [(u, sum(1 for rows in batches for v, _ in rows if v == u)) for u in users]
 
 
+@pytest.mark.connect
 def test_a_default_trigger_accumulating_stage_emits_final_panes_only(spark, tmp_path, finish_conf):
     """Without early or late firings every session has one pane: nothing to replace downstream."""
     batches = random_clicks(5, behind=50)  # no click behind the watermark: no lateness needed
@@ -231,6 +236,7 @@ REFUSED = [
 ]
 
 
+@pytest.mark.connect
 @pytest.mark.parametrize("query, names, at", REFUSED)
 def test_shapes_that_cannot_be_right_on_a_stream_are_refused(spark, tmp_path, query, names, at):
     write_files(tmp_path / "in", [[("u1", 0)]])
@@ -246,6 +252,7 @@ def test_shapes_that_cannot_be_right_on_a_stream_are_refused(spark, tmp_path, qu
     assert err.value.hint
 
 
+@pytest.mark.connect
 def test_a_windowed_select_over_a_latest_stage_on_a_stream_is_refused_where_it_is_written(spark, tmp_path):
     """A windowed SELECT over a windowed stage on a stream runs chained after it
     (tests/streaming/test_chained_stages.py), but only at OUTPUT TIMESTAMP END OF WINDOW upstream:
@@ -273,6 +280,7 @@ def test_a_windowed_select_over_a_latest_stage_on_a_stream_is_refused_where_it_i
                            "DELAY OF INTERVAL 1 SECOND GROUP BY user_id WINDOW FIXED(SIZE 1h)")
 
 
+@pytest.mark.connect
 def test_a_stream_with_its_own_spark_watermark_is_refused(spark, tmp_path):
     write_files(tmp_path / "in", [[("u1", 0)]])
     spark.readStream.schema("user_id string, ts timestamp").json(str(tmp_path / "in")) \

@@ -108,7 +108,7 @@ def start_job(run_dir: Path) -> tuple[subprocess.Popen, list[str], dict]:
 
 def kill_when(proc: subprocess.Popen, path: Path, poll: float) -> None:
     """SIGKILL the job's whole process group (driver JVM, Python workers) once `path` exists."""
-    deadline = time.time() + 240
+    deadline = time.time() + 600
     while not path.exists():
         assert proc.poll() is None and time.time() < deadline, "the job ended before it could be killed"
         time.sleep(poll)

@@ -101,7 +101,7 @@ def test_files_one_at_a_time_replay_as_arrival_delay(spark, tmp_path):
     for i, rows in enumerate(data):
         write(files, i, rows)
         query.processAllAvailable()
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 600
         while time.monotonic() < deadline:  # the batch without data that moves the watermark
             last = query.recentProgress[-1]
             if data_rows(last) == 0 and last["batchId"] > 0 and data_rows(query.recentProgress[-2]) > 0:

@@ -10,6 +10,9 @@ from sqlflow.errors import SqlflowUnsupportedError
 from sqlflow.spark import streaming as S
 from sqlflow.spark.script import run_script
 
+#: also on Spark Connect and on a session with Spark's defaults (tests/conftest.py)
+pytestmark = [pytest.mark.connect, pytest.mark.defaults]
+
 @pytest.fixture(autouse=True)
 def _reset_sqlflow_conf(spark):
     """Scripts SET session-wide keys: unset them after each test."""

@@ -18,6 +18,9 @@ from sqlflow.spark.script import run_script
 from sqlflow.spark.session import ROCKSDB_PROVIDER
 from sqlflow.spark.streaming.session_conf import HDFS_PROVIDER, PROVIDER_KEY, SET_PROVIDER, SqlflowSessionWarning
 
+#: what these tests check is a session with Spark's defaults: also run on one (tests/conftest.py)
+pytestmark = pytest.mark.defaults
+
 SESSIONS = ("SELECT user_id, COUNT(*) AS n FROM {view} WATERMARK ts DELAY OF INTERVAL 1 SECOND\n"
             "GROUP BY user_id WINDOW SESSIONS(GAP 1m)")
 

@@ -3,9 +3,13 @@ import json
 import os
 import time
 
+import pytest
 
 import sqlflow
 from sqlflow.spark import streaming as S
+
+#: also on a session with Spark's defaults (tests/conftest.py)
+pytestmark = pytest.mark.defaults
 
 BIG = 2**53  # the first integer float64 cannot tell from its successor
 
