@@ -12,6 +12,7 @@ from sqlflow.columns import ARRIVAL_TIME, EVENT_TIME
 from sqlflow.engine.aggregates import Aggregate
 from sqlflow.engine.ordering import emit_times, ordered
 from sqlflow.engine.partitions import ascending_per_partition, behind_partition
+from tests.conftest import examples
 from sqlflow.engine.plan import EnginePlan
 from sqlflow.engine.runner import Engine
 from sqlflow.engine.watermarks import bounded_delay, minimum
@@ -126,7 +127,7 @@ def test_several_sources_take_the_minimum_of_both():
     assert minimum(parts, delay).steps() == [(1, 30), (3, 60)]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 50), st.integers(0, 30)), min_size=1, max_size=40),
        st.one_of(st.none(), st.integers(1, 10)))
 def test_the_matrix_matches_a_direct_evaluation(rows, idle):
