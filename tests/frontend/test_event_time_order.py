@@ -93,5 +93,7 @@ def test_order_by_event_time_descending():
 
 
 def test_bounded_data_keeps_any_order_by():
-    parse("SELECT * FROM s WATERMARK ts DELAY OF 1m ORDER BY v")
-    parse("SELECT * FROM s WATERMARK ts ASCENDING PER d ORDER BY v DESC")
+    """Without ARRIVAL the ORDER BY is no replay's and not by event time: Spark's plain sort."""
+    for text in ("SELECT * FROM s WATERMARK ts DELAY OF 1m ORDER BY v",
+                 "SELECT * FROM s WATERMARK ts ASCENDING PER d ORDER BY v DESC"):
+        assert [o.replay for o in event_time_orders(parse(text))] == [False]
