@@ -117,22 +117,34 @@ def test_missing_file_is_an_error(capsys):
 # ---------------------------------------------------------------- in process, on the shared session
 
 
-@pytest.fixture
-def session_conf(spark):
-    """Restores the shared session's settings that an in-process run of the command changed
-    (--conf and SET write to the running session)."""
+def _temp_views(spark) -> set[str]:
+    return {t.name for t in spark.catalog.listTables() if t.isTemporary}
+
+
+@pytest.fixture(autouse=True)
+def _shared_session_restored(request):
+    """An in-process run of the command writes to the shared session (--conf, SET, the views its
+    scripts define): what a test changed is put back, so the next test file sees the session the
+    run began with."""
+    if "spark" not in request.fixturenames:
+        yield
+        return
+    spark = request.getfixturevalue("spark")
     keys = ("spark.sql.shuffle.partitions", "my.setting")
     before = {key: spark.conf.get(key, None) for key in keys}
+    views = _temp_views(spark)
     yield
     for key, value in before.items():
         if value is None:
             spark.conf.unset(key)
         else:
             spark.conf.set(key, value)
+    for name in _temp_views(spark) - views:
+        spark.catalog.dropTempView(name)
 
 
 @pytest.mark.slow
-def test_e_i_conf_set_define_database_header_silent_verbose(spark, session_conf, capsys, tmp_path):
+def test_e_i_conf_set_define_database_header_silent_verbose(spark, capsys, tmp_path):
     init = tmp_path / "init.sql"
     init.write_text("CREATE OR REPLACE TEMPORARY VIEW init_view AS SELECT 41 AS x;\n"
                     "SELECT 'init output is not shown';\n")

@@ -31,24 +31,33 @@ def paper_example() -> dict:
 
 
 @pytest.fixture(scope="session")
-def paper_views(spark, paper_example):
+def _paper_frames(spark, paper_example) -> dict:
+    """The paper views' DataFrames, built once per run (`paper_views` registers them per test)."""
     from pyspark.sql import functions as F
 
     events = [(e["key"], e["id"], e["value"], _clock(e["event_time"]), _clock(e["proc_time"]))
               for e in paper_example["inputs"]["events"]]
     df = spark.createDataFrame(events, "k string, id string, v bigint, et_us bigint, at_us bigint")
-    df.select("k", "id", "v", F.timestamp_micros("et_us").alias("et"), F.timestamp_micros("at_us").alias("at")) \
-        .createOrReplaceTempView("events")
+    frames = {"events": df.select("k", "id", "v", F.timestamp_micros("et_us").alias("et"),
+                                  F.timestamp_micros("at_us").alias("at"))}
     steps = [(_clock(s["proc_time"]), _clock(s["watermark"])) for s in paper_example["inputs"]["watermarks"]]
-    spark.createDataFrame(steps, "p bigint, w bigint") \
-        .select(F.timestamp_micros("p").alias("proc_time"), F.timestamp_micros("w").alias("watermark")) \
-        .createOrReplaceTempView("heuristic")
-    spark.sql("""
-        CREATE OR REPLACE TEMP VIEW rounds AS
+    frames["heuristic"] = spark.createDataFrame(steps, "p bigint, w bigint").select(
+        F.timestamp_micros("p").alias("proc_time"), F.timestamp_micros("w").alias("watermark"))
+    frames["events"].createOrReplaceTempView("events")
+    frames["rounds"] = spark.sql("""
         SELECT DISTINCT timestamp_seconds(CEIL(unix_seconds(at) / 60) * 60) AS proc_time,
                         timestamp_seconds(CEIL(unix_seconds(at) / 60) * 60) AS watermark
         FROM events""")
-    return ["events", "heuristic", "rounds"]
+    return frames
+
+
+@pytest.fixture
+def paper_views(_paper_frames) -> list[str]:
+    """Registered for each test: a test elsewhere on the shared session may have replaced a view of
+    the same name (the CLI's examples define their own `heuristic`, on 2015-09-01)."""
+    for name, frame in _paper_frames.items():
+        frame.createOrReplaceTempView(name)
+    return list(_paper_frames)
 
 
 @pytest.fixture(scope="session")
