@@ -102,17 +102,31 @@ DEFAULTS_SESSION = SESSION_KIND == "defaults"
 CONNECT_SESSION = SESSION_KIND == "connect"
 
 
+def pytest_addoption(parser):
+    parser.addoption("--release", action="store_true", default=False,
+                     help="sqlflow: also run the release tier (tests marked `release`: kill -9 of a driver, "
+                          "notebooks in their own kernels, spark-sql side by side, a local cluster)")
+
+
 def pytest_collection_modifyitems(config, items):
-    """With SQLFLOW_TEST_SESSION set, deselect the tests not marked with its session kind."""
+    """Without --release, deselect the release tier (the run's header says so). With
+    SQLFLOW_TEST_SESSION set, deselect the tests not marked with its session kind."""
     if SESSION_KIND not in SESSION_KINDS:
         raise pytest.UsageError(f"SQLFLOW_TEST_SESSION={SESSION_KIND!r}: one of defaults, connect (or unset)")
-    if not SESSION_KIND:
-        return
-    kept = [item for item in items if item.get_closest_marker(SESSION_KIND)]
-    dropped = [item for item in items if not item.get_closest_marker(SESSION_KIND)]
+    keep = [lambda item: config.getoption("release", False) or not item.get_closest_marker("release")]
+    if SESSION_KIND:
+        keep.append(lambda item: item.get_closest_marker(SESSION_KIND) is not None)
+    kept = [item for item in items if all(k(item) for k in keep)]
+    dropped = [item for item in items if not all(k(item) for k in keep)]
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
+
+
+def pytest_report_header(config):
+    if not config.getoption("release", False):
+        return "sqlflow: the release tier (tests marked `release`) is left out; --release runs it"
+    return "sqlflow: the release tier included"
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,10 @@
-"""Reliability of the streaming path: exactly-once across a kill -9, bounded state, late rows
-counted, availableNow with and without finish."""
+"""Reliability of the streaming path: exactly-once across a restart, bounded state, late rows
+counted, availableNow with and without finish.
+
+Exactly once is tested twice: in this process, on the checkpoint a stop leaves and on the one a
+kill between the sink's commit and Spark's commit log leaves (made by deleting that commit log
+entry), in the default run; and across a real kill -9 of the job's driver with its JVM, in the
+release tier (`--release`)."""
 import os
 import runpy
 import signal
@@ -123,7 +128,73 @@ def batch_watermark_ms(cp: Path, batch: int) -> int:
     return json.loads((cp / "offsets" / str(batch)).read_text().splitlines()[1])["batchWatermarkMs"]
 
 
+def logged(cp: Path, log: str) -> list[int]:
+    """The batch ids in a checkpoint's offset or commit log."""
+    return sorted(int(f.name) for f in (cp / log).iterdir() if f.name.isdigit())
+
+
+def run_in_process(spark, run_dir: Path, finish: bool) -> None:
+    """The crash job over the files now in run_dir/input, in this process (availableNow: it stops
+    when they are read), finishing the input if `finish`. Without `finish`, no batch without data
+    follows the last one: a run that is stopped or killed while its input goes on has none, and
+    its watermarks are those of an uninterrupted run."""
+    if not finish:
+        spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", "false")
+        try:
+            _run_job(spark, run_dir, False)
+        finally:
+            spark.conf.unset("spark.sql.streaming.noDataMicroBatches.enabled")
+    else:
+        _run_job(spark, run_dir, True)
+
+
+def _run_job(spark, run_dir: Path, finish: bool) -> None:
+    job = runpy.run_path(str(JOB))
+    src = (spark.readStream.schema("k string, et long, v long").option("maxFilesPerTrigger", 1)
+           .parquet(str(run_dir / "input")).withColumnRenamed("et", EVENT_TIME))
+    cp = str(run_dir / "cp")
+    stream = S.build_stream(src, job["plan"](), delay=10 * SECOND, buckets=3, finish_dir=cp + "-finish")
+    S.start(stream, format="parquet", path=str(run_dir / "out"), checkpoint=cp, available_now=True, finish=finish)
+
+
+def test_exactly_once_across_a_stop_and_restart(spark, crash_reference, stream_files, tmp_path):
+    """Stopped after batch 3 (state, timers and output of batches 0-3 on disk), restarted from the
+    checkpoint once the rest of the input is there: the sink holds exactly the uninterrupted run's
+    panes."""
+    run_dir = tmp_path / "restart"
+    files = type(stream_files)(run_dir / "input")
+    write_batches(files, crash_batches()[:4])
+    run_in_process(spark, run_dir, finish=False)
+    assert logged(run_dir / "cp", "commits") == logged(run_dir / "cp", "offsets") == [0, 1, 2, 3]
+    write_batches(files, crash_batches()[4:])
+    run_in_process(spark, run_dir, finish=True)
+    assert micro_batches(run_dir / "cp") == one_file_each(8)
+    assert sink_rows(spark, run_dir / "out") == crash_reference
+
+
+def test_exactly_once_after_the_sinks_commit_without_sparks(spark, crash_reference, stream_files, tmp_path):
+    """The checkpoint a kill between the file sink's commit of batch 3 and Spark's commit log
+    leaves (the sink's metadata and the state of batch 3 written, commits/3 not), made by deleting
+    commits/3 after a stop: the restart re-runs batch 3, the sink skips it without executing it,
+    so Spark's watermark for batch 4 is batch 3's (SPARK-18513), and the panes are still the
+    uninterrupted run's (the operator's watermark comes from the heartbeats in its state)."""
+    run_dir = tmp_path / "uncommitted"
+    files = type(stream_files)(run_dir / "input")
+    write_batches(files, crash_batches()[:4])
+    run_in_process(spark, run_dir, finish=False)
+    cp = run_dir / "cp"
+    assert logged(cp, "commits") == logged(cp, "offsets") == [0, 1, 2, 3]
+    assert (run_dir / "out" / "_spark_metadata" / "3").exists()
+    for name in ("3", ".3.crc"):  # the entry and its checksum, as the kill would have left neither
+        (cp / "commits" / name).unlink()
+    write_batches(files, crash_batches()[4:])
+    run_in_process(spark, run_dir, finish=True)
+    assert batch_watermark_ms(cp, 4) == batch_watermark_ms(cp, 3)
+    assert sink_rows(spark, run_dir / "out") == crash_reference
+
+
 @pytest.mark.slow
+@pytest.mark.release
 def test_exactly_once_across_kill_9(spark, crash_reference, stream_files, tmp_path):
     """Killed while batch 4 runs (state, timers and output of batches 0-3 exist), restarted from
     the checkpoint: Spark re-runs batch 4, and the sink holds exactly the uninterrupted run's panes."""
@@ -139,6 +210,7 @@ def test_exactly_once_across_kill_9(spark, crash_reference, stream_files, tmp_pa
 
 
 @pytest.mark.slow
+@pytest.mark.release
 def test_exactly_once_when_killed_between_sink_and_commit(spark, crash_reference, stream_files, tmp_path):
     """Killed after the file sink committed batch k but before the commit log did: the restart
     re-runs batch k, the sink skips it without executing it, so Spark never sees its event times
