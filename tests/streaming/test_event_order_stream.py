@@ -1,0 +1,158 @@
+"""ORDER BY the event-time column on a live stream (docs/semantics.md, 11; docs/streaming.md, 5.5).
+
+The stream reads one file per micro-batch (a backlog, so no batch without data runs between
+them); every value below is derived by hand from Spark's rule for the watermark of batch N (the
+largest event time of the batches before N, minus the delay) and the ordering's rules: a row of
+batch N below W(N-1) is late, a buffered row is released in the first batch whose W passes it.
+The batches' processing times are the wall clock's: the tests read them from the operator's
+counters (`watermark_log`, `batch_time`).
+"""
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import sqlflow
+from sqlflow.errors import SqlflowError
+from sqlflow.spark import streaming as S
+
+DAY = dt.datetime(2024, 1, 1)
+
+
+def T(seconds: float) -> dt.datetime:
+    return DAY + dt.timedelta(seconds=seconds)
+
+
+#: the readings of docs/semantics.md 11, one file (micro-batch) each: (id, event time in seconds)
+READINGS = [[("r1", 100)], [("r2", 95)], [("r3", 112)], [("r4", 104)], [("r5", 99)], [("r6", 125)]]
+
+
+def _docs_sql() -> str:
+    """The live example of docs/streaming.md, 5.5."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "streaming.md").read_text(encoding="utf-8")
+    sql = re.search(r"```sql\n(.*?)```", text[text.index("### 5.5 Ordering a stream by event time"):], re.S).group(1)
+    assert "FROM readings" in sql
+    return sql.strip()
+
+
+@pytest.fixture(autouse=True)
+def _finishable(rocksdb, spark, tmp_path):
+    spark.conf.set(S.CONF_FINISH_DIR, str(tmp_path / "finish"))
+    yield
+    spark.conf.unset(S.CONF_FINISH_DIR)
+
+
+_mtime = [int(time.time()) - 50_000]
+
+
+def write_files(folder: Path, batches) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for rows in batches:
+        _mtime[0] += 1
+        tmp = folder.parent / f".part-{_mtime[0]}.parquet"
+        pd.DataFrame({"id": [i for i, _ in rows], "ts": [T(s) for _, s in rows]}) \
+            .astype({"ts": "datetime64[us]"}).to_parquet(tmp, index=False)
+        os.utime(tmp, (_mtime[0], _mtime[0]))
+        os.replace(tmp, folder / f"part-{_mtime[0]}.parquet")
+
+
+def readings(spark, folder: Path, name: str = "readings") -> None:
+    spark.readStream.schema("id string, ts timestamp").option("maxFilesPerTrigger", 1).parquet(str(folder)) \
+        .createOrReplaceTempView(name)
+
+
+def batch_times(query) -> list[tuple[int, int | None, int]]:
+    """(batch time, watermark, finished) of each batch the operator ran, in order (engine us)."""
+    out = []
+    for p in query.recentProgress:
+        m = (p.get("observedMetrics") or {}).get("sqlflow")
+        if m and m["batch_time"] is not None:
+            out.append((int(m["batch_time"]), m["watermark"], int(m["finished"])))
+    return out
+
+
+def micros(t: dt.datetime) -> int:
+    return int((t - dt.datetime(1970, 1, 1)).total_seconds() * 1_000_000)
+
+
+def test_out_of_order_rows_come_out_in_event_time_order_as_the_watermark_passes(spark, tmp_path):
+    write_files(tmp_path / "in", READINGS)
+    readings(spark, tmp_path / "in")
+    df = sqlflow.sql(spark, _docs_sql())
+    assert df.isStreaming and df.columns == ["id", "ts", "emit_time"]
+    query = S.start(df, format="memory", query_name="ordered_out", available_now=True, finish=True)
+    out = [(r.id, r.ts, r.emit_time) for r in spark.table("ordered_out").collect()]
+    log = batch_times(query)
+    # six data batches, then the batch without data that moves W to 115 s, then the finish marker's
+    p = [t for t, _, _ in log]
+    wm = [w for _, w, _ in log]
+    assert wm[1:7] == [micros(T(s)) for s in (90, 90, 102, 102, 102, 115)] and wm[7] is None
+    at = [dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=t) for t in p]
+    # W(3) = 102 s releases r2 (95) and r1 (100); r5 (99) arrives in batch 4 behind W(3): late;
+    # W(6) = 115 s (no data) releases r4 (104) and r3 (112); the finish releases r6 (125)
+    assert out == [("r2", T(95), at[3]), ("r1", T(100), at[3]), ("r4", T(104), at[6]), ("r3", T(112), at[6]),
+                   ("r6", T(125), at[7])]
+    metrics = S.query_metrics(query)
+    assert (metrics["input_rows"], metrics["ordered_rows"], metrics["dropped_too_late"]) == (6, 5, 1)
+    # the replay of the same arrivals under the stream's own watermark steps gives the same rows
+    arrivals = [(i, T(s), at[b]) for b, batch in enumerate(READINGS) for i, s in batch]
+    spark.createDataFrame(arrivals, "id string, ts timestamp, at timestamp").createOrReplaceTempView("recorded")
+    steps = [(at[b], None if w is None else dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=w))
+             for b, (_, w, _) in enumerate(log) if b > 0]
+    spark.createDataFrame(steps, "proc_time timestamp, watermark timestamp").createOrReplaceTempView("steps")
+    replay = sqlflow.sql(spark, "SELECT id, ts FROM recorded WATERMARK ts TIMELINE steps ARRIVAL at ORDER BY ts, id")
+    assert [(r.id, r.ts, r.emit_time) for r in replay.collect()] == out
+    assert [(r.id, r.reason) for r in sqlflow.dropped(replay).collect()] == [("r5", "too late")]
+
+
+def test_misuse_gets_a_located_error(spark, tmp_path):
+    (tmp_path / "empty").mkdir()
+    readings(spark, tmp_path / "empty")
+    cases = [
+        ("SELECT id, ts FROM readings WATERMARK ts DELAY OF 10s ORDER BY id", "ORDER BY", 1, 64,
+         "ORDER BY over a watermarked stream orders rows by event time, as the watermark passes them: its first "
+         "key must be the WATERMARK column ts, not id"),
+        ("SELECT id, ts FROM readings WATERMARK ts DELAY OF 10s ORDER BY ts DESC", "ORDER BY", 1, 64,
+         "ORDER BY ts DESC over a watermarked stream: rows come out as the watermark passes them, in ascending "
+         "event time"),
+        ("SELECT r.id, ts FROM readings WATERMARK ts DELAY OF 10s AS r JOIN names n ON r.id = n.id ORDER BY ts",
+         "JOIN", 1, 67, "a SELECT ordered by event time over a live stream does not take JOIN yet"),
+        ("SELECT id, ts FROM readings WATERMARK ts DELAY OF 10s ORDER BY ts LIMIT 3", "LIMIT", 1, 73,
+         "a SELECT ordered by event time over a live stream does not take LIMIT yet"),
+    ]
+    spark.createDataFrame([("r1", "one")], "id string, name string").createOrReplaceTempView("names")
+    for sql, clause, line, column, message in cases:
+        with pytest.raises(SqlflowError) as info:
+            sqlflow.sql(spark, sql)
+        assert (info.value.message, info.value.clause, info.value.line, info.value.column) == (
+            message, clause, line, column), sql
+
+
+def test_a_restart_from_the_checkpoint_loses_and_duplicates_nothing(spark, tmp_path):
+    """The first three files, stopped (the batch without data after them moves W to 102 s and
+    releases r2 and r1; r3 stays buffered), then the rest from the checkpoint: the same rows as
+    one run, the late row in the dropped side output."""
+    folder, out, late, checkpoint = tmp_path / "in", tmp_path / "out", tmp_path / "late", tmp_path / "cp"
+    write_files(folder, READINGS[:3])
+    readings(spark, folder)
+    df = sqlflow.sql(spark, "SELECT id, ts FROM readings WATERMARK ts DELAY OF 10s ORDER BY ts, id")
+    stream = S.pane_streams(df)[0]
+    options = dict(format="parquet", path=str(out), dropped_path=str(late), checkpoint=str(checkpoint))
+    first = S.start(stream, available_now=True, **options)
+    assert [(r.id, r.ts) for r in spark.read.parquet(str(out)).collect()] == [("r2", T(95)), ("r1", T(100))]
+    assert [(w, f) for _, w, f in batch_times(first)][-1] == (micros(T(102)), 0)
+    write_files(folder, READINGS[3:])
+    second = S.start(stream, available_now=True, finish=True, **options)
+    rows = spark.read.parquet(str(out)).orderBy("emit_time", "ts", "id").collect()
+    assert [(r.id, r.ts) for r in rows] == [("r2", T(95)), ("r1", T(100)), ("r4", T(104)), ("r3", T(112)),
+                                           ("r6", T(125))]
+    assert len({r.emit_time for r in rows[:2]}) == 1 and rows[2].emit_time < rows[4].emit_time
+    dropped = spark.read.parquet(str(late)).collect()
+    assert [(r.id, r.event_time, r.reason) for r in dropped] == [("r5", T(99), "too late")]
+    assert S.query_metrics(second)["dropped_too_late"] == 1
