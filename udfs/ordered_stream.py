@@ -56,9 +56,14 @@ from sqlflow.udfs.streaming import engine_watermark, own_watermark_ms, poll_time
 
 #: the operator's one value of state: `OrderMeta`'s fields, then the buffered rows (Arrow IPC)
 ORDER_STATE_NAME = "ordered"
-ORDER_STATE_SCHEMA = "wm long, seen long, poll long, finished boolean, rows long, blob binary"
+ORDER_STATE_SCHEMA = "wm long, seen long, poll long, finished boolean, rows long, blob binary, parts binary"
 #: what a call counts (summed over the batch) and reports (the batch's, for `watermark_log`)
-ORDER_COUNTERS = ("input_rows", "ordered_rows", "dropped_too_late", "dropped_null_event_time")
+ORDER_COUNTERS = ("input_rows", "ordered_rows", "dropped_too_late", "dropped_null_event_time",
+                  "dropped_behind_partition")
+#: why a row is not emitted under ASCENDING PER: older than its partition's latest event time
+BEHIND_PARTITION = "behind its partition"
+#: the partition of NULL values (partition values travel as strings)
+NULL_PARTITION = "\0null"
 ORDER_GAUGES = ("batch_time", "watermark", "finished", "buffered_rows")
 
 
@@ -71,7 +76,10 @@ class OrderSpec:
     - `ties`: the tie-breakers after the event time, (column, descending, NULLs first);
     - `delay_ms`, `column_shift`: Spark's delay on the watermark column (ms) and the column's shift
       from event time (us), as `streaming.own_watermark_ms` takes them;
-    - `frame_columns`: the operator's input columns (bucket, kind, time, PACK), in order."""
+    - `frame_columns`: the operator's input columns (bucket, kind, time, PACK), in order;
+    - `partition`: under `ASCENDING PER`, the column of each row's partition (a string), and
+      `idle` the IDLE TIMEOUT (us; None: none): the operator computes the watermark itself
+      (`partition_watermark`); Spark's is a constant that never moves."""
 
     columns: tuple[str, ...]
     ties: tuple[tuple[str, bool, bool], ...] = ()
@@ -79,6 +87,8 @@ class OrderSpec:
     column_shift: int = 0
     time: str = "t"
     frame_columns: tuple[str, ...] = ()
+    partition: str | None = None
+    idle: int | None = None
 
     def output_columns(self) -> list[str]:
         return [KIND, *self.columns, EMIT_TIME, REASON,
@@ -132,20 +142,83 @@ def sorted_indices(table: pa.Table, time: str, ties) -> pa.Array:
     return pc.sort_indices(pa.table(columns), sort_keys=keys)
 
 
+def empty_partitions() -> pd.DataFrame:
+    return pd.DataFrame({"k": pd.Series([], dtype=object), "latest": np.array([], np.int64),
+                         "last": np.array([], np.int64)})
+
+
+def partition_watermark(parts: pd.DataFrame, keys: np.ndarray, t: np.ndarray, valid: np.ndarray, p: int,
+                        idle: int | None, wm_prev: int) -> tuple[np.ndarray, pd.DataFrame, int]:
+    """One micro-batch at processing time `p` of an ASCENDING PER stream (docs/semantics.md, 1.2,
+    with the batch as the instant): which of its rows (partition `keys`, event times `t`, `valid`:
+    with an event time) are behind their partition's latest event time before the batch, the
+    partitions' new (latest event time, last arrival), and the watermark: the minimum latest over
+    the partitions not idle at `p` (a row in `(p - idle, p]`), never below `wm_prev`; unchanged
+    when every partition is idle. A row behind its partition neither moves its partition nor
+    keeps it from turning idle.
+
+    >>> parts = empty_partitions()
+    >>> behind, parts, wm = partition_watermark(parts, np.array(["a", "b", "a"], object), np.array([10, 3, 12]),
+    ...                                         np.array([True, True, True]), p=100, idle=None, wm_prev=-5)
+    >>> behind.tolist(), wm, parts.values.tolist()
+    ([False, False, False], 3, [['a', 12, 100], ['b', 3, 100]])
+    >>> behind, parts, wm = partition_watermark(parts, np.array(["a", "a"], object), np.array([11, 20]),
+    ...                                         np.array([True, True]), p=200, idle=50, wm_prev=wm)
+    >>> behind.tolist(), wm, parts.values.tolist()
+    ([True, False], 20, [['a', 20, 200], ['b', 3, 100]])
+    """
+    index = pd.Index(parts["k"].to_numpy(object))
+    at = index.get_indexer(keys) if len(index) else np.full(len(keys), -1)
+    latest = parts["latest"].to_numpy(np.int64)
+    before = np.where(at >= 0, latest[np.maximum(at, 0)] if len(latest) else 0, NEG_INF)
+    behind = valid & (t < before)
+    kept = valid & ~behind
+    if kept.any():
+        new = (pd.DataFrame({"k": keys[kept], "latest": t[kept]}).groupby("k", sort=False)["latest"].max()
+               .reset_index())
+        new["last"] = np.int64(p)
+        both = pd.concat([parts, new], ignore_index=True)
+        parts = both.groupby("k", sort=False).agg(latest=("latest", "max"), last=("last", "max")).reset_index()
+    active = parts["last"].to_numpy(np.int64) > (p - idle) if idle is not None else np.ones(len(parts), bool)
+    wm = wm_prev
+    if active.any():
+        wm = max(wm_prev, int(parts["latest"].to_numpy(np.int64)[active].min()))
+    return behind, parts, wm
+
+
+def partitions_to_ipc(parts: pd.DataFrame) -> bytes | None:
+    return to_ipc(pa.Table.from_pandas(parts, preserve_index=False)) if len(parts) else None
+
+
+def partitions_from_ipc(blob) -> pd.DataFrame:
+    if blob is None:
+        return empty_partitions()
+    table = from_ipc([blob])
+    return empty_partitions() if table is None else table.to_pandas()
+
+
 class OrderStep:
     """One call's work, apart from Spark (the doctest above runs it)."""
 
     def __init__(self, spec: OrderSpec):
         self.spec = spec
+        self.parts: pd.DataFrame | None = None
 
     def step(self, meta: OrderMeta, buffer: pa.Table | None, rows: pa.Table | None, *, p: int, spark_ms: int,
-             finish: bool = False) -> tuple[OrderMeta, pa.Table | None, list[pd.DataFrame]]:
+             finish: bool = False, parts: pd.DataFrame | None = None
+             ) -> tuple[OrderMeta, pa.Table | None, list[pd.DataFrame]]:
         """Micro-batch at processing time `p` (us) with `rows` (None: none), Spark's watermark
-        `spark_ms`: the new meta and buffer, and the output frames (released, dropped, counters)."""
+        `spark_ms` (`parts`: the partitions under ASCENDING PER, updated in place of the frame
+        given, `self.parts` after the call): the new meta and buffer, and the output frames
+        (released, dropped, counters)."""
         spec = self.spec
         wm_prev = meta.wm
-        wm_ms = max(int(spark_ms), own_watermark_ms(meta.seen, spec.column_shift, spec.delay_ms))
-        wm_new = max(engine_watermark(wm_ms, 0), wm_prev)
+        if spec.partition is None:
+            wm_ms = max(int(spark_ms), own_watermark_ms(meta.seen, spec.column_shift, spec.delay_ms))
+            wm_new = max(engine_watermark(wm_ms, 0), wm_prev)
+        else:
+            parts = empty_partitions() if parts is None else parts
+            wm_new = wm_prev
         counts = dict.fromkeys(ORDER_COUNTERS, 0)
         dropped = None
         if rows is not None and rows.num_rows:
@@ -156,13 +229,19 @@ class OrderStep:
                 meta.seen = top if meta.seen is None else max(meta.seen, top)
             values = np.asarray(t.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
             null = np.asarray(t.is_null().to_numpy(zero_copy_only=False), dtype=bool)
-            late = ~null & ((values < wm_prev) | meta.finished)
-            kept = ~null & ~late
+            behind = np.zeros(len(values), bool)
+            if spec.partition is not None and parts is not None:
+                keys = np.asarray(rows.column(spec.partition).fill_null(NULL_PARTITION).to_numpy(zero_copy_only=False),
+                                  dtype=object)
+                behind, parts, wm_new = partition_watermark(parts, keys, values, ~null, p, spec.idle, wm_prev)
+            late = ~null & ~behind & ((values < wm_prev) | meta.finished)
+            kept = ~null & ~late & ~behind
             counts["dropped_null_event_time"] = int(null.sum())
             counts["dropped_too_late"] = int(late.sum())
+            counts["dropped_behind_partition"] = int(behind.sum())
             if not kept.all():
                 out = rows.filter(pa.array(~kept))
-                reasons = np.where(null[~kept], NULL_EVENT_TIME, TOO_LATE)
+                reasons = np.where(null[~kept], NULL_EVENT_TIME, np.where(behind[~kept], BEHIND_PARTITION, TOO_LATE))
                 dropped = arrow_frame(out)
                 dropped[KIND] = np.full(len(dropped), DROPPED, np.int32)
                 dropped[EMIT_TIME] = np.full(len(dropped), p, np.int64)
@@ -170,6 +249,10 @@ class OrderStep:
                 rows = rows.filter(pa.array(kept))
             if rows.num_rows:
                 buffer = rows if buffer is None else pa.concat_tables([buffer, rows.cast(buffer.schema)])
+        elif spec.partition is not None and parts is not None and spec.idle is not None:  # partitions turn idle
+            _, parts, wm_new = partition_watermark(parts, np.array([], object), np.array([], np.int64),
+                                                   np.array([], bool), p, spec.idle, wm_prev)
+        self.parts = parts
         if finish:
             meta.finished = True
         if meta.finished:
@@ -226,13 +309,17 @@ class OrderOperator:
         p = timerValues.getCurrentProcessingTimeInMs() * 1000
         value = self.state.get()
         if value is None:
-            meta, buffer = OrderMeta(), None
+            meta, buffer, parts = OrderMeta(), None, None
         else:
-            *fields, blob = value
-            meta, buffer = OrderMeta(*fields), from_ipc([blob])
-        meta, buffer, frames = self.step.step(meta, buffer, rows, p=p, spark_ms=spark_ms, finish=finish)
-        self._poll(meta, spark_ms, fired)
-        self.state.update((*meta.row(), to_ipc(buffer)))
+            *fields, blob, parts_blob = value
+            meta, buffer, parts = OrderMeta(*fields), from_ipc([blob]), partitions_from_ipc(parts_blob)
+        meta, buffer, frames = self.step.step(meta, buffer, rows, p=p, spark_ms=spark_ms, finish=finish, parts=parts)
+        parts_blob = None
+        if self.spec.partition is None:
+            self._poll(meta, spark_ms, fired)  # under ASCENDING PER Spark's watermark is a constant: no timer
+        elif self.step.parts is not None:
+            parts_blob = partitions_to_ipc(self.step.parts)
+        self.state.update((*meta.row(), to_ipc(buffer), parts_blob))
         yield one_frame([f for f in frames if len(f)], self.spec.output_columns())
 
     def _poll(self, meta: OrderMeta, spark_ms: int, fired: int | None) -> None:

@@ -14,12 +14,15 @@
 - `partition_filters`: a windowed SELECT over an ASCENDING PER replay reads its source without
   the rows behind their partition (listed and counted as a stage of their own).
 
-- `_order_stream`: a SELECT ordered by event time over a live stream (`WATERMARK ts DELAY OF d`)
-  reads the released rows of the ordering operator (`streaming.ordered`, `udfs/ordered_stream.py`:
-  transformWithStateInPandas, rows buffered in its state until the watermark passes them, released
-  in order with their batch's time as `emit_time`); the SELECT keeps its items and WHERE.
+- `_order_stream`: a SELECT ordered by event time over a live stream (`WATERMARK ts DELAY OF d`
+  or `ASCENDING PER p [IDLE TIMEOUT d]`) reads the released rows of the ordering operator
+  (`streaming.ordered`, `udfs/ordered_stream.py`: transformWithStateInPandas, rows buffered in its
+  state until the watermark passes them, released in order with their batch's time as
+  `emit_time`; under ASCENDING PER the operator computes the per-partition watermark itself);
+  the SELECT keeps its items and WHERE.
 
-ASCENDING PER on a live stream is refused for now, with the hint to replay the recorded stream.
+Other SELECTs (windows included) over ASCENDING PER on a live stream are refused for now, with
+the hint to replay the recorded stream.
 """
 from __future__ import annotations
 
@@ -328,12 +331,12 @@ def _order_stream(runner: "Runner", order: ordering.EventTimeOrder, number: int)
     statement = runner.statement
     w = order.watermark
     ordering.check(statement, order)
-    if isinstance(w.model, ast.AscendingPer):
-        refuse_on_stream(statement, w, "WATERMARK ... ASCENDING PER")
-    if not isinstance(w.model, ast.BoundedDelay):
+    per = isinstance(w.model, ast.AscendingPer)
+    if not per and not isinstance(w.model, ast.BoundedDelay):
         raise statement.source.error_at(
             SqlflowUnsupportedError, f"ORDER BY {w.event_time} over a live stream needs WATERMARK {w.event_time} "
-            f"DELAY OF <interval>, not {model_text(w.model)} (for recorded data)", w.pos, clause="WATERMARK")
+            f"DELAY OF <interval> or ASCENDING PER <column>, not {model_text(w.model)} (for recorded data)", w.pos,
+            clause="WATERMARK")
     select = order.select
     for arg, clause in (("joins", "JOIN"), ("limit", "LIMIT"), ("offset", "OFFSET"), ("distinct", "DISTINCT")):
         found = select.args.get(arg)
@@ -355,10 +358,12 @@ def _order_stream(runner: "Runner", order: ordering.EventTimeOrder, number: int)
         nulls_first = ordered_key.args.get("nulls_first")
         ties.append((desc, (not desc) if nulls_first is None else bool(nulls_first)))
         query.append("expressions", exp.alias_(expr.copy(), f"__sqlflow_tie{j}"))
+    if isinstance(w.model, ast.AscendingPer):  # each row's partition, as the replay reads it
+        query.append("expressions", exp.alias_(exp.cast(parse_column(w.model.partition), "string"), "__sqlflow_part"))
     query.set("from_", exp.From(this=strip_clauses(order.relation)))
-    rows = runner.sql(to_spark_sql(with_ctes(query, visible_ctes(order.relation))), order.relation, w.pos,
-                      clause="ORDER BY")
-    names = rows.columns[:len(rows.columns) - len(ties)]
+    rows = runner.sql(to_spark_sql(with_ctes(query, visible_ctes(order.relation))), order.relation,
+                      w.model.partition_pos if isinstance(w.model, ast.AscendingPer) else w.pos, clause="ORDER BY")
+    names = rows.columns[:len(rows.columns) - len(ties) - (1 if per else 0)]
     event_name = _name(w.event_time).lower()
     matches = [n for n in names if n.lower() == event_name]
     et_type = rows.schema[matches[0]].dataType if matches else None
@@ -367,23 +372,26 @@ def _order_stream(runner: "Runner", order: ordering.EventTimeOrder, number: int)
             SqlflowUnsupportedError, f"the WATERMARK column {w.event_time} must be a TIMESTAMP column of the "
             f"source, not {et_type.simpleString() if et_type else 'missing'}", w.event_time_pos or w.pos,
             clause="WATERMARK")
-    for f in rows.schema.fields:
+    for f in rows.schema.fields[:len(names) + len(ties)]:
         if not isinstance(f.dataType, CARRIED):
             raise statement.source.error_at(
                 SqlflowUnsupportedError, f"column {f.name} of type {f.dataType.simpleString()} cannot be ordered "
                 "on a live stream yet (integers, floating point, strings, booleans, timestamps and dates can)",
                 w.pos, clause="WATERMARK", hint=f"CAST {f.name} to a string or a number in a view the query reads")
     spark = runner.spark
-    stream = ordered_stream(rows, names=list(names), event_time=matches[0], ties=ties,
-                            delay=w.model.delay.micros,
+    model = w.model
+    idle = model.idle_timeout.micros if isinstance(model, ast.AscendingPer) and model.idle_timeout else None
+    delay = model.delay.micros if isinstance(model, ast.BoundedDelay) else 0
+    stream = ordered_stream(rows, names=list(names), event_time=matches[0], ties=ties, delay=delay,
                             finish_dir=runner.finish_dir or conf.get(spark, conf.STREAMING_FINISH_DIR),
-                            metrics_name=_metrics_name(number))
+                            metrics_name=_metrics_name(number), per_partition=per, idle=idle)
     label = _label(statement, order)
     stage = OrderStage(number, label, "streaming stateful",
                        "transformWithStateInPandas: each row is buffered in its state until the watermark passes "
                        "it, then released in (event time, tie-breakers) order (Flink's time design draft, "
                        "'Ordering Elements in a Stream')", "ordered")
-    stage.replay = f"stream, watermark DELAY OF {w.model.delay}"
+    stage.replay = (f"stream, watermark {model_text(model)}, computed by the operator over each micro-batch"
+                    if per else f"stream, watermark {model_text(model)}")
     if not runner.starts_query and not runner.dry:
         use_state_store(spark, _StoreWhere(statement, label, w.pos))
     view = runner.view(stream.panes, "ordered")

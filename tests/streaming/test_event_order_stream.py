@@ -33,11 +33,12 @@ def T(seconds: float) -> dt.datetime:
 READINGS = [[("r1", 100)], [("r2", 95)], [("r3", 112)], [("r4", 104)], [("r5", 99)], [("r6", 125)]]
 
 
-def _docs_sql() -> str:
-    """The live example of docs/streaming.md, 5.5."""
+def _docs_sql(n: int = 0) -> str:
+    """The n-th SQL example of docs/streaming.md, 5.5 (0: over readings, 1: per device)."""
     text = (Path(__file__).resolve().parents[2] / "docs" / "streaming.md").read_text(encoding="utf-8")
-    sql = re.search(r"```sql\n(.*?)```", text[text.index("### 5.5 Ordering a stream by event time"):], re.S).group(1)
-    assert "FROM readings" in sql
+    section = text[text.index("### 5.5 Ordering a stream by event time"):text.index("## 6. The changelog")]
+    sql = re.findall(r"```sql\n(.*?)```", section, re.S)[n]
+    assert ("FROM readings" if n == 0 else "FROM devices") in sql
     return sql.strip()
 
 
@@ -156,3 +157,68 @@ def test_a_restart_from_the_checkpoint_loses_and_duplicates_nothing(spark, tmp_p
     dropped = spark.read.parquet(str(late)).collect()
     assert [(r.id, r.event_time, r.reason) for r in dropped] == [("r5", T(99), "too late")]
     assert S.query_metrics(second)["dropped_too_late"] == 1
+
+
+def write_partitioned(folder: Path, batches) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for rows in batches:
+        _mtime[0] += 1
+        tmp = folder.parent / f".part-{_mtime[0]}.parquet"
+        pd.DataFrame({"device": [p for p, _ in rows], "ts": [T(s) for _, s in rows]}) \
+            .astype({"ts": "datetime64[us]"}).to_parquet(tmp, index=False)
+        os.utime(tmp, (_mtime[0], _mtime[0]))
+        os.replace(tmp, folder / f"part-{_mtime[0]}.parquet")
+
+
+def devices(spark, folder: Path, batches) -> None:
+    write_partitioned(folder, batches)
+    spark.readStream.schema("device string, ts timestamp").option("maxFilesPerTrigger", 1).parquet(str(folder)) \
+        .createOrReplaceTempView("devices")
+
+
+def test_ascending_per_partition_on_a_stream_is_the_replay_of_its_batches(spark, tmp_path):
+    """Batches A10 B3 | A8 | B9. The operator computes the watermark itself: min over the devices
+    of their latest event time, 3 after batch 0, still 3 after batch 1 (A8 is behind A's 10:
+    dropped), 9 after batch 2, which releases B3; the finish releases B9 and A10. The replay of
+    the same rows arriving at their batches' times gives the same rows at the same instants, but
+    its end of input is its last arrival (the stream's is the finish marker's batch)."""
+    batches = [[("A", 10), ("B", 3)], [("A", 8)], [("B", 9)]]
+    devices(spark, tmp_path / "in", batches)
+    sql = _docs_sql(1).replace(" IDLE TIMEOUT 1ms", "")
+    df = sqlflow.sql(spark, sql)
+    assert "computed by the operator over each micro-batch" in sqlflow.explain(sql, spark)
+    query = S.start(df, format="memory", query_name="per_out", available_now=True, finish=True)
+    log = batch_times(query)
+    at = [dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=t) for t, _, _ in log]
+    assert [w for _, w, _ in log] == [micros(T(3)), micros(T(3)), micros(T(9)), None]
+    out = [(r.device, r.ts, r.emit_time) for r in spark.table("per_out").collect()]
+    assert out == [("B", T(3), at[2]), ("B", T(9), at[3]), ("A", T(10), at[3])]
+    metrics = S.query_metrics(query)
+    assert (metrics["input_rows"], metrics["ordered_rows"], metrics["dropped_behind_partition"],
+            metrics["dropped_too_late"]) == (4, 3, 1, 0)
+    arrivals = [(p, T(s), at[b]) for b, batch in enumerate(batches) for p, s in batch]
+    spark.createDataFrame(arrivals, "device string, ts timestamp, at timestamp").createOrReplaceTempView("recorded")
+    replay = sqlflow.sql(spark, sql.replace("FROM devices WATERMARK ts ASCENDING PER device",
+                                            "FROM recorded WATERMARK ts ASCENDING PER device ARRIVAL at"))
+    # the replay's end of input is its last arrival (batch 2), the stream's the finish (batch 3)
+    assert [(r.device, r.ts, at[3] if r.emit_time == at[2] and r.ts > T(3) else r.emit_time)
+            for r in replay.collect()] == out
+    assert [(r.device, r.reason) for r in sqlflow.dropped(replay).collect()] == [("A", "behind its partition")]
+
+
+def test_an_idle_partition_stops_holding_the_watermark_back(spark, tmp_path):
+    """IDLE TIMEOUT 1ms: a device without a row in the batch is idle (batches are further apart).
+    Batches A1 B0 | A12 | A25 | B2: W = 0, then 12 (B idle: releases B0, A1), then 25 (releases
+    A12); B2 comes back behind W = 25: too late (not behind its partition: B's latest is 0). The
+    finish releases A25. Without the timeout B holds W at 0 until B2 moves it to 2."""
+    batches = [[("A", 1), ("B", 0)], [("A", 12)], [("A", 25)], [("B", 2)]]
+    devices(spark, tmp_path / "in", batches)
+    df = sqlflow.sql(spark, _docs_sql(1))
+    query = S.start(df, format="memory", query_name="idle_out", available_now=True, finish=True)
+    log = batch_times(query)
+    at = [dt.datetime(1970, 1, 1) + dt.timedelta(microseconds=t) for t, _, _ in log]
+    assert [w for _, w, _ in log] == [micros(T(0)), micros(T(12)), micros(T(25)), micros(T(25)), None]
+    assert [(r.device, r.ts, r.emit_time) for r in spark.table("idle_out").collect()] == [
+        ("B", T(0), at[1]), ("A", T(1), at[1]), ("A", T(12), at[2]), ("A", T(25), at[4])]
+    metrics = S.query_metrics(query)
+    assert (metrics["dropped_too_late"], metrics["dropped_behind_partition"]) == (1, 0)

@@ -34,6 +34,10 @@ class NotOwned:
     why_not: str = "an ordering by event time (it runs on its stateful operator)"
 
 
+#: each row's partition under ASCENDING PER (its value as a string)
+PARTITION_COLUMN = PREFIX + "partition"
+
+
 def user_column(i: int) -> str:
     return f"{PREFIX}c{i}"
 
@@ -67,24 +71,34 @@ CARRIED = (T.LongType, T.IntegerType, T.ShortType, T.ByteType, T.DoubleType, T.F
 
 
 def ordered_stream(rows: DataFrame, *, names: list[str], event_time: str, ties: list[tuple[bool, bool]],
-                   delay: int, finish_dir: str | None, metrics_name: str = METRICS_NAME) -> PaneStream:
+                   delay: int, finish_dir: str | None, metrics_name: str = METRICS_NAME,
+                   per_partition: bool = False, idle: int | None = None) -> PaneStream:
     """The released rows of `rows` (a streaming DataFrame: the user's columns `names`, then one
     column per tie-breaker, `ties` giving each one's (descending, NULLs first)) ordered by the
-    event-time column `event_time` under `WATERMARK ... DELAY OF delay` (us). The released rows
-    have the user's columns and `emit_time`; the dropped rows the user's columns, `event_time`,
-    `arrival_time` (the batch's time) and `reason`."""
+    event-time column `event_time` under `WATERMARK ... DELAY OF delay` (us); with
+    `per_partition`, under `ASCENDING PER` instead (the last column of `rows` is each row's
+    partition as a string; `idle`: the IDLE TIMEOUT in us), the operator's own watermark and no
+    Spark watermark (timeMode None). The released rows have the user's columns and `emit_time`;
+    the dropped rows the user's columns, `event_time`, `arrival_time` (the batch's time) and
+    `reason`."""
     spark = rows.sparkSession
     fields = rows.schema.fields
-    user, tie_fields = fields[:len(names)], fields[len(names):]
+    user, tie_fields = fields[:len(names)], fields[len(names):len(names) + len(ties)]
     shift = UNBOUNDED_SHIFT
     wire = [_to_wire(rows[i], f.dataType).alias(user_column(i))
             for i, f in enumerate(user)]
     wire += [_to_wire(rows[len(names) + j], f.dataType).alias(tie_column(j)) for j, f in enumerate(tie_fields)]
+    if per_partition:
+        wire.append(rows[len(fields) - 1].alias(PARTITION_COLUMN))
     et = F.unix_micros(rows[names.index(event_time)].cast("timestamp"))
     data = rows.select(F.lit(0).cast("int").alias(BUCKET), F.lit(DATA).cast("int").alias(KIND),
                        et.alias(EVENT_TIME), *wire)
-    data = data.withColumn(WM_COLUMN, F.timestamp_micros(F.col(EVENT_TIME) + F.lit(shift)))
-    columns = (EVENT_TIME, *[user_column(i) for i in range(len(user))], *[tie_column(j) for j in range(len(ties))])
+    # Spark's watermark: under DELAY OF the ordering's (on a column shifted ahead, so that Spark drops no
+    # row itself); under ASCENDING PER a constant that Spark never drops a row behind and never moves,
+    # there only for the batch's processing time (EventTime mode gives it; timeMode None does not)
+    data = data.withColumn(WM_COLUMN, F.timestamp_micros(F.lit(shift) if per_partition else F.col(EVENT_TIME) + F.lit(shift)))
+    columns = (EVENT_TIME, *[user_column(i) for i in range(len(user))], *[tie_column(j) for j in range(len(ties))],
+               *([PARTITION_COLUMN] if per_partition else []))
     packed = packed_rows(spark, data)
     parts = [packed]
     if finish_dir is not None:
@@ -97,13 +111,15 @@ def ordered_stream(rows: DataFrame, *, names: list[str], event_time: str, ties: 
     union = parts[0]
     for part in parts[1:]:
         union = union.unionByName(part)
-    union = union.withWatermark(WM_COLUMN, interval_ms(delay + shift)).drop(WM_COLUMN)
+    union = union.withWatermark(WM_COLUMN, "1 day" if per_partition else interval_ms(delay + shift)).drop(WM_COLUMN)
     spec = OrderSpec(columns=columns, ties=tuple((tie_column(j), d, n) for j, (d, n) in enumerate(ties)),
                      delay_ms=(delay + shift) // 1000, column_shift=shift, time=EVENT_TIME,
-                     frame_columns=tuple(union.columns))
+                     frame_columns=tuple(union.columns), partition=PARTITION_COLUMN if per_partition else None,
+                     idle=idle)
     types = {EVENT_TIME: T.LongType(), KIND: T.IntegerType(), EMIT_TIME: T.LongType(), REASON: T.StringType()}
     types.update({user_column(i): _wire_type(f.dataType) for i, f in enumerate(user)})
     types.update({tie_column(j): _wire_type(f.dataType) for j, f in enumerate(tie_fields)})
+    types[PARTITION_COLUMN] = T.StringType()
     schema = T.StructType([T.StructField(c, types.get(c, T.LongType()), c != KIND) for c in spec.output_columns()])
     quiet(spark)
     raw = union.groupBy(BUCKET).transformWithStateInPandas(
