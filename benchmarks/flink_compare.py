@@ -251,7 +251,7 @@ def run(spark, only: list[str], rows: int, files: int, repeat: int, warmup: int,
     try:
         for name in only:
             window, mode, streaming = SHAPES[name]
-            print(f"scenario {name}: {window} windows, {'streaming' if streaming else 'bounded'}, {rows:,} rows, "
+            print(f"scenario {name}: {'ORDER BY event time' if window == 'order' else window + ' windows'}, {'streaming' if streaming else 'bounded'}, {rows:,} rows, "
                   f"vs Flink {flink.ready['flink']} ({mode} mode)", flush=True)
             at_start = provenance.load()
             r = measure(sides(spark, flink, name, inputs, work), rows, repeat, warmup)
