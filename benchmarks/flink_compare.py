@@ -67,7 +67,6 @@ ANSWER = "@flink-side "  # prefix of flink_side.py's answers on its stdout (the 
 
 def sqlflow_query(window: str, streaming: bool) -> str:
     if window == "order":
-        # sqlflow's DELAY OF form: Spark's own (DELAY OF INTERVAL ...) alone leaves the statement Spark's
         return (f"SELECT user_id, amount, event_time FROM flink_stream WATERMARK event_time DELAY OF "
                 f"{DELAY_MS // 60_000}m\nORDER BY event_time, user_id")
     source = f"flink_stream WATERMARK event_time DELAY OF INTERVAL {DELAY_MS // 60_000} MINUTES" if streaming \
