@@ -89,6 +89,7 @@ class OrderSpec:
     frame_columns: tuple[str, ...] = ()
     partition: str | None = None
     idle: int | None = None
+    wall_clock: tuple[str, ...] = ()  # TIMESTAMP_NTZ columns: out as naive datetimes (no time zone)
 
     def output_columns(self) -> list[str]:
         return [KIND, *self.columns, EMIT_TIME, REASON,
@@ -244,7 +245,7 @@ class OrderStep:
             if not kept.all():
                 out = rows.filter(pa.array(~kept))
                 reasons = np.where(null[~kept], NULL_EVENT_TIME, np.where(behind[~kept], BEHIND_PARTITION, TOO_LATE))
-                dropped = arrow_frame(out)
+                dropped = self._frame(out)
                 dropped[KIND] = np.full(len(dropped), DROPPED, np.int32)
                 dropped[EMIT_TIME] = np.full(len(dropped), p, np.int64)
                 dropped[REASON] = reasons.astype(object)
@@ -267,7 +268,7 @@ class OrderStep:
                 out = buffer.filter(pa.array(ready)) if not ready.all() else buffer
                 out = out.take(sorted_indices(out, spec.time, spec.ties))
                 buffer = buffer.filter(pa.array(~ready)) if not ready.all() else None
-                released = arrow_frame(out)
+                released = self._frame(out)
                 released[KIND] = np.full(len(released), PANE, np.int32)
                 released[EMIT_TIME] = np.full(len(released), p, np.int64)
                 counts["ordered_rows"] = len(released)
@@ -281,6 +282,15 @@ class OrderStep:
                                 **{metric_column(k): pd.array([v], dtype="Int64") for k, v in {**counts, **gauges}.items()}})
         frames = [f if f is not None else pd.DataFrame({KIND: np.array([], np.int32)}) for f in (released, dropped)]
         return meta, buffer, [*frames, metrics]
+
+
+    def _frame(self, table: pa.Table) -> pd.DataFrame:
+        """Rows as the output frame: the engine path's pandas form (integers exact with NULLs),
+        wall-clock timestamps as naive datetimes."""
+        frame = arrow_frame(table)
+        for name in self.spec.wall_clock:
+            frame[name] = table.column(name).to_pandas(timestamp_as_object=False, coerce_temporal_nanoseconds=False)
+        return frame
 
 
 class OrderOperator:

@@ -227,7 +227,8 @@ def test_an_idle_partition_stops_holding_the_watermark_back(spark, tmp_path):
 
 
 def test_columns_of_every_carried_type_come_out_exactly(spark, tmp_path):
-    """BIGINTs beyond 2^53 and NULL, a NaN apart from NULL, dates, TIMESTAMP_NTZ, booleans and
+    """BIGINTs beyond 2^53 and NULL, a NaN apart from NULL, dates, TIMESTAMP_NTZ (one that the
+    session's time zone skips included), booleans and
     strings travel through the operator's Arrow bytes unchanged; a NULL event time is dropped and
     counted."""
     folder = tmp_path / "typed"
@@ -237,7 +238,7 @@ def test_columns_of_every_carried_type_come_out_exactly(spark, tmp_path):
         "big": pd.array([2**53 + 1, None, 7], dtype="Int64"),
         "x": [0.0, 0.0, 0.0],
         "day": [dt.date(2024, 2, 29), None, dt.date(1969, 7, 20)],
-        "local": pd.array([dt.datetime(2024, 1, 1, 12), None, dt.datetime(1900, 1, 1)], dtype="datetime64[us]"),
+        "local": pd.array([dt.datetime(2024, 3, 10, 2, 30), None, dt.datetime(1900, 1, 1)], dtype="datetime64[us]"),
         "flag": pd.array([True, None, False], dtype="boolean"),
         "s": ["é", None, ""]})
     table = pa.Table.from_pandas(frame, preserve_index=False)
@@ -246,15 +247,21 @@ def test_columns_of_every_carried_type_come_out_exactly(spark, tmp_path):
     pq.write_table(table, folder / "part-0.parquet")
     spark.readStream.schema("ts timestamp, big bigint, x double, day date, local timestamp_ntz, flag boolean, "
                             "s string").parquet(str(folder)).createOrReplaceTempView("typed")
-    df = sqlflow.sql(spark, "SELECT * FROM typed WATERMARK ts DELAY OF 1s ORDER BY ts")
+    # a wall-clock time that New York skips (daylight saving) travels without a time zone
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "America/New_York")
+    try:
+        df = sqlflow.sql(spark, "SELECT * FROM typed WATERMARK ts DELAY OF 1s ORDER BY ts")
+        query = S.start(df, format="memory", query_name="typed_out", available_now=True, finish=True)
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", zone)
     assert [f.simpleString() for f in df.schema.fields] == [
         "ts:timestamp", "big:bigint", "x:double", "day:date", "local:timestamp_ntz", "flag:boolean", "s:string",
         "emit_time:timestamp"]
-    query = S.start(df, format="memory", query_name="typed_out", available_now=True, finish=True)
     rows = [tuple(r)[:-1] for r in spark.table("typed_out").collect()]
     assert rows[0] == (T(1), None, None, None, None, None, None)
     assert rows[1][:2] == (T(5), 2**53 + 1) and rows[1][2] != rows[1][2]  # NaN
-    assert rows[1][3:] == (dt.date(2024, 2, 29), dt.datetime(2024, 1, 1, 12), True, "é")
+    assert rows[1][3:] == (dt.date(2024, 2, 29), dt.datetime(2024, 3, 10, 2, 30), True, "é")
     metrics = S.query_metrics(query)
     assert (metrics["input_rows"], metrics["ordered_rows"], metrics["dropped_null_event_time"]) == (3, 2, 1)
 

@@ -3,7 +3,8 @@
 The source's rows (the user's columns, the tie-breakers, the event time as microseconds) are
 packed per input partition (udfs/pack.py), unioned with the finish marker's rows, watermarked on
 a column shifted ten years ahead (so that Spark drops no row itself: the operator judges and
-counts the late ones, docs/streaming.md 3.2) and handed to one transformWithStateInPandas group.
+counts the late ones, docs/streaming.md 3.2; under ASCENDING PER on a constant, the operator
+computing the watermark itself) and handed to one transformWithStateInPandas group.
 Its output rows are released rows (KIND PANE, in order), dropped rows (KIND DROPPED) and one
 counter row per call (KIND METRICS, observed as `sqlflow`): `PaneStream` as the windowed stream's,
 so `start`, `finish`, `dropped_path`, `query_metrics` and `watermark_log` work alike.
@@ -47,19 +48,19 @@ def tie_column(i: int) -> str:
 
 
 def _to_wire(column, data_type):
-    """A column as the operator carries it: timestamps as microseconds, dates as days."""
+    """A column as the operator carries it: timestamps as microseconds, dates as days; a
+    TIMESTAMP_NTZ as it is (Arrow holds its wall-clock microseconds; Spark's conversions to and
+    from numbers go through the session's time zone, which skips some wall-clock times)."""
     if isinstance(data_type, T.TimestampType):
         return F.unix_micros(column)
-    if isinstance(data_type, T.TimestampNTZType):
-        return F.unix_micros(column.cast("timestamp"))
     if isinstance(data_type, T.DateType):
         return F.unix_date(column)
     return column
 
 
 def _from_wire(column, data_type):
-    if isinstance(data_type, (T.TimestampType, T.TimestampNTZType)):
-        return F.timestamp_micros(column).cast(data_type)
+    if isinstance(data_type, T.TimestampType):
+        return F.timestamp_micros(column)
     if isinstance(data_type, T.DateType):
         return F.date_from_unix_date(column)
     return column.cast(data_type)
@@ -77,8 +78,8 @@ def ordered_stream(rows: DataFrame, *, names: list[str], event_time: str, ties: 
     column per tie-breaker, `ties` giving each one's (descending, NULLs first)) ordered by the
     event-time column `event_time` under `WATERMARK ... DELAY OF delay` (us); with
     `per_partition`, under `ASCENDING PER` instead (the last column of `rows` is each row's
-    partition as a string; `idle`: the IDLE TIMEOUT in us), the operator's own watermark and no
-    Spark watermark (timeMode None). The released rows have the user's columns and `emit_time`;
+    partition as a string; `idle`: the IDLE TIMEOUT in us), on the operator's own watermark
+    (Spark's is then a constant). The released rows have the user's columns and `emit_time`;
     the dropped rows the user's columns, `event_time`, `arrival_time` (the batch's time) and
     `reason`."""
     spark = rows.sparkSession
@@ -115,7 +116,9 @@ def ordered_stream(rows: DataFrame, *, names: list[str], event_time: str, ties: 
     spec = OrderSpec(columns=columns, ties=tuple((tie_column(j), d, n) for j, (d, n) in enumerate(ties)),
                      delay_ms=(delay + shift) // 1000, column_shift=shift, time=EVENT_TIME,
                      frame_columns=tuple(union.columns), partition=PARTITION_COLUMN if per_partition else None,
-                     idle=idle)
+                     idle=idle, wall_clock=tuple(
+                         [user_column(i) for i, f in enumerate(user) if isinstance(f.dataType, T.TimestampNTZType)]
+                         + [tie_column(j) for j, f in enumerate(tie_fields) if isinstance(f.dataType, T.TimestampNTZType)]))
     types = {EVENT_TIME: T.LongType(), KIND: T.IntegerType(), EMIT_TIME: T.LongType(), REASON: T.StringType()}
     types.update({user_column(i): _wire_type(f.dataType) for i, f in enumerate(user)})
     types.update({tie_column(j): _wire_type(f.dataType) for j, f in enumerate(tie_fields)})
@@ -138,7 +141,7 @@ def ordered_stream(rows: DataFrame, *, names: list[str], event_time: str, ties: 
 
 
 def _wire_type(data_type):
-    if isinstance(data_type, (T.TimestampType, T.TimestampNTZType)):
+    if isinstance(data_type, T.TimestampType):
         return T.LongType()
     if isinstance(data_type, T.DateType):
         return T.IntegerType()
