@@ -283,3 +283,24 @@ def test_a_script_inserts_the_ordered_stream_into_parquet(spark, tmp_path):
     """)
     rows = spark.read.parquet(str(tmp_path / "out")).orderBy("emit_time", "ts").collect()
     assert [(r.id, r.ts) for r in rows] == [("R2", T(95)), ("R1", T(100)), ("R3", T(112)), ("R6", T(125))]
+
+
+def test_the_partitions_survive_a_restart_from_the_checkpoint(spark, tmp_path):
+    """ASCENDING PER keeps each device's latest event time in the operator's state: batches
+    A10 B3 | A8, stopped (W = 3 releases nothing; A8 is behind A), then B9 from the checkpoint
+    moves W to 9 (A's 10 remembered) and releases B3; the finish releases B9 and A10."""
+    folder, out, late, checkpoint = tmp_path / "in", tmp_path / "out", tmp_path / "late", tmp_path / "cp"
+    devices(spark, folder, [[("A", 10), ("B", 3)], [("A", 8)]])
+    df = sqlflow.sql(spark, _docs_sql(1).replace(" IDLE TIMEOUT 1ms", ""))
+    stream = S.pane_streams(df)[0]
+    options = dict(format="parquet", path=str(out), dropped_path=str(late), checkpoint=str(checkpoint))
+    S.start(stream, available_now=True, **options)
+    assert spark.read.parquet(str(out)).count() == 0
+    write_partitioned(folder, [[("B", 9)]])
+    second = S.start(stream, available_now=True, finish=True, **options)
+    rows = spark.read.parquet(str(out)).orderBy("emit_time", "ts", "device").collect()
+    assert [(r.device, r.ts) for r in rows] == [("B", T(3)), ("B", T(9)), ("A", T(10))]
+    assert rows[0].emit_time < rows[1].emit_time == rows[2].emit_time
+    assert [(r.device, r.event_time, r.reason) for r in spark.read.parquet(str(late)).collect()] == [
+        ("A", T(8), "behind its partition")]
+    assert [w for _, w, _ in batch_times(second)] == [micros(T(9)), None]
