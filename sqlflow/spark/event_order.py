@@ -325,7 +325,7 @@ def _order_stream(runner: "Runner", order: ordering.EventTimeOrder, number: int)
     from pyspark.sql import types as T
 
     from . import conf
-    from .streaming.ordered import CARRIED, ordered_stream
+    from .streaming.ordered import CARRIED, PARTITION_COLUMN, ordered_stream, tie_column
     from .streaming.session_conf import use_state_store
 
     statement = runner.statement
@@ -357,9 +357,9 @@ def _order_stream(runner: "Runner", order: ordering.EventTimeOrder, number: int)
         desc = bool(ordered_key.args.get("desc"))
         nulls_first = ordered_key.args.get("nulls_first")
         ties.append((desc, (not desc) if nulls_first is None else bool(nulls_first)))
-        query.append("expressions", exp.alias_(expr.copy(), f"__sqlflow_tie{j}"))
+        query.append("expressions", exp.alias_(expr.copy(), tie_column(j)))
     if isinstance(w.model, ast.AscendingPer):  # each row's partition, as the replay reads it
-        query.append("expressions", exp.alias_(exp.cast(parse_column(w.model.partition), "string"), "__sqlflow_part"))
+        query.append("expressions", exp.alias_(exp.cast(parse_column(w.model.partition), "string"), PARTITION_COLUMN))
     query.set("from_", exp.From(this=strip_clauses(order.relation)))
     rows = runner.sql(to_spark_sql(with_ctes(query, visible_ctes(order.relation))), order.relation,
                       w.model.partition_pos if isinstance(w.model, ast.AscendingPer) else w.pos, clause="ORDER BY")
