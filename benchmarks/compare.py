@@ -9,7 +9,7 @@ once to warm up, then --repeat times; the median is reported; on up to --rows ro
 2b warm up 5 times and run 11 times, as they take seconds per round; --repeat and --warmup override):
 
 Scenarios 1, 2, 2p and 2b run on --rows (2M), 3 on --stream-rows (1M), 4 on --beam-rows (30k),
-f1-f4 on --flink-rows (default: --rows).
+f1-f5 on --flink-rows (default: --rows).
 
   1   fixed 1-minute windows, default trigger, bounded: sqlflow vs groupBy(window(...)) by hand.
       Target: sqlflow's time <= 1.10x the hand-written one.
@@ -41,10 +41,11 @@ f1-f4 on --flink-rows (default: --rows).
       first --beam-rows arrivals, and sqlflow on the same rows. Target: sqlflow >= 20x;
       the final value of every session must be the same in both.
   5   scenario 2 at 1, 2 and 10 million rows: the time per row must stay flat (linear cost).
-  f1-f4  against Flink SQL 2.3 (PyFlink, local mini-cluster, parallelism 2, in a virtualenv of its
+  f1-f5  against Flink SQL 2.3 (PyFlink, local mini-cluster, parallelism 2, in a virtualenv of its
       own that the first run creates under benchmarks/data/): fixed and session windows with the
-      default trigger, bounded (f1, f2) and streaming (f3, f4), on the same CSV. Target: sqlflow's
-      throughput >= 1.0x Flink's on each, equal final values. benchmarks/flink_compare.py says how.
+      default trigger, bounded (f1, f2) and streaming (f3, f4), and a streaming ORDER BY event
+      time (f5), on the same CSV. Target: sqlflow's throughput >= 1.0x Flink's on each, equal
+      final values (f5: equal rows). benchmarks/flink_compare.py says how.
 
 Scenarios 1, 2, 2p and 2b also check that both sides computed the same final values. Scenario 2 also
 measures, in the same rounds, the design's floor (`replay_floor`: the watermark pass and the
@@ -61,7 +62,7 @@ table's last column and its footnote say which run measured each row.
 
     python benchmarks/compare.py --quick        # 200k rows, scaling at 100k/200k/1M, 5k rows for Beam
     python benchmarks/compare.py --only 1,2b    # some scenarios, merged into the existing results
-    python benchmarks/compare.py --only f       # the Flink scenarios f1-f4
+    python benchmarks/compare.py --only f       # the Flink scenarios f1-f5
     python benchmarks/compare.py --report       # rewrite the tables from the results file, measuring nothing
 """
 from __future__ import annotations
@@ -455,13 +456,13 @@ def main(argv=None) -> int:
     ap.add_argument("--scaling", default="1000000,2000000,10000000", help="sizes for scenario 5")
     ap.add_argument("--beam-rows", type=int, default=30_000, help="rows for scenario 4 (Beam is slow)")
     ap.add_argument("--stream-rows", type=int, default=1_000_000, help="rows for scenario 3 (streaming)")
-    ap.add_argument("--files", type=int, default=10, help="files (micro-batches) for scenarios 3, f3 and f4")
-    ap.add_argument("--flink-rows", type=int, default=None, help="rows for scenarios f1-f4 (default: --rows)")
+    ap.add_argument("--files", type=int, default=10, help="files (micro-batches) for scenarios 3, f3, f4 and f5")
+    ap.add_argument("--flink-rows", type=int, default=None, help="rows for scenarios f1-f5 (default: --rows)")
     ap.add_argument("--repeat", type=int, default=None,
                     help=f"measured runs of each side (default 3; {SHORT_REPEAT} for the bounded scenarios on up to --rows rows)")
     ap.add_argument("--warmup", type=int, default=None,
                     help=f"warm-up runs of each side before measuring (default 1; {SHORT_WARMUP} where {SHORT_REPEAT} runs)")
-    ap.add_argument("--only", default="", help="comma-separated scenarios (f: f1-f4); merged into the existing results")
+    ap.add_argument("--only", default="", help="comma-separated scenarios (f: f1-f5); merged into the existing results")
     ap.add_argument("--quick", action="store_true", help="small sizes: checks that everything runs")
     ap.add_argument("--out", default=str(DEFAULT_OUT), help="results file (the default one also rewrites "
                     "the README's table)")

@@ -1,4 +1,4 @@
-"""Scenarios f1 to f4 of the comparison suite (benchmarks/compare.py): sqlflow against Flink SQL 2.3.
+"""Scenarios f1 to f5 of the comparison suite (benchmarks/compare.py): sqlflow against Flink SQL 2.3.
 
 Flink runs in its own virtualenv (`apache-flink==2.3.*` pins py4j, apache-beam 2.61 and pyarrow
 versions that clash with sqlflow's), created under benchmarks/data/ on first use and reused
@@ -19,6 +19,11 @@ Flink's blackhole); an untimed run of each writes its rows, which must be equal:
       that every window is emitted, as Flink does at the end of its input) vs Flink's streaming
       mode.
   f4  sessions, streaming: as f3.
+  f5  ordering by event time, streaming: `ORDER BY event_time, user_id` over the watermarked rows
+      (no window), sqlflow's live stream as f3 (its ordering operator, docs/streaming.md 5.5) vs
+      Flink's streaming ORDER BY on its time attribute (a temporal sort); both emit every row,
+      each once the watermark passes it. The rows must be the same (as multisets), and sqlflow's
+      in event-time order across its micro-batches.
 
 DELAY is 30 minutes, the data's largest lateness (events.py): no row is late on either side, so
 the final values are those of the bounded data and can be compared exactly (the sums are of
@@ -51,15 +56,19 @@ from measure import PeakMemory, measure, noop
 HERE = Path(__file__).resolve().parent
 REQUIREMENT = "apache-flink==2.3.*"
 DELAY_MS = 30 * 60 * 1000
-SCENARIOS = ("f1", "f2", "f3", "f4")
+SCENARIOS = ("f1", "f2", "f3", "f4", "f5")
 #: scenario -> (window, Flink's runtime mode, streaming input on sqlflow's side)
 SHAPES = {"f1": ("tumble", "batch", False), "f2": ("session", "streaming", False),
-          "f3": ("tumble", "streaming", True), "f4": ("session", "streaming", True)}
+          "f3": ("tumble", "streaming", True), "f4": ("session", "streaming", True),
+          "f5": ("order", "streaming", True)}
 WINDOW = {"tumble": "FIXED(SIZE 1m)", "session": "SESSIONS(GAP 5m)"}
 ANSWER = "@flink-side "  # prefix of flink_side.py's answers on its stdout (the JVM may print too)
 
 
 def sqlflow_query(window: str, streaming: bool) -> str:
+    if window == "order":
+        return (f"SELECT user_id, amount, event_time FROM flink_stream WATERMARK event_time DELAY OF "
+                f"{DELAY_MS // 60_000}m\nORDER BY event_time, user_id")
     source = f"flink_stream WATERMARK event_time DELAY OF INTERVAL {DELAY_MS // 60_000} MINUTES" if streaming \
         else "flink_events"
     on = "" if streaming else " ON event_time"
@@ -201,6 +210,8 @@ def check(spark, flink: FlinkSide, name: str, inputs: dict, work: Path) -> dict:
         ours = finals(sqlflow.sql(spark, query))
     folder = work / f"{name}-flink"
     flink.run(window=window, mode=mode, path=str(inputs["file"]), delay_ms=DELAY_MS, out=str(folder))
+    if window == "order":
+        return order_check(spark, out, folder)
     theirs = (spark.read.schema("user_id BIGINT, start_ms BIGINT, end_ms BIGINT, clicks BIGINT, total BIGINT")
               .csv(str(folder)).selectExpr("user_id", "timestamp_millis(start_ms) AS window_start",
                                            "timestamp_millis(end_ms) AS window_end", "clicks", "total"))
@@ -210,9 +221,28 @@ def check(spark, flink: FlinkSide, name: str, inputs: dict, work: Path) -> dict:
     return result
 
 
+def order_check(spark, ours_path: Path, theirs_path: Path) -> dict:
+    """f5: the same rows on both sides (as multisets of user_id, amount, event time in ms), and
+    sqlflow's micro-batches in event-time order (every batch's rows at or above the previous
+    batch's largest event time)."""
+    from pyspark.sql import functions as F
+
+    ours_df = spark.read.parquet(str(ours_path))
+    ours = ours_df.selectExpr("user_id", "amount", "unix_millis(event_time) AS event_ms")
+    theirs = spark.read.schema("user_id BIGINT, amount BIGINT, event_ms BIGINT").csv(str(theirs_path))
+    only_ours, only_theirs = ours.exceptAll(theirs).count(), theirs.exceptAll(ours).count()
+    batches = (ours_df.groupBy("emit_time").agg(F.min("event_time").alias("lo"), F.max("event_time").alias("hi"))
+               .orderBy("emit_time").collect())
+    ordered = all(a["hi"] <= b["lo"] for a, b in zip(batches, batches[1:]))
+    rows, reference_rows = ours.count(), theirs.count()
+    return {"equal": only_ours == only_theirs == 0 and ordered, "rows": rows, "reference_rows": reference_rows,
+            "only_sqlflow": only_ours, "only_reference": only_theirs, "emit_batches": len(batches),
+            "batches_in_event_time_order": ordered}
+
+
 def run(spark, only: list[str], rows: int, files: int, repeat: int, warmup: int, work: Path,
         facts: dict | None = None) -> dict:
-    """Scenarios `only` (of f1-f4) on `rows` rows; returns their results (summarised by compare.py),
+    """Scenarios `only` (of f1-f5) on `rows` rows; returns their results (summarised by compare.py),
     each with its record when given the run's `facts` (benchmarks/provenance.py)."""
     inputs = register_inputs(spark, rows, files)
     flink = FlinkSide(work / "flink-side.log")
@@ -220,7 +250,7 @@ def run(spark, only: list[str], rows: int, files: int, repeat: int, warmup: int,
     try:
         for name in only:
             window, mode, streaming = SHAPES[name]
-            print(f"scenario {name}: {window} windows, {'streaming' if streaming else 'bounded'}, {rows:,} rows, "
+            print(f"scenario {name}: {'ORDER BY event time' if window == 'order' else window + ' windows'}, {'streaming' if streaming else 'bounded'}, {rows:,} rows, "
                   f"vs Flink {flink.ready['flink']} ({mode} mode)", flush=True)
             at_start = provenance.load()
             r = measure(sides(spark, flink, name, inputs, work), rows, repeat, warmup)
@@ -243,13 +273,13 @@ def notes(results: dict) -> list[str]:
     if not done:
         return []
     r = list(done.values())[-1]
-    lines = ["", f"Scenarios f1-f4 (benchmarks/flink_compare.py): Flink {r['flink_version']} in its own virtualenv, "
+    lines = ["", f"Scenarios f1-f5 (benchmarks/flink_compare.py): Flink {r['flink_version']} in its own virtualenv, "
              f"a local mini-cluster at parallelism {r['parallelism']} (Spark: local[2]), both reading the same CSV "
              f"(epoch milliseconds; no extra jars). Start-up is not timed on either side: Flink's JVM and "
              f"mini-cluster took {r['flink_startup_s']} s, Spark's session {r['spark_startup_s']} s. Watermark "
-             f"(Flink's streaming mode, f2-f4, and sqlflow's streams, f3 and f4): {r['delay_ms'] // 60_000} minutes "
+             f"(Flink's streaming mode, f2-f5, and sqlflow's streams, f3-f5): {r['delay_ms'] // 60_000} minutes "
              f"behind the largest event time, the data's largest lateness, so no row is late on either side and "
-             f"the final values are compared exactly. f3 and f4: sqlflow's live stream reads the rows in "
+             f"the final values are compared exactly. f3-f5: sqlflow's live stream reads the rows in "
              f"{r['stream_files']} files, one per micro-batch (availableNow, then finished: every window emitted, "
              f"as Flink does at the end of its input); Flink reads the one file in arrival order (its file source "
              f"reads a folder's files in no order).", ""]

@@ -1,4 +1,4 @@
-"""The Flink side of the comparison suite's scenarios f1 to f4 (benchmarks/flink_compare.py).
+"""The Flink side of the comparison suite's scenarios f1 to f5 (benchmarks/flink_compare.py).
 
 Runs inside its own virtualenv (`apache-flink==2.3.*`, whose pinned py4j, apache-beam and
 pyarrow clash with sqlflow's; flink_compare.py creates it) as a subprocess talking JSON lines:
@@ -11,7 +11,7 @@ request and answers with one such line (the JVM shares this stdout). Jobs are su
 running cluster as to a session cluster, so start-up is reported, not timed with them (PyFlink's
 default local executor would start a new mini-cluster for every job). A request:
 
-    {"window": "tumble" | "session", "mode": "batch" | "streaming", "path": CSV file or folder,
+    {"window": "tumble" | "session" | "order", "mode": "batch" | "streaming", "path": CSV file or folder,
      "delay_ms": watermark delay (streaming mode), "out": null (blackhole sink) or a folder (CSV)}
 
 The input is `events.csv_dataset`'s CSV (user_id, amount, event and arrival time in epoch
@@ -20,7 +20,9 @@ milliseconds). Event time is `TO_TIMESTAMP_LTZ(event_ms, 3)`, in streaming mode 
 (largest event time seen minus the delay, per source subtask; the window operator takes the
 smallest). The query: COUNT(*) and SUM(amount) per user_id and TUMBLE(1 minute) or
 SESSION(gap 5 minutes) window TVF, default trigger (one final row per window when the watermark
-passes its end; the remaining windows at the end of the bounded input). The answer:
+passes its end; the remaining windows at the end of the bounded input); or, for "order" (f5),
+the rows themselves `ORDER BY event_time, user_id` in streaming mode (Flink's temporal sort: rows
+buffered until the watermark passes them, then emitted in order). The answer:
 `{"seconds": the job's time from submission (planning included) to its end, "job_id": ...,
 "job_run_s": its running time on the cluster, "vertices": [each operator chain's time and
 records], "peak_rss_mb": ...}`; with "out", the rows are written as CSV (user_id, window_start and
@@ -90,11 +92,16 @@ def statements(request: dict, n: int) -> list[str]:
   event_time AS TO_TIMESTAMP_LTZ(event_ms, 3){watermark}
 ) WITH ('connector' = 'filesystem', 'path' = '{request['path']}', 'format' = 'csv')"""
     columns = "user_id BIGINT, window_start BIGINT, window_end BIGINT, clicks BIGINT, total BIGINT"
+    if request["window"] == "order":  # the rows, ordered by their time attribute (a temporal sort)
+        columns = "user_id BIGINT, amount BIGINT, event_ms BIGINT"
     if request.get("out"):
         sink = (f"CREATE TEMPORARY TABLE out_{n} ({columns}) WITH ('connector' = 'filesystem', "
                 f"'path' = '{request['out']}', 'format' = 'csv')")
     else:
         sink = f"CREATE TEMPORARY TABLE out_{n} ({columns}) WITH ('connector' = 'blackhole')"
+    if request["window"] == "order":
+        return [source, sink, f"INSERT INTO out_{n}\nSELECT user_id, amount, event_ms FROM events_{n}\n"
+                              "ORDER BY event_time, user_id"]
     if request["window"] == "tumble":
         tvf = f"TUMBLE(TABLE events_{n}, DESCRIPTOR(event_time), INTERVAL '1' MINUTE)"
     else:

@@ -57,6 +57,8 @@ NAMES = {
     "f2": "f2. sessions, default trigger, bounded: vs Flink SQL SESSION, streaming mode over the file",
     "f3": "f3. streaming fixed windows, default trigger, finished: vs Flink SQL TUMBLE, streaming mode",
     "f4": "f4. streaming sessions, default trigger, finished: vs Flink SQL SESSION, streaming mode",
+    "f5": "f5. streaming ORDER BY event time (no window), finished: vs Flink SQL ORDER BY its time attribute, "
+          "streaming mode",
 }
 
 

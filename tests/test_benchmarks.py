@@ -170,6 +170,11 @@ def test_flink_sql_intervals_and_statements():
         {"window": "tumble", "mode": "batch", "path": "/d/e.csv", "out": "/o"}, 4)
     assert "WATERMARK" not in source and "'path' = '/o', 'format' = 'csv'" in sink
     assert "TUMBLE(TABLE events_4, DESCRIPTOR(event_time), INTERVAL '1' MINUTE)" in insert
+    source, sink, insert = flink_side.statements(
+        {"window": "order", "mode": "streaming", "path": "/d/e.csv", "delay_ms": 1_800_000, "out": None}, 5)
+    assert "WATERMARK FOR event_time AS event_time - INTERVAL '0 00:30:00.000' DAY TO SECOND(3)" in source
+    assert "out_5 (user_id BIGINT, amount BIGINT, event_ms BIGINT)" in sink
+    assert insert == "INSERT INTO out_5\nSELECT user_id, amount, event_ms FROM events_5\nORDER BY event_time, user_id"
 
 
 def test_the_stream_step_benchmark_runs_the_loop_and_the_step_to_the_same_panes(tmp_path):

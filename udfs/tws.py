@@ -102,6 +102,51 @@ def _chained_class():
     return ChainedProcessor
 
 
+def _ordered_class():
+    """OrderProcessor (event-time ordering on a live stream, udfs/ordered_stream.py), built on
+    first use as PaneProcessor is."""
+    from pyspark.sql.streaming import StatefulProcessor
+
+    class OrderProcessor(StatefulProcessor):
+        """The TWS processor of an ORDER BY event time on a stream: one call per micro-batch with
+        input or an expired timer, handed to the stream's `OrderOperator`."""
+
+        def __init__(self, spec):
+            from pyspark import cloudpickle
+
+            from sqlflow.udfs.operator_frames import struct_type
+            from sqlflow.udfs.ordered_stream import ORDER_STATE_NAME, ORDER_STATE_SCHEMA
+
+            self.spec = cloudpickle.dumps(spec)  # loaded on the executors only (not by the planning process)
+            self.state_name = ORDER_STATE_NAME
+            self.state_schema = struct_type(ORDER_STATE_SCHEMA)
+
+        def init(self, handle) -> None:
+            self.handle = handle
+            self.state = handle.getValueState(self.state_name, self.state_schema)
+            self.operator: Any = None  # built on the first call: init also runs on the driver
+
+        def handleInputRows(self, key, rows, timerValues):
+            yield from self._operator().input_rows(key, rows, timerValues)
+
+        def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
+            yield from self._operator().expired(key, timerValues, expiredTimerInfo.getExpiryTimeInMs())
+
+        def close(self) -> None:
+            pass
+
+        def _operator(self):
+            if self.operator is None:
+                from sqlflow.udfs.ordered_stream import OrderOperator
+
+                self.operator = OrderOperator(pickle.loads(self.spec), self.handle, self.state)
+            return self.operator
+
+    OrderProcessor.__module__ = __name__
+    OrderProcessor.__qualname__ = "OrderProcessor"
+    return OrderProcessor
+
+
 def __getattr__(name: str):
     # pickled by reference: Spark workers rebuild them the same way
     if name == "PaneProcessor":
@@ -109,5 +154,8 @@ def __getattr__(name: str):
         return cls
     if name == "ChainedProcessor":
         cls = globals()["ChainedProcessor"] = _chained_class()
+        return cls
+    if name == "OrderProcessor":
+        cls = globals()["OrderProcessor"] = _ordered_class()
         return cls
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -109,6 +109,41 @@ def locate(tokens: list[Token]) -> list[Span]:
     return spans
 
 
+def orders_by_watermark(tokens: list[Token], spans: list[Span]) -> bool:
+    """Whether an `ORDER BY` after one of Spark's own WATERMARK clauses starts with its column:
+    an ordering by event time (docs/semantics.md, 11), which sqlflow runs on a stream, where
+    Spark would refuse to sort one; the statement is then not plain Spark SQL.
+
+    >>> from sqlflow.frontend.scan import scan
+    >>> def orders(q):
+    ...     tokens = scan(q)
+    ...     return orders_by_watermark(tokens, locate(tokens))
+    >>> orders("SELECT * FROM t WATERMARK ts DELAY OF INTERVAL 1 MINUTE ORDER BY t.ts, id")
+    True
+    >>> orders("SELECT * FROM t WATERMARK ts DELAY OF INTERVAL 1 MINUTE ORDER BY id, ts")
+    False
+    """
+    starts = {tok.start: k for k, tok in enumerate(tokens)}
+    for span in spans:
+        if span.kind != SOURCE or not span.spark or span.start not in starts:
+            continue
+        k = starts[span.start] + 1  # the event-time column: its last name before DELAY
+        name = ""
+        while k < len(tokens) and _word(tokens, k) != "DELAY":
+            if tokens[k].kind in (WORD, QUOTED):
+                name = tokens[k].text.strip("`").lower()
+            k += 1
+        for j in range(k, len(tokens) - 2):
+            if _word(tokens, j) == "ORDER" and _word(tokens, j + 1) == "BY":
+                key = j + 2
+                while _is(tokens, key + 1, "."):  # a qualified column: its last part
+                    key += 2
+                if key < len(tokens) and tokens[key].kind in (WORD, QUOTED) \
+                        and tokens[key].text.strip("`").lower() == name:
+                    return True
+    return False
+
+
 def _after_dot(tokens: list[Token], i: int) -> bool:
     return i > 0 and tokens[i - 1].kind == PUNCT and tokens[i - 1].text == "."
 

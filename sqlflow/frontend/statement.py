@@ -29,7 +29,7 @@ from . import clauses
 from .dialect import (MARKER_KEY, WATERMARK_KEY, WATERMARK_MARKER, WINDOWING_KEY,
                       WINDOWING_MARKER, SqlflowSpark)
 from .keywords import CLAUSES, WINDOW_FNS
-from .locate import SOURCE, TAIL, Span, locate
+from .locate import SOURCE, TAIL, Span, locate, orders_by_watermark
 from .scan import PUNCT, WORD, scan, unterminated
 from .source import Source
 from .sqlexpr import sqlglot_words
@@ -44,7 +44,9 @@ class Statement:
     - `tree`: its sqlglot tree (SqlflowSpark dialect) without our clauses, which hang on the
       tree's nodes' `meta`; for a plain statement it is built on first use, and is None when
       sqlglot cannot read the statement (Spark still can);
-    - `is_plain`: no sqlflow clause at all: hand `sql` to Spark unchanged.
+    - `is_plain`: no sqlflow clause at all (Spark's own `WATERMARK c DELAY OF INTERVAL ...` is
+      Spark's, unless an ORDER BY starts with its column `c`: an ordering by event time,
+      `locate.orders_by_watermark`): hand `sql` to Spark unchanged.
 
     Equality compares the trees and every clause's AST, not the text, positions or `is_plain`:
     `FROM t WATERMARK ts DELAY OF 1m` needs sqlflow (Spark cannot read `1m`), and prints as Spark's
@@ -185,7 +187,7 @@ def parse_statement(text: str, source: Source | None = None, start: int = 0,
     end = len(source.text) if end is None else end
     tokens = scan(source.text, start, end)
     spans = locate(tokens)
-    if all(span.kind == SOURCE and span.spark for span in spans):
+    if all(span.kind == SOURCE and span.spark for span in spans) and not orders_by_watermark(tokens, spans):
         return Statement(text, source=source, start=start, end=end, plain=True)
     _check_terminated(source, start, end)
     for span in spans:

@@ -14,7 +14,15 @@
 - `partition_filters`: a windowed SELECT over an ASCENDING PER replay reads its source without
   the rows behind their partition (listed and counted as a stage of their own).
 
-On a live stream both are refused for now, with the hint to replay the recorded stream.
+- `_order_stream`: a SELECT ordered by event time over a live stream (`WATERMARK ts DELAY OF d`
+  or `ASCENDING PER p [IDLE TIMEOUT d]`) reads the released rows of the ordering operator
+  (`streaming.ordered`, `udfs/ordered_stream.py`: transformWithStateInPandas, rows buffered in its
+  state until the watermark passes them, released in order with their batch's time as
+  `emit_time`; under ASCENDING PER the operator computes the per-partition watermark itself);
+  the SELECT keeps its items and WHERE.
+
+Other SELECTs (windows included) over ASCENDING PER on a live stream are refused for now, with
+the hint to replay the recorded stream.
 """
 from __future__ import annotations
 
@@ -241,13 +249,13 @@ def _label(statement, order: ordering.EventTimeOrder) -> str:
 
 
 def order_stages(runner: "Runner", first_number: int) -> list[Stage]:
-    """Run every SELECT ordered by event time over a replay (rewritten in place), refusing one
-    over a live stream; bounded data keeps Spark's ORDER BY."""
+    """Run every SELECT ordered by event time over a replay or a live stream (rewritten in
+    place); bounded data keeps Spark's ORDER BY."""
     stages: list[Stage] = []
     for order in ordering.event_time_orders(runner.statement):
         if not order.replay:
-            if runner.spark is not None and _is_stream(runner, order) and ordering.is_event_time(order):
-                refuse_on_stream(runner.statement, order.watermark, "ORDER BY event time")
+            if runner.spark is not None and _is_stream(runner, order):
+                stages.append(_order_stream(runner, order, first_number + len(stages)))
             continue
         stages.append(_order_replay(runner, order, first_number + len(stages)))
     return stages
@@ -308,6 +316,132 @@ def _order_replay(runner: "Runner", order: ordering.EventTimeOrder, number: int)
     stage.counting = lambda: rows.groupBy(F.col(reasons).alias("reason")).agg(F.count(F.lit(1)).alias("n")).collect()
     _rewrite(order, emit_expr)
     return stage
+
+
+def _order_stream(runner: "Runner", order: ordering.EventTimeOrder, number: int) -> Stage:
+    """A SELECT ordered by event time over a live stream: its source relation becomes the
+    released rows of the ordering operator (sqlflow/spark/streaming/ordered.py), in order, with
+    their emit instant; the SELECT's items and WHERE apply to them as written."""
+    from pyspark.sql import types as T
+
+    from . import conf
+    from .streaming.ordered import CARRIED, PARTITION_COLUMN, ordered_stream, tie_column
+    from .streaming.session_conf import use_state_store
+
+    statement = runner.statement
+    w = order.watermark
+    ordering.check(statement, order)
+    per = isinstance(w.model, ast.AscendingPer)
+    if not per and not isinstance(w.model, ast.BoundedDelay):
+        raise statement.source.error_at(
+            SqlflowUnsupportedError, f"ORDER BY {w.event_time} over a live stream needs WATERMARK {w.event_time} "
+            f"DELAY OF <interval> or ASCENDING PER <column>, not {model_text(w.model)} (for recorded data)", w.pos,
+            clause="WATERMARK")
+    select = order.select
+    for arg, clause in (("joins", "JOIN"), ("limit", "LIMIT"), ("offset", "OFFSET"), ("distinct", "DISTINCT")):
+        found = select.args.get(arg)
+        if found:
+            node = found[0] if isinstance(found, list) else found
+            raise statement.source.error_at(
+                SqlflowUnsupportedError, f"a SELECT ordered by event time over a live stream does not take {clause} "
+                "yet", statement.position(node) or w.pos, clause=clause,
+                hint="order the stream in a SELECT of its own and read it from a later query")
+    aliases = {item.alias.lower(): item.this for item in select.expressions if isinstance(item, exp.Alias)}
+    ties: list[tuple[bool, bool]] = []
+    query = exp.Select(expressions=[exp.Star()])
+    for j, key in enumerate(select.args["order"].expressions[1:]):
+        ordered_key = key if isinstance(key, exp.Ordered) else exp.Ordered(this=key)
+        expr = ordered_key.this
+        if isinstance(expr, exp.Column) and not expr.table and expr.name.lower() in aliases:
+            expr = aliases[expr.name.lower()]
+        desc = bool(ordered_key.args.get("desc"))
+        nulls_first = ordered_key.args.get("nulls_first")
+        ties.append((desc, (not desc) if nulls_first is None else bool(nulls_first)))
+        query.append("expressions", exp.alias_(expr.copy(), tie_column(j)))
+    if isinstance(w.model, ast.AscendingPer):  # each row's partition, as the replay reads it
+        query.append("expressions", exp.alias_(exp.cast(parse_column(w.model.partition), "string"), PARTITION_COLUMN))
+    query.set("from_", exp.From(this=strip_clauses(order.relation)))
+    rows = runner.sql(to_spark_sql(with_ctes(query, visible_ctes(order.relation))), order.relation,
+                      w.model.partition_pos if isinstance(w.model, ast.AscendingPer) else w.pos, clause="ORDER BY")
+    names = rows.columns[:len(rows.columns) - len(ties) - (1 if per else 0)]
+    event_name = _name(w.event_time).lower()
+    matches = [n for n in names if n.lower() == event_name]
+    et_type = rows.schema[matches[0]].dataType if matches else None
+    if not isinstance(et_type, (T.TimestampType, T.TimestampNTZType)):
+        raise statement.source.error_at(
+            SqlflowUnsupportedError, f"the WATERMARK column {w.event_time} must be a TIMESTAMP column of the "
+            f"source, not {et_type.simpleString() if et_type else 'missing'}", w.event_time_pos or w.pos,
+            clause="WATERMARK")
+    for f in rows.schema.fields[:len(names) + len(ties)]:
+        if not isinstance(f.dataType, CARRIED):
+            raise statement.source.error_at(
+                SqlflowUnsupportedError, f"column {f.name} of type {f.dataType.simpleString()} cannot be ordered "
+                "on a live stream yet (integers, floating point, strings, booleans, timestamps and dates can)",
+                w.pos, clause="WATERMARK", hint=f"CAST {f.name} to a string or a number in a view the query reads")
+    spark = runner.spark
+    model = w.model
+    idle = model.idle_timeout.micros if isinstance(model, ast.AscendingPer) and model.idle_timeout else None
+    delay = model.delay.micros if isinstance(model, ast.BoundedDelay) else 0
+    stream = ordered_stream(rows, names=list(names), event_time=matches[0], ties=ties, delay=delay,
+                            finish_dir=runner.finish_dir or conf.get(spark, conf.STREAMING_FINISH_DIR),
+                            metrics_name=_metrics_name(number), per_partition=per, idle=idle)
+    label = _label(statement, order)
+    stage = OrderStage(number, label, "streaming stateful",
+                       "transformWithStateInPandas: each row is buffered in its state until the watermark passes "
+                       "it, then released in (event time, tie-breakers) order (Flink's time design draft, "
+                       "'Ordering Elements in a Stream')", "ordered")
+    stage.replay = (f"stream, watermark {model_text(model)}, computed by the operator over each micro-batch"
+                    if per else f"stream, watermark {model_text(model)}")
+    if not runner.starts_query and not runner.dry:
+        use_state_store(spark, _StoreWhere(statement, label, w.pos))
+    view = runner.view(stream.panes, "ordered")
+    stage.extra["stream"] = stream
+    stage.extra["stream_view"] = view
+    # the SELECT reads the released rows: its stars are the source's columns, emit_time comes last
+    relation = order.relation
+    alias = relation.args.get("alias")
+    ident = alias.this if alias is not None and alias.this else (
+        relation.this if isinstance(relation, exp.Table) else None)
+    table = exp.Table(this=exp.to_identifier(view))
+    if ident is not None:
+        table.set("alias", exp.TableAlias(this=ident.copy()))
+    relation.replace(table)
+    items = []
+    for item in select.expressions:
+        if isinstance(item, exp.Star) or (isinstance(item, exp.Column) and isinstance(item.this, exp.Star)):
+            items += [exp.column(n, quoted=True) for n in names]
+        else:
+            items.append(item)
+    items.append(exp.column(EMIT_TIME))
+    select.set("expressions", items)
+    select.set("order", None)
+    return stage
+
+
+def _metrics_name(number: int) -> str:
+    from .streaming.metrics import METRICS_NAME
+
+    return METRICS_NAME if number == 1 else f"{METRICS_NAME}_{number}"
+
+
+@dataclass
+class _StoreWhere:
+    """Where `session_conf.use_state_store` locates its refusal (it asks a windowed SELECT's
+    label, error and WINDOW position)."""
+
+    statement: Any
+    name: str
+    pos: ast.Position | None
+
+    def label(self) -> str:
+        return self.name
+
+    @property
+    def windowing(self):
+        return self
+
+    def error(self, kind, message: str, clause: str, pos=None, hint=None):
+        return self.statement.source.error_at(kind, message, pos or self.pos, clause="WATERMARK", hint=hint)
 
 
 def _name(column: str) -> str:

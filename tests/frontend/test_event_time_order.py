@@ -97,3 +97,18 @@ def test_bounded_data_keeps_any_order_by():
     for text in ("SELECT * FROM s WATERMARK ts DELAY OF 1m ORDER BY v",
                  "SELECT * FROM s WATERMARK ts ASCENDING PER d ORDER BY v DESC"):
         assert [o.replay for o in event_time_orders(parse(text))] == [False]
+
+
+def test_spark_own_watermark_ordered_by_its_column_is_sqlflow_s():
+    """Spark's own `DELAY OF INTERVAL ...` alone leaves a statement plain Spark SQL, unless an
+    ORDER BY starts with its column: an ordering by event time, which sqlflow runs on a stream
+    (Spark refuses to sort one) and hands to Spark's sort on bounded data."""
+    from sqlflow.frontend.statement import parse_statement
+
+    spark_form = "SELECT * FROM s WATERMARK ts DELAY OF INTERVAL 10 SECONDS"
+    assert parse_statement(spark_form).is_plain
+    assert parse_statement(spark_form + " ORDER BY v, ts").is_plain
+    for text in (spark_form + " ORDER BY ts, v", spark_form + " AS r ORDER BY r.ts",
+                 "SELECT * FROM s WATERMARK `ts` DELAY OF INTERVAL 1 MINUTE ORDER BY `TS`"):
+        statement = parse_statement(text)
+        assert not statement.is_plain and len(event_time_orders(statement)) == 1, text
