@@ -22,10 +22,9 @@ def rows(out: str) -> list[str]:
 # ---------------------------------------------------------------- side by side with spark-sql
 
 
-@pytest.mark.slow
-def test_the_catalog_persists_in_the_working_directory_as_with_spark_sql(sqlflow_cli, spark_sql, tmp_path):
-    """Where Spark keeps its catalog: a database and table created in one run are there in the next, and spark-sql (same
-    directory) sees them too: ./metastore_db, and tables under spark.sql.warehouse.dir."""
+def _catalog_runs(sqlflow_cli, tmp_path) -> tuple[dict, object]:
+    """A database and table created by one run of the command (Spark's catalog in ./metastore_db,
+    the table under spark.sql.warehouse.dir), then read by a second run: (env, second run)."""
     no_conf = {"SPARK_CONF_DIR": str(tmp_path / "no-conf")}
     warehouse = tmp_path / "wh"
     first = sqlflow_cli("-S", "--conf", f"spark.sql.warehouse.dir={warehouse}", "--conf", "spark.ui.enabled=false",
@@ -35,11 +34,25 @@ def test_the_catalog_persists_in_the_working_directory_as_with_spark_sql(sqlflow
     assert first.returncode == 0, first.stderr
     assert (tmp_path / "metastore_db").is_dir() and (warehouse / "d.db" / "t").is_dir()
     assert not (tmp_path / "spark-warehouse").exists()  # spark.sql.warehouse.dir was honoured
-
     again = sqlflow_cli("-S", "--database", "d", "-e", "SELECT * FROM t ORDER BY k", cwd=tmp_path, env=no_conf)
-    theirs = spark_sql("-S", "--database", "d", "-e", "SELECT * FROM t ORDER BY k", cwd=tmp_path, env=no_conf)
     assert again.returncode == 0, again.stderr
     assert again.stdout.splitlines() == ["a\t1", "b\t2"]
+    return no_conf, again
+
+
+@pytest.mark.slow
+def test_the_catalog_persists_in_the_working_directory(sqlflow_cli, tmp_path):
+    """Where Spark keeps its catalog: a database and table created in one run are there in the next."""
+    _, again = _catalog_runs(sqlflow_cli, tmp_path)
+    assert again.stderr.count("Time taken") == 0  # -S
+
+
+@pytest.mark.slow
+@pytest.mark.release
+def test_the_catalog_persists_in_the_working_directory_as_with_spark_sql(sqlflow_cli, spark_sql, tmp_path):
+    """The same, and spark-sql (same directory) sees the database and table too."""
+    no_conf, again = _catalog_runs(sqlflow_cli, tmp_path)
+    theirs = spark_sql("-S", "--database", "d", "-e", "SELECT * FROM t ORDER BY k", cwd=tmp_path, env=no_conf)
     assert theirs.stdout == again.stdout
 
 
@@ -57,35 +70,49 @@ SESSIONS_SPARK = "SELECT k, SUM(v) AS total, session_window.start AS window_star
                  "session_window.end AS window_end FROM ev GROUP BY k, session_window(ts, '30 minutes')"
 
 
-@pytest.mark.slow
-def test_spark_defaults_settings_and_time_zone_as_with_spark_sql(sqlflow_cli, spark_sql, spark_conf_dir, tmp_path):
-    """Spark's own defaults: no forced UTC, local[2] or 2 partitions: Spark's defaults, spark-defaults.conf in
-    SPARK_CONF_DIR, --conf over it, spark-submit's --driver-memory; windows over instants across a
-    DST change are Spark's own (window(), session_window()) in a non-UTC zone, on both paths."""
-    conf = spark_conf_dir(tmp_path / "spark", **{"spark.sqlflow.test.key": "from-defaults", "spark.sql.shuffle.partitions": "7"})
-    env = {"TZ": "America/New_York", "SPARK_CONF_DIR": str(conf)}
-    flags = ["-S", "--driver-memory", "1g", "--conf", "spark.sqlflow.test.key=from-command-line"]
-    ours = sqlflow_cli(*flags, "-e", "; ".join([
-        SETTINGS, DST_VIEW, "SET spark.sqlflow.path=native", SUMS.format(FIXED_SQLFLOW), SUMS.format(SESSIONS_SQLFLOW),
-        "SET spark.sqlflow.path=engine", SUMS.format(FIXED_SQLFLOW), SUMS.format(SESSIONS_SQLFLOW)]), cwd=tmp_path, env=env)
-    theirs = spark_sql(*flags, "-e", "; ".join([
-        SETTINGS, DST_VIEW, SUMS.format(FIXED_SPARK), SUMS.format(SESSIONS_SPARK)]), cwd=tmp_path, env=env)
-    assert ours.returncode == 0, ours.stderr
-    assert theirs.returncode == 0, theirs.stderr
-    settings = ["1704085200",                      # TIMESTAMP'2024-01-01 00:00:00' in New York
-                "spark.sql.shuffle.partitions\t7",  # spark-defaults.conf
-                "spark.sql.session.timeZone\tAmerica/New_York",
-                "spark.master\tlocal[*]",            # Spark's default
-                "spark.driver.memory\t1g",           # spark-submit's flag
-                "spark.sqlflow.test.key\tfrom-command-line"]  # --conf over spark-defaults.conf
-    fixed = ["a\t3\t2024-11-03 01:00:00\t2024-11-03 01:00:00\t1730610000",   # 01:00 EDT to 01:00 EST
+DEFAULTS_FLAGS = ["-S", "--driver-memory", "1g", "--conf", "spark.sqlflow.test.key=from-command-line"]
+DEFAULTS_SETTINGS = ["1704085200",                      # TIMESTAMP'2024-01-01 00:00:00' in New York
+                     "spark.sql.shuffle.partitions\t7",  # spark-defaults.conf
+                     "spark.sql.session.timeZone\tAmerica/New_York",
+                     "spark.master\tlocal[*]",            # Spark's default
+                     "spark.driver.memory\t1g",           # spark-submit's flag
+                     "spark.sqlflow.test.key\tfrom-command-line"]  # --conf over spark-defaults.conf
+DST_FIXED = ["a\t3\t2024-11-03 01:00:00\t2024-11-03 01:00:00\t1730610000",   # 01:00 EDT to 01:00 EST
              "a\t12\t2024-11-03 01:00:00\t2024-11-03 02:00:00\t1730613600"]  # 01:00 EST to 02:00 EST
-    sessions = ["a\t1\t2024-11-03 01:10:00\t2024-11-03 01:40:00\t1730610600",
+DST_SESSIONS = ["a\t1\t2024-11-03 01:10:00\t2024-11-03 01:40:00\t1730610600",
                 "a\t6\t2024-11-03 01:50:00\t2024-11-03 01:40:00\t1730613000",
                 "a\t8\t2024-11-03 01:50:00\t2024-11-03 02:20:00\t1730616600"]
-    assert theirs.stdout.splitlines() == settings + fixed + sessions
-    assert ours.stdout.splitlines() == (settings + ["spark.sqlflow.path\tnative"] + fixed + sessions
-                                        + ["spark.sqlflow.path\tengine"] + fixed + sessions)
+
+
+def _defaults_env(spark_conf_dir, tmp_path) -> dict:
+    conf = spark_conf_dir(tmp_path / "spark", **{"spark.sqlflow.test.key": "from-defaults", "spark.sql.shuffle.partitions": "7"})
+    return {"TZ": "America/New_York", "SPARK_CONF_DIR": str(conf)}
+
+
+@pytest.mark.slow
+def test_spark_defaults_settings_and_time_zone_as_spark_sql_has_them(sqlflow_cli, spark_conf_dir, tmp_path):
+    """Spark's own defaults: no forced UTC, local[2] or 2 partitions: Spark's defaults, spark-defaults.conf in
+    SPARK_CONF_DIR, --conf over it, spark-submit's --driver-memory; windows over instants across a
+    DST change are Spark's own (window(), session_window()) in a non-UTC zone, on both paths. The
+    expected lines are spark-sql's (the release tier runs it beside this)."""
+    ours = sqlflow_cli(*DEFAULTS_FLAGS, "-e", "; ".join([
+        SETTINGS, DST_VIEW, "SET spark.sqlflow.path=native", SUMS.format(FIXED_SQLFLOW), SUMS.format(SESSIONS_SQLFLOW),
+        "SET spark.sqlflow.path=engine", SUMS.format(FIXED_SQLFLOW), SUMS.format(SESSIONS_SQLFLOW)]),
+        cwd=tmp_path, env=_defaults_env(spark_conf_dir, tmp_path))
+    assert ours.returncode == 0, ours.stderr
+    assert ours.stdout.splitlines() == (DEFAULTS_SETTINGS + ["spark.sqlflow.path\tnative"] + DST_FIXED + DST_SESSIONS
+                                        + ["spark.sqlflow.path\tengine"] + DST_FIXED + DST_SESSIONS)
+
+
+@pytest.mark.slow
+@pytest.mark.release
+def test_spark_sql_prints_the_same_settings_and_windows(spark_sql, spark_conf_dir, tmp_path):
+    """spark-sql itself, with the same flags, defaults and zone, prints the lines the test above expects."""
+    theirs = spark_sql(*DEFAULTS_FLAGS, "-e", "; ".join([
+        SETTINGS, DST_VIEW, SUMS.format(FIXED_SPARK), SUMS.format(SESSIONS_SPARK)]),
+        cwd=tmp_path, env=_defaults_env(spark_conf_dir, tmp_path))
+    assert theirs.returncode == 0, theirs.stderr
+    assert theirs.stdout.splitlines() == DEFAULTS_SETTINGS + DST_FIXED + DST_SESSIONS
 
 
 @pytest.mark.slow

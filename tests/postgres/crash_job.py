@@ -22,11 +22,12 @@ from tests.crash_input import crash_query, crash_stream
 QUERY = crash_query("DISCARDING")
 
 
-def run(spark, input_dir: str, url: str, table: str, checkpoint: str, kill_at: str | None = None):
+def run(spark, input_dir: str, url: str, table: str, checkpoint: str, kill_at: str | None = None,
+        options: dict | None = None):
     import sqlflow
 
     df = crash_stream(spark, input_dir, checkpoint, QUERY)
-    options = {"on_step": crash_input.kill_at(kill_at)} if kill_at else {}
+    options = {"on_step": crash_input.kill_at(kill_at)} if kill_at else (options or {})
     return sqlflow.start(df, format="postgres", table=table, url=url, checkpoint=checkpoint, available_now=True,
                          finish=True, options=options)
 

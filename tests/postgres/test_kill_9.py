@@ -2,7 +2,11 @@
 computed, nothing written), during the transaction (its statements run, not committed), and after
 the commit but before Spark's commit log; each restart from the checkpoint leaves the table equal
 to an uninterrupted run's. The job's query discards (each pane adds to its row), so a batch
-applied twice would show; the tests of test_spark_sink.py cover retractions."""
+applied twice would show; the tests of test_spark_sink.py cover retractions.
+
+The default run fails the job at the same three points in this process (an exception where the
+kill would be: the transaction rolled back rather than cut off); the release tier (`--release`)
+kills the driver with its JVM."""
 from __future__ import annotations
 
 import os
@@ -56,7 +60,44 @@ def uninterrupted(spark, postgres, tmp_path_factory):
         return rows
 
 
+class Failure(Exception):
+    """The failure the in-process job meets at its chosen point."""
+
+
+def fail_at(where: str):
+    """A hook `(batch_id, point)` raising `Failure` when batch BATCH reaches POINT."""
+    batch, point = where.split(":")
+
+    def hook(batch_id: int, at: str) -> None:
+        if batch_id == int(batch) and at == point:
+            raise Failure(where)
+
+    return hook
+
+
+def test_failed_at_three_points_and_restarted_in_process(uninterrupted, spark, pg, postgres, tmp_path):
+    from pyspark.errors import StreamingQueryException
+
+    run_dir = tmp_path / "run"
+    files = StreamFiles(run_dir / "input")
+    for b in batches():
+        files.write(b)
+    cp = run_dir / "cp"
+    job = runpy.run_path(str(JOB))
+    for batch, step in KILLS:
+        with pytest.raises(StreamingQueryException, match=f"Failure: {batch}:{step}"):
+            job["run"](spark, str(files.path), postgres.url, "failed", str(cp),
+                       options={"on_step": fail_at(f"{batch}:{step}")})
+        assert not (cp / "commits" / str(batch)).exists(), "Spark had not committed the batch"
+        assert (batch in recorded(pg, "failed")) == (step == "committed")
+    job["run"](spark, str(files.path), postgres.url, "failed", str(cp))
+    assert table_rows(pg, "failed") == uninterrupted
+    ids = recorded(pg, "failed")
+    assert ids == list(range(len(ids)))
+
+
 @pytest.mark.slow
+@pytest.mark.release
 def test_kill_9_at_three_points_and_restart(uninterrupted, pg, postgres, tmp_path):
     run_dir = tmp_path / "run"
     files = StreamFiles(run_dir / "input")

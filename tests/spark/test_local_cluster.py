@@ -6,6 +6,11 @@ The engine path runs `sqlflow.udfs.bucket` inside the executors' Python workers,
 (sqlflow/udfs/probe.py) run there too: everything must import from the installed wheel.
 The wheel and its virtualenv are the `wheel_venv` fixture's (tests/conftest.py), shared with
 tests/test_packaging.py.
+
+It runs in the release tier (`--release`: a virtualenv and three JVMs). The default run keeps
+the parts apart: tests/test_packaging.py checks the wheel holds every module and data file, and
+tests/spark/test_zipped_package.py runs the executors' imports from a package outside the source
+tree.
 """
 from __future__ import annotations
 
@@ -63,6 +68,7 @@ SCRIPT = textwrap.dedent('''
 ''')
 
 
+@pytest.mark.release
 def test_bounded_queries_on_a_local_cluster_from_the_wheel(wheel_venv, tmp_path):
     script = tmp_path / "cluster.py"
     script.write_text(SCRIPT)

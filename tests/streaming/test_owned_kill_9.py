@@ -3,7 +3,10 @@ Python workers): killed mid-batch (the batch planned, nothing written), after th
 version is written but before the sink, and after the sink and the bookkeeping but before Spark's
 commit log; each restart from the checkpoint goes on, and the output equals an uninterrupted
 run's: no row lost, none twice. Sessions with retractions, so a batch applied twice or a state
-version read twice would show."""
+version read twice would show.
+
+A release-tier test (`--release`); the default run fails the executor at every point in process
+(tests/streaming/test_owned.py, test_a_failure_at_any_point_loses_and_duplicates_nothing)."""
 from __future__ import annotations
 
 import os
@@ -47,6 +50,7 @@ def uninterrupted(spark, tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.release
 def test_kill_9_at_three_points_and_restart(spark, uninterrupted, tmp_path):
     files = StreamFiles(tmp_path / "input")
     for b in batches():
