@@ -1,7 +1,8 @@
 """PySpark's worker chatter stays out of the command's output and the notebook's cells at the
-default log level. The slow tests run a stateful streaming query (its
-transformWithState driver worker prints at start) in a fresh process and read what the process,
-JVM included, wrote."""
+default log level. CI checks each part in process (the filter of lines, the loggers switched off,
+the JVM's log filter and its stderr pipe after a magic cell) and runs the command on a stream;
+the release tier (`--release`) also runs a notebook's cells on a plain Spark session in a fresh
+process and reads what the process, JVM included, wrote."""
 from __future__ import annotations
 
 import os
@@ -111,6 +112,7 @@ def _sections(stderr: str, stderr_lines) -> dict[str, list[str]]:
 
 
 @pytest.mark.slow
+@pytest.mark.release
 def test_a_notebook_on_a_plain_spark_session_shows_no_chatter_and_failures_alone(repo_root, stderr_lines):
     proc = subprocess.run([sys.executable, "-c", STREAMING_CELLS], capture_output=True, text=True,
                           cwd=repo_root, timeout=1200, env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"})
@@ -181,3 +183,47 @@ def test_the_command_reports_a_failing_stream_without_sparks_stack_traces(sqlflo
     assert lines[0] == "Error in statement 2:", lines
     assert lines[1].startswith("[STREAM_FAILED] Query [id = ") and "[DIVIDE_BY_ZERO] Division by zero." in lines[1]
     assert len(lines) == 4 and lines[3].strip() == "^", lines   # the message, the statement's line, a caret
+
+
+def test_after_a_magic_cell_the_jvms_log_drops_the_chatter_of_general_loggers(spark, ipython):
+    """The log4j filter `quiet` adds (the magic calls it on the session it runs on): a line of a
+    general logger about sqlflow's streams is denied, any other passes on to the loggers' levels."""
+    from sqlflow.spark.log_filter import PATTERNS
+
+    assert ipython.run_cell("%sqlflow SELECT 1 AS one", store_history=False).success
+    log4j = spark._jvm.org.apache.logging.log4j
+    config = log4j.LogManager.getContext(False).getConfiguration()
+
+    def verdict(line: str) -> str:
+        event = (log4j.core.impl.Log4jLogEvent.newBuilder().setLoggerName("org.apache.spark.sql.Some")
+                 .setLevel(log4j.Level.WARN).setMessage(log4j.message.SimpleMessage(line)).build())
+        return str(config.getFilter().filter(event))
+
+    chatter = [line.split(": ", 1)[1].strip() for line in SEEN if " WARN " in line]   # the message alone
+    assert [verdict(line) for line in chatter] == ["DENY"] * len(chatter)
+    assert [verdict(f"before {p} after") for p in PATTERNS] == ["DENY"] * len(PATTERNS)
+    assert verdict("Lost task 0.0 in stage 3.0: the user's business") == "NEUTRAL"
+
+
+def test_the_jvms_stderr_reaches_the_cell_less_the_workers_chatter(spark, capsys):
+    """What the JVM prints on System.err (where Spark copies its Python workers' output) is read
+    through a pipe and written to this process's stderr (a cell's) less the chatter. The JVM's
+    System.err is put back after, and the pipe closed."""
+    import threading
+
+    from sqlflow.spark.log_filter import _filter_system_err
+
+    system = spark._jvm.java.lang.System
+    before, threads = system.err, set(threading.enumerate())
+    _filter_system_err(spark._jvm)
+    (copier,) = set(threading.enumerate()) - threads
+    piped = system.err
+    try:
+        for line in SEEN + KEPT:
+            piped.print(line)
+    finally:
+        system.setErr(before)
+        piped.close()   # the copying thread reads to the end of the pipe and stops
+    copier.join(timeout=120)
+    assert not copier.is_alive()
+    assert capsys.readouterr().err == "".join(KEPT)

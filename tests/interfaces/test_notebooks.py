@@ -1,7 +1,9 @@
-"""The notebooks in notebooks/ run top to bottom (nbclient, a real kernel); any failing cell fails.
+"""The notebooks in notebooks/ run top to bottom; any failing cell fails.
 
-Notebooks are committed without outputs (this file checks that too): their outputs are made by
-running them, here in CI or by a reader. Each notebook starts its own Spark session in its kernel.
+CI runs every code cell in order in this process's IPython shell, on the shared test session
+(`test_cells_run_in_process`); the release tier (`--release`) runs each notebook in a real kernel
+with its own Spark session (nbclient, `test_runs_top_to_bottom`). Notebooks are committed without
+outputs (checked here too): their outputs are made by running them, here or by a reader.
 """
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ def test_committed_without_outputs(path):
 
 
 @pytest.mark.slow
+@pytest.mark.release
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_runs_top_to_bottom(path, tmp_path, stderr_lines):
     import nbformat
@@ -62,4 +65,61 @@ def test_runs_top_to_bottom(path, tmp_path, stderr_lines):
     # and the stack traces of a failure stay out of the cells: nothing on stderr but Spark's start
     stderr = [line for cell in code for o in cell.outputs if o.output_type == "stream" and o.name == "stderr"
               for line in stderr_lines(o.text)]
+    assert stderr == [], f"{path.name}: {len(stderr)} lines on stderr, the first: {stderr[:3]}"
+
+
+@pytest.fixture
+def _notebook_undone(spark, ipython, tmp_path, monkeypatch):
+    """What a notebook run in this process changes, put back after it: its names in the shell,
+    the session's settings (`sqlflow.local_session` in a notebook's first cell returns the shared
+    session and sets its defaults on it; cells SET others), its temporary views (dropped, or as
+    they were if the notebook replaced them). Files a notebook makes in temporary directories go
+    under the test's tmp_path; matplotlib draws off screen."""
+    import tempfile
+
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    names = dict(ipython.user_ns)
+    conf = spark._jsparkSession.sessionState().conf()
+    settings = dict(spark.conf.getAll)
+    views = {row.name: spark.table(row.name) for row in spark.catalog.listTables() if row.isTemporary}
+    yield
+    for name in set(ipython.user_ns) - set(names):
+        del ipython.user_ns[name]
+    ipython.user_ns.update(names)
+    for key in set(spark.conf.getAll) - set(settings):
+        conf.unsetConf(key)
+    for key, value in settings.items():
+        if conf.getConfString(key) != value:
+            conf.setConfString(key, value)   # as local_session's getOrCreate set it (Spark-core keys too)
+    for row in spark.catalog.listTables():
+        if row.isTemporary and row.name not in views:
+            spark.catalog.dropTempView(row.name)
+    for name, frame in views.items():
+        frame.createOrReplaceTempView(name)
+    assert dict(spark.conf.getAll) == settings
+    assert {row.name for row in spark.catalog.listTables() if row.isTemporary} == set(views)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_cells_run_in_process(path, ipython, monkeypatch, _notebook_undone, stderr_lines):
+    """Every code cell, in order, in this process's IPython shell on the shared session, from the
+    notebook's directory: each runs without error, and the notebook shows something."""
+    import nbformat
+    from IPython.utils.capture import capture_output
+
+    nb = nbformat.read(path, as_version=4)
+    code = [(i, cell.source) for i, cell in enumerate(nb.cells) if cell.cell_type == "code" and cell.source.strip()]
+    assert code, f"{path.name}: no code cell"
+    monkeypatch.chdir(path.parent)
+    shown = []
+    for i, source in code:
+        with capture_output() as captured:
+            result = ipython.run_cell(source, store_history=False)
+        error = result.error_before_exec or result.error_in_exec
+        assert result.success, f"{path.name}, cell {i}: {type(error).__name__}: {error}\n{captured.stdout}"
+        shown.append(captured)
+    assert any(c.stdout or c.outputs for c in shown), f"{path.name}: no cell showed anything"
+    # a cell's own stderr (Python's, the JVM's chatter passed through sqlflow's filter): nothing
+    stderr = [line for c in shown for line in stderr_lines(c.stderr)]
     assert stderr == [], f"{path.name}: {len(stderr)} lines on stderr, the first: {stderr[:3]}"
