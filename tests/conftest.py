@@ -189,6 +189,29 @@ def rocksdb(spark):
     spark.conf.set(PROVIDER_KEY, before)
 
 
+@pytest.fixture
+def spark_undone(spark):
+    """The shared session as a test found it: settings it changed put back (`sqlflow.local_session`
+    run by an example returns the shared session and sets its defaults on it; SET changes others),
+    temporary views it made dropped and those it replaced restored."""
+    conf = spark._jsparkSession.sessionState().conf()
+    settings = dict(spark.conf.getAll)
+    views = {row.name: spark.table(row.name) for row in spark.catalog.listTables() if row.isTemporary}
+    yield spark
+    for key in set(spark.conf.getAll) - set(settings):
+        conf.unsetConf(key)
+    for key, value in settings.items():
+        if conf.getConfString(key) != value:
+            conf.setConfString(key, value)   # as local_session's getOrCreate set it (Spark-core keys too)
+    for row in spark.catalog.listTables():
+        if row.isTemporary and row.name not in views:
+            spark.catalog.dropTempView(row.name)
+    for name, frame in views.items():
+        frame.createOrReplaceTempView(name)
+    assert dict(spark.conf.getAll) == settings
+    assert {row.name for row in spark.catalog.listTables() if row.isTemporary} == set(views)
+
+
 @pytest.fixture(autouse=True)
 def _stop_leftover_streams():
     """Stop streaming queries a test left running, so they do not leak into the next test."""

@@ -117,30 +117,13 @@ def test_missing_file_is_an_error(capsys):
 # ---------------------------------------------------------------- in process, on the shared session
 
 
-def _temp_views(spark) -> set[str]:
-    return {t.name for t in spark.catalog.listTables() if t.isTemporary}
-
-
 @pytest.fixture(autouse=True)
 def _shared_session_restored(request):
     """An in-process run of the command writes to the shared session (--conf, SET, the views its
-    scripts define): what a test changed is put back, so the next test file sees the session the
-    run began with."""
-    if "spark" not in request.fixturenames:
-        yield
-        return
-    spark = request.getfixturevalue("spark")
-    keys = ("spark.sql.shuffle.partitions", "my.setting")
-    before = {key: spark.conf.get(key, None) for key in keys}
-    views = _temp_views(spark)
-    yield
-    for key, value in before.items():
-        if value is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, value)
-    for name in _temp_views(spark) - views:
-        spark.catalog.dropTempView(name)
+    scripts define): what a test changed is put back (`spark_undone`), so the next test file sees
+    the session the run began with."""
+    if "spark" in request.fixturenames:
+        request.getfixturevalue("spark_undone")
 
 
 @pytest.mark.slow
@@ -337,12 +320,12 @@ ORDERING_VIEW = (
     "AS t(id, ts, at)")
 
 
-@pytest.mark.slow
-def test_ordering_a_replay_by_event_time(sqlflow_cli):
-    r = sqlflow_cli("-S", "--header", "-e", ORDERING_VIEW + ";\n"
-                    "SELECT id, ts FROM readings WATERMARK ts DELAY OF 10s ARRIVAL at ORDER BY ts, id")
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.splitlines() == [
+def test_ordering_a_replay_by_event_time(spark, capsys):
+    status = main(["-S", "--header", "-e", ORDERING_VIEW + ";\n"
+                   "SELECT id, ts FROM readings WATERMARK ts DELAY OF 10s ARRIVAL at ORDER BY ts, id"])
+    out, err = capsys.readouterr()
+    assert status == 0, err
+    assert out.splitlines() == [
         "id\tts\temit_time",
         "r2\t2024-01-01 00:01:35\t2024-01-01 00:01:53",
         "r1\t2024-01-01 00:01:40\t2024-01-01 00:01:53",

@@ -69,36 +69,21 @@ def test_runs_top_to_bottom(path, tmp_path, stderr_lines):
 
 
 @pytest.fixture
-def _notebook_undone(spark, ipython, tmp_path, monkeypatch):
-    """What a notebook run in this process changes, put back after it: its names in the shell,
-    the session's settings (`sqlflow.local_session` in a notebook's first cell returns the shared
-    session and sets its defaults on it; cells SET others), its temporary views (dropped, or as
-    they were if the notebook replaced them). Files a notebook makes in temporary directories go
-    under the test's tmp_path; matplotlib draws off screen."""
+def _notebook_undone(spark_undone, ipython, tmp_path, monkeypatch):
+    """What a notebook run in this process changes, put back after it: its names in the shell, and
+    the session's settings and temporary views (`spark_undone`: `sqlflow.local_session` in a
+    notebook's first cell returns the shared session and sets its defaults on it). Files a
+    notebook makes in temporary directories go under the test's tmp_path; matplotlib draws off
+    screen."""
     import tempfile
 
     monkeypatch.setenv("MPLBACKEND", "Agg")
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     names = dict(ipython.user_ns)
-    conf = spark._jsparkSession.sessionState().conf()
-    settings = dict(spark.conf.getAll)
-    views = {row.name: spark.table(row.name) for row in spark.catalog.listTables() if row.isTemporary}
     yield
     for name in set(ipython.user_ns) - set(names):
         del ipython.user_ns[name]
     ipython.user_ns.update(names)
-    for key in set(spark.conf.getAll) - set(settings):
-        conf.unsetConf(key)
-    for key, value in settings.items():
-        if conf.getConfString(key) != value:
-            conf.setConfString(key, value)   # as local_session's getOrCreate set it (Spark-core keys too)
-    for row in spark.catalog.listTables():
-        if row.isTemporary and row.name not in views:
-            spark.catalog.dropTempView(row.name)
-    for name, frame in views.items():
-        frame.createOrReplaceTempView(name)
-    assert dict(spark.conf.getAll) == settings
-    assert {row.name for row in spark.catalog.listTables() if row.isTemporary} == set(views)
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
