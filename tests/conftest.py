@@ -196,7 +196,10 @@ def spark_undone(spark):
     temporary views it made dropped and those it replaced restored."""
     conf = spark._jsparkSession.sessionState().conf()
     settings = dict(spark.conf.getAll)
-    views = {row.name: spark.table(row.name) for row in spark.catalog.listTables() if row.isTemporary}
+    present = {row.name for row in spark.catalog.listTables() if row.isTemporary}
+    # a view named other than an identifier (`my clicks`) is kept as it is: the DataFrame API
+    # cannot register it again
+    views = {name: spark.table(name) for name in present if name.isidentifier()}
     yield spark
     for key in set(spark.conf.getAll) - set(settings):
         conf.unsetConf(key)
@@ -204,12 +207,29 @@ def spark_undone(spark):
         if conf.getConfString(key) != value:
             conf.setConfString(key, value)   # as local_session's getOrCreate set it (Spark-core keys too)
     for row in spark.catalog.listTables():
-        if row.isTemporary and row.name not in views:
+        if row.isTemporary and row.name not in present:
             spark.catalog.dropTempView(row.name)
     for name, frame in views.items():
         frame.createOrReplaceTempView(name)
     assert dict(spark.conf.getAll) == settings
-    assert {row.name for row in spark.catalog.listTables() if row.isTemporary} == set(views)
+    assert {row.name for row in spark.catalog.listTables() if row.isTemporary} == present
+
+
+@pytest.fixture(autouse=True)
+def _settings_restored():
+    """The shared session's settings as each test found them: a SET in a script or a cell
+    (spark.sqlflow.finish, a checkpoint location, ...) does not reach the next test."""
+    session = _spark_session
+    before = dict(session.conf.getAll) if session is not None else None
+    yield
+    if before is None or _spark_session is not session:
+        return
+    after = dict(session.conf.getAll)
+    for key in after.keys() - before.keys():
+        session.conf.unset(key)
+    for key, value in before.items():
+        if after.get(key) != value:
+            session.conf.set(key, value)
 
 
 @pytest.fixture(autouse=True)
