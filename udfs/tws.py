@@ -55,10 +55,13 @@ def _processor_class():
 
         def _operator(self):
             if self.operator is None:
-                from sqlflow.udfs.streaming import BucketOperator
-
-                self.operator = BucketOperator(pickle.loads(self.spec), self.handle, self.state)
+                self.operator = self._build(pickle.loads(self.spec))
             return self.operator
+
+        def _build(self, spec):
+            from sqlflow.udfs.streaming import BucketOperator
+
+            return BucketOperator(spec, self.handle, self.state)
 
     PaneProcessor.__module__ = __name__
     PaneProcessor.__qualname__ = "PaneProcessor"
@@ -103,11 +106,11 @@ def _chained_class():
 
 
 def _ordered_class():
-    """OrderProcessor (event-time ordering on a live stream, udfs/ordered_stream.py), built on
-    first use as PaneProcessor is."""
-    from pyspark.sql.streaming import StatefulProcessor
+    """OrderProcessor (event-time ordering on a live stream, udfs/ordered_stream.py): PaneProcessor
+    with the ordering's state and operator."""
+    pane_processor = __getattr__("PaneProcessor")
 
-    class OrderProcessor(StatefulProcessor):
+    class OrderProcessor(pane_processor):  # type: ignore[valid-type,misc]
         """The TWS processor of an ORDER BY event time on a stream: one call per micro-batch with
         input or an expired timer, handed to the stream's `OrderOperator`."""
 
@@ -121,26 +124,10 @@ def _ordered_class():
             self.state_name = ORDER_STATE_NAME
             self.state_schema = struct_type(ORDER_STATE_SCHEMA)
 
-        def init(self, handle) -> None:
-            self.handle = handle
-            self.state = handle.getValueState(self.state_name, self.state_schema)
-            self.operator: Any = None  # built on the first call: init also runs on the driver
+        def _build(self, spec):
+            from sqlflow.udfs.ordered_stream import OrderOperator
 
-        def handleInputRows(self, key, rows, timerValues):
-            yield from self._operator().input_rows(key, rows, timerValues)
-
-        def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
-            yield from self._operator().expired(key, timerValues, expiredTimerInfo.getExpiryTimeInMs())
-
-        def close(self) -> None:
-            pass
-
-        def _operator(self):
-            if self.operator is None:
-                from sqlflow.udfs.ordered_stream import OrderOperator
-
-                self.operator = OrderOperator(pickle.loads(self.spec), self.handle, self.state)
-            return self.operator
+            return OrderOperator(spec, self.handle, self.state)
 
     OrderProcessor.__module__ = __name__
     OrderProcessor.__qualname__ = "OrderProcessor"

@@ -54,12 +54,13 @@ def _finishable(rocksdb, spark, tmp_path):
 _mtime = [int(time.time()) - 50_000]
 
 
-def write_files(folder: Path, batches) -> None:
+def write_files(folder: Path, batches, column: str = "id") -> None:
+    """One parquet file per batch of (`column`, second) rows, each file newer than the last."""
     folder.mkdir(parents=True, exist_ok=True)
     for rows in batches:
         _mtime[0] += 1
         tmp = folder.parent / f".part-{_mtime[0]}.parquet"
-        pd.DataFrame({"id": [i for i, _ in rows], "ts": [T(s) for _, s in rows]}) \
+        pd.DataFrame({column: [i for i, _ in rows], "ts": [T(s) for _, s in rows]}) \
             .astype({"ts": "datetime64[us]"}).to_parquet(tmp, index=False)
         os.utime(tmp, (_mtime[0], _mtime[0]))
         os.replace(tmp, folder / f"part-{_mtime[0]}.parquet")
@@ -162,14 +163,7 @@ def test_a_restart_from_the_checkpoint_loses_and_duplicates_nothing(spark, tmp_p
 
 
 def write_partitioned(folder: Path, batches) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    for rows in batches:
-        _mtime[0] += 1
-        tmp = folder.parent / f".part-{_mtime[0]}.parquet"
-        pd.DataFrame({"device": [p for p, _ in rows], "ts": [T(s) for _, s in rows]}) \
-            .astype({"ts": "datetime64[us]"}).to_parquet(tmp, index=False)
-        os.utime(tmp, (_mtime[0], _mtime[0]))
-        os.replace(tmp, folder / f"part-{_mtime[0]}.parquet")
+    write_files(folder, batches, column="device")
 
 
 def devices(spark, folder: Path, batches) -> None:
