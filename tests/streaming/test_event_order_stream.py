@@ -148,6 +148,9 @@ def test_a_restart_from_the_checkpoint_loses_and_duplicates_nothing(spark, tmp_p
     df = sqlflow.sql(spark, "SELECT id, ts FROM readings WATERMARK ts DELAY OF 10s ORDER BY ts, id")
     stream = S.pane_streams(df)[0]
     options = dict(format="parquet", path=str(out), dropped_path=str(late), checkpoint=str(checkpoint))
+    with pytest.raises(SqlflowError, match=r"dropped_path needs the query's PaneStream, not its DataFrame: "
+                                           r"start\(streaming.pane_streams\(df\)\[0\]"):
+        S.start(df, available_now=True, **options)
     first = S.start(stream, available_now=True, **options)
     assert [(r.id, r.ts) for r in spark.read.parquet(str(out)).collect()] == [("r2", T(95)), ("r1", T(100))]
     assert [(w, f) for _, w, f in batch_times(first)][-1] == (micros(T(102)), 0)

@@ -90,7 +90,11 @@ def start(stream: PaneStream | DataFrame, *, format: str = "parquet", path: str 
         sink.fallback_query_id = f"checkpoint {checkpoint}"
         w = df.writeStream.foreachBatch(sink)
     elif dropped_path is not None:
-        if not isinstance(stream, PaneStream) or stream.dropped is None:
+        if not isinstance(stream, PaneStream):
+            raise SqlflowUnsupportedError(
+                "dropped_path needs the query's PaneStream, not its DataFrame: start(streaming.pane_streams(df)[0], "
+                "..., dropped_path=...) writes the panes and the dropped rows (docs/streaming.md, 8)", clause="STREAM")
+        if stream.dropped is None:
             raise SqlflowUnsupportedError("dropped_path needs a PaneStream built with keep_dropped=True",
                                           clause="STREAM")
         if format not in FILE_FORMATS or path is None or checkpoint is None:
