@@ -196,10 +196,19 @@ def spark_undone(spark):
     temporary views it made dropped and those it replaced restored."""
     conf = spark._jsparkSession.sessionState().conf()
     settings = dict(spark.conf.getAll)
+    from pyspark.errors import AnalysisException
+
     present = {row.name for row in spark.catalog.listTables() if row.isTemporary}
     # a view named other than an identifier (`my clicks`) is kept as it is: the DataFrame API
-    # cannot register it again
-    views = {name: spark.table(name) for name in present if name.isidentifier()}
+    # cannot register it again; so is one another test left behind over a view since replaced
+    # (it no longer resolves)
+    views = {}
+    for name in present:
+        if name.isidentifier():
+            try:
+                views[name] = spark.table(name)
+            except AnalysisException:
+                pass
     yield spark
     for key in set(spark.conf.getAll) - set(settings):
         conf.unsetConf(key)
