@@ -31,6 +31,16 @@ finish:
 FIXED windows combine the same way with the window as the slice (`slice_offset`: its offset):
 every row of the group is in that one window, which ends after `lo`, and nothing else changes.
 
+**Holds** (sqlflow/engine/holds.py, what a later stage's watermark reads). A group's element
+arrives at its first arrival, so where one of its rows joins two sessions later in the period,
+the group joins them at that first arrival, and the retraction of the session it joined is held
+from there (its rows hold it from the later row's arrival). The output watermark is the same
+unless that retraction's output time is below the merged pane's, which is held from the group's
+first arrival too: END OF WINDOW holds sit above the watermark of the period (`W(g) < lo`), and
+START OF WINDOW holds at or above the merged session's start. EARLIEST and LATEST are over a
+pane's new elements and can lie above the retracted pane's, so sessions with those output
+timestamps do not combine (`paths._why_not_combined`).
+
 **In chunks** (`split`, `merge`, `elements`, `ChunkedCombine`): the groups of (key, slice, period)
 are reduced per chunk of a bucket's rows and merged across chunks (their partials, smallest and
 largest event time, first arrival and row count combine), so a bucket read chunk by chunk (a hot

@@ -197,6 +197,12 @@ def _why_not_combined(plan: EnginePlan, input: str, types: Mapping[str, str]) ->
             return "only sessions and FIXED windows combine on a replay"
         if schedule_shape(plan.windowing) is None:
             return "the trigger does not follow the watermark only, or EMIT ... ALWAYS emits without new input"
+        if isinstance(fn, ast.Sessions) and plan.output_time.of_elements:
+            # a group joins sessions at its first arrival, one of its rows may do so later: the
+            # retraction of the session it joins is then held earlier, at an output time below the
+            # merged pane's (arrival_combine.py, "Holds")
+            return (f"OUTPUT TIMESTAMP {plan.output_time.value} of merging sessions (a combined group would hold "
+                    "a retraction earlier than its rows do)")
     else:
         if not isinstance(fn, ast.Fixed) or watermark_shape(plan.trigger) is None:
             return "only FIXED windows with a watermark-only trigger combine on a stream"
