@@ -76,7 +76,8 @@ def flag_behind(batch_df: DataFrame, table: pd.DataFrame) -> DataFrame:
     joined = batch_df.join(F.broadcast(before), on=PARTITION, how="left")
     et = F.col(EVENT_TIME)
     behind = (F.col(KIND) == DATA) & et.isNotNull() & F.col(_BEFORE).isNotNull() & (et < F.col(_BEFORE))
-    return joined.withColumn(BEHIND, F.coalesce(behind, F.lit(False))).drop(_BEFORE)
+    return joined.select(*[F.col(c) for c in batch_df.columns],  # the batch's column order, as without a join
+                         F.coalesce(behind, F.lit(False)).alias(BEHIND))
 
 
 def step_partitions(flagged: DataFrame, table: pd.DataFrame, *, p: int, idle: int | None,
