@@ -134,6 +134,15 @@ def test_on_a_live_stream_ascending_per_runs_windows_and_refuses_the_rest_where_
     windowed = "SELECT p, COUNT(*) AS n FROM live WATERMARK ts ASCENDING PER p GROUP BY p WINDOW FIXED(SIZE 1m) ON ts"
     assert sqlflow.sql(spark, windowed).isStreaming
     assert "watermark ASCENDING PER p (each partition's watermark" in sqlflow.explain(windowed, spark)
+    spark.conf.set("spark.sqlflow.streaming.operator", "native")  # one global watermark: refused
+    try:
+        with pytest.raises(SqlflowError) as info:
+            sqlflow.sql(spark, windowed)
+    finally:
+        spark.conf.unset("spark.sqlflow.streaming.operator")
+    assert info.value.message == ("spark.sqlflow.streaming.operator is native, but Spark's window aggregation keeps "
+                                  "one global watermark, which cannot be ASCENDING PER partition")
+    assert (info.value.clause, info.value.line, info.value.column) == ("WATERMARK", 1, 48)  # at ASCENDING
     with pytest.raises(SqlflowError) as info:
         sqlflow.sql(spark, "SELECT p, ts, v FROM live WATERMARK ts ASCENDING PER p WHERE v > 0")
     assert info.value.message == ("WATERMARK ... ASCENDING PER without WINDOW or ORDER BY is not yet run on a "
