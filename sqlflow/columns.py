@@ -128,6 +128,8 @@ NULL_MASK = PREFIX + "null_"
 #: how many input rows a combined element stands for (BIGINT), and the largest event time among them
 WEIGHT = PREFIX + "weight"
 LATEST = PREFIX + "latest"
+#: a stream under `WATERMARK ts ASCENDING PER p`: each row's partition (its value as a string)
+PARTITION = PREFIX + "partition"
 #: partial aggregates of combined rows
 PART_PREFIX = PREFIX + "part"
 #: streaming: the hash bucket of a row's keys (INT) and Spark's watermark column (TIMESTAMP)

@@ -90,6 +90,10 @@ class OrderSpec:
     partition: str | None = None
     idle: int | None = None
     wall_clock: tuple[str, ...] = ()  # TIMESTAMP_NTZ columns: out as naive datetimes (no time zone)
+    #: the first stage of a windowed SELECT over an ASCENDING PER stream: every row not behind its
+    #: partition (nor without an event time) is released in its own batch, late or not (the
+    #: windowed stage judges it), and the watermark goes on the counters row as the stage's report
+    pass_through: bool = False
 
     def output_columns(self) -> list[str]:
         return [KIND, *self.columns, EMIT_TIME, REASON,
@@ -237,7 +241,8 @@ class OrderStep:
                 keys = np.asarray(rows.column(spec.partition).fill_null(NULL_PARTITION).to_numpy(zero_copy_only=False),
                                   dtype=object)
                 behind, parts, wm_new = partition_watermark(parts, keys, values, ~null, p, spec.idle, wm_prev)
-            late = ~null & ~behind & ((values < wm_prev) | meta.finished)
+            late = np.zeros(len(values), bool) if spec.pass_through else (
+                ~null & ~behind & ((values < wm_prev) | meta.finished))
             kept = ~null & ~late & ~behind
             counts["dropped_null_event_time"] = int(null.sum())
             counts["dropped_too_late"] = int(late.sum())
@@ -263,7 +268,7 @@ class OrderStep:
         released = None
         if buffer is not None and buffer.num_rows:
             t = np.asarray(buffer.column(spec.time).to_numpy(zero_copy_only=False), dtype=np.int64)
-            ready = t < wm_new
+            ready = np.ones(len(t), bool) if spec.pass_through else t < wm_new
             if ready.any():
                 out = buffer.filter(pa.array(ready)) if not ready.all() else buffer
                 out = out.take(sorted_indices(out, spec.time, spec.ties))

@@ -21,8 +21,9 @@
   `emit_time`; under ASCENDING PER the operator computes the per-partition watermark itself);
   the SELECT keeps its items and WHERE.
 
-Other SELECTs (windows included) over ASCENDING PER on a live stream are refused for now, with
-the hint to replay the recorded stream.
+A windowed SELECT over ASCENDING PER on a live stream runs on the streaming path
+(`streaming.partitioned` on the operators, `streaming.per_partition` on the owned-sink executor),
+which computes the per-partition watermark over the micro-batches itself.
 """
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ from ..frontend.dialect import WATERMARK_KEY
 from ..time import NEG_INF
 from ..plan.relations import strip_clauses, to_spark_sql, visible_ctes, with_ctes
 from .report import Stage
-from ..plan.windowed_select import Source, parse_column
+from ..plan.windowed_select import Source, feeding_sources, parse_column
 
 if TYPE_CHECKING:  # pragma: no cover
     from .execute import Runner
@@ -203,13 +204,13 @@ def _call(name: str, source: Source) -> exp.Expr:
 # ------------------------------------------------------------------ streams
 
 
-def refuse_on_stream(statement, watermark: ast.SourceWatermark, what: str) -> None:
-    """ASCENDING PER and event-time ordering are not run on a live stream yet: a located refusal."""
+def refuse_on_stream(statement, watermark: ast.SourceWatermark, what: str, hint: str | None = None) -> None:
+    """What is not run on a live stream yet under ASCENDING PER: a located refusal."""
     pos = watermark.model.pos if isinstance(watermark.model, ast.AscendingPer) else watermark.pos
     raise statement.source.error_at(
         SqlflowUnsupportedError, f"{what} is not yet run on a live stream", pos, clause="WATERMARK",
-        hint="record the stream with each row's arrival time (its micro-batch's time) and replay it: "
-             "FROM t WATERMARK <column> ... ARRIVAL <arrival column> (docs/semantics.md, 11)")
+        hint=hint or "record the stream with each row's arrival time (its micro-batch's time) and replay it: "
+                     "FROM t WATERMARK <column> ... ARRIVAL <arrival column> (docs/semantics.md, 11)")
 
 
 # ------------------------------------------------------------------ ordering stages
@@ -494,13 +495,17 @@ def partition_filters(runner: "Runner") -> list[Stage]:
         return []
     statement = runner.statement
     ordered = {id(o.relation) for o in ordering.event_time_orders(statement)}
+    windowed = {id(source.node) for select, _ in statement.windowed_selects() for source in feeding_sources(select)}
     stages: list[Stage] = []
     for node, w in statement.source_watermarks():
         if not isinstance(w.model, ast.AscendingPer) or id(node) in ordered:
             continue
-        if w.arrival is None:  # bounded data needs no watermark; a live stream cannot have this one yet
-            if _relation_is_stream(runner, node, w):
-                refuse_on_stream(statement, w, "WATERMARK ... ASCENDING PER")
+        if w.arrival is None:  # bounded data needs no watermark; a windowed SELECT's stream computes its own
+            if id(node) not in windowed and _relation_is_stream(runner, node, w):
+                refuse_on_stream(statement, w, "WATERMARK ... ASCENDING PER without WINDOW or ORDER BY",
+                                 hint="window the stream (GROUP BY ... WINDOW ...) or order it by event time "
+                                      f"(ORDER BY {w.event_time}): both run on a live stream; or replay the "
+                                      "recorded stream (FROM t WATERMARK <column> ... ARRIVAL <arrival column>)")
             continue
         source = Source(node, w, True)
         _, latest = ascending_replay(runner.spark, _Locator(statement, w.pos), source,

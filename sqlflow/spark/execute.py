@@ -226,9 +226,6 @@ class Runner:
             if raw is None:
                 raw = self.sql(rel.sql(), select, ws.position, clauses=_clause_columns(ws))
             if raw.isStreaming:  # the streaming path (sqlflow/spark/streaming/, docs/streaming.md)
-                for s in ws.sources:
-                    if isinstance(s.watermark.model, ast.AscendingPer):
-                        event_order.refuse_on_stream(self.statement, s.watermark, "WATERMARK ... ASCENDING PER")
                 from .streaming.sql_stage import streaming_stage
                 return streaming_stage(self, number, ws, rel, raw, finish_dir=self.finish_dir)
             if ws.event_time_clause == "STREAM":

@@ -125,21 +125,37 @@ def test_windows_never_see_a_row_behind_its_partition(spark):
     assert (metrics["input_rows"], metrics["dropped_behind_partition"], metrics["dropped_too_late"]) == (3, 1, 0)
 
 
-def test_on_a_live_stream_ascending_per_is_refused_where_written(spark, tmp_path):
-    """Windows and plain SELECTs over ASCENDING PER on a live stream are refused (an ORDER BY
-    event time runs: tests/streaming/test_event_order_stream.py)."""
+def test_on_a_live_stream_ascending_per_runs_windows_and_refuses_the_rest_where_written(spark, tmp_path):
+    """A window over ASCENDING PER on a live stream runs (tests/streaming/test_partition_stream.py);
+    a plain SELECT (it would have to drop its rows behind their partition) and a UNION ALL with
+    another watermarked stream are refused at the clause, with a hint naming what runs."""
     spark.readStream.schema("p string, ts timestamp, v long").parquet(str(tmp_path)) \
         .createOrReplaceTempView("live")
-    with pytest.raises(SqlflowError) as info:
-        sqlflow.sql(spark, "SELECT p, COUNT(*) AS n FROM live WATERMARK ts ASCENDING PER p GROUP BY p "
-                           "WINDOW FIXED(SIZE 1m) ON ts")
-    assert info.value.message == "WATERMARK ... ASCENDING PER is not yet run on a live stream"
-    assert (info.value.line, info.value.column) == (1, 48)
-    # a plain SELECT would drop its rows behind their partition: refused too, not passed on unfiltered
+    windowed = "SELECT p, COUNT(*) AS n FROM live WATERMARK ts ASCENDING PER p GROUP BY p WINDOW FIXED(SIZE 1m) ON ts"
+    assert sqlflow.sql(spark, windowed).isStreaming
+    assert "watermark ASCENDING PER p (each partition's watermark" in sqlflow.explain(windowed, spark)
+    spark.conf.set("spark.sqlflow.streaming.operator", "native")  # one global watermark: refused
+    try:
+        with pytest.raises(SqlflowError) as info:
+            sqlflow.sql(spark, windowed)
+    finally:
+        spark.conf.unset("spark.sqlflow.streaming.operator")
+    assert info.value.message == ("spark.sqlflow.streaming.operator is native, but Spark's window aggregation keeps "
+                                  "one global watermark, which cannot be ASCENDING PER partition")
+    assert (info.value.clause, info.value.line, info.value.column) == ("WATERMARK", 1, 48)  # at ASCENDING
     with pytest.raises(SqlflowError) as info:
         sqlflow.sql(spark, "SELECT p, ts, v FROM live WATERMARK ts ASCENDING PER p WHERE v > 0")
-    assert info.value.message == "WATERMARK ... ASCENDING PER is not yet run on a live stream"
+    assert info.value.message == ("WATERMARK ... ASCENDING PER without WINDOW or ORDER BY is not yet run on a "
+                                  "live stream")
+    assert info.value.hint.startswith("window the stream (GROUP BY ... WINDOW ...) or order it by event time "
+                                      "(ORDER BY ts)")
     assert (info.value.clause, info.value.line, info.value.column) == ("WATERMARK", 1, 40)  # at ASCENDING
+    with pytest.raises(SqlflowError) as info:
+        sqlflow.sql(spark, "SELECT COUNT(*) AS n FROM (SELECT * FROM live WATERMARK ts ASCENDING PER p "
+                           "UNION ALL SELECT * FROM live WATERMARK ts DELAY OF 1s) u WINDOW FIXED(SIZE 1m) ON ts")
+    assert info.value.message == ("WATERMARK ... ASCENDING PER with another watermarked source is not yet run "
+                                  "on a live stream")
+    assert (info.value.clause, info.value.line, info.value.column) == ("WATERMARK", 1, 60)  # at ASCENDING
 
 
 def test_the_readme_example(spark, capsys):

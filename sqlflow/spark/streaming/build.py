@@ -4,13 +4,14 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
-from ...columns import EVENT_TIME, GAP, SOURCE, when_column
+from ...columns import EVENT_TIME, GAP, PARTITION, SOURCE, when_column
 from ...engine import EnginePlan
 from ...errors import SqlflowUnsupportedError
 from .metrics import METRICS_NAME
 from .native import native_equivalent, native_panes
 from .owned import OwnedRecipe, owned_obstacle
 from .pane_stream import PaneStream
+from .per_partition import PartitionRule
 from .schema import pane_schema
 from .stateful import stateful_panes
 from .watermark import UNBOUNDED_SHIFT, lateness_shift
@@ -27,7 +28,8 @@ def build_stream(input_df: DataFrame, plan: EnginePlan, *, delay: int, buckets: 
                  metrics_name: str = METRICS_NAME, grouping: str = "bucket",
                  spark_drops_late: bool = False, engine_types: dict | None = None,
                  decode: dict | None = None, sources: tuple[str, ...] = (),
-                 source_delays: tuple[int, ...] = (), report: bool = False) -> PaneStream:
+                 source_delays: tuple[int, ...] = (), report: bool = False,
+                 partition: PartitionRule | None = None) -> PaneStream:
     """Build the pane stream of `plan` over the streaming DataFrame `input_df`.
 
     - `input_df` has the engine input columns (event time as int64 microseconds, keys, aggregate
@@ -59,10 +61,14 @@ def build_stream(input_df: DataFrame, plan: EnginePlan, *, delay: int, buckets: 
       (`several.several_sources`); the window's watermark is the minimum of the sources' (the
       stateful operator, which counts late rows per source). `delay` is then unused;
     - `report`: a later windowed stage reads this one (`chaining`): the stateful operator, whose
-      every call reports its bucket's output watermark (`PaneStream.chain`).
+      every call reports its bucket's output watermark (`PaneStream.chain`);
+    - `partition`: the source's watermark is `ASCENDING PER` (docs/semantics.md, 1.2): `input_df`
+      has column `columns.PARTITION`, `delay` is unused, and the watermark is computed per
+      partition over the micro-batches (`per_partition` for the owned-sink executor).
     """
     spark = input_df.sparkSession
-    data = input_df.select(*engine_columns(input_df, plan), *([SOURCE] if sources else []))
+    data = input_df.select(*engine_columns(input_df, plan), *([SOURCE] if sources else []),
+                           *([PARTITION] if partition is not None else []))
     schema = output_schema or pane_schema(data.schema, plan)
     reason = native_equivalent(plan, time_shift=time_shift) if native is not False else "forced"
     if sources:
@@ -74,7 +80,15 @@ def build_stream(input_df: DataFrame, plan: EnginePlan, *, delay: int, buckets: 
     recipe = OwnedRecipe(data, plan, delay, time_shift, schema, engine_types or {}, decode or {}, metrics_name,
                          finish_dir, buckets,
                          owned_obstacle(plan, data.schema, sources=sources, report=report, keep_dropped=keep_dropped,
-                                        grouping=grouping, spark_drops_late=spark_drops_late))
+                                        grouping=grouping, spark_drops_late=spark_drops_late), partition)
+    if partition is not None:
+        from .partitioned import partitioned_panes
+
+        stream = partitioned_panes(spark, data, plan, partition, schema=schema, finish_dir=finish_dir,
+                                   buckets=buckets, metrics_name=metrics_name, engine_types=engine_types or {},
+                                   decode=decode or {}, report=report)
+        stream.owned = recipe
+        return stream
     if reason is None and not keep_dropped and finish_dir is None:
         panes = native_panes(data, plan, delay=delay, schema=schema, metrics_name=metrics_name)
         return PaneStream(panes, None, None, None, "native", 0, metrics_name, owned=recipe)

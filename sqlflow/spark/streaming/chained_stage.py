@@ -28,16 +28,18 @@ from .stateful import (bucket_count, bucket_of, masked_number_exprs, masked_numb
 def chained_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, *, upstream: PaneStream,
                   schema: T.StructType, metrics_name: str, buckets: int | None = None,
                   engine_types: dict | None = None, decode: dict | None = None,
-                  report: bool = False) -> PaneStream:
+                  report: bool = False, count_input: bool = True) -> PaneStream:
     """The pane stream of `plan` over `data`: the engine input columns of the earlier stage's panes
     (KIND DATA) and its reports (KIND REPORT, the REPORT_COLUMNS). `upstream`: the earlier stage's
-    pane stream (its bucket count, its finish directory); `report`: this stage reports in turn."""
+    pane stream (its bucket count, its finish directory); `report`: this stage reports in turn;
+    `count_input`: count the DATA rows as the query's `input_rows` (else the earlier stage counts)."""
     kind = F.col(KIND)
     cols = engine_columns(data, plan)
     data = data.select(*[F.when(kind == REPORT, F.lit(0)).otherwise(F.col(c)).alias(c) if c == EVENT_TIME
                          else F.col(c) for c in cols], kind, *REPORT_COLUMNS)
-    data = data.observe(metrics_name + "_input", F.coalesce(F.sum((kind == DATA).cast("long")), F.lit(0))
-                        .alias("input_rows"))
+    if count_input:
+        data = data.observe(metrics_name + "_input", F.coalesce(F.sum((kind == DATA).cast("long")), F.lit(0))
+                            .alias("input_rows"))
     n_buckets = bucket_count(spark, plan, buckets)
     own = bucket_of(plan.keys, n_buckets)
     every = F.sequence(F.lit(0), F.lit(n_buckets - 1))

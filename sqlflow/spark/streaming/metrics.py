@@ -21,6 +21,10 @@ if TYPE_CHECKING:  # pragma: no cover
 #: observe() names of the counters in a query's progress (`observedMetrics`)
 METRICS_NAME = "sqlflow"
 SOURCE_METRICS_NAME = "sqlflow_source"
+#: ASCENDING PER on the operators (partitioned.py): the observe() name of the first stage's
+#: counters (`<metrics name>` + this), and what they add to the query's
+PARTITIONS_SUFFIX = "_partitions"
+PARTITION_COUNTERS = ("input_rows", "dropped_behind_partition", "dropped_null_event_time")
 
 
 def observe_input(data: DataFrame, metrics_name: str, *, null_event_time: bool) -> DataFrame:
@@ -52,12 +56,20 @@ def progress_metrics(progress: dict, name: str = METRICS_NAME) -> dict:
     >>> progress_metrics({"observedMetrics": {"sqlflow": {"panes": 2}, "sqlflow_input": {"input_rows": 5}},
     ...                   "stateOperators": [{"numRowsDroppedByWatermark": 1}]})
     {'panes': 2, 'input_rows': 5, 'spark_dropped_late': 1}
+    >>> progress_metrics({"observedMetrics": {"sqlflow": {"panes": 1, "dropped_null_event_time": 0},
+    ...                   "sqlflow_partitions": {"input_rows": 3, "dropped_behind_partition": 1, "ordered_rows": 2}}})
+    {'panes': 1, 'dropped_null_event_time': 0, 'input_rows': 3, 'dropped_behind_partition': 1, 'spark_dropped_late': 0}
     """
     observed = progress.get("observedMetrics") or {}
     out = {}
     for metrics_name in (name, name + "_input", SOURCE_METRICS_NAME):
         values = _observed_row(observed.get(metrics_name))
         out.update({k: int(v) for k, v in values.items() if v is not None})
+    # ASCENDING PER: the first stage's input rows and the rows it dropped (partitioned.py)
+    values = _observed_row(observed.get(name + PARTITIONS_SUFFIX))
+    for k in PARTITION_COUNTERS:
+        if values.get(k) is not None:
+            out[k] = out.get(k, 0) + int(values[k])
     out["spark_dropped_late"] = sum(int(op.get("numRowsDroppedByWatermark", 0) or 0)
                                     for op in progress.get("stateOperators", []))
     return out

@@ -34,7 +34,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ... import ast
-from ...columns import (BUCKET, DATA, EVENT_TIME, FINISH, KIND, LATEST, PANE, STATE, STATE_BYTES,
+from ...columns import (BUCKET, DATA, EVENT_TIME, FINISH, KIND, LATEST, PANE, PARTITION, STATE, STATE_BYTES,
                         STATE_FORMAT, STATE_META, WEIGHT, PARTIAL_OVERFLOW, metric_column, part_column, state_meta_column)
 from ...engine import COMBINING, STREAM, Aggregate, EnginePlan, path_for, state_codec
 from ...errors import SqlflowUnsupportedError
@@ -45,6 +45,7 @@ from ..conf import FILE_FORMATS, OWNED_BUCKETS_PER_CORE, streaming_buckets
 from .checkpoint_files import CheckpointFiles
 from .pane_stream import named_and_triggered
 from .combine import combinable
+from .per_partition import BEHIND, PartitionRule, flag_behind, rows_of, step_partitions, table_of
 from .stateful import operator_schema, packable, pane_columns
 
 #: where the state versions live under the checkpoint, and how many stay
@@ -71,6 +72,9 @@ class OwnedRecipe:
     finish_dir: str | None
     buckets: int | None
     why_not: str | None  # None: the owned executor can run it
+    #: ASCENDING PER: the driver computes the watermark per partition (`per_partition`); `data`
+    #: then has column PARTITION and `delay` is unused
+    partition: PartitionRule | None = None
 
 
 def owned_obstacle(plan: EnginePlan, schema: T.StructType, *, sources=(), report=False, keep_dropped=False,
@@ -146,6 +150,8 @@ class Book:
     buckets: int
     format: int = state_codec.FORMAT_VERSION
     log: list = field(default_factory=list)  # (p, W) of the batches so far (the last 1,000)
+    #: ASCENDING PER: each partition's [value, latest event time, last arrival] after the batch
+    partitions: list | None = None
 
     def text(self) -> str:
         return json.dumps(self.__dict__)
@@ -220,7 +226,7 @@ class OwnedRun:
         self.buckets = latest.buckets if latest is not None else (max(1, int(default)) if plan.keys else 1)
         self.combine = combinable(plan, recipe.data.schema)
         run_plan = partial_plan(plan) if self.combine else plan
-        engine_cols = [f.name for f in recipe.data.schema.fields]
+        engine_cols = [f.name for f in recipe.data.schema.fields if f.name != PARTITION]
         if self.combine:
             engine_cols = [*plan.keys, EVENT_TIME, *[part_column(j) for j in range(len(plan.aggregates))], WEIGHT]
         self.spec = StreamSpec(plan=run_plan, input_columns=tuple(engine_cols), weight=WEIGHT if self.combine else None,
@@ -272,7 +278,18 @@ class OwnedRun:
         wm_prev = book.wm if book is not None else NEG_INF
         seen = book.seen if book is not None else None
         finished = book.finished if book is not None else False
-        wm_new = POS_INF if finished else max(wm_prev, batch_watermark(seen, self.recipe.delay, self.recipe.time_shift))
+        rule = self.recipe.partition
+        behind = 0
+        table = flagged = None
+        if rule is not None:  # ASCENDING PER: the watermark of the partitions (per_partition.py)
+            table = table_of(book.partitions if book is not None else None)
+            flagged = flag_behind(batch_df, table).persist()
+            table, wm_new, behind = step_partitions(flagged, table, p=p, idle=rule.idle, wm_prev=wm_prev)
+            wm_new = POS_INF if finished else wm_new
+            batch_df = flagged.where(~F.col(BEHIND)).drop(BEHIND, PARTITION)
+        else:
+            wm_new = POS_INF if finished else max(wm_prev, batch_watermark(seen, self.recipe.delay,
+                                                                             self.recipe.time_shift))
         where = self.files.path(f"{STATE_DIR}/v={book.batch}") if book is not None else "the checkpoint"
         n = self.partitions
         rows = batch_df.repartition(n, BUCKET)
@@ -308,19 +325,24 @@ class OwnedRun:
             finished = finished or bool(summary.pop("finished_any"))
             self.log = [s for s in self.log if s[0] < p][-999:] + [(p, wm_new)]
             new = Book(batch_id, p, POS_INF if finished else wm_new, seen, finished, self.buckets,
-                       log=[list(s) for s in self.log])
+                       log=[list(s) for s in self.log], partitions=rows_of(table) if table is not None else None)
             self.files.write_text(f"{version}/{BOOK}", new.text())
             self.book = new
             self._prune(batch_id)
             _reached("after-sink", batch_id)
         finally:
             out.unpersist()
+            if flagged is not None:
+                flagged.unpersist()
         lap()
         # seconds per phase: planning (state lookup, offsets), computing (partials, buckets) with
         # writing the state version (one job), the sink, the bookkeeping
         self.timings.append(dict(zip(("plan", "compute_state", "sink", "book"),
                                      (round(b - a, 3) for a, b in zip(clock, clock[1:])))))
         summary.update(batch_time=p, watermark=wm_new, finished=int(finished))
+        if rule is not None:
+            summary["input_rows"] += behind
+            summary["dropped_behind_partition"] = behind
         self.progress.append({"batchId": batch_id, **summary})
 
     @staticmethod

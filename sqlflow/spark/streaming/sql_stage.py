@@ -7,11 +7,12 @@ view, and the SELECT a SELECT over it, as the bounded engine path does with its 
 from __future__ import annotations
 
 from pyspark.sql import SparkSession
+from sqlglot import exp
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ... import ast
-from ...columns import EVENT_TIME, GAP, KIND, REPORT_COLUMNS, SOURCE, agg_column, when_column
+from ...columns import EVENT_TIME, GAP, KIND, PARTITION, REPORT_COLUMNS, SOURCE, agg_column, when_column
 from ...engine import EnginePlan, custom_windows_of
 from ...errors import SqlflowSemanticError, SqlflowUnsupportedError
 from ...frontend.validate import validate
@@ -49,7 +50,18 @@ def streaming_stage(runner, number: int, ws, rel, raw, *, finish_dir: str | None
                        "arrives with its micro-batch", "WATERMARK", hint="drop ARRIVAL, or read the data as a batch")
     clock = ws.domain is not ast.TimeDomain.EVENT_TIME  # docs/semantics.md, 10: the batch's time
     delays = [] if clock else [s.watermark.model for s in ws.sources]
-    if chain is None and not clock and (not delays or not all(isinstance(d, ast.BoundedDelay) for d in delays)):
+    per = None  # ASCENDING PER: the watermark computed per partition over the batches (partitioned.py)
+    if chain is None and len(delays) == 1 and isinstance(delays[0], ast.AscendingPer):
+        per = delays[0]
+        rel, raw = _with_partition(runner, ws, rel, per)
+    elif any(isinstance(d, ast.AscendingPer) for d in delays):
+        w = next(s.watermark for s in ws.sources if isinstance(s.watermark.model, ast.AscendingPer))
+        from ..event_order import refuse_on_stream
+        refuse_on_stream(runner.statement, w, "WATERMARK ... ASCENDING PER with another watermarked source",
+                         hint="give the UNION ALL's branches WATERMARK ... DELAY OF, or replay the recorded "
+                              "streams (FROM t WATERMARK <column> ... ARRIVAL <arrival column>)")
+    if chain is None and not clock and per is None and (
+            not delays or not all(isinstance(d, ast.BoundedDelay) for d in delays)):
         raise ws.error(SqlflowUnsupportedError, f"{ws.label()} reads a stream: it needs a source with "
                        "WATERMARK <column> DELAY OF <interval> (each of its sources, when several)", "WATERMARK")
     spark = runner.spark
@@ -74,9 +86,13 @@ def streaming_stage(runner, number: int, ws, rel, raw, *, finish_dir: str | None
     columns += [F.col(when_column(i)) for i in range(rel.n_when)]
     if several is not None:
         columns.append(F.col(SOURCE))
+    if per is not None:
+        columns.append(F.col(PARTITION))
     if chain is not None:
         columns += [F.col(KIND), *[F.col(c) for c in REPORT_COLUMNS]]
     engine_input = raw.select(*columns)
+    if per is not None:
+        _refuse_uncarried(ws, per, engine_input.schema)
     # the engine's exact sums, finished by Spark's type rules (overflow: handover.py)
     outputs = handover.plan_outputs(ws, rel, schema, agg_types, ansi_mode=handover.ansi(runner.spark),
                                     name=agg_column, rewrite=False)
@@ -94,7 +110,7 @@ def streaming_stage(runner, number: int, ws, rel, raw, *, finish_dir: str | None
     report = read_later(runner.statement, ws.select)
     if operator == "native":
         _native_refused(ws, several=len(delays) if several is not None else 0, chained=chain is not None,
-                        report=report)
+                        report=report, per=per)
     if chain is not None:
         stream = chained_panes(spark, engine_input, plan, upstream=chain.stage.extra["stream"],
                                schema=output_schema, metrics_name=_metrics_name(number),
@@ -102,7 +118,7 @@ def streaming_stage(runner, number: int, ws, rel, raw, *, finish_dir: str | None
                                decode=outputs.decode_by_column(), report=report)
     else:
         stream = _build(runner, number, engine_input, plan, clock, delays, output_schema, operator, buckets,
-                        several, finish_dir, time_shift, outputs, report)
+                        several, finish_dir, time_shift, outputs, report, per)
     if stream.operator == "stateful" and not runner.dry:
         if not runner.starts_query:  # `start` sets the state store for the query it starts
             use_state_store(spark, ws)
@@ -122,6 +138,12 @@ def streaming_stage(runner, number: int, ws, rel, raw, *, finish_dir: str | None
                         "emits it, with its output_time as event time); watermark: that stage's output watermark "
                         "(the minimum of its input watermark and the output times its pending retractions hold), "
                         f"reported by each of its {chain.stage.extra['stream'].buckets} buckets at every call")
+    elif per is not None:
+        from ..event_order import model_text
+
+        stage.replay = (f"stream, watermark {model_text(per)}, computed over the micro-batches (each batch an "
+                        "instant): by the ordering operator ahead of the window's, or by the owned-sink executor's "
+                        "driver")
     else:
         stage.replay = _stream_text(ws, clock, delays, several)
     stage.extra["stream"] = stream
@@ -140,10 +162,13 @@ def streaming_stage(runner, number: int, ws, rel, raw, *, finish_dir: str | None
     return stage
 
 
-def _native_refused(ws, *, several: int, chained: bool, report: bool) -> None:
+def _native_refused(ws, *, several: int, chained: bool, report: bool, per=None) -> None:
     """The located refusal of `spark.sqlflow.streaming.operator = native` where Spark's window
     aggregation cannot run the stage (nothing when it can)."""
-    if several:
+    if per is not None:
+        why, clause, pos = ("Spark's window aggregation keeps one global watermark, which cannot be "
+                            "ASCENDING PER partition", "WATERMARK", per.pos)
+    elif several:
         why, clause, pos = (f"Spark's window aggregation keeps one watermark, and {several} watermarked streams "
                             "feed this window", "WATERMARK", ws.sources[1].watermark.pos)
     elif chained:
@@ -173,19 +198,51 @@ def _metrics_name(number: int) -> str:
     return METRICS_NAME if number == 1 else f"{METRICS_NAME}_{number}"
 
 
+def _with_partition(runner, ws, rel, per: ast.AscendingPer):
+    """The input relation with each row's partition (as a string; NULL values one partition of
+    their own), and its rows."""
+    from ...plan.windowed_select import parse_column
+    from ...udfs.ordered_stream import NULL_PARTITION
+
+    column = exp.func("coalesce", exp.cast(parse_column(per.partition), "string"), exp.Literal.string(NULL_PARTITION))
+    rel.query.set("expressions", [*rel.query.expressions, exp.alias_(column, PARTITION)])
+    raw = runner.sql(rel.sql(), ws.select, per.partition_pos or per.pos, clause="WATERMARK")
+    return rel, raw
+
+
+def _refuse_uncarried(ws, per: ast.AscendingPer, schema: T.StructType) -> None:
+    """ASCENDING PER: the rows pass through the ordering operator, which carries the types
+    `ordered.CARRIED` (a located error names another)."""
+    from .ordered import CARRIED
+
+    for f in schema.fields:
+        if not isinstance(f.dataType, CARRIED):
+            raise ws.error(SqlflowUnsupportedError, f"an input column of type {f.dataType.simpleString()} cannot be "
+                           "windowed under WATERMARK ... ASCENDING PER on a live stream yet (integers, floating point, "
+                           "strings, booleans, timestamps and dates can)", "WATERMARK", pos=per.pos,
+                           hint="CAST it to one of those in a view the query reads")
+
+
 def _build(runner, number, engine_input, plan, clock, delays, output_schema, operator, buckets, several,
-           finish_dir, time_shift, outputs, report):
+           finish_dir, time_shift, outputs, report, per=None):
     """The pane stream of a stage over a watermarked stream (`build_stream`)."""
     spark = runner.spark
+    partition = None
+    if per is not None:
+        from .per_partition import PartitionRule
+
+        partition = PartitionRule(per.idle_timeout.micros if per.idle_timeout is not None else None)
     return build_stream(
-        engine_input, plan, delay=0 if clock else delays[0].delay.micros, output_schema=output_schema,
-        native=False if several is not None else {"auto": None, "native": True, "stateful": False}[operator],
+        engine_input, plan, delay=0 if clock or per is not None else delays[0].delay.micros,
+        output_schema=output_schema,
+        native=False if several is not None or per is not None
+        else {"auto": None, "native": True, "stateful": False}[operator],
         buckets=int(buckets) if buckets else None,
         finish_dir=finish_dir or conf.get(spark, conf.STREAMING_FINISH_DIR),
         time_shift=time_shift, sources=several.names if several else (),
         source_delays=several.delays if several else (),
         engine_types=dict(outputs.types), decode=outputs.decode_by_column(),
-        metrics_name=_metrics_name(number), report=report)
+        metrics_name=_metrics_name(number), report=report, partition=partition)
 
 
 def _stream_text(ws, clock: bool, delays, several) -> str:

@@ -1,0 +1,157 @@
+"""Windows over `WATERMARK ts ASCENDING PER p` on a live stream (docs/semantics.md 1.2 and 11;
+docs/streaming.md 5.5, "Windows per partition"), on both executors.
+
+The data are the nine readings of docs/semantics.md 11 (two devices, B lagging), one file
+(micro-batch) per arrival instant, plus `A5` in the sixth batch, behind A's 25. The stream reads
+one file per micro-batch as a backlog; every value below is derived by hand from the rule: W(N) =
+the minimum over the devices (not idle) of their latest event time after batch N, never back; a
+row of batch N is judged against W(N-1); a window fires when W >= its end; the finish ends the
+input. The batches' processing times are the wall clock's, read from the query's watermark log.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import sqlflow
+from sqlflow.spark import streaming as S
+from sqlflow.spark.streaming import owned
+
+DAY = dt.datetime(2024, 1, 1)
+EPOCH = dt.datetime(1970, 1, 1)
+
+#: one batch per arrival instant of docs/semantics.md 11's readings: (device, event time in seconds);
+#: A5 (sixth batch) is behind A's latest, 25
+BATCHES = [[("A", 1), ("B", 0)], [("A", 12)], [("A", 25)], [("B", 2)], [("B", 8)], [("A", 31), ("A", 5)],
+           [("B", 15)], [("B", 33)]]
+
+
+def T(seconds: float) -> dt.datetime:
+    return DAY + dt.timedelta(seconds=seconds)
+
+
+def at(micros: int) -> dt.datetime:
+    return EPOCH + dt.timedelta(microseconds=micros)
+
+
+def _docs_sql() -> str:
+    """The windowed example of docs/streaming.md 5.5 ("Windows per partition")."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "streaming.md").read_text(encoding="utf-8")
+    section = text[text.index("**Windows per partition.**"):text.index("## 6. The changelog")]
+    return re.findall(r"```sql\n(.*?)```", section, re.S)[0].strip()
+
+
+@pytest.fixture(autouse=True)
+def _finishable(rocksdb, spark, tmp_path):
+    spark.conf.set(S.CONF_FINISH_DIR, str(tmp_path / "finish"))
+    yield
+    spark.conf.unset(S.CONF_FINISH_DIR)
+
+
+_mtime = [int(time.time()) - 40_000]
+
+
+def write_files(folder: Path, batches) -> None:
+    """One parquet file per batch of (device, second) rows, each file newer than the last."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for rows in batches:
+        _mtime[0] += 1
+        tmp = folder.parent / f".part-{_mtime[0]}.parquet"
+        pd.DataFrame({"device": [d for d, _ in rows], "ts": [T(s) for _, s in rows]}) \
+            .astype({"ts": "datetime64[us]"}).to_parquet(tmp, index=False)
+        os.utime(tmp, (_mtime[0], _mtime[0]))
+        os.replace(tmp, folder / f"part-{_mtime[0]}.parquet")
+
+
+def devices(spark, folder: Path) -> None:
+    spark.readStream.schema("device string, ts timestamp").option("maxFilesPerTrigger", 1).parquet(str(folder)) \
+        .createOrReplaceTempView("devices")
+
+
+def panes_by_batch(rows, times: list[int]) -> list[tuple]:
+    """(n, window start in seconds, timing, the batch that emitted it) per pane."""
+    index = {at(p): b for b, p in enumerate(times)}
+    return sorted((r.n, int((r.window_start - DAY).total_seconds()), r.pane_timing, index[r.emit_time])
+                  for r in rows)
+
+
+def test_windows_per_partition_on_the_operators_are_the_arrival_replay(spark, tmp_path):
+    """A `sqlflow.sql` result started on the operators. W after each of the eight data batches:
+    0, 0, 0, 2, 8, 8, 15, 31 (A5 behind A's 25 moves nothing); [0,10) (A1 B0 B2 B8) fires at
+    batch 6 (W 15), [10,20) (A12 B15) and [20,30) (A25) at batch 7 (W 31), [30,40) (A31 B33) at
+    the finish (batch 8). The ARRIVAL replay of the same rows at their batches' times gives the
+    same panes, but its end of input is its last arrival (batch 7), and lists A5. The global rule
+    (DELAY OF 0s) over the same files drops B2, B8, B15 and A5 as too late: 2, 1, 1, 2."""
+    write_files(tmp_path / "in", BATCHES)
+    devices(spark, tmp_path / "in")
+    sql = _docs_sql()
+    assert "computed over the micro-batches" in sqlflow.explain(sql, spark)
+    df = sqlflow.sql(spark, sql)
+    assert df.isStreaming
+    query = S.start(df, format="memory", query_name="per_windows", available_now=True, finish=True)
+    log = S.watermark_log(query)
+    times = [p for p, _ in log]
+    assert [w for _, w in log][:8] == [int((T(s) - EPOCH).total_seconds()) * 1_000_000
+                                       for s in (0, 0, 0, 2, 8, 8, 15, 31)]
+    assert len(log) == 9  # the finish marker's batch
+    rows = spark.table("per_windows").collect()
+    assert panes_by_batch(rows, times) == [(1, 20, "ON_TIME", 7), (2, 10, "ON_TIME", 7), (2, 30, "ON_TIME", 8),
+                                           (4, 0, "ON_TIME", 6)]
+    metrics = S.query_metrics(query)
+    assert (metrics["input_rows"], metrics["dropped_behind_partition"], metrics["dropped_too_late"],
+            metrics["panes"]) == (10, 1, 0, 4)
+    # the replay of the same arrivals
+    arrivals = [(d, T(s), at(times[b])) for b, batch in enumerate(BATCHES) for d, s in batch]
+    spark.createDataFrame(arrivals, "device string, ts timestamp, at timestamp").createOrReplaceTempView("recorded")
+    replay = sqlflow.sql(spark, sql.replace("FROM devices WATERMARK ts ASCENDING PER device",
+                                            "FROM recorded WATERMARK ts ASCENDING PER device ARRIVAL at"))
+    replayed = panes_by_batch(replay.collect(), times)
+    assert replayed == [(1, 20, "ON_TIME", 7), (2, 10, "ON_TIME", 7), (2, 30, "ON_TIME", 7), (4, 0, "ON_TIME", 6)]
+    assert [(r.device, r.event_time, r.reason) for r in sqlflow.dropped(replay).collect()] == [
+        ("A", T(5), "behind its partition")]
+    # the global rule over the same files
+    spark.conf.set(S.CONF_FINISH_DIR, str(tmp_path / "finish-global"))
+    devices(spark, tmp_path / "in")
+    glob = sqlflow.sql(spark, sql.replace("ASCENDING PER device", "DELAY OF 0s"))
+    query = S.start(glob, format="memory", query_name="global_windows", available_now=True, finish=True)
+    counts = sorted((int((r.window_start - DAY).total_seconds()), r.n) for r in spark.table("global_windows").collect()
+                    if r.pane_timing == "ON_TIME")
+    assert counts == [(0, 2), (10, 1), (20, 1), (30, 2)]
+    assert S.query_metrics(query)["dropped_too_late"] == 4
+
+
+def test_the_owned_executor_restarts_and_idle_devices_release_the_watermark(spark, tmp_path):
+    """The owned-sink executor, IDLE TIMEOUT 1ms (a device without a row in a batch is idle),
+    stopped after four batches and started again on the same checkpoint. W: 0 (A1 B0), 12 (B
+    idle), 25, 25 (B2 arrives behind W 25: too late, B's latest 0 so not behind it; only B active,
+    W stays), 25 (B8 too late), 31 (A5 behind A's 25), 31 (B15 too late for [10,20)), 33 (only B
+    active); [0,10) fires 2 (A1 B0) at batch 1, [10,20) 1 (A12) at batch 2, [20,30) 1 (A25) at
+    batch 5, [30,40) 2 (A31 B33) at the finish."""
+    folder, out, checkpoint = tmp_path / "in", tmp_path / "out", tmp_path / "cp"
+    write_files(folder, BATCHES[:4])
+    devices(spark, folder)
+    sql = _docs_sql().replace("ASCENDING PER device", "ASCENDING PER device IDLE TIMEOUT 1ms")
+    df = sqlflow.sql(spark, sql)
+    options = dict(format="parquet", path=str(out), checkpoint=str(checkpoint), executor="owned")
+    first = S.start(df, available_now=True, **options)
+    assert owned.run_of(first) is not None
+    assert [w for _, w in S.watermark_log(first)] == [int((T(s) - EPOCH).total_seconds()) * 1_000_000
+                                                      for s in (0, 12, 25, 25)]
+    assert S.query_metrics(first)["dropped_too_late"] == 1
+    write_files(folder, BATCHES[4:])
+    second = S.start(df, available_now=True, finish=True, **options)
+    log = S.watermark_log(second)  # the whole stream's (kept in the state's bookkeeping)
+    assert [w for _, w in log][:8] == [int((T(s) - EPOCH).total_seconds()) * 1_000_000
+                                       for s in (0, 12, 25, 25, 25, 31, 31, 33)]
+    times = [p for p, _ in log]
+    rows = spark.read.parquet(str(out)).collect()
+    assert panes_by_batch(rows, times) == [(1, 10, "ON_TIME", 2), (1, 20, "ON_TIME", 5), (2, 0, "ON_TIME", 1),
+                                           (2, 30, "ON_TIME", 8)]
+    metrics = S.query_metrics(second)  # the second run's batches: B8, A31 A5, B15, B33, the finish
+    assert (metrics["input_rows"], metrics["dropped_behind_partition"], metrics["dropped_too_late"]) == (5, 1, 2)
