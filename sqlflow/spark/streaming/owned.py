@@ -7,8 +7,9 @@ Per micro-batch N (Spark's batch id, its timestamp p(N) from the offset log):
    rule, whole milliseconds; `udfs.batch_step.batch_watermark`), kept in the state's bookkeeping;
    the batch's rows are judged against W(N-1) and the watermark steps to W(N) (`Engine.advance`);
 2. where the aggregates combine exactly (`combine.combinable`: FIXED windows, a watermark-only
-   trigger, COUNT/SUM/MIN/MAX), Spark's own aggregation turns the batch's rows into partial
-   aggregates per key and window, with their weight and earliest and latest event time;
+   trigger, COUNT/SUM/MIN/MAX) and no `dropped_path` asks for the dropped rows one by one, Spark's
+   own aggregation turns the batch's rows into partial aggregates per key and window, with their
+   weight and earliest and latest event time;
 3. one Arrow call per hash bucket of keys: the batch's rows of the bucket cogrouped with the
    bucket's state of batch N-1 (`udfs/batch_step.py`, the step the transformWithState operator
    runs), giving its panes and its new state;
