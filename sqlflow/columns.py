@@ -208,6 +208,9 @@ CLOSED = "closed window"
 NULL_EVENT_TIME = "null event time"
 NULL_ARRIVAL_TIME = "null arrival time"
 BAD_GAP = "null or non-positive session gap"
+#: ... and under `WATERMARK ts ASCENDING PER p`, before any window: the row is older than its
+#: partition's latest event time (docs/semantics.md 1.2; counted as `dropped_behind_partition`)
+BEHIND_PARTITION = "behind its partition"
 #: the reasons of a (row, window) assignment as int8 codes (the engine's vectorised paths), 0: kept
 DROP_CODE = {"": 0, TOO_LATE: 1, CLOSED: 2}
 #: drop reason -> the counter that counts it

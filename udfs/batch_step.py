@@ -5,8 +5,10 @@ bucket)).applyInArrow(...)` inside `foreachBatch` (driver side: sqlflow/spark/st
 Per bucket it receives the micro-batch's rows of the bucket (raw rows, or partial aggregates per
 key and window with a weight where they combine exactly) and the bucket's state of the batch
 before (zero or one row: the `Meta` bookkeeping and the engine state, `state_codec` bytes), and
-returns one Arrow table: the panes (KIND PANE), one counters row (KIND METRICS) and the bucket's
-new state (KIND STATE). The step itself is udfs/streaming.py's `BucketStep`, the one the
+returns one Arrow table: the panes (KIND PANE), with `StreamSpec.keep_dropped` the rows the engine
+dropped (KIND DROPPED: one per (row, window) pair, with the reason and the window; the driver
+writes them to the stream's `dropped_path`), one counters row (KIND METRICS) and the bucket's new
+state (KIND STATE). The step itself is udfs/streaming.py's `BucketStep`, the one the
 transformWithState operator runs: `Engine.advance(rows, p, wm_prev, wm_new)` vectorised over
 every key of the bucket.
 

@@ -17,7 +17,10 @@ output watermark and the new one, the running maximum of the minimum over the fi
 buckets of min(watermark, holds) (the low-watermark article's InputLowWatermark = min of the upstream
 OutputLowWatermarks). When every first-stage bucket has finished, so has this stage's input.
 Its own panes and METRICS rows are the streaming operator's (`BucketStep`), reports included
-when a third stage reads it.
+when a third stage reads it. With `keep_dropped` it lists the rows it drops (KIND DROPPED) and
+passes on those the stage before dropped (DROPPED rows in its input, with their REASON: the rows
+behind their partition under ASCENDING PER, udfs/ordered_stream.py's pass-through mode), each
+with the batch's time as `emit_time`.
 
 Imports the engine, never pyspark: the TWS processor is udfs/tws.py's `ChainedProcessor`, a
 light shell that builds a `ChainOperator` on its first call on an executor.
@@ -28,7 +31,10 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from sqlflow.columns import DATA, KIND, REPORT, REPORT_COLUMNS, STREAM_COUNTERS, metric_column
+import numpy as np
+
+from sqlflow.columns import (DATA, DROPPED, EMIT_TIME, EVENT_TIME, KIND, REASON, REPORT, REPORT_COLUMNS,
+                             STREAM_COUNTERS, WINDOW_END, WINDOW_START, metric_column)
 from sqlflow.udfs.stage_reports import Reports
 from sqlflow.udfs.operator_frames import one_frame
 from sqlflow.udfs.streaming import BucketStep, Meta, StreamSpec, dumps_state, loads_state, stored
@@ -51,9 +57,10 @@ class ChainStep:
         self.spec = spec
         self.step = BucketStep(spec.stream)
 
-    def split(self, frames) -> tuple[pd.DataFrame | None, pd.DataFrame]:
-        """The call's data rows (None: none) and report rows."""
-        data, reports = [], []
+    def split(self, frames) -> tuple[pd.DataFrame | None, pd.DataFrame, pd.DataFrame | None]:
+        """The call's data rows (None: none), report rows, and the rows the stage before dropped
+        (None: none)."""
+        data, reports, dropped = [], [], []
         for frame in frames:
             frame.columns = self.spec.stream.frame_columns  # Spark renames columns named __x
             kind = frame[KIND].to_numpy()
@@ -61,15 +68,39 @@ class ChainStep:
                 data.append(frame[kind == DATA])
             if (kind == REPORT).any():
                 reports.append(frame.loc[kind == REPORT, list(REPORT_COLUMNS)])
+            if (kind == DROPPED).any():
+                dropped.append(frame[kind == DROPPED])
         rows = pd.concat(data, ignore_index=True) if data else None
+        if rows is not None and REASON in rows:
+            rows = rows.drop(columns=[REASON])
         return rows, (pd.concat(reports, ignore_index=True) if reports
-                      else pd.DataFrame({c: pd.Series([], dtype="int64") for c in REPORT_COLUMNS}))
+                      else pd.DataFrame({c: pd.Series([], dtype="int64") for c in REPORT_COLUMNS})), (
+                          pd.concat(dropped, ignore_index=True) if dropped else None)
 
-    def run(self, meta: Meta, view: Reports, state_blob: bytes | None, rows, reports: pd.DataFrame):
+    def passed_on(self, dropped: pd.DataFrame, p: int) -> pd.DataFrame:
+        """The rows the stage before dropped, as this stage's DROPPED output rows (keys, event
+        time, reason; no window; `emit_time` the batch's time `p`)."""
+        rows = self.step._coerce(dropped)
+        n = len(rows)
+        out: dict = {KIND: np.full(n, DROPPED, np.int32)}
+        for c in self.spec.stream.plan.keys:
+            out[c] = rows[c].to_numpy(dtype=object)
+        out[EVENT_TIME] = pd.array(rows[EVENT_TIME], dtype="Int64")
+        out[REASON] = rows[REASON].to_numpy(dtype=object)
+        out[WINDOW_START] = pd.array([None] * n, dtype="Int64")
+        out[WINDOW_END] = pd.array([None] * n, dtype="Int64")
+        out[EMIT_TIME] = np.full(n, p, np.int64)
+        return pd.DataFrame(out)
+
+    def run(self, meta: Meta, view: Reports, state_blob: bytes | None, rows, reports: pd.DataFrame,
+            dropped: pd.DataFrame | None = None):
         """Advance the bucket. Returns the output frames, the new view, and the new engine state
-        blob (`state_blob` itself when the step did not run)."""
+        blob (`state_blob` itself when the step did not run). `dropped`: the rows the stage before
+        dropped, listed first with `keep_dropped`."""
         view, p = view.merge(reports)
         p = meta.p if p is None else max(p, meta.p)
+        before = ([self.passed_on(dropped, p)] if self.spec.stream.keep_dropped and dropped is not None
+                  and len(dropped) else [])
         wm_new = view.watermark(meta.wm)
         finish = view.finished
         has_rows = rows is not None and len(rows) > 0
@@ -88,7 +119,7 @@ class ChainStep:
             frames[-1] = self.step.live(frames[-1], meta)
         else:
             frames, blob = self.step.skip(meta, p, wm_new), state_blob
-        return frames, view, blob
+        return before + frames, view, blob
 
 
 def added(first: pd.DataFrame, then: pd.DataFrame) -> pd.DataFrame:
@@ -114,14 +145,14 @@ class ChainOperator:
         self.step = ChainStep(spec)
 
     def input_rows(self, key, rows):
-        data, reports = self.step.split(rows)
+        data, reports, dropped = self.step.split(rows)
         value = self.state.get()  # None when it does not exist (no exists() round trip)
         meta, old = stored(value)
         before = None if value is None else meta.row()
         kept = self.reports.get()
         n1 = self.spec.upstream_buckets
         view = Reports.start(n1) if kept is None else Reports.of_bytes(bytes(kept[0]), n1)
-        frames, new_view, blob = self.step.run(meta, view, old, data, reports)
+        frames, new_view, blob = self.step.run(meta, view, old, data, reports, dropped)
         if new_view is not view:
             self.reports.update((new_view.to_bytes(),))
         stream = self.spec.stream

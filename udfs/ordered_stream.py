@@ -47,7 +47,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sqlflow.columns import (DROPPED, EMIT_TIME, FINISH, KIND, METRICS, NULL_EVENT_TIME, PACK, PACKED,
+from sqlflow.columns import (BEHIND_PARTITION, DROPPED, EMIT_TIME, FINISH, KIND, METRICS, NULL_EVENT_TIME, PACK, PACKED,
                              PANE, REASON, TOO_LATE, metric_column)
 from sqlflow.time import NEG_INF, POS_INF
 from sqlflow.udfs.bucket import arrow_frame
@@ -60,8 +60,6 @@ ORDER_STATE_SCHEMA = "wm long, seen long, poll long, finished boolean, rows long
 #: what a call counts (summed over the batch) and reports (the batch's, for `watermark_log`)
 ORDER_COUNTERS = ("input_rows", "ordered_rows", "dropped_too_late", "dropped_null_event_time",
                   "dropped_behind_partition")
-#: why a row is not emitted under ASCENDING PER: older than its partition's latest event time
-BEHIND_PARTITION = "behind its partition"
 #: the partition of NULL values (partition values travel as strings)
 NULL_PARTITION = "\0null"
 ORDER_GAUGES = ("batch_time", "watermark", "finished", "buffered_rows")

@@ -35,7 +35,7 @@ import pandas as pd  # the UDFs' type hints, resolved in this module's globals
 from sqlglot import exp
 
 from .. import ast
-from ..columns import (DROPPED_ARRIVAL_TIME, DROPPED_EVENT_TIME, DROPPED_REASON, EMIT_TIME, NULL_ARRIVAL_TIME,
+from ..columns import (BEHIND_PARTITION, DROPPED_ARRIVAL_TIME, DROPPED_EVENT_TIME, DROPPED_REASON, EMIT_TIME, NULL_ARRIVAL_TIME,
                        NULL_EVENT_TIME, TOO_LATE)
 from ..errors import SqlflowUnsupportedError
 from ..frontend import ordering
@@ -48,8 +48,6 @@ from ..plan.windowed_select import Source, feeding_sources, parse_column
 if TYPE_CHECKING:  # pragma: no cover
     from .execute import Runner
 
-#: why a row is not emitted: it arrived older than its partition's latest event time
-BEHIND_PARTITION = "behind its partition"
 #: reason -> counter (the rest are the windowed SELECTs' counters, sqlflow.columns.DROP_METRICS)
 REASON_METRICS = {TOO_LATE: "dropped_too_late", BEHIND_PARTITION: "dropped_behind_partition",
                   NULL_EVENT_TIME: "dropped_null_event_time", NULL_ARRIVAL_TIME: "dropped_null_arrival_time"}

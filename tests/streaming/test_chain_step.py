@@ -18,15 +18,16 @@ ENGINE_COLUMNS = (C.EVENT_TIME, "v")
 FRAME = (C.BUCKET, C.EVENT_TIME, "v", C.KIND, *C.REPORT_COLUMNS)
 
 
-def processor(report: bool = False):
+def processor(report: bool = False, keep_dropped: bool = False, upstream_buckets: int = 2):
     """FIXED 20 s, the default trigger, COUNT(*) and SUM(v) per window, no keys; the first stage
     has two buckets."""
     windowing = ast.Windowing(ast.WindowClause(ast.Fixed(ast.Duration(20 * SECOND))), None,
                               ast.AllowedLateness(ast.Duration(0)), ast.Emit(ast.AccumulationMode.DISCARDING))
     plan = EnginePlan(windowing, (Aggregate("count", "v", "n"), Aggregate("sum", "v", "total")), keys=())
-    spec = op.StreamSpec(plan=plan, input_columns=ENGINE_COLUMNS, frame_columns=FRAME, integral_columns=("v",),
-                         report=report)
-    return tws.ChainedProcessor(chained_operator.ChainSpec(spec, upstream_buckets=2))
+    spec = op.StreamSpec(plan=plan, input_columns=ENGINE_COLUMNS, frame_columns=FRAME + ((C.REASON,) if keep_dropped
+                                                                                           else ()),
+                         integral_columns=(C.EVENT_TIME, "v"), report=report, keep_dropped=keep_dropped)
+    return tws.ChainedProcessor(chained_operator.ChainSpec(spec, upstream_buckets=upstream_buckets))
 
 
 def rows(data=(), reports=()):
@@ -87,3 +88,26 @@ def test_a_chained_stage_reports_in_turn():
     out = tester.testInPandas(3, rows([], [(0, 2, 50, None, 110, False), (1, 2, 45, None, 110, False)]))
     report = out[out[C.KIND] == C.METRICS][list(C.REPORT_COLUMNS)].iloc[-1].tolist()
     assert report == [3, 1, 45 * SECOND, POS_INF, 110 * SECOND, False]
+
+
+def test_a_chained_stage_lists_its_dropped_rows_and_passes_on_those_of_the_stage_before():
+    """With keep_dropped (windows over ASCENDING PER on the operators, sqlflow/spark/streaming/
+    partitioned.py): the rows the first stage dropped (DROPPED, with their reason) come out as
+    DROPPED rows with no window and the batch's time, beside the stage's own too-late rows."""
+    tester = TwsTester(processor(keep_dropped=True, upstream_buckets=1), timeMode="None")
+    tester.testInPandas(0, rows([(5, 1)], [(0, 1, 30, None, 100, False)]).assign(**{C.REASON: None}))
+    # batch at 110: 8 s (late: W 30 passed [0, 20)), and 3 s and a NULL time the first stage dropped
+    frame = rows([(8, 2), (3, 4), (0, 5)], [(0, 2, 40, None, 110, False)]).assign(**{C.REASON: None})
+    frame[C.KIND] = np.array([C.DATA, C.DROPPED, C.DROPPED, C.REPORT], np.int32)
+    frame[C.REASON] = [None, C.BEHIND_PARTITION, C.NULL_EVENT_TIME, None]
+    frame[C.EVENT_TIME] = pd.array([8 * SECOND, 3 * SECOND, None, 0], dtype="Int64")
+    out = tester.testInPandas(0, frame)
+    dropped = out[out[C.KIND] == C.DROPPED]
+    got = [(None if pd.isna(t) else int(t) // SECOND, r, None if pd.isna(s) else int(s) // SECOND, int(e) // SECOND)
+           for t, r, s, e in zip(dropped[C.EVENT_TIME], dropped[C.REASON], dropped[C.WINDOW_START],
+                                 dropped[C.EMIT_TIME])]
+    assert got == [(3, C.BEHIND_PARTITION, None, 110), (None, C.NULL_EVENT_TIME, None, 110),
+                   (8, C.TOO_LATE, 0, 110)]
+    metrics = out[out[C.KIND] == C.METRICS]
+    assert int(metrics[C.metric_column("dropped_too_late")].sum()) == 1  # the first stage counts its own
+    assert int(metrics[C.metric_column("engine_rows")].sum()) == 1

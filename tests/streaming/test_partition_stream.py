@@ -20,6 +20,7 @@ import pandas as pd
 import pytest
 
 import sqlflow
+from sqlflow.columns import agg_column
 from sqlflow.spark import streaming as S
 from sqlflow.spark.streaming import owned
 
@@ -40,11 +41,22 @@ def at(micros: int) -> dt.datetime:
     return EPOCH + dt.timedelta(microseconds=micros)
 
 
+def _docs_section() -> str:
+    text = (Path(__file__).resolve().parents[2] / "docs" / "streaming.md").read_text(encoding="utf-8")
+    return text[text.index("**Windows per partition.**"):text.index("## 6. The changelog")]
+
+
 def _docs_sql() -> str:
     """The windowed example of docs/streaming.md 5.5 ("Windows per partition")."""
-    text = (Path(__file__).resolve().parents[2] / "docs" / "streaming.md").read_text(encoding="utf-8")
-    section = text[text.index("**Windows per partition.**"):text.index("## 6. The changelog")]
-    return re.findall(r"```sql\n(.*?)```", section, re.S)[0].strip()
+    return re.findall(r"```sql\n(.*?)```", _docs_section(), re.S)[0].strip()
+
+
+def _docs_python(tmp_path: Path) -> str:
+    """Its Python example, which writes the panes and the dropped rows (paths under `tmp_path`)."""
+    (code,) = re.findall(r"```python\n(.*?)```", _docs_section(), re.S)
+    for name in ("device-counts-dropped", "device-counts", "checkpoints/device-counts", "devices", "finish"):
+        code = code.replace(f"/data/{name}", str(tmp_path / name.replace("/", "-")))
+    return code
 
 
 @pytest.fixture(autouse=True)
@@ -74,35 +86,43 @@ def devices(spark, folder: Path) -> None:
         .createOrReplaceTempView("devices")
 
 
-def panes_by_batch(rows, times: list[int]) -> list[tuple]:
-    """(n, window start in seconds, timing, the batch that emitted it) per pane."""
+def panes_by_batch(rows, times: list[int], count: str = "n") -> list[tuple]:
+    """(n, window start in seconds, timing, the batch that emitted it) per pane (`count`: the
+    column of n: a PaneStream's panes name the aggregates as the stage does, `agg_column`)."""
     index = {at(p): b for b, p in enumerate(times)}
-    return sorted((r.n, int((r.window_start - DAY).total_seconds()), r.pane_timing, index[r.emit_time])
+    return sorted((r[count], int((r.window_start - DAY).total_seconds()), r.pane_timing, index[r.emit_time])
                   for r in rows)
 
 
 def test_windows_per_partition_on_the_operators_are_the_arrival_replay(spark, tmp_path):
-    """A `sqlflow.sql` result started on the operators. W after each of the eight data batches:
+    """docs/streaming.md 5.5's example, on the operators. W after each of the eight data batches:
     0, 0, 0, 2, 8, 8, 15, 31 (A5 behind A's 25 moves nothing); [0,10) (A1 B0 B2 B8) fires at
     batch 6 (W 15), [10,20) (A12 B15) and [20,30) (A25) at batch 7 (W 31), [30,40) (A31 B33) at
-    the finish (batch 8). The ARRIVAL replay of the same rows at their batches' times gives the
-    same panes, but its end of input is its last arrival (batch 7), and lists A5. The global rule
-    (DELAY OF 0s) over the same files drops B2, B8, B15 and A5 as too late: 2, 1, 1, 2."""
-    write_files(tmp_path / "in", BATCHES)
-    devices(spark, tmp_path / "in")
+    the finish (batch 8); A5 is the one dropped row, in batch 5's directory. The ARRIVAL replay of
+    the same rows at their batches' times gives the same panes, but its end of input is its last
+    arrival (batch 7), and lists A5. The global rule (DELAY OF 0s) over the same files drops B2,
+    B8, B15 and A5 as too late: 2, 1, 1, 2."""
+    write_files(tmp_path / "devices", BATCHES)
     sql = _docs_sql()
+    devices(spark, tmp_path / "devices")
     assert "computed over the micro-batches" in sqlflow.explain(sql, spark)
-    df = sqlflow.sql(spark, sql)
-    assert df.isStreaming
-    query = S.start(df, format="memory", query_name="per_windows", available_now=True, finish=True)
+    assert sqlflow.sql(spark, sql).isStreaming
+    code = _docs_python(tmp_path)
+    assert " ".join(sql.split()) in " ".join(code.split())  # the example runs the SQL above
+    names: dict = {"spark": spark}
+    exec(code, names)
+    query = names["query"]
     log = S.watermark_log(query)
     times = [p for p, _ in log]
     assert [w for _, w in log][:8] == [int((T(s) - EPOCH).total_seconds()) * 1_000_000
                                        for s in (0, 0, 0, 2, 8, 8, 15, 31)]
     assert len(log) == 9  # the finish marker's batch
-    rows = spark.table("per_windows").collect()
-    assert panes_by_batch(rows, times) == [(1, 20, "ON_TIME", 7), (2, 10, "ON_TIME", 7), (2, 30, "ON_TIME", 8),
+    rows = spark.read.parquet(str(tmp_path / "device-counts")).collect()
+    assert panes_by_batch(rows, times, agg_column(0)) == [(1, 20, "ON_TIME", 7), (2, 10, "ON_TIME", 7), (2, 30, "ON_TIME", 8),
                                            (4, 0, "ON_TIME", 6)]
+    assert [(r.event_time, r.reason, r.window_start, r.window_end, r.emit_time, r.batch_id)
+            for r in spark.read.parquet(str(tmp_path / "device-counts-dropped")).collect()] == [
+        (T(5), "behind its partition", None, None, at(times[5]), 5)]
     metrics = S.query_metrics(query)
     assert (metrics["input_rows"], metrics["dropped_behind_partition"], metrics["dropped_too_late"],
             metrics["panes"]) == (10, 1, 0, 4)
@@ -117,7 +137,7 @@ def test_windows_per_partition_on_the_operators_are_the_arrival_replay(spark, tm
         ("A", T(5), "behind its partition")]
     # the global rule over the same files
     spark.conf.set(S.CONF_FINISH_DIR, str(tmp_path / "finish-global"))
-    devices(spark, tmp_path / "in")
+    devices(spark, tmp_path / "devices")
     glob = sqlflow.sql(spark, sql.replace("ASCENDING PER device", "DELAY OF 0s"))
     query = S.start(glob, format="memory", query_name="global_windows", available_now=True, finish=True)
     counts = sorted((int((r.window_start - DAY).total_seconds()), r.n) for r in spark.table("global_windows").collect()
@@ -126,32 +146,57 @@ def test_windows_per_partition_on_the_operators_are_the_arrival_replay(spark, tm
     assert S.query_metrics(query)["dropped_too_late"] == 4
 
 
+class Crash(Exception):
+    pass
+
+
 def test_the_owned_executor_restarts_and_idle_devices_release_the_watermark(spark, tmp_path):
     """The owned-sink executor, IDLE TIMEOUT 1ms (a device without a row in a batch is idle),
     stopped after four batches and started again on the same checkpoint. W: 0 (A1 B0), 12 (B
     idle), 25, 25 (B2 arrives behind W 25: too late, B's latest 0 so not behind it; only B active,
     W stays), 25 (B8 too late), 31 (A5 behind A's 25), 31 (B15 too late for [10,20)), 33 (only B
     active); [0,10) fires 2 (A1 B0) at batch 1, [10,20) 1 (A12) at batch 2, [20,30) 1 (A25) at
-    batch 5, [30,40) 2 (A31 B33) at the finish."""
-    folder, out, checkpoint = tmp_path / "in", tmp_path / "out", tmp_path / "cp"
+    batch 5, [30,40) 2 (A31 B33) at the finish. The dropped rows go to `dropped_path`, each in
+    its batch's directory, once, although batch 5 fails after its outputs and runs again."""
+    folder, out, dropped, checkpoint = tmp_path / "in", tmp_path / "out", tmp_path / "dropped", tmp_path / "cp"
     write_files(folder, BATCHES[:4])
     devices(spark, folder)
     sql = _docs_sql().replace("ASCENDING PER device", "ASCENDING PER device IDLE TIMEOUT 1ms")
-    df = sqlflow.sql(spark, sql)
-    options = dict(format="parquet", path=str(out), checkpoint=str(checkpoint), executor="owned")
-    first = S.start(df, available_now=True, **options)
-    assert owned.run_of(first) is not None
+    stream = S.pane_streams(sqlflow.sql(spark, sql))[0]
+    options = dict(format="parquet", path=str(out), dropped_path=str(dropped), checkpoint=str(checkpoint),
+                   executor="owned")
+    first = S.start(stream, available_now=True, **options)
+    run = owned.run_of(first)
+    assert run is not None and not run.combine  # a dropped row is a row, not a combined element
     assert [w for _, w in S.watermark_log(first)] == [int((T(s) - EPOCH).total_seconds()) * 1_000_000
                                                       for s in (0, 12, 25, 25)]
     assert S.query_metrics(first)["dropped_too_late"] == 1
     write_files(folder, BATCHES[4:])
-    second = S.start(df, available_now=True, finish=True, **options)
+
+    def fail(point, batch_id):
+        if point == "after-sink" and batch_id == 5:
+            raise Crash(f"injected at {point} of batch {batch_id}")
+
+    owned.fault = fail
+    try:
+        with pytest.raises(Exception, match="injected at after-sink of batch 5"):
+            S.start(stream, available_now=True, finish=True, **options)
+    finally:
+        owned.fault = None
+    assert (dropped / "batch_id=5").exists() and not (checkpoint / "commits" / "5").exists()
+    second = S.start(stream, available_now=True, finish=True, **options)
     log = S.watermark_log(second)  # the whole stream's (kept in the state's bookkeeping)
     assert [w for _, w in log][:8] == [int((T(s) - EPOCH).total_seconds()) * 1_000_000
                                        for s in (0, 12, 25, 25, 25, 31, 31, 33)]
     times = [p for p, _ in log]
     rows = spark.read.parquet(str(out)).collect()
-    assert panes_by_batch(rows, times) == [(1, 10, "ON_TIME", 2), (1, 20, "ON_TIME", 5), (2, 0, "ON_TIME", 1),
+    assert panes_by_batch(rows, times, agg_column(0)) == [(1, 10, "ON_TIME", 2), (1, 20, "ON_TIME", 5), (2, 0, "ON_TIME", 1),
                                            (2, 30, "ON_TIME", 8)]
-    metrics = S.query_metrics(second)  # the second run's batches: B8, A31 A5, B15, B33, the finish
-    assert (metrics["input_rows"], metrics["dropped_behind_partition"], metrics["dropped_too_late"]) == (5, 1, 2)
+    metrics = S.query_metrics(second)  # the last run's batches: A31 A5 (again), B15, B33, the finish
+    assert (metrics["input_rows"], metrics["dropped_behind_partition"], metrics["dropped_too_late"]) == (4, 1, 1)
+    got = sorted((r.event_time, r.reason, r.window_start, r.window_end, r.emit_time, r.batch_id)
+                 for r in spark.read.parquet(str(dropped)).collect())
+    assert got == [(T(2), "too late", T(0), T(10), at(times[3]), 3),
+                   (T(5), "behind its partition", None, None, at(times[5]), 5),
+                   (T(8), "too late", T(0), T(10), at(times[4]), 4),
+                   (T(15), "too late", T(10), T(20), at(times[6]), 6)]

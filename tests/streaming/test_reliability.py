@@ -331,18 +331,25 @@ def test_available_now_with_and_without_finish(spark, stream_files, tmp_path):
         (at(0), 3, "ON_TIME", True), (at(1), 4, "ON_TIME", True)]
 
 
-def test_dropped_rows_side_output(spark, stream_files, tmp_path):
-    """start(..., dropped_path=...) writes the panes and the dropped rows, batch by batch."""
+@pytest.mark.parametrize("executor", ["operator", "owned"])
+def test_dropped_rows_side_output(spark, stream_files, tmp_path, executor):
+    """start(..., dropped_path=...) writes the panes and the dropped rows, batch by batch, with the
+    same columns on both executors (b at 0:01 arrives in batch 3, after W passed 0:10)."""
+    from sqlflow.spark.streaming import owned
+
     rows = [[("a", at(0.5))], [("a", at(10))], [("a", at(10.2))], [("b", at(1)), ("a", at(10.5))]]
     batches = [pd.DataFrame({"k": [k for k, _ in b], EVENT_TIME: [t for _, t in b], "v": 1}) for b in rows]
     write_batches(stream_files, batches)
     stream = S.build_stream(source(spark, stream_files), windows_plan(lateness=0), delay=0, keep_dropped=True,
                             finish_dir=str(tmp_path / "finish"))
     query = S.start(stream, format="parquet", path=str(tmp_path / "out"), dropped_path=str(tmp_path / "dropped"),
-                    checkpoint=str(tmp_path / "cp"), available_now=True, finish=True)
+                    checkpoint=str(tmp_path / "cp"), available_now=True, finish=True, executor=executor)
     assert not query.isActive
+    assert (owned.run_of(query) is not None) == (executor == "owned")
     panes = sorted((r.k, r.window_start.minute, r.n, r.pane_timing) for r in spark.read.parquet(str(tmp_path / "out")).collect())
     assert panes == [("a", 0, 1, "ON_TIME"), ("a", 10, 3, "ON_TIME")]
-    dropped = [(r.k, r.reason, r.window_start.minute) for r in spark.read.parquet(str(tmp_path / "dropped")).collect()]
-    assert dropped == [("b", "too late", 1)]
+    dropped = spark.read.parquet(str(tmp_path / "dropped"))
+    assert dropped.columns == ["k", "event_time", "reason", "window_start", "window_end", "emit_time", "batch_id"]
+    assert [(r.k, r.event_time.minute, r.reason, r.window_start.minute, r.window_end.minute, r.batch_id)
+            for r in dropped.collect()] == [("b", 1, "too late", 1, 2, 3)]
     assert S.query_metrics(query)["dropped_too_late"] == 1

@@ -46,7 +46,9 @@ def build_stream(input_df: DataFrame, plan: EnginePlan, *, delay: int, buckets: 
       batch, the operator's does not; docs/streaming.md section 7). False saves a second read of
       each batch's event times (within noise on benchmarks/streaming.py);
     - `finish_dir`: a directory for the end-of-input marker (`PaneStream.finish`);
-    - `keep_dropped`: also output dropped rows (`PaneStream.dropped`);
+    - `keep_dropped`: also output dropped rows (`PaneStream.dropped`; a stream under ASCENDING PER
+      always has them, as an ordering does). The owned-sink executor keeps them when `start` is
+      given a `dropped_path`, and then does not combine rows (each dropped row is listed);
     - `time_shift` (us): the watermark column is event time + time_shift; use e.g. 100 years for
       event times before 1970 (Spark's watermark starts at 0, the epoch);
     - `grouping`: "bucket" (default) or "key" (one call per key: for measurements only);
@@ -79,8 +81,8 @@ def build_stream(input_df: DataFrame, plan: EnginePlan, *, delay: int, buckets: 
         raise SqlflowUnsupportedError(f"the native operator is not equivalent here: {reason}", clause="STREAM")
     recipe = OwnedRecipe(data, plan, delay, time_shift, schema, engine_types or {}, decode or {}, metrics_name,
                          finish_dir, buckets,
-                         owned_obstacle(plan, data.schema, sources=sources, report=report, keep_dropped=keep_dropped,
-                                        grouping=grouping, spark_drops_late=spark_drops_late), partition)
+                         owned_obstacle(plan, data.schema, sources=sources, report=report, grouping=grouping,
+                                        spark_drops_late=spark_drops_late), partition)
     if partition is not None:
         from .partitioned import partitioned_panes
 

@@ -13,7 +13,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ...columns import BUCKET, DATA, EVENT_TIME, KIND, REPORT, REPORT_COLUMNS
+from ...columns import BUCKET, DATA, DROPPED, EVENT_TIME, KIND, REASON, REPORT, REPORT_COLUMNS
 from ...engine import EnginePlan
 from ...udfs.chained_operator import ChainSpec
 from ...udfs.streaming import StreamSpec
@@ -21,22 +21,24 @@ from ...udfs.tws import ChainedProcessor
 from .build import engine_columns
 from .pane_stream import PaneStream
 from .schema import is_integral
-from .stateful import (bucket_count, bucket_of, masked_number_exprs, masked_numbers, operator_outputs,
-                       operator_schema)
+from .stateful import (bucket_count, bucket_of, dropped_columns, masked_number_exprs, masked_numbers,
+                       operator_outputs, operator_schema)
 
 
 def chained_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, *, upstream: PaneStream,
                   schema: T.StructType, metrics_name: str, buckets: int | None = None,
                   engine_types: dict | None = None, decode: dict | None = None,
-                  report: bool = False, count_input: bool = True) -> PaneStream:
+                  report: bool = False, count_input: bool = True, keep_dropped: bool = False) -> PaneStream:
     """The pane stream of `plan` over `data`: the engine input columns of the earlier stage's panes
     (KIND DATA) and its reports (KIND REPORT, the REPORT_COLUMNS). `upstream`: the earlier stage's
     pane stream (its bucket count, its finish directory); `report`: this stage reports in turn;
-    `count_input`: count the DATA rows as the query's `input_rows` (else the earlier stage counts)."""
+    `count_input`: count the DATA rows as the query's `input_rows` (else the earlier stage counts);
+    `keep_dropped`: list the rows this stage drops, and pass on the DROPPED rows of `data` (with
+    their REASON: what the stage before dropped), as `PaneStream.dropped`."""
     kind = F.col(KIND)
     cols = engine_columns(data, plan)
     data = data.select(*[F.when(kind == REPORT, F.lit(0)).otherwise(F.col(c)).alias(c) if c == EVENT_TIME
-                         else F.col(c) for c in cols], kind, *REPORT_COLUMNS)
+                         else F.col(c) for c in cols], kind, *REPORT_COLUMNS, *([REASON] if keep_dropped else []))
     if count_input:
         data = data.observe(metrics_name + "_input", F.coalesce(F.sum((kind == DATA).cast("long")), F.lit(0))
                             .alias("input_rows"))
@@ -52,10 +54,14 @@ def chained_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, *, ups
     spec = StreamSpec(plan=plan, input_columns=tuple(cols), frame_columns=tuple(rows.columns),
                       integral_columns=tuple(f.name for f in data.schema.fields
                                              if f.name in cols and is_integral(f.dataType)),
-                      masked_columns=masked, report=report)
+                      masked_columns=masked, report=report, keep_dropped=keep_dropped)
     raw = rows.groupBy(BUCKET).transformWithStateInPandas(
         statefulProcessor=ChainedProcessor(ChainSpec(spec, upstream.buckets)),
         outputStructType=operator_schema(spec, schema, engine_types), outputMode="Append", timeMode="None")
     observed, panes, projection, chain = operator_outputs(raw, spec, schema, decode, metrics_name)
-    return PaneStream(panes, observed, None, upstream.finish_dir, "stateful", n_buckets, metrics_name,
-                      projection, None, chain)
+    dropped = dropped_projection = None
+    if keep_dropped:
+        dropped_projection = dropped_columns(plan)
+        dropped = observed.where(F.col(KIND) == DROPPED).select(*dropped_projection)
+    return PaneStream(panes, observed, dropped, upstream.finish_dir, "stateful", n_buckets, metrics_name,
+                      projection, dropped_projection, chain)

@@ -7,15 +7,18 @@ Per micro-batch N (Spark's batch id, its timestamp p(N) from the offset log):
    rule, whole milliseconds; `udfs.batch_step.batch_watermark`), kept in the state's bookkeeping;
    the batch's rows are judged against W(N-1) and the watermark steps to W(N) (`Engine.advance`);
 2. where the aggregates combine exactly (`combine.combinable`: FIXED windows, a watermark-only
-   trigger, COUNT/SUM/MIN/MAX), Spark's own aggregation turns the batch's rows into partial
-   aggregates per key and window, with their weight and earliest and latest event time;
+   trigger, COUNT/SUM/MIN/MAX) and no `dropped_path` asks for the dropped rows one by one, Spark's
+   own aggregation turns the batch's rows into partial aggregates per key and window, with their
+   weight and earliest and latest event time;
 3. one Arrow call per hash bucket of keys: the batch's rows of the bucket cogrouped with the
    bucket's state of batch N-1 (`udfs/batch_step.py`, the step the transformWithState operator
    runs), giving its panes and its new state;
 4. the state of every bucket is written as version N (`<checkpoint>/sqlflow-state/v=N/`, parquet,
    one row per bucket with its format version; `_sqlflow.json` beside it, written last, marks the
    version complete and holds the watermark log), then the panes go to the sink, idempotently
-   (files: `<path>/batch_id=N`, overwritten). Spark commits the batch after that.
+   (files: `<path>/batch_id=N`, overwritten), and with a `dropped_path` the batch's dropped rows
+   (the engine's, and under ASCENDING PER those behind their partition) to
+   `<dropped_path>/batch_id=N` alike. Spark commits the batch after that.
 
 A batch Spark re-runs after a failure (same id, same rows, same timestamp) reads the latest complete
 version before N and rewrites version N and output N: exactly once by batch id. Old versions are
@@ -34,8 +37,10 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ... import ast
-from ...columns import (BUCKET, DATA, EVENT_TIME, FINISH, KIND, LATEST, PANE, PARTITION, STATE, STATE_BYTES,
-                        STATE_FORMAT, STATE_META, WEIGHT, PARTIAL_OVERFLOW, metric_column, part_column, state_meta_column)
+from ...columns import (BEHIND_PARTITION, BUCKET, DATA, DROPPED, DROPPED_EVENT_TIME, DROPPED_REASON, EMIT_TIME,
+                        EVENT_TIME, FINISH, KIND, LATEST, PANE, PARTITION, STATE, STATE_BYTES, STATE_FORMAT,
+                        STATE_META, WEIGHT, WINDOW_END, WINDOW_START, PARTIAL_OVERFLOW, metric_column, part_column,
+                        state_meta_column)
 from ...engine import COMBINING, STREAM, Aggregate, EnginePlan, path_for, state_codec
 from ...errors import SqlflowUnsupportedError
 from ...time import NEG_INF, POS_INF
@@ -46,7 +51,7 @@ from .checkpoint_files import CheckpointFiles
 from .pane_stream import named_and_triggered
 from .combine import combinable
 from .per_partition import BEHIND, PartitionRule, flag_behind, rows_of, step_partitions, table_of
-from .stateful import operator_schema, packable, pane_columns
+from .stateful import dropped_columns, operator_schema, packable, pane_columns
 
 #: where the state versions live under the checkpoint, and how many stay
 STATE_DIR = "sqlflow-state"
@@ -77,15 +82,13 @@ class OwnedRecipe:
     partition: PartitionRule | None = None
 
 
-def owned_obstacle(plan: EnginePlan, schema: T.StructType, *, sources=(), report=False, keep_dropped=False,
+def owned_obstacle(plan: EnginePlan, schema: T.StructType, *, sources=(), report=False,
                    grouping="bucket", spark_drops_late=False) -> str | None:
     """Why the owned executor cannot run this stream (None: it can)."""
     if sources:
         return "several watermarked sources"
     if report:
         return "a later windowed stage reads its output watermark"
-    if keep_dropped:
-        return "the dropped rows' side output (keep_dropped)"
     if grouping != "bucket" or spark_drops_late:
         return "grouping by key or Spark dropping late rows (measurement options of the operator)"
     if plan.windowing.domain is not ast.TimeDomain.EVENT_TIME:
@@ -176,13 +179,12 @@ class OwnedSink:
     options: dict[str, Any] | None = None
     batches: dict = field(default_factory=dict)  # memory: batch id -> rows
     session: Any = None  # memory: the session whose view holds the rows (foreachBatch's is a clone)
+    #: where the dropped rows go, in the sink's file format (None: not kept)
+    dropped_path: str | None = None
 
     def write(self, df: DataFrame, batch_id: int) -> None:
         if self.format in FILE_FORMATS:
-            writer = df.write.mode("overwrite").format(self.format)
-            if self.options:
-                writer = writer.options(**{k: str(v) for k, v in self.options.items()})
-            writer.save(f"{(self.path or '').rstrip('/')}/batch_id={batch_id}")
+            self._save(df, self.path, batch_id)
         elif self.format == "noop":
             df.write.format("noop").mode("overwrite").save()
         elif self.format == "console":
@@ -196,6 +198,17 @@ class OwnedSink:
             # one chunk: pyspark 4.3 makes a DataFrame of the first chunk of a chunked table only
             spark.createDataFrame(pa.concat_tables(tables).combine_chunks(), schema=df.schema).createOrReplaceTempView(
                 self.query_name or "sqlflow_panes")
+
+    def write_dropped(self, df: DataFrame, batch_id: int) -> None:
+        """The batch's dropped rows to `<dropped_path>/batch_id=N` (overwritten: a re-run batch
+        writes them once)."""
+        self._save(df, self.dropped_path, batch_id)
+
+    def _save(self, df: DataFrame, path: str | None, batch_id: int) -> None:
+        writer = df.write.mode("overwrite").format(self.format)
+        if self.options:
+            writer = writer.options(**{k: str(v) for k, v in self.options.items()})
+        writer.save(f"{(path or '').rstrip('/')}/batch_id={batch_id}")
 
 
 #: fault injection for tests: called with (point, batch id) where a crash must lose and duplicate
@@ -224,18 +237,21 @@ class OwnedRun:
         latest = self._latest_book(None)
         default = recipe.buckets or streaming_buckets(spark, keyed=bool(plan.keys), per_core=OWNED_BUCKETS_PER_CORE)[0]
         self.buckets = latest.buckets if latest is not None else (max(1, int(default)) if plan.keys else 1)
-        self.combine = combinable(plan, recipe.data.schema)
+        # dropped rows are listed row by row: a combined element would stand for several rows
+        self.keep_dropped = sink.dropped_path is not None
+        self.combine = not self.keep_dropped and combinable(plan, recipe.data.schema)
         run_plan = partial_plan(plan) if self.combine else plan
         engine_cols = [f.name for f in recipe.data.schema.fields if f.name != PARTITION]
         if self.combine:
             engine_cols = [*plan.keys, EVENT_TIME, *[part_column(j) for j in range(len(plan.aggregates))], WEIGHT]
         self.spec = StreamSpec(plan=run_plan, input_columns=tuple(engine_cols), weight=WEIGHT if self.combine else None,
-                               shift=recipe.time_shift)
+                               shift=recipe.time_shift, keep_dropped=self.keep_dropped)
         self.spark_schema = T.StructType(operator_schema(self.spec, recipe.schema, recipe.engine_types).fields
                                          + [f for f in state_schema().fields])
         from pyspark.sql.pandas.types import to_arrow_schema
         self.arrow_schema = to_arrow_schema(self.spark_schema)
         self.pane_projection = pane_columns(self.spec, recipe.schema, recipe.decode)
+        self.dropped_projection = dropped_columns(plan)
         self.token = uuid.uuid4().hex
         self.progress: list[dict] = []
         self.timings: list[dict] = []
@@ -319,6 +335,8 @@ class OwnedRun:
             _reached("after-state", batch_id)
             panes = out.where(F.col(KIND) == PANE).select(*self.pane_projection)
             self.sink.write(self.final(panes) if self.final is not None else panes, batch_id)
+            if self.keep_dropped:
+                self.sink.write_dropped(self._dropped(out, flagged, p), batch_id)
             lap()
             top = summary.pop("seen")
             seen = top if seen is None else (seen if top is None else max(seen, top))
@@ -344,6 +362,21 @@ class OwnedRun:
             summary["input_rows"] += behind
             summary["dropped_behind_partition"] = behind
         self.progress.append({"batchId": batch_id, **summary})
+
+    def _dropped(self, out: DataFrame, flagged: DataFrame | None, p: int) -> DataFrame:
+        """The batch's dropped rows, as the operator's side output lists them (`dropped_columns`):
+        the engine's, and under ASCENDING PER first those behind their partition (no window; their
+        `emit_time` the batch's time, when they arrived)."""
+        dropped = out.where(F.col(KIND) == DROPPED).select(*self.dropped_projection)
+        if flagged is None:
+            return dropped
+        behind = flagged.where(F.col(BEHIND)).select(
+            *[F.col(k) for k in self.recipe.plan.keys],
+            F.timestamp_micros(F.col(EVENT_TIME)).alias(DROPPED_EVENT_TIME),
+            F.lit(BEHIND_PARTITION).alias(DROPPED_REASON),
+            *[F.lit(None).cast("timestamp").alias(c) for c in (WINDOW_START, WINDOW_END)],
+            F.timestamp_micros(F.lit(p)).alias(EMIT_TIME))
+        return behind.unionByName(dropped)
 
     @staticmethod
     def _observed(out: DataFrame, observation) -> DataFrame:

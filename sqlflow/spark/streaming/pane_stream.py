@@ -23,8 +23,9 @@ class PaneStream:
     - `panes`: the pane changelog (what `stream_panes` returns);
     - `raw`: the stateful operator's output before it is split into panes and dropped rows;
     - `dropped`: rows dropped by the engine (too late, closed window, NULL event time, bad gap),
-      with the window they missed, when `keep_dropped=True` (same query as `panes`: use
-      `start(..., dropped_path=...)` to write both);
+      with the window they missed, when `keep_dropped=True`; under ASCENDING PER always, with the
+      rows behind their partition (no window) among them (same query as `panes`: use
+      `start(..., dropped_path=...)` to write both, on either executor);
     - `finish_dir`: where `finish()` writes the end-of-input marker (None: cannot finish);
     - `operator`: "native" or "stateful";
     - `chain`: when a later windowed stage reads this one (udfs/chained_operator.py), its panes (KIND

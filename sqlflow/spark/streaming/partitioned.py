@@ -7,14 +7,19 @@ query, as two chained windowed stages do (chained_stage.py, docs/semantics.md 1.
 
 1. the ordering operator (ordered.py, udfs/ordered_stream.py), one group, in pass-through mode:
    it keeps each partition's latest event time and last batch in its state, drops the rows behind
-   their partition (counted, `dropped_behind_partition`), computes W(N) (the minimum latest over
-   the partitions not idle at p(N), never back) and releases every other row in its own batch;
+   their partition (counted, `dropped_behind_partition`) and those without an event time, computes
+   W(N) (the minimum latest over the partitions not idle at p(N), never back) and releases every
+   other row in its own batch;
    its counters row (batch time, W(N), finished) becomes the REPORT row of a stage whose one
    bucket holds nothing back;
 2. the windowed stage, chained after it (udfs/chained_operator.py, timeMode None): the batch's
    rows arrive at p(N), are judged against the W(N-1) the last report gave, and the watermark
    steps to W(N): `advance(rows, p(N), W(N-1), W(N))`, the instant of the ARRIVAL replay in which
    the batch's rows arrive together. The finish marker's batch ends the input.
+
+The rows the first stage drops travel on to the second as DROPPED rows with their reason, which
+lists them with its own dropped rows (`PaneStream.dropped`, `start(..., dropped_path=...)`): the
+query's output is the second operator's, and a second branch read off the first would run it twice.
 
 The owned-sink executor computes the same watermark in the driver instead (per_partition.py).
 """
@@ -24,8 +29,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ...columns import (DATA, EVENT_TIME, KIND, METRICS, PANE, PARTITION, REPORT, REPORT_DONE, REPORT_FROM,
-                        REPORT_HELD, REPORT_SEQ, REPORT_TIME, REPORT_WM, metric_column)
+from ...columns import (DATA, DROPPED, EVENT_TIME, KIND, METRICS, PANE, PARTITION, REASON, REPORT, REPORT_DONE,
+                        REPORT_FROM, REPORT_HELD, REPORT_SEQ, REPORT_TIME, REPORT_WM, metric_column)
 from ...engine import EnginePlan
 from ...time import POS_INF
 from .chained_stage import chained_panes
@@ -52,8 +57,8 @@ def partitioned_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, ru
     assert raw is not None
     fields = {f.name: f.dataType for f in data.schema.fields}
     kind = F.col(KIND)
-    is_pane = kind == PANE
-    carried = [F.when(is_pane, F.col(EVENT_TIME) if c == EVENT_TIME
+    is_row = kind.isin(PANE, DROPPED)  # a row handed on, or one the operator dropped (with its REASON)
+    carried = [F.when(is_row, F.col(EVENT_TIME) if c == EVENT_TIME
                       else _from_wire(F.col(user_column(i)), fields[c])).alias(c) for i, c in enumerate(names)]
     reported = {
         REPORT_FROM: F.lit(0).cast("bigint"),
@@ -64,10 +69,11 @@ def partitioned_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, ru
         REPORT_DONE: F.col(metric_column("finished")) == 1,
     }
     # never NULL (0, false on the rows): a NULL would make an int64 column float64 for pandas
-    reports = [F.when(is_pane, F.lit(False) if c == REPORT_DONE else F.lit(0).cast("bigint"))
+    reports = [F.when(is_row, F.lit(False) if c == REPORT_DONE else F.lit(0).cast("bigint"))
                .otherwise(value).alias(c) for c, value in reported.items()]
-    chain = raw.where(kind.isin(PANE, METRICS)).select(
-        *carried, F.when(is_pane, F.lit(DATA)).otherwise(F.lit(REPORT)).cast("int").alias(KIND), *reports)
+    kinds = F.when(kind == PANE, F.lit(DATA)).when(kind == DROPPED, F.lit(DROPPED)).otherwise(F.lit(REPORT))
+    chain = raw.where(kind.isin(PANE, DROPPED, METRICS)).select(*carried, kinds.cast("int").alias(KIND), *reports,
+                                                                F.col(REASON))
     return chained_panes(spark, chain, plan, upstream=first, schema=schema, metrics_name=metrics_name,
                          buckets=buckets, engine_types=engine_types, decode=decode, report=report,
-                         count_input=False)
+                         count_input=False, keep_dropped=True)

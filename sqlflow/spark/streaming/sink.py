@@ -54,10 +54,11 @@ def start(stream: PaneStream | DataFrame, *, format: str = "parquet", path: str 
       variables): keep a current-results table in PostgreSQL, exactly once with a checkpoint
       (sqlflow/spark/sinks/postgres.py, docs/postgres.md); `options` may give its `keys`, `mode`
       and `query_id` for a stream that is not a `sqlflow.sql` result;
-    - `dropped_path`: also write the rows the engine dropped (a PaneStream built with
-      keep_dropped=True; file formats only). Both outputs are then written by foreachBatch, one
-      directory per micro-batch (`<path>/batch_id=N`, overwritten when Spark re-runs a batch after
-      a failure, so still exactly once); read them with spark.read.<format>(path).
+    - `dropped_path`: also write the rows the stream dropped (a PaneStream built with
+      keep_dropped=True, or one of `pane_streams(df)` that has `dropped`; file formats only). Both
+      outputs are then written by foreachBatch, one directory per micro-batch
+      (`<path>/batch_id=N`, overwritten when Spark re-runs a batch after a failure, so still
+      exactly once), on either executor; read them with spark.read.<format>(path).
     - `executor`: "owned" runs the stream through foreachBatch (sqlflow/spark/streaming/owned.py:
       Spark's aggregation for partial aggregates, one Arrow call per bucket, state versions under
       the checkpoint, each batch's output in `<path>/batch_id=N`), "operator" the stream's own
@@ -69,12 +70,14 @@ def start(stream: PaneStream | DataFrame, *, format: str = "parquet", path: str 
     else:
         finishers, df = pane_streams(stream), stream
     quiet(df.sparkSession)  # Spark's warnings about the internals of the stream
-    chosen, _ = choose_executor(df.sparkSession, finishers, df, format=format, table=table, dropped_path=dropped_path,
-                                output_mode=output_mode, executor=executor)
+    if dropped_path is not None:
+        _check_dropped(stream, format=format, path=path, checkpoint=checkpoint)
+    chosen, _ = choose_executor(df.sparkSession, finishers, df, format=format, table=table, output_mode=output_mode,
+                                executor=executor)
     if chosen == "owned":
         return _start_owned(stream, finishers[0], format=format, path=path, query_name=query_name,
                             checkpoint=checkpoint, trigger_interval=trigger_interval, available_now=available_now,
-                            finish=finish, options=options)
+                            finish=finish, options=options, dropped_path=dropped_path)
     if finish and (not finishers or any(s.finish_dir is None for s in finishers)):
         raise SqlflowUnsupportedError(f"finish needs a stream built with finish_dir ({STREAMING_FINISH_DIR} in SQL)",
                                       clause="STREAM")
@@ -90,18 +93,7 @@ def start(stream: PaneStream | DataFrame, *, format: str = "parquet", path: str 
         sink.fallback_query_id = f"checkpoint {checkpoint}"
         w = df.writeStream.foreachBatch(sink)
     elif dropped_path is not None:
-        if not isinstance(stream, PaneStream):
-            raise SqlflowUnsupportedError(
-                "dropped_path needs the query's PaneStream, not its DataFrame: start(streaming.pane_streams(df)[0], "
-                "..., dropped_path=...) writes the panes and the dropped rows (docs/streaming.md, 8)", clause="STREAM")
-        if stream.dropped is None:
-            raise SqlflowUnsupportedError("dropped_path needs a PaneStream built with keep_dropped=True",
-                                          clause="STREAM")
-        if format not in FILE_FORMATS or path is None or checkpoint is None:
-            raise SqlflowUnsupportedError("dropped_path needs a file format, a path and a checkpoint", clause="STREAM")
-        if stream.raw is None:
-            raise SqlflowUnsupportedError("dropped_path needs the stream's operator output (a stateful stream)",
-                                          clause="STREAM")
+        assert isinstance(stream, PaneStream) and stream.raw is not None and path is not None  # _check_dropped
         w = stream.raw.writeStream.foreachBatch(_split_batch(stream, format, path, dropped_path, options))
     else:
         w = df.writeStream.outputMode(output_mode or ("complete" if aggregated(df) else "append"))
@@ -151,8 +143,24 @@ def start(stream: PaneStream | DataFrame, *, format: str = "parquet", path: str 
                             pause=RETRY_PAUSE)
 
 
+def _check_dropped(stream, *, format: str, path: str | None, checkpoint: str | None) -> None:
+    """What `dropped_path` needs, whichever executor runs the stream (a located error else)."""
+    if not isinstance(stream, PaneStream):
+        raise SqlflowUnsupportedError(
+            "dropped_path needs the query's PaneStream, not its DataFrame: start(streaming.pane_streams(df)[0], "
+            "..., dropped_path=...) writes the panes and the dropped rows (docs/streaming.md, 8)", clause="STREAM")
+    if stream.dropped is None:
+        raise SqlflowUnsupportedError("dropped_path needs a PaneStream built with keep_dropped=True",
+                                      clause="STREAM")
+    if format not in FILE_FORMATS or path is None or checkpoint is None:
+        raise SqlflowUnsupportedError("dropped_path needs a file format, a path and a checkpoint", clause="STREAM")
+    if stream.raw is None:
+        raise SqlflowUnsupportedError("dropped_path needs the stream's operator output (a stateful stream)",
+                                      clause="STREAM")
+
+
 def choose_executor(spark, finishers: list[PaneStream], df, *, format: str, table: str | None = None,
-                    dropped_path: str | None = None, output_mode: str | None = None,
+                    output_mode: str | None = None,
                     executor: str | None = None) -> tuple[str, str]:
     """Which executor runs a stream that `start` writes ("owned" or "operator") and why."""
     wanted = (executor or conf_get(spark, STREAMING_EXECUTOR, DEFAULT_EXECUTOR) or DEFAULT_EXECUTOR).lower()
@@ -161,8 +169,7 @@ def choose_executor(spark, finishers: list[PaneStream], df, *, format: str, tabl
                                       clause="STREAM")
     if wanted == "operator":
         return "operator", f"{STREAMING_EXECUTOR} = operator"
-    obstacle = owned_obstacle_of(finishers, df, format=format, table=table, dropped_path=dropped_path,
-                                 output_mode=output_mode)
+    obstacle = owned_obstacle_of(finishers, df, format=format, table=table, output_mode=output_mode)
     if obstacle is None:
         return "owned", "sqlflow writes the sink: foreachBatch, Spark's partial aggregation, one Arrow call per bucket"
     if wanted == "owned":
@@ -172,7 +179,7 @@ def choose_executor(spark, finishers: list[PaneStream], df, *, format: str, tabl
 
 
 def owned_obstacle_of(finishers: list[PaneStream], df, *, format: str, table: str | None = None,
-                      dropped_path: str | None = None, output_mode: str | None = None) -> str | None:
+                      output_mode: str | None = None) -> str | None:
     """Why the owned-sink executor cannot run this stream into this sink (None: it can)."""
     from .owned import SINKS
 
@@ -185,8 +192,6 @@ def owned_obstacle_of(finishers: list[PaneStream], df, *, format: str, table: st
         return recipe.why_not
     if table is not None:
         return "a table sink"
-    if dropped_path is not None:
-        return "the dropped rows' side output"
     if output_mode not in (None, "append") or aggregated(df):
         return "an aggregation of the panes downstream (complete or update mode)"
     if format not in SINKS:
@@ -195,7 +200,7 @@ def owned_obstacle_of(finishers: list[PaneStream], df, *, format: str, table: st
 
 
 def _start_owned(stream, pane_stream: PaneStream, *, format, path, query_name, checkpoint, trigger_interval,
-                 available_now, finish, options):
+                 available_now, finish, options, dropped_path=None):
     from .owned import OwnedSink, start_owned
 
     if format in FILE_FORMATS and (path is None or checkpoint is None):
@@ -214,7 +219,7 @@ def _start_owned(stream, pane_stream: PaneStream, *, format, path, query_name, c
     final = None
     if not isinstance(stream, PaneStream):  # a sqlflow.sql result: its statement over each batch's panes
         final = _statement_over(stream)
-    sink = OwnedSink(format, path=path, query_name=query_name, options=options)
+    sink = OwnedSink(format, path=path, query_name=query_name, options=options, dropped_path=dropped_path)
     return start_owned(pane_stream.owned, sink=sink, checkpoint=checkpoint, query_name=query_name,
                        trigger_interval=trigger_interval, available_now=available_now, finish=finish, final=final)
 

@@ -147,17 +147,24 @@ def stateful_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, *, de
     observed, panes, pane_projection, chain = operator_outputs(raw, spec, schema, decode, metrics_name)
     dropped = dropped_projection = None
     if keep_dropped:
-        dropped_projection = [
-            *[F.col(k) for k in plan.keys],
-            F.timestamp_micros(F.col(EVENT_TIME)).alias(DROPPED_EVENT_TIME),
-            F.col(REASON).alias(DROPPED_REASON),
-            *[F.timestamp_micros(F.col(c)).alias(c) for c in (WINDOW_START, WINDOW_END, EMIT_TIME)]]
-        if sources:  # the name of the row's source
-            dropped_projection.append(F.element_at(F.array(*[F.lit(n) for n in sources]),
-                                                   F.col(SOURCE).cast("int") + 1).alias(DROPPED_SOURCE))
+        dropped_projection = dropped_columns(plan, sources)
         dropped = observed.where(F.col(KIND) == DROPPED).select(*dropped_projection)
     return PaneStream(panes, observed, dropped, finish_dir, "stateful", n_buckets, metrics_name,
                       pane_projection, dropped_projection, chain)
+
+
+def dropped_columns(plan: EnginePlan, sources: tuple[str, ...] = ()) -> list:
+    """The dropped rows' columns from an operator's output (KIND DROPPED): the keys, the row's
+    event time, the reason, the window it missed (NULL: none) and `emit_time` (when it was
+    dropped), times as TIMESTAMPs; of several sources, the row's source's name."""
+    out = [*[F.col(k) for k in plan.keys],
+           F.timestamp_micros(F.col(EVENT_TIME)).alias(DROPPED_EVENT_TIME),
+           F.col(REASON).alias(DROPPED_REASON),
+           *[F.timestamp_micros(F.col(c)).alias(c) for c in (WINDOW_START, WINDOW_END, EMIT_TIME)]]
+    if sources:  # the name of the row's source
+        out.append(F.element_at(F.array(*[F.lit(n) for n in sources]), F.col(SOURCE).cast("int") + 1)
+                   .alias(DROPPED_SOURCE))
+    return out
 
 
 def operator_outputs(raw: DataFrame, spec: StreamSpec, schema: T.StructType, decode: dict | None,
