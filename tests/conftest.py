@@ -45,6 +45,16 @@ os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSeri
 
 _spark_session = None
 
+#: The shared local session evaluates expressions interpreted, without Janino: the tests run
+#: thousands of small plans over few rows, and compiling each plan's generated Java (with the
+#: class lookups it makes in Spark's jars) was about 30% of the JVM's samples in a JFR profile of
+#: tests/streaming/test_pipelines.py. Measured alternated in one process on tests/streaming/
+#: test_pipelines.py, tests/spark/test_paper_figures.py and tests/spark/test_sql.py: 99.7 s and
+#: 97.0 s with code generation, 95.5 s and 87.6 s without. `spark.sql.codegen.factoryMode` is the
+#: setting Spark's own test suites use to run both ways; the results are the same. The `defaults`
+#: and `connect` passes, the release tier and the subprocess commands keep Spark's code generation.
+INTERPRETED = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+
 
 # ----------------------------------------------------------------------------- Hypothesis profiles
 
@@ -148,7 +158,7 @@ def spark():
         _spark_session = local_session(
             app_name="sqlflow-tests",
             master="local[2]",
-            conf={"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"},
+            conf={"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false", **INTERPRETED},
         )
     yield _spark_session
     _spark_session.stop()
@@ -189,6 +199,12 @@ def rocksdb(spark):
     spark.conf.set(PROVIDER_KEY, before)
 
 
+def temp_views(spark) -> set[str]:
+    """The session's temporary views (SHOW VIEWS: `spark.catalog.listTables()` fails to decode its
+    rows when expressions are interpreted, as on the shared session, `INTERPRETED`)."""
+    return {row.viewName for row in spark.sql("SHOW VIEWS").collect() if row.isTemporary}
+
+
 @pytest.fixture
 def spark_undone(spark):
     """The shared session as a test found it: settings it changed put back (`sqlflow.local_session`
@@ -198,7 +214,7 @@ def spark_undone(spark):
     settings = dict(spark.conf.getAll)
     from pyspark.errors import AnalysisException
 
-    present = {row.name for row in spark.catalog.listTables() if row.isTemporary}
+    present = temp_views(spark)
     # a view named other than an identifier (`my clicks`) is kept as it is: the DataFrame API
     # cannot register it again; so is one another test left behind over a view since replaced
     # (it no longer resolves)
@@ -215,13 +231,12 @@ def spark_undone(spark):
     for key, value in settings.items():
         if conf.getConfString(key) != value:
             conf.setConfString(key, value)   # as local_session's getOrCreate set it (Spark-core keys too)
-    for row in spark.catalog.listTables():
-        if row.isTemporary and row.name not in present:
-            spark.catalog.dropTempView(row.name)
+    for name in temp_views(spark) - present:
+        spark.catalog.dropTempView(name)
     for name, frame in views.items():
         frame.createOrReplaceTempView(name)
     assert dict(spark.conf.getAll) == settings
-    assert {row.name for row in spark.catalog.listTables() if row.isTemporary} == present
+    assert temp_views(spark) == present
 
 
 @pytest.fixture(autouse=True)

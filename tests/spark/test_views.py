@@ -90,7 +90,9 @@ def test_a_view_replaced_while_the_query_runs_is_read_as_it_was(spark, monkeypat
 
 
 def _internal_views(spark):
-    return sorted(t.name for t in spark.catalog.listTables() if t.name.startswith("__sqlflow"))
+    from tests.conftest import temp_views
+
+    return sorted(name for name in temp_views(spark) if name.startswith("__sqlflow"))
 
 
 VIEW = "CREATE OR REPLACE TEMP VIEW {name} AS\n" + BOUNDED

@@ -58,7 +58,8 @@ def _to_wire(column, data_type):
     return column
 
 
-def _from_wire(column, data_type):
+def from_wire(column, data_type):
+    """A carried column back from its wire form (TIMESTAMP as microseconds, DATE as days) to `data_type`."""
     if isinstance(data_type, T.TimestampType):
         return F.timestamp_micros(column)
     if isinstance(data_type, T.DateType):
@@ -131,9 +132,9 @@ def ordered_stream(rows: DataFrame, *, names: list[str], event_time: str, ties: 
     sums = [F.coalesce(F.sum(metric_column(m)), F.lit(0)).alias(m) for m in ORDER_COUNTERS]
     gauges = [F.max(metric_column(m)).alias(m) for m in ORDER_GAUGES]
     observed = raw.observe(metrics_name, *sums, *gauges)
-    released = [_from_wire(F.col(user_column(i)), f.dataType).alias(f.name) for i, f in enumerate(user)]
+    released = [from_wire(F.col(user_column(i)), f.dataType).alias(f.name) for i, f in enumerate(user)]
     released.append(F.timestamp_micros(F.col(EMIT_TIME)).alias(EMIT_TIME))
-    dropped = [_from_wire(F.col(user_column(i)), f.dataType).alias(f.name) for i, f in enumerate(user)]
+    dropped = [from_wire(F.col(user_column(i)), f.dataType).alias(f.name) for i, f in enumerate(user)]
     dropped += [F.timestamp_micros(F.col(EVENT_TIME)).alias(DROPPED_EVENT_TIME),
                 F.timestamp_micros(F.col(EMIT_TIME)).alias(DROPPED_ARRIVAL_TIME), F.col(REASON).alias(DROPPED_REASON)]
     return PaneStream(observed.where(F.col(KIND) == PANE).select(*released), observed,

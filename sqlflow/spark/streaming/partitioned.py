@@ -35,10 +35,9 @@ from ...engine import EnginePlan
 from ...time import POS_INF
 from .chained_stage import chained_panes
 from .metrics import PARTITIONS_SUFFIX
-from .ordered import _from_wire, ordered_stream, user_column
+from .ordered import from_wire, ordered_stream, user_column
 from .pane_stream import PaneStream
 from .per_partition import PartitionRule
-
 
 
 def partitioned_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, rule: PartitionRule, *,
@@ -59,7 +58,7 @@ def partitioned_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, ru
     kind = F.col(KIND)
     is_row = kind.isin(PANE, DROPPED)  # a row handed on, or one the operator dropped (with its REASON)
     carried = [F.when(is_row, F.col(EVENT_TIME) if c == EVENT_TIME
-                      else _from_wire(F.col(user_column(i)), fields[c])).alias(c) for i, c in enumerate(names)]
+                      else from_wire(F.col(user_column(i)), fields[c])).alias(c) for i, c in enumerate(names)]
     reported = {
         REPORT_FROM: F.lit(0).cast("bigint"),
         REPORT_SEQ: F.col(metric_column("batch_time")),  # one call per batch, and batch times only grow
