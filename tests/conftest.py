@@ -62,8 +62,11 @@ INTERPRETED = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.facto
 #: `ci` (what .ci/run loads) and `thorough` (before a release, README). Choose one with
 #: SQLFLOW_HYPOTHESIS_PROFILE=NAME or Hypothesis's own `--hypothesis-profile NAME` (which wins).
 #: No deadline and no too_slow health check in any profile: a busy machine slows an example down,
-#: it must not fail a test.
-HYPOTHESIS_PROFILES = {"dev": 25, "ci": 100, "thorough": 1000}
+#: it must not fail a test. `ci` is CI's budget: the property tests were a fifth of the main
+#: pass's time at 100 (each CI run draws new examples, so the runs add up; `thorough` finds more).
+HYPOTHESIS_PROFILES = {"dev": 25, "ci": 60, "thorough": 1000}
+#: the examples a test's weight (`examples(n)`) is counted in
+WEIGHT_EXAMPLES = 100
 
 for _name, _count in HYPOTHESIS_PROFILES.items():
     hypothesis.settings.register_profile(_name, max_examples=_count, deadline=None,
@@ -71,13 +74,14 @@ for _name, _count in HYPOTHESIS_PROFILES.items():
 hypothesis.settings.load_profile(os.environ.get("SQLFLOW_HYPOTHESIS_PROFILE", "dev"))
 
 
-def examples(ci: int) -> int:
-    """The examples a property test runs under the loaded profile, given its count under `ci`
-    (its weight: a test whose examples start Spark jobs runs a few, a pure function hundreds),
-    scaled by the profile; at least 1. `@settings(max_examples=examples(60))` is evaluated when
-    the test module is imported, after the profile is loaded (`from tests.conftest import examples`)."""
-    scale = hypothesis.settings.default.max_examples / HYPOTHESIS_PROFILES["ci"]
-    return max(1, round(ci * scale))
+def examples(weight: int) -> int:
+    """The examples a property test runs under the loaded profile, given its weight: its count
+    in a profile of `WEIGHT_EXAMPLES` (a test whose examples start Spark jobs runs a few, a pure
+    function hundreds), scaled by the profile; at least 1. `@settings(max_examples=examples(60))`
+    is evaluated when the test module is imported, after the profile is loaded
+    (`from tests.conftest import examples`)."""
+    scale = hypothesis.settings.default.max_examples / WEIGHT_EXAMPLES
+    return max(1, round(weight * scale))
 
 
 def pytest_configure(config):

@@ -53,6 +53,7 @@ def test_live_sessions_drop_windows_merged_into_a_bigger_one():
 
 
 @pytest.mark.slow
+@pytest.mark.release  # in CI: the hot-key run below, the in-process two-stage check and the records' tests
 def test_a_small_run_writes_results_with_equal_final_values(tmp_path):
     out = tmp_path / "compare.json"
     env = dict(os.environ, SQLFLOW_BENCH_DATA=str(tmp_path / "data"))

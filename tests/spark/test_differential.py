@@ -44,8 +44,8 @@ from hypothesis import strategies as st
 import sqlflow
 from tests.conftest import HYPOTHESIS_PROFILES, examples
 
-CI_EXAMPLES = 12
-EXAMPLES = examples(CI_EXAMPLES)
+WEIGHT = 12
+EXAMPLES = examples(WEIGHT)
 TIME_ZONES = ("UTC", "America/Los_Angeles")
 #: around the two DST changes of 2024 in Los Angeles (UTC microseconds): 2024-03-10 10:00 UTC
 #: (02:00 local becomes 03:00) and 2024-11-03 09:00 UTC (02:00 local becomes 01:00 again)
