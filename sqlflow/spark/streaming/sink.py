@@ -159,8 +159,8 @@ def _check_dropped(stream, finishers: list[PaneStream], df, *, format: str, path
         raise SqlflowUnsupportedError("dropped_path needs a file format, a path and a checkpoint", clause="STREAM")
     if len(finishers) != 1:
         raise SqlflowUnsupportedError(
-            "dropped_path needs one windowed SELECT (or ordering) over a stream, not "
-            f"{len(finishers) or 'none'}: give each its own INSERT INTO (or start)", clause="STREAM")
+            f"dropped_path needs one windowed SELECT (or ordering) over a stream; this has {len(finishers) or 'none'}"
+            + (": give each its own INSERT INTO (or start)" if finishers else ""), clause="STREAM")
     if output_mode not in (None, "append") or aggregated(df):
         raise SqlflowUnsupportedError(
             "dropped_path writes each micro-batch's panes and dropped rows by batch id; a statement that aggregates "
