@@ -12,7 +12,8 @@ input rows / wall time from start to termination (query start-up included). Case
 - the stateful operator with other bucket counts, and grouped by key (one call per key, on a
   prefix of the input: it is much slower);
 - sessions (gap 5 min) with early firings every second of processing time and late firings,
-  accumulating and retracting, 30 minutes of allowed lateness (stateful only).
+  accumulating and retracting, 30 minutes of allowed lateness (stateful only);
+- both listing their dropped rows (`keep_dropped`, what `start(..., dropped_path=...)` runs).
 
     python benchmarks/streaming.py [--events N] [--files F] [--quick]
 
@@ -137,6 +138,10 @@ def main() -> None:
         # what the heartbeats cost (every bucket in every batch, with the batch's max event time;
         # on by default: processing-time triggers and restarts need them)
         case("fixed_stateful_no_heartbeats", work / "all", fixed, native=False, heartbeat=False)
+        # what listing the dropped rows costs (`keep_dropped`, what `start(..., dropped_path=...)` runs
+        # on the operator): the stateful operator instead of the native one, and no pre-combining
+        case("fixed_keep_dropped", work / "all", fixed, keep_dropped=True)
+        case("sessions_keep_dropped", work / "all", sessions, keep_dropped=True)
         if not args.quick:
             for b in (2, 32, 128):
                 case(f"fixed_stateful_{b}_buckets", work / "all", fixed, native=False, buckets=b)

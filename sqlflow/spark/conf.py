@@ -56,6 +56,10 @@ QUERY_NAME = "spark.sqlflow.queryName"
 TRIGGER = "spark.sqlflow.trigger"
 #: true: with availableNow, emit every window at the end (the finish marker lives next to the checkpoint)
 FINISH = "spark.sqlflow.finish"
+#: where a streaming INSERT into a file sink writes the rows its stream drops (late, closed
+#: window, NULL event time, bad gap, behind its partition), in the sink's format, batch by batch
+#: (`start(..., dropped_path=...)`); unset: they are only counted
+DROPPED_PATH = "spark.sqlflow.droppedPath"
 #: the PostgreSQL database of `INSERT INTO postgres.<table>` (a URL; unset: libpq's PG* variables)
 POSTGRES_URL = "spark.sqlflow.postgres.url"
 

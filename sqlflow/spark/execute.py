@@ -296,7 +296,7 @@ class Runner:
             micros = F.unix_micros(F.timestamp_micros(F.lit(0)) + F.col(GAP))
             bad_gap = F.col(EVENT_TIME).isNotNull() & (micros.isNull() | (micros <= 0))
         stage.bad_gap = bad_gap
-        renamed = _user_columns(ws, rel)
+        renamed = user_columns(ws, rel)
 
         def dropped():  # built when asked for: a dozen Spark calls that most queries never need
             base = [F.col(c).alias(n) for c, n in renamed]
@@ -362,7 +362,7 @@ class Runner:
             stage.engine_mode += (f"; a bucket above {run.chunk_rows:,} rows (a hot key) is read in chunks of as "
                                   "many, its rows combined per key, aligned slice and arrival period "
                                   f"({conf.BUCKET_CHUNK_ROWS})")
-        renamed = dict(_user_columns(ws, rel))
+        renamed = dict(user_columns(ws, rel))
         stage.dropped_rows = _dropped(run, renamed)
         panes_view = self.view(run.panes, "panes")
         final_view = self.view(run.final, "final")
@@ -550,9 +550,11 @@ def _tagged(ws: WindowedSelect) -> InputRelation:
     return rel
 
 
-def _user_columns(ws: WindowedSelect, rel: InputRelation) -> list[tuple[str, str]]:
-    """(internal column, readable name) for the keys and arguments of dropped rows."""
-    used = {"stage", DROPPED_EVENT_TIME, DROPPED_ARRIVAL_TIME, DROPPED_REASON, WINDOW_START, WINDOW_END}
+def user_columns(ws: WindowedSelect, rel: InputRelation, taken: tuple[str, ...] = ()) -> list[tuple[str, str]]:
+    """(internal column, readable name) for the keys and arguments of dropped rows (a name never
+    one of the dropped rows' own columns, nor one of `taken`)."""
+    used = {"stage", DROPPED_EVENT_TIME, DROPPED_ARRIVAL_TIME, DROPPED_REASON, WINDOW_START, WINDOW_END,
+            *(t.lower() for t in taken)}
     out = []
     for column, node in list(zip(rel.keys, ws.keys)) + list(rel.arg_exprs.items()):
         name = node.name if isinstance(node, exp.Column) else node.sql(dialect="spark")

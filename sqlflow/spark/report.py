@@ -132,11 +132,13 @@ class Report:
 def report_of(df) -> Report:
     if getattr(df, "isStreaming", False):
         from ..errors import SqlflowUnsupportedError
+        from .conf import DROPPED_PATH
 
         raise SqlflowUnsupportedError(
             "a streaming result has no end to count up to: its counts are in the running query's "
             "progress (sqlflow.spark.streaming.query_metrics(query)) and its dropped rows in the "
-            "side output (streaming.start(..., dropped_path=...))")
+            f"side output (streaming.start(df, ..., dropped_path=...); in SQL, SET {DROPPED_PATH} "
+            "before INSERT INTO)")
     report = getattr(df, ATTRIBUTE, None)
     if report is None:
         from ..errors import SqlflowError

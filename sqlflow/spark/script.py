@@ -8,6 +8,7 @@ the streaming source declaration below. The forms (docs/streaming.md, "SQL scrip
     SET spark.sqlflow.checkpointLocation = /tmp/sqlflow/checkpoints;
     SET spark.sqlflow.trigger = availableNow;          -- or '10 seconds', or default
     SET spark.sqlflow.finish = true;                   -- availableNow: emit every window at the end
+    SET spark.sqlflow.droppedPath = /data/out-dropped; -- the dropped rows of a file sink's stream
 
     -- a streaming source: a temporary view read with spark.readStream (OPTIONS streaming true)
     CREATE TEMPORARY VIEW clicks (user_id BIGINT, ts TIMESTAMP, amount BIGINT)
@@ -174,7 +175,14 @@ def insert(spark: "SparkSession", tree, args=None) -> Any:
         raise SqlflowUnsupportedError(f"a streaming INSERT into {sink.table or sink.path} needs a checkpoint: "
                                       f"SET {conf.CHECKPOINT_LOCATION} = <directory>", clause="INSERT")
     scratch = sink.format in PSEUDO_DATABASES  # memory and console sinks cannot restart from a checkpoint
+    dropped_path = conf.get(spark, conf.DROPPED_PATH)
+    if dropped_path is not None and sink.format not in FILE_FORMATS:
+        raise SqlflowUnsupportedError(f"{conf.DROPPED_PATH} is set, and the dropped rows go in the sink's file "
+                                      f"format: INSERT INTO <format>.`<path>` ({', '.join(FILE_FORMATS)}), not "
+                                      f"{sink.table or sink.format}", clause="INSERT",
+                                      hint=f"RESET {conf.DROPPED_PATH} before this INSERT")
     return start(df, format=sink.format or "parquet", path=sink.path, table=sink.table,
+                 dropped_path=dropped_path,
                  query_name=name if scratch or sink.table else None,
                  checkpoint=None if scratch else checkpoint, trigger_interval=interval,
                  available_now=available_now, finish=finish and available_now,

@@ -333,3 +333,47 @@ def test_ordering_a_replay_by_event_time(spark, capsys):
         "r3\t2024-01-01 00:01:52\t2024-01-01 00:02:06",
         "r6\t2024-01-01 00:02:05\t2024-01-01 00:02:06",
     ]
+
+
+def test_a_streaming_insert_writes_its_dropped_rows_where_a_setting_says(spark, capsys, tmp_path, repo_root):
+    """docs/streaming.md 8's script as written: `SET spark.sqlflow.droppedPath` before a streaming
+    INSERT INTO a parquet sink writes the statement's rows to the sink and bob's late click (too
+    late for [00:00, 00:01), which batch 2's watermark 00:01:10 closed) to the dropped path, each
+    batch in its own directory; an INSERT into memory while it is set is refused at the INSERT."""
+    import pandas as pd
+
+    from tests.conftest import StreamFiles
+
+    text = (repo_root / "docs" / "streaming.md").read_text(encoding="utf-8")
+    section = text[text.index("## 8. What is counted where"):text.index("## 9. Performance")]
+    script = section.split("```sql\n", 1)[1].split("```", 1)[0]
+    files = StreamFiles(tmp_path / "clicks")
+    for batch in ([("alice", "00:00:05"), ("bob", "00:00:30")], [("alice", "00:01:20")], [("alice", "00:02:30")],
+                  [("bob", "00:00:50")]):
+        files.write(pd.DataFrame({"user": [u for u, _ in batch], "ts": [f"2024-01-01 {t}" for _, t in batch]}),
+                    fmt="json")
+    keys = ("spark.sqlflow.checkpointLocation", "spark.sqlflow.trigger", "spark.sqlflow.droppedPath")
+    try:
+        status = main(["-S", "--header", "-d", f"out={tmp_path}", "-e", script])
+        out, err = capsys.readouterr()
+        assert status == 0, err
+        assert out.splitlines()[-6:] == [
+            "user\tclicks\twindow_start\tbatch_id",
+            "alice\t1\t2024-01-01 00:00:00\t2",
+            "bob\t1\t2024-01-01 00:00:00\t2",
+            "alice\t1\t2024-01-01 00:01:00\t3",
+            "user\tevent_time\treason\twindow_start\tbatch_id",
+            "bob\t2024-01-01 00:00:50\ttoo late\t2024-01-01 00:00:00\t3",
+        ]
+        assert spark.conf.get("spark.sqlflow.droppedPath", None) is None  # the script's RESET
+        status = main(["-S", "-e", f"SET spark.sqlflow.droppedPath = {tmp_path}/more;\n"
+                                   "INSERT INTO memory.refused SELECT user, COUNT(*) AS n FROM clicks "
+                                   "WATERMARK ts DELAY OF INTERVAL 10 SECONDS GROUP BY user WINDOW FIXED(SIZE 1m)"])
+        err = capsys.readouterr().err
+        assert status == 1
+        assert ("spark.sqlflow.droppedPath is set, and the dropped rows go in the sink's file format: INSERT INTO "
+                "<format>.`<path>` (json, csv, parquet, orc, text), not memory") in err, err
+        assert not spark.streams.active
+    finally:
+        for key in keys:
+            spark.conf.unset(key)

@@ -146,20 +146,18 @@ def test_a_restart_from_the_checkpoint_loses_and_duplicates_nothing(spark, tmp_p
     write_files(folder, READINGS[:3])
     readings(spark, folder)
     df = sqlflow.sql(spark, "SELECT id, ts FROM readings WATERMARK ts DELAY OF 10s ORDER BY ts, id")
-    stream = S.pane_streams(df)[0]
     options = dict(format="parquet", path=str(out), dropped_path=str(late), checkpoint=str(checkpoint))
-    with pytest.raises(SqlflowError, match=r"dropped_path needs the query's PaneStream, not its DataFrame: "
-                                           r"start\(streaming.pane_streams\(df\)\[0\]"):
-        S.start(df, available_now=True, **options)
-    first = S.start(stream, available_now=True, **options)
+    first = S.start(df, available_now=True, **options)  # the statement's rows, and the dropped ones
     assert [(r.id, r.ts) for r in spark.read.parquet(str(out)).collect()] == [("r2", T(95)), ("r1", T(100))]
     assert [(w, f) for _, w, f in batch_times(first)][-1] == (micros(T(102)), 0)
     write_files(folder, READINGS[3:])
-    second = S.start(stream, available_now=True, finish=True, **options)
-    rows = spark.read.parquet(str(out)).orderBy("emit_time", "ts", "id").collect()
+    second = S.start(df, available_now=True, finish=True, **options)
+    written = spark.read.parquet(str(out))
+    assert written.columns == ["id", "ts", "emit_time", "batch_id"]  # as start(df) writes them
+    rows = written.orderBy("batch_id", "ts", "id").collect()
     assert [(r.id, r.ts) for r in rows] == [("r2", T(95)), ("r1", T(100)), ("r4", T(104)), ("r3", T(112)),
                                            ("r6", T(125))]
-    assert len({r.emit_time for r in rows[:2]}) == 1 and rows[2].emit_time < rows[4].emit_time
+    assert rows[0].batch_id == rows[1].batch_id < rows[2].batch_id < rows[4].batch_id
     dropped = spark.read.parquet(str(late)).collect()
     assert [(r.id, r.event_time, r.reason) for r in dropped] == [("r5", T(99), "too late")]
     assert S.query_metrics(second)["dropped_too_late"] == 1

@@ -20,7 +20,6 @@ import pandas as pd
 import pytest
 
 import sqlflow
-from sqlflow.columns import agg_column
 from sqlflow.spark import streaming as S
 from sqlflow.spark.streaming import owned
 
@@ -88,7 +87,7 @@ def devices(spark, folder: Path) -> None:
 
 def panes_by_batch(rows, times: list[int], count: str = "n") -> list[tuple]:
     """(n, window start in seconds, timing, the batch that emitted it) per pane (`count`: the
-    column of n: a PaneStream's panes name the aggregates as the stage does, `agg_column`)."""
+    column of n)."""
     index = {at(p): b for b, p in enumerate(times)}
     return sorted((r[count], int((r.window_start - DAY).total_seconds()), r.pane_timing, index[r.emit_time])
                   for r in rows)
@@ -117,9 +116,11 @@ def test_windows_per_partition_on_the_operators_are_the_arrival_replay(spark, tm
     assert [w for _, w in log][:8] == [int((T(s) - EPOCH).total_seconds()) * 1_000_000
                                        for s in (0, 0, 0, 2, 8, 8, 15, 31)]
     assert len(log) == 9  # the finish marker's batch
-    rows = spark.read.parquet(str(tmp_path / "device-counts")).collect()
-    assert panes_by_batch(rows, times, agg_column(0)) == [(1, 20, "ON_TIME", 7), (2, 10, "ON_TIME", 7), (2, 30, "ON_TIME", 8),
-                                           (4, 0, "ON_TIME", 6)]
+    written = spark.read.parquet(str(tmp_path / "device-counts"))
+    assert written.columns[:4] == ["n", "window_start", "pane_timing", "emit_time"]  # the statement's
+    assert written.columns == names["counts"].columns + ["batch_id"]  # as start(counts) writes them
+    assert panes_by_batch(written.collect(), times) == [(1, 20, "ON_TIME", 7), (2, 10, "ON_TIME", 7),
+                                                        (2, 30, "ON_TIME", 8), (4, 0, "ON_TIME", 6)]
     assert [(r.event_time, r.reason, r.window_start, r.window_end, r.emit_time, r.batch_id)
             for r in spark.read.parquet(str(tmp_path / "device-counts-dropped")).collect()] == [
         (T(5), "behind its partition", None, None, at(times[5]), 5)]
@@ -162,7 +163,7 @@ def test_the_owned_executor_restarts_and_idle_devices_release_the_watermark(spar
     write_files(folder, BATCHES[:4])
     devices(spark, folder)
     sql = _docs_sql().replace("ASCENDING PER device", "ASCENDING PER device IDLE TIMEOUT 1ms")
-    stream = S.pane_streams(sqlflow.sql(spark, sql))[0]
+    stream = sqlflow.sql(spark, sql)  # the statement's rows, and the dropped ones
     options = dict(format="parquet", path=str(out), dropped_path=str(dropped), checkpoint=str(checkpoint),
                    executor="owned")
     first = S.start(stream, available_now=True, **options)
@@ -190,7 +191,7 @@ def test_the_owned_executor_restarts_and_idle_devices_release_the_watermark(spar
                                        for s in (0, 12, 25, 25, 25, 31, 31, 33)]
     times = [p for p, _ in log]
     rows = spark.read.parquet(str(out)).collect()
-    assert panes_by_batch(rows, times, agg_column(0)) == [(1, 10, "ON_TIME", 2), (1, 20, "ON_TIME", 5), (2, 0, "ON_TIME", 1),
+    assert panes_by_batch(rows, times) == [(1, 10, "ON_TIME", 2), (1, 20, "ON_TIME", 5), (2, 0, "ON_TIME", 1),
                                            (2, 30, "ON_TIME", 8)]
     metrics = S.query_metrics(second)  # the last run's batches: A31 A5 (again), B15, B33, the finish
     assert (metrics["input_rows"], metrics["dropped_behind_partition"], metrics["dropped_too_late"]) == (4, 1, 1)

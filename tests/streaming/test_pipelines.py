@@ -206,6 +206,13 @@ def test_a_discarding_stage_sums_to_totals(spark, tmp_path, finish_conf):
     stage = STAGE.format(view="clicks_disc", trigger="TRIGGER WATERMARK EARLY REPEAT(COUNT 1) ALLOWED LATENESS 1h",
                          mode="DISCARDING")
     df = sqlflow.sql(spark, f"WITH s AS ({stage}) SELECT user_id, SUM(clicks) AS c FROM s GROUP BY user_id")
+    # an aggregation over the panes has no result per micro-batch to write beside its dropped rows
+    with pytest.raises(SqlflowUnsupportedError, match=r"dropped_path writes each micro-batch's panes and dropped "
+                                                      r"rows by batch id; a statement that aggregates the panes "
+                                                      r"downstream \(complete or update mode\)") as info:
+        S.start(df, format="parquet", path=str(tmp_path / "out"), dropped_path=str(tmp_path / "dropped"),
+                checkpoint=str(tmp_path / "cp"))
+    assert info.value.clause == "STREAM" and not spark.streams.active
     got = sorted(tuple(r) for r in run_to_the_end(spark, df, "disc_out").collect())
     users = sorted({u for rows in batches for u, _ in rows})
     assert got == [(u, sum(1 for rows in batches for v, _ in rows if v == u)) for u in users]

@@ -331,25 +331,64 @@ def test_available_now_with_and_without_finish(spark, stream_files, tmp_path):
         (at(0), 3, "ON_TIME", True), (at(1), 4, "ON_TIME", True)]
 
 
-@pytest.mark.parametrize("executor", ["operator", "owned"])
-def test_dropped_rows_side_output(spark, stream_files, tmp_path, executor):
-    """start(..., dropped_path=...) writes the panes and the dropped rows, batch by batch, with the
-    same columns on both executors (b at 0:01 arrives in batch 3, after W passed 0:10)."""
-    from sqlflow.spark.streaming import owned
+class Crash(Exception):
+    pass
 
-    rows = [[("a", at(0.5))], [("a", at(10))], [("a", at(10.2))], [("b", at(1)), ("a", at(10.5))]]
+
+@pytest.mark.parametrize("executor", ["operator", "owned"])
+def test_dropped_rows_side_output(spark, stream_files, tmp_path, monkeypatch, executor):
+    """start(<a sqlflow.sql result>, ..., dropped_path=...) writes the statement's rows (its own
+    columns) and the dropped rows, batch by batch, with the same columns on both executors (b at
+    0:01 arrives in batch 3, after W passed 0:10; c's rows close [0:10, 0:11) on both). The
+    statement runs on Spark's native operator, so the operator path runs its twin that lists the
+    dropped rows. Batch 3 fails after both outputs and runs again from the checkpoint: nothing
+    twice."""
+    import sqlflow
+    from sqlflow.spark.streaming import owned, sink
+
+    rows = [[("a", at(0.5))], [("a", at(10))], [("a", at(10.2))], [("b", at(1)), ("a", at(10.5))],
+            [("c", at(11.5))], [("c", at(11.6))]]
     batches = [pd.DataFrame({"k": [k for k, _ in b], EVENT_TIME: [t for _, t in b], "v": 1}) for b in rows]
     write_batches(stream_files, batches)
-    stream = S.build_stream(source(spark, stream_files), windows_plan(lateness=0), delay=0, keep_dropped=True,
-                            finish_dir=str(tmp_path / "finish"))
-    query = S.start(stream, format="parquet", path=str(tmp_path / "out"), dropped_path=str(tmp_path / "dropped"),
-                    checkpoint=str(tmp_path / "cp"), available_now=True, finish=True, executor=executor)
+    source(spark, stream_files).selectExpr("k", f"timestamp_micros({EVENT_TIME}) AS ts").createOrReplaceTempView(
+        "dropping_src")
+    df = sqlflow.sql(spark, """SELECT k AS key, COUNT(*) * 10 AS n10, window_start, pane_timing FROM dropping_src
+                               WATERMARK ts DELAY OF INTERVAL 0 SECONDS GROUP BY k WINDOW FIXED(SIZE 1m)""")
+    assert S.pane_streams(df)[0].operator == "native"
+
+    def fail(point, batch_id):
+        if point == "after-sink" and batch_id == 3:
+            raise Crash(f"injected at {point} of batch {batch_id}")
+
+    split = sink._split_batch
+
+    def failing_split(*args):
+        write = split(*args)
+
+        def once(batch_df, batch_id):
+            write(batch_df, batch_id)
+            fail("after-sink", batch_id)
+        return once
+
+    options = dict(format="parquet", path=str(tmp_path / "out"), dropped_path=str(tmp_path / "dropped"),
+                   checkpoint=str(tmp_path / "cp"), available_now=True, executor=executor)
+    with monkeypatch.context() as patch:
+        patch.setattr(owned, "fault", fail)
+        patch.setattr(sink, "_split_batch", failing_split)
+        with pytest.raises(Exception, match="injected at after-sink of batch 3"):
+            S.start(df, **options)
+    assert (tmp_path / "dropped" / "batch_id=3").exists() and not (tmp_path / "cp" / "commits" / "3").exists()
+    query = S.start(df, **options)
     assert not query.isActive
     assert (owned.run_of(query) is not None) == (executor == "owned")
-    panes = sorted((r.k, r.window_start.minute, r.n, r.pane_timing) for r in spark.read.parquet(str(tmp_path / "out")).collect())
-    assert panes == [("a", 0, 1, "ON_TIME"), ("a", 10, 3, "ON_TIME")]
+    out = spark.read.parquet(str(tmp_path / "out"))
+    assert out.columns == df.columns + ["batch_id"]  # the statement's columns, then the panes' (sqlflow.sql's rule)
+    assert df.columns[:5] == ["key", "n10", "window_start", "pane_timing", "window_end"]
+    assert sorted((r.key, r.n10, r.window_start.minute, r.pane_timing) for r in out.collect()) == [
+        ("a", 10, 0, "ON_TIME"), ("a", 30, 10, "ON_TIME")]
     dropped = spark.read.parquet(str(tmp_path / "dropped"))
+    # the key named as the query's GROUP BY names it
     assert dropped.columns == ["k", "event_time", "reason", "window_start", "window_end", "emit_time", "batch_id"]
     assert [(r.k, r.event_time.minute, r.reason, r.window_start.minute, r.window_end.minute, r.batch_id)
             for r in dropped.collect()] == [("b", 1, "too late", 1, 2, 3)]
-    assert S.query_metrics(query)["dropped_too_late"] == 1
+    assert S.query_metrics(query)["dropped_too_late"] == 1  # the second run's: batch 3 again

@@ -48,7 +48,10 @@ def build_stream(input_df: DataFrame, plan: EnginePlan, *, delay: int, buckets: 
     - `finish_dir`: a directory for the end-of-input marker (`PaneStream.finish`);
     - `keep_dropped`: also output dropped rows (`PaneStream.dropped`; a stream under ASCENDING PER
       always has them, as an ordering does). The owned-sink executor keeps them when `start` is
-      given a `dropped_path`, and then does not combine rows (each dropped row is listed);
+      given a `dropped_path`, and then does not combine rows (each dropped row is listed). A
+      stream built without them can build its twin with them (`PaneStream.keeping_dropped`,
+      which `start(..., dropped_path=...)` runs on the operator): they cost the stateful operator
+      (never the native one) and its combining, so only a stream whose rows are asked for pays;
     - `time_shift` (us): the watermark column is event time + time_shift; use e.g. 100 years for
       event times before 1970 (Spark's watermark starts at 0, the epoch);
     - `grouping`: "bucket" (default) or "key" (one call per key: for measurements only);
@@ -93,14 +96,24 @@ def build_stream(input_df: DataFrame, plan: EnginePlan, *, delay: int, buckets: 
         return stream
     if reason is None and not keep_dropped and finish_dir is None:
         panes = native_panes(data, plan, delay=delay, schema=schema, metrics_name=metrics_name)
-        return PaneStream(panes, None, None, None, "native", 0, metrics_name, owned=recipe)
-    stream = stateful_panes(spark, data, plan, delay=delay, buckets=buckets, heartbeat=heartbeat,
-                          finish_dir=finish_dir, keep_dropped=keep_dropped, time_shift=time_shift, schema=schema,
-                          metrics_name=metrics_name, grouping=grouping,
-                          shift=lateness_shift(plan) if spark_drops_late else UNBOUNDED_SHIFT,
-                          engine_types=engine_types or {}, decode=decode or {}, sources=tuple(sources),
-                          source_delays=tuple(source_delays), report=report)
+        stream = PaneStream(panes, None, None, None, "native", 0, metrics_name, owned=recipe)
+    else:
+        stream = stateful_panes(spark, data, plan, delay=delay, buckets=buckets, heartbeat=heartbeat,
+                                finish_dir=finish_dir, keep_dropped=keep_dropped, time_shift=time_shift,
+                                schema=schema, metrics_name=metrics_name, grouping=grouping,
+                                shift=lateness_shift(plan) if spark_drops_late else UNBOUNDED_SHIFT,
+                                engine_types=engine_types or {}, decode=decode or {}, sources=tuple(sources),
+                                source_delays=tuple(source_delays), report=report)
     stream.owned = recipe
+    if not keep_dropped:
+        def keeping_dropped() -> PaneStream:  # the same stream, listing its dropped rows
+            return build_stream(input_df, plan, delay=delay, buckets=buckets, native=False, heartbeat=heartbeat,
+                                finish_dir=finish_dir, keep_dropped=True, time_shift=time_shift,
+                                output_schema=output_schema, metrics_name=metrics_name, grouping=grouping,
+                                spark_drops_late=spark_drops_late, engine_types=engine_types, decode=decode,
+                                sources=sources, source_delays=source_delays, report=report)
+
+        stream.keeping_dropped = keeping_dropped
     return stream
 
 

@@ -181,6 +181,8 @@ class OwnedSink:
     session: Any = None  # memory: the session whose view holds the rows (foreachBatch's is a clone)
     #: where the dropped rows go, in the sink's file format (None: not kept)
     dropped_path: str | None = None
+    #: their keys' names as the query names them, by column (a `sqlflow.sql` result's)
+    dropped_names: dict[str, str] = field(default_factory=dict)
 
     def write(self, df: DataFrame, batch_id: int) -> None:
         if self.format in FILE_FORMATS:
@@ -202,7 +204,8 @@ class OwnedSink:
     def write_dropped(self, df: DataFrame, batch_id: int) -> None:
         """The batch's dropped rows to `<dropped_path>/batch_id=N` (overwritten: a re-run batch
         writes them once)."""
-        self._save(df, self.dropped_path, batch_id)
+        self._save(df.withColumnsRenamed(self.dropped_names) if self.dropped_names else df, self.dropped_path,
+                   batch_id)
 
     def _save(self, df: DataFrame, path: str | None, batch_id: int) -> None:
         writer = df.write.mode("overwrite").format(self.format)

@@ -7,7 +7,7 @@ import re
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from pyspark.sql import DataFrame
 
@@ -32,7 +32,10 @@ class PaneStream:
       DATA) and each operator call's report (KIND REPORT, `columns.REPORT_COLUMNS`) in one
       relation: what that stage reads, in place of `panes`;
     - `owned`: what the owned-sink executor needs to run the same stream through foreachBatch
-      (`owned.OwnedRecipe`; its `why_not` says when it cannot), used by `start`.
+      (`owned.OwnedRecipe`; its `why_not` says when it cannot), used by `start`;
+    - `keeping_dropped`: for a stream built without `keep_dropped`, a function building the same
+      stream with it (on the stateful operator): what `start(..., dropped_path=...)` runs on the
+      operator, so that a stream nobody asks the dropped rows of costs nothing for them.
     """
 
     panes: DataFrame
@@ -46,6 +49,7 @@ class PaneStream:
     dropped_projection: list | None = None
     chain: DataFrame | None = None
     owned: Any = None
+    keeping_dropped: Callable[[], "PaneStream"] | None = None
 
     def finish(self) -> None:
         """End the input: the next micro-batch moves the watermark to +infinity in every bucket,

@@ -54,11 +54,14 @@ def start(stream: PaneStream | DataFrame, *, format: str = "parquet", path: str 
       variables): keep a current-results table in PostgreSQL, exactly once with a checkpoint
       (sqlflow/spark/sinks/postgres.py, docs/postgres.md); `options` may give its `keys`, `mode`
       and `query_id` for a stream that is not a `sqlflow.sql` result;
-    - `dropped_path`: also write the rows the stream dropped (a PaneStream built with
-      keep_dropped=True, or one of `pane_streams(df)` that has `dropped`; file formats only). Both
-      outputs are then written by foreachBatch, one directory per micro-batch
+    - `dropped_path`: also write the rows the stream dropped (file formats only): of a
+      `sqlflow.sql` result (the panes then as its statement gives them, its own columns) or of a
+      PaneStream. Both outputs are then written by foreachBatch, one directory per micro-batch
       (`<path>/batch_id=N`, overwritten when Spark re-runs a batch after a failure, so still
-      exactly once), on either executor; read them with spark.read.<format>(path).
+      exactly once), on either executor; read them with spark.read.<format>(path). On the
+      operator a stream built without `keep_dropped` runs as its twin built with it
+      (`PaneStream.keeping_dropped`: the stateful operator, whose state a checkpoint keeps: add
+      or remove `dropped_path` with a new checkpoint).
     - `executor`: "owned" runs the stream through foreachBatch (sqlflow/spark/streaming/owned.py:
       Spark's aggregation for partial aggregates, one Arrow call per bucket, state versions under
       the checkpoint, each batch's output in `<path>/batch_id=N`), "operator" the stream's own
@@ -71,7 +74,8 @@ def start(stream: PaneStream | DataFrame, *, format: str = "parquet", path: str 
         finishers, df = pane_streams(stream), stream
     quiet(df.sparkSession)  # Spark's warnings about the internals of the stream
     if dropped_path is not None:
-        _check_dropped(stream, format=format, path=path, checkpoint=checkpoint)
+        _check_dropped(stream, finishers, df, format=format, path=path, checkpoint=checkpoint,
+                       output_mode=output_mode)
     chosen, _ = choose_executor(df.sparkSession, finishers, df, format=format, table=table, output_mode=output_mode,
                                 executor=executor)
     if chosen == "owned":
@@ -86,6 +90,8 @@ def start(stream: PaneStream | DataFrame, *, format: str = "parquet", path: str 
                                       "on a running stream)", clause="STREAM")
 
     foreach = dropped_path is not None or format == POSTGRES
+    if dropped_path is not None:  # the operator lists the dropped rows: this stream, or its twin that does
+        finishers = [_keeping_dropped(finishers[0])]
     if format == POSTGRES:
         if table is None or checkpoint is None:
             raise SqlflowUnsupportedError("a postgres sink needs a table and a checkpoint location", clause="INSERT")
@@ -93,8 +99,11 @@ def start(stream: PaneStream | DataFrame, *, format: str = "parquet", path: str 
         sink.fallback_query_id = f"checkpoint {checkpoint}"
         w = df.writeStream.foreachBatch(sink)
     elif dropped_path is not None:
-        assert isinstance(stream, PaneStream) and stream.raw is not None and path is not None  # _check_dropped
-        w = stream.raw.writeStream.foreachBatch(_split_batch(stream, format, path, dropped_path, options))
+        kept = finishers[0]
+        assert kept.raw is not None and path is not None  # _check_dropped, _keeping_dropped
+        final = None if isinstance(stream, PaneStream) else _statement_over(stream)
+        w = kept.raw.writeStream.foreachBatch(_split_batch(kept, format, path, dropped_path, options, final,
+                                                           _dropped_names(stream)))
     else:
         w = df.writeStream.outputMode(output_mode or ("complete" if aggregated(df) else "append"))
         if options:
@@ -143,20 +152,35 @@ def start(stream: PaneStream | DataFrame, *, format: str = "parquet", path: str 
                             pause=RETRY_PAUSE)
 
 
-def _check_dropped(stream, *, format: str, path: str | None, checkpoint: str | None) -> None:
+def _check_dropped(stream, finishers: list[PaneStream], df, *, format: str, path: str | None,
+                   checkpoint: str | None, output_mode: str | None) -> None:
     """What `dropped_path` needs, whichever executor runs the stream (a located error else)."""
-    if not isinstance(stream, PaneStream):
-        raise SqlflowUnsupportedError(
-            "dropped_path needs the query's PaneStream, not its DataFrame: start(streaming.pane_streams(df)[0], "
-            "..., dropped_path=...) writes the panes and the dropped rows (docs/streaming.md, 8)", clause="STREAM")
-    if stream.dropped is None:
-        raise SqlflowUnsupportedError("dropped_path needs a PaneStream built with keep_dropped=True",
-                                      clause="STREAM")
     if format not in FILE_FORMATS or path is None or checkpoint is None:
         raise SqlflowUnsupportedError("dropped_path needs a file format, a path and a checkpoint", clause="STREAM")
-    if stream.raw is None:
-        raise SqlflowUnsupportedError("dropped_path needs the stream's operator output (a stateful stream)",
-                                      clause="STREAM")
+    if len(finishers) != 1:
+        raise SqlflowUnsupportedError(
+            f"dropped_path needs one windowed SELECT (or ordering) over a stream; this has {len(finishers) or 'none'}"
+            + (": give each its own INSERT INTO (or start)" if finishers else ""), clause="STREAM")
+    if output_mode not in (None, "append") or aggregated(df):
+        raise SqlflowUnsupportedError(
+            "dropped_path writes each micro-batch's panes and dropped rows by batch id; a statement that aggregates "
+            "the panes downstream (complete or update mode) has no result per batch", clause="STREAM",
+            hint="write the windowed SELECT with its dropped rows, and aggregate its output where you read it")
+    only = finishers[0]
+    if only.dropped is None and only.keeping_dropped is None and (only.owned is None or only.owned.why_not):
+        raise SqlflowUnsupportedError("dropped_path needs a stream whose operator lists its dropped rows "
+                                      "(a PaneStream built with keep_dropped=True)", clause="STREAM")
+
+
+def _keeping_dropped(stream: PaneStream) -> PaneStream:
+    """The stream whose operator output lists its dropped rows: itself, or its twin built so
+    (`PaneStream.keeping_dropped`: the stateful operator, for the operator path's foreachBatch)."""
+    if stream.dropped is not None and stream.raw is not None:
+        return stream
+    if stream.keeping_dropped is None:
+        raise SqlflowUnsupportedError("dropped_path needs a stream whose operator lists its dropped rows "
+                                      "(a PaneStream built with keep_dropped=True)", clause="STREAM")
+    return stream.keeping_dropped()
 
 
 def choose_executor(spark, finishers: list[PaneStream], df, *, format: str, table: str | None = None,
@@ -219,9 +243,19 @@ def _start_owned(stream, pane_stream: PaneStream, *, format, path, query_name, c
     final = None
     if not isinstance(stream, PaneStream):  # a sqlflow.sql result: its statement over each batch's panes
         final = _statement_over(stream)
-    sink = OwnedSink(format, path=path, query_name=query_name, options=options, dropped_path=dropped_path)
+    sink = OwnedSink(format, path=path, query_name=query_name, options=options, dropped_path=dropped_path,
+                     dropped_names=_dropped_names(stream))
     return start_owned(pane_stream.owned, sink=sink, checkpoint=checkpoint, query_name=query_name,
                        trigger_interval=trigger_interval, available_now=available_now, finish=finish, final=final)
+
+
+def _dropped_names(stream) -> dict[str, str]:
+    """A `sqlflow.sql` result's names of its dropped rows' keys, by column (as in the query: `k`
+    for `GROUP BY k`, not the stage's own name)."""
+    report = getattr(stream, ATTRIBUTE, None)
+    if report is None:
+        return {}
+    return next((s.extra.get("dropped_names", {}) for s in report.stages if "stream" in s.extra), {})
 
 
 def _statement_over(df):
@@ -279,15 +313,23 @@ def run_with_retries(launch, run, *, attempts: int, pause: float = 0.0):
     raise AssertionError("unreachable")
 
 
-def _split_batch(stream: PaneStream, format: str, path: str, dropped_path: str, options):
+def _split_batch(stream: PaneStream, format: str, path: str, dropped_path: str, options, final=None,
+                 dropped_names: dict[str, str] | None = None):
     """foreachBatch: the panes and the dropped rows of one micro-batch, each to its own directory
-    named after the batch (overwritten when Spark re-runs the batch: exactly once)."""
+    named after the batch (overwritten when Spark re-runs the batch: exactly once). `final`: a
+    `sqlflow.sql` result's statement over the batch's panes (`_statement_over`), and
+    `dropped_names` its names of the dropped rows' keys, as the owned-sink executor writes them."""
 
     def write(batch_df, batch_id: int) -> None:
         batch_df.persist()
         try:
             for kind, target in ((PANE, path), (DROPPED, dropped_path)):
-                writer = project_batch(batch_df, stream, kind).write.mode("overwrite").format(format)
+                rows = project_batch(batch_df, stream, kind)
+                if kind == PANE and final is not None:
+                    rows = final(rows)
+                elif kind == DROPPED and dropped_names:
+                    rows = rows.withColumnsRenamed(dropped_names)
+                writer = rows.write.mode("overwrite").format(format)
                 if options:
                     writer = writer.options(**{k: str(v) for k, v in options.items()})
                 writer.save(f"{target.rstrip('/')}/batch_id={batch_id}")

@@ -12,7 +12,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ... import ast
-from ...columns import EVENT_TIME, GAP, KIND, PARTITION, REPORT_COLUMNS, SOURCE, agg_column, when_column
+from ...columns import DROPPED_SOURCE, EMIT_TIME, EVENT_TIME, GAP, KIND, PARTITION, REPORT_COLUMNS, SOURCE, agg_column, when_column
 from ...engine import EnginePlan, custom_windows_of
 from ...errors import SqlflowSemanticError, SqlflowUnsupportedError
 from ...frontend.validate import validate
@@ -20,6 +20,7 @@ from .. import collation, conf, handover, trigger_checks
 from ...plan.output import panes_select
 from ...plan.pipelines import STAGE_KEY, StageLink, one_pane_per_window
 from ...plan.relations import replace_select, to_spark_sql
+from ..execute import user_columns
 from ..report import Stage
 from ..select_types import check_input_types, names_and_types, naming_query
 from .build import build_stream
@@ -123,6 +124,8 @@ def streaming_stage(runner, number: int, ws, rel, raw, *, finish_dir: str | None
         if not runner.starts_query:  # `start` sets the state store for the query it starts
             use_state_store(spark, ws)
         check_python_workers(spark, ws)
+    if stream.keeping_dropped is not None and not runner.dry:
+        stream.keeping_dropped = _checked_twin(stream.keeping_dropped, spark, ws)
     counted = f"{stream.buckets} hash buckets of keys ({conf.streaming_buckets(spark, keyed=bool(plan.keys))[1]})"
     if chain is not None:
         why = (f"transformWithStateInPandas (timeMode None) over {counted}, after "
@@ -147,6 +150,9 @@ def streaming_stage(runner, number: int, ws, rel, raw, *, finish_dir: str | None
     else:
         stage.replay = _stream_text(ws, clock, delays, several)
     stage.extra["stream"] = stream
+    # the dropped rows' keys named as in the query (`start(..., dropped_path=...)`), as sqlflow.dropped names them
+    stage.extra["dropped_names"] = {c: n for c, n in user_columns(ws, rel, taken=(EMIT_TIME, DROPPED_SOURCE))
+                                    if c in rel.keys and c != n}
     stage.extra["select"] = ws  # what each output column is (sinks that key rows: sinks/postgres.py)
     stage.extra["executor"] = _executor_text(stream)
     if stream.chain is not None:
@@ -160,6 +166,17 @@ def streaming_stage(runner, number: int, ws, rel, raw, *, finish_dir: str | None
                                     one_pane=one_pane_per_window(ws.windowing), stage=stage)
     runner.tree = replace_select(runner.tree, ws.select, new)
     return stage
+
+
+def _checked_twin(build, spark, ws):
+    """`PaneStream.keeping_dropped` of a stage: its twin runs on the stateful operator, whose
+    Python workers are checked as the stage's own would be (`check_python_workers`)."""
+    def twin():
+        stream = build()
+        check_python_workers(spark, ws)
+        return stream
+
+    return twin
 
 
 def _native_refused(ws, *, several: int, chained: bool, report: bool, per=None) -> None:
