@@ -203,6 +203,17 @@ def rocksdb(spark):
     spark.conf.set(PROVIDER_KEY, before)
 
 
+@pytest.fixture
+def finish_conf(spark, tmp_path):
+    """Streams of one test can be finished: `spark.sqlflow.streaming.finishDir` set to a
+    directory of the test's own (what a script's SET does), unset after it."""
+    from sqlflow.spark.conf import STREAMING_FINISH_DIR
+
+    spark.conf.set(STREAMING_FINISH_DIR, str(tmp_path / "finish"))
+    yield
+    spark.conf.unset(STREAMING_FINISH_DIR)
+
+
 def temp_views(spark) -> set[str]:
     """The session's temporary views (SHOW VIEWS: `spark.catalog.listTables()` fails to decode its
     rows when expressions are interpreted, as on the shared session, `INTERPRETED`)."""

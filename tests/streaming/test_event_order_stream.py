@@ -45,10 +45,8 @@ def _docs_sql(n: int = 0) -> str:
 
 
 @pytest.fixture(autouse=True)
-def _finishable(rocksdb, spark, tmp_path):
-    spark.conf.set(S.CONF_FINISH_DIR, str(tmp_path / "finish"))
-    yield
-    spark.conf.unset(S.CONF_FINISH_DIR)
+def _finishable(rocksdb, finish_conf):
+    """Every stream here runs the stateful operator and can be finished."""
 
 
 _mtime = [int(time.time()) - 50_000]

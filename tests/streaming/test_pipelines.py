@@ -26,13 +26,6 @@ def _state_store(rocksdb):
     each test, also after one that starts from Spark's default)."""
 
 
-@pytest.fixture
-def finish_conf(spark, tmp_path):
-    spark.conf.set(S.CONF_FINISH_DIR, str(tmp_path / "finish"))
-    yield
-    spark.conf.unset(S.CONF_FINISH_DIR)
-
-
 def write_files(directory, batches):
     """One json file per micro-batch of (user, seconds after midnight) clicks, in order."""
     directory.mkdir(parents=True)
