@@ -206,3 +206,22 @@ def test_the_documented_example_runs_and_goes_on_from_its_checkpoint(spark, tmp_
     got = [(r["user"], r["n"], r["total"], (pd.Timestamp(r["window_start"], tz="UTC") - t0).total_seconds(),
             r["batch_id"]) for r in rows]
     assert got == [("ann", 2, 4, 0, 2), ("bob", 1, 4, 0, 2), ("ann", 1, 2, 60, 3), ("bob", 1, 6, 60, 3)]
+
+
+@pytest.mark.parametrize("executor", ["owned", "operator"])
+def test_finishing_a_stream_built_without_a_finish_directory_says_how_to_build_one(spark, stream_files, executor):
+    """`start(df, finish=True)` of a `sqlflow.sql` stream built while no finish directory was set:
+    a located refusal, before anything starts, naming the setting for Python and SQL."""
+    import sqlflow
+    from sqlflow.errors import SqlflowUnsupportedError
+
+    stream_files.write(pd.DataFrame({"k": ["a"], "ts": ["2024-01-01 00:00:10"]}), fmt="json")
+    spark.readStream.schema("k string, ts timestamp").json(str(stream_files.path)).createOrReplaceTempView("unfinished")
+    df = sqlflow.sql(spark, "SELECT k, COUNT(*) AS n FROM unfinished WATERMARK ts DELAY OF INTERVAL 1 MINUTE "
+                            "GROUP BY k WINDOW FIXED(SIZE 1m)")
+    with pytest.raises(SqlflowUnsupportedError) as refused:
+        S.start(df, format="memory", query_name=f"unfinished_{executor}", available_now=True, finish=True,
+                executor=executor)
+    assert str(refused.value).startswith("sqlflow: STREAM: finish needs a stream built with a finish directory")
+    assert 'spark.conf.set("spark.sqlflow.streaming.finishDir", path) in Python, SET in SQL' in str(refused.value)
+    assert not spark.streams.active

@@ -48,7 +48,7 @@ from ...udfs.batch_step import BatchSpec, BatchStep, batch_watermark, state_colu
 from ...udfs.streaming import StreamSpec
 from ..conf import FILE_FORMATS, OWNED_BUCKETS_PER_CORE, streaming_buckets
 from .checkpoint_files import CheckpointFiles
-from .pane_stream import named_and_triggered
+from .pane_stream import named_and_triggered, no_finish_dir
 from .combine import combinable
 from .per_partition import BEHIND, PartitionRule, flag_behind, rows_of, step_partitions, table_of
 from .stateful import dropped_columns, operator_schema, packable, pane_columns
@@ -455,7 +455,7 @@ def start_owned(recipe: OwnedRecipe, *, sink: OwnedSink, checkpoint: str, query_
     RUNS[str(query.id)] = run
     if finish:
         if recipe.finish_dir is None:
-            raise SqlflowUnsupportedError("finish needs a stream built with finish_dir", clause="STREAM")
+            raise no_finish_dir()
         from .pane_stream import write_finish_marker
         query.processAllAvailable()
         write_finish_marker(recipe.finish_dir)

@@ -64,6 +64,17 @@ class PaneStream:
 MARKER_PREFIX, MARKER_SUFFIX = "finish-", ".json"
 
 
+def no_finish_dir() -> SqlflowUnsupportedError:
+    """`finish=True` for a stream built without a finish directory: what to do, from Python and SQL."""
+    from ..conf import STREAMING_FINISH_DIR
+
+    return SqlflowUnsupportedError(
+        "finish needs a stream built with a finish directory", clause="STREAM",
+        hint=f"set {STREAMING_FINISH_DIR} to a directory before sqlflow.sql builds the stream "
+             f"(spark.conf.set(\"{STREAMING_FINISH_DIR}\", path) in Python, SET in SQL), or pass finish_dir to "
+             "build_stream; or start without finish=True (docs/streaming.md, 3)")
+
+
 def write_finish_marker(finish_dir: str) -> None:
     """Write one end-of-input marker file (atomically: Spark's file source never sees half of it)."""
     os.makedirs(finish_dir, exist_ok=True)

@@ -9,12 +9,13 @@ from pyspark.sql import DataFrame
 from ...columns import DROPPED, PANE
 from ...errors import SqlflowUnsupportedError
 from ..log_filter import quiet
-from ..conf import FILE_FORMATS, STREAMING_EXECUTOR, STREAMING_EXECUTORS, STREAMING_FINISH_DIR
+from ..conf import FILE_FORMATS, STREAMING_EXECUTOR, STREAMING_EXECUTORS
 from ..conf import get as conf_get
 from ..report import ATTRIBUTE
 from ..sinks.postgres import FORMAT as POSTGRES
 from ..sinks.postgres import postgres_sink
 from .pane_stream import (PaneStream, aggregated, clear_finish_markers, fresh_checkpoint, named_and_triggered,
+                          no_finish_dir,
                           pane_streams)
 from .session_conf import state_store_for
 from .stateful import project_batch
@@ -83,8 +84,7 @@ def start(stream: PaneStream | DataFrame, *, format: str = "parquet", path: str 
                             checkpoint=checkpoint, trigger_interval=trigger_interval, available_now=available_now,
                             finish=finish, options=options, dropped_path=dropped_path)
     if finish and (not finishers or any(s.finish_dir is None for s in finishers)):
-        raise SqlflowUnsupportedError(f"finish needs a stream built with finish_dir ({STREAMING_FINISH_DIR} in SQL)",
-                                      clause="STREAM")
+        raise no_finish_dir()
     if finish and not available_now:
         raise SqlflowUnsupportedError("finish=True needs available_now=True (or call PaneStream.finish() "
                                       "on a running stream)", clause="STREAM")
@@ -233,8 +233,7 @@ def _start_owned(stream, pane_stream: PaneStream, *, format, path, query_name, c
         raise SqlflowUnsupportedError("finish=True needs available_now=True (or call PaneStream.finish() "
                                       "on a running stream)", clause="STREAM")
     if finish and pane_stream.finish_dir is None:  # before anything starts, as on the operator
-        raise SqlflowUnsupportedError(f"finish needs a stream built with finish_dir ({STREAMING_FINISH_DIR} in SQL)",
-                                      clause="STREAM")
+        raise no_finish_dir()
     if fresh_checkpoint(pane_stream.panes.sparkSession, checkpoint, query_name):  # a new run: no earlier marker ends it
         clear_finish_markers([pane_stream])
     if checkpoint is None:  # memory, noop, console: a checkpoint of its own, as Spark gives those sinks
