@@ -319,19 +319,16 @@ def _split_batch(stream: PaneStream, format: str, path: str, dropped_path: str, 
     `sqlflow.sql` result's statement over the batch's panes (`_statement_over`), and
     `dropped_names` its names of the dropped rows' keys, as the owned-sink executor writes them."""
 
+    from .owned import OwnedSink  # the owned-sink executor's file sink: the same directories and overwriting
+
+    sink = OwnedSink(format, path=path, options=options, dropped_path=dropped_path, dropped_names=dropped_names or {})
+
     def write(batch_df, batch_id: int) -> None:
         batch_df.persist()
         try:
-            for kind, target in ((PANE, path), (DROPPED, dropped_path)):
-                rows = project_batch(batch_df, stream, kind)
-                if kind == PANE and final is not None:
-                    rows = final(rows)
-                elif kind == DROPPED and dropped_names:
-                    rows = rows.withColumnsRenamed(dropped_names)
-                writer = rows.write.mode("overwrite").format(format)
-                if options:
-                    writer = writer.options(**{k: str(v) for k, v in options.items()})
-                writer.save(f"{target.rstrip('/')}/batch_id={batch_id}")
+            panes = project_batch(batch_df, stream, PANE)
+            sink.write(final(panes) if final is not None else panes, batch_id)
+            sink.write_dropped(project_batch(batch_df, stream, DROPPED), batch_id)
         finally:
             batch_df.unpersist()
 
