@@ -117,19 +117,31 @@ def test_a_union_with_a_delay_source_steps_to_the_minimum_of_both_watermarks():
 
 
 @settings(max_examples=examples(150), deadline=None)
-@given(st.lists(st.lists(st.tuples(st.integers(0, 40), st.sampled_from("ABG")), max_size=5), min_size=1,
-                max_size=8), st.integers(0, 10))
+@given(st.lists(st.lists(st.tuples(st.integers(0, 40), st.sampled_from("ABGH")), max_size=5), min_size=1,
+                max_size=8), st.one_of(st.none(), st.integers(0, 10)))
 def test_the_union_watermark_is_the_minimum_of_the_sources_rules(batches, delay):
-    """W(N) = min(the ARRIVAL replay of the ASCENDING PER source at p(N), the DELAY OF source's
-    replay at p(N-1): its batches before N), whatever the batches (times in whole ms)."""
+    """Source 0 (partitions A, B) is ASCENDING PER; source 1 (G, H) DELAY OF `delay` seconds, or
+    ASCENDING PER too when None. W(N) = min(the ARRIVAL replay of source 0 at p(N), source 1's:
+    its replay at p(N) under ASCENDING PER, at p(N-1) (its batches before N) under DELAY OF),
+    whatever the batches (times in whole ms)."""
     times = [100 * (i + 1) for i in range(len(batches))]
     ms = 1_000
-    rows = [[(f"{b}-{i}", BASE + t * ms, k if k != "G" else "", int(k == "G")) for i, (t, k) in enumerate(batch)]
-            for b, batch in enumerate(batches)]
-    out = run(rows, times, sources=(SourceRule(), SourceRule(delay=delay * ms)))
-    per = [(times[b], r) for b, batch in enumerate(rows) for r in batch if r[3] == 0]
-    gw = [(times[b], r) for b, batch in enumerate(rows) for r in batch if r[3] == 1]
-    per_wm = ascending_replay([a for a, _ in per], [r[1] for _, r in per], [r[2] for _, r in per])[0] if per else None
-    gw_wm = bounded_delay([a for a, _ in gw], [r[1] for _, r in gw], delay * ms) if gw else None
-    expected = [min(per_wm.at(p) if per_wm else NEG_INF, gw_wm.at(p - 100) if gw_wm else NEG_INF) for p in times]
+    rows = [[(f"{b}-{i}", BASE + t * ms, k if k in "AB" or delay is None else "", int(k in "GH"))
+             for i, (t, k) in enumerate(batch)] for b, batch in enumerate(batches)]
+    second = SourceRule() if delay is None else SourceRule(delay=delay * ms)
+    out = run(rows, times, sources=(SourceRule(), second))
+
+    def of(source):
+        return [(times[b], r) for b, batch in enumerate(rows) for r in batch if r[3] == source]
+
+    def ascending(got):
+        return ascending_replay([a for a, _ in got], [r[1] for _, r in got], [r[2] for _, r in got])[0]
+
+    first, other = of(0), of(1)
+    first_wm = ascending(first) if first else None
+    other_wm = (None if not other else ascending(other) if delay is None
+                else bounded_delay([a for a, _ in other], [r[1] for _, r in other], delay * ms))
+    lag = 0 if delay is None else 100
+    expected = [min(first_wm.at(p) if first_wm else NEG_INF, other_wm.at(p - lag) if other_wm else NEG_INF)
+                for p in times]
     assert [o[2] for o in out] == expected
