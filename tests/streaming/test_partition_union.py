@@ -59,6 +59,15 @@ def sources(spark, folder: Path, batches=slice(None)) -> None:
             .parquet(str(folder / name)).createOrReplaceTempView(name)
 
 
+def replay_sources(spark, times: list[int], skip=None) -> None:
+    """The rows as recorded views `rdevices` and `rgateways`, each arriving (column `at`) at its
+    batch's time (`times`), but the row `skip`."""
+    for name, rows in (("rdevices", DEVICES), ("rgateways", GATEWAYS)):
+        spark.createDataFrame([(d, T(s), at(times[b])) for b, batch in enumerate(rows) for d, s in batch
+                               if (d, s) != skip], "device string, ts timestamp, at timestamp") \
+            .createOrReplaceTempView(name)
+
+
 def seconds(values) -> list:
     """Watermarks as seconds of the day (None: none yet, "inf": the finish)."""
     return [None if w == NEG_INF else "inf" if w == POS_INF else int((at(w) - T(0)).total_seconds()) for w in values]
@@ -91,10 +100,7 @@ def test_the_lagging_device_and_the_gateways_hold_the_window_on_the_operators(sp
     metrics = S.query_metrics(query)
     assert (metrics["input_rows"], metrics["dropped_behind_partition"], metrics["dropped_too_late"],
             S.late_by_source(metrics)) == (16, 1, 1, {"devices": 0, "gateways": 1})
-    # the replay of the same arrivals
-    for name, rows in (("rdevices", DEVICES), ("rgateways", GATEWAYS)):
-        spark.createDataFrame([(d, T(s), at(times[b])) for b, batch in enumerate(rows) for d, s in batch],
-                              "device string, ts timestamp, at timestamp").createOrReplaceTempView(name)
+    replay_sources(spark, times)  # the replay of the same arrivals
     replay = sqlflow.sql(spark, SQL.replace("FROM devices", "FROM rdevices").replace("FROM gateways", "FROM rgateways")
                          .replace("ASCENDING PER device", "ASCENDING PER device ARRIVAL at")
                          .replace("DELAY OF 5s", "DELAY OF 5s ARRIVAL at"))
@@ -111,7 +117,8 @@ def test_the_owned_executor_restarts_and_an_idle_device_releases_the_window(spar
     idle; B's 8), 15, 31; the gateways': none, -2, 9, 22, 25, 30; W(N): none, -2, 9, 12, 15, 30.
     So [0, 10) fires at batch 3 (a batch earlier than without the timeout, where B's 8 holds
     it), [10, 20) and [20, 30) at batch 5, [30, 40) at the finish; A5 and G6 dropped as on the
-    operators."""
+    operators. The TIMELINE replay of the stream's watermark log over the rows but A5 (dropped
+    before the window) gives the same panes."""
     folder = tmp_path / "in"
     sources(spark, folder, slice(0, 3))
     sql = SQL.replace("ASCENDING PER device", "ASCENDING PER device IDLE TIMEOUT 1ms")
@@ -127,8 +134,17 @@ def test_the_owned_executor_restarts_and_an_idle_device_releases_the_window(spar
     # the finish marker's batch logs the step its rows (none) make; its end of input follows it
     assert seconds(w for _, w in log) == [None, -2, 9, 12, 15, 30, 30]
     written = spark.read.parquet(str(tmp_path / "out")).collect()
-    assert panes_by_batch(written, times) == [(2, 20, "ON_TIME", 5), (3, 10, "ON_TIME", 5), (4, 30, "ON_TIME", 6),
-                                              (5, 0, "ON_TIME", 3)]
+    panes = panes_by_batch(written, times)
+    assert panes == [(2, 20, "ON_TIME", 5), (3, 10, "ON_TIME", 5), (4, 30, "ON_TIME", 6), (5, 0, "ON_TIME", 3)]
+    # the TIMELINE replay of the stream's own watermark log over the rows that reached the window
+    spark.createDataFrame(S.watermark_log(second), "p long, w long") \
+        .selectExpr("timestamp_micros(p) AS proc_time", "timestamp_micros(w) AS watermark") \
+        .createOrReplaceTempView("union_log")
+    replay_sources(spark, times, skip=("A", 5))
+    replay = sqlflow.sql(spark, SQL.replace("FROM devices", "FROM rdevices").replace("FROM gateways", "FROM rgateways")
+                         .replace("ASCENDING PER device", "TIMELINE union_log ARRIVAL at")
+                         .replace("DELAY OF 5s", "TIMELINE union_log ARRIVAL at"))
+    assert panes_by_batch(replay.collect(), times) == panes
     assert sorted((r.event_time, r.reason, r.window_start, r.emit_time, r.source, r.batch_id)
                   for r in spark.read.parquet(str(tmp_path / "dropped")).collect()) == [
         (T(5), "behind its partition", None, at(times[3]), "devices", 3),

@@ -242,6 +242,7 @@ def _build(runner, number, engine_input, plan, clock, delays, output_schema, ope
     """The pane stream of a stage over a watermarked stream (`build_stream`)."""
     spark = runner.spark
     partition = None
+    delayed = several if per is None else None  # several DELAY OF sources: Spark's watermarks and the operator's
     if per is not None:
         from .per_partition import PartitionRule
 
@@ -255,8 +256,8 @@ def _build(runner, number, engine_input, plan, clock, delays, output_schema, ope
         else {"auto": None, "native": True, "stateful": False}[operator],
         buckets=int(buckets) if buckets else None,
         finish_dir=finish_dir or conf.get(spark, conf.STREAMING_FINISH_DIR),
-        time_shift=time_shift, sources=several.names if several and per is None else (),
-        source_delays=several.delays if several else (),
+        time_shift=time_shift, sources=delayed.names if delayed else (),
+        source_delays=delayed.delays if delayed else (),
         engine_types=dict(outputs.types), decode=outputs.decode_by_column(),
         metrics_name=_metrics_name(number), report=report, partition=partition)
 
