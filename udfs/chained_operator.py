@@ -33,7 +33,7 @@ import pandas as pd
 
 import numpy as np
 
-from sqlflow.columns import (DATA, DROPPED, EMIT_TIME, EVENT_TIME, KIND, REASON, REPORT, REPORT_COLUMNS,
+from sqlflow.columns import (DATA, DROPPED, EMIT_TIME, EVENT_TIME, KIND, REASON, REPORT, REPORT_COLUMNS, SOURCE,
                              STREAM_COUNTERS, WINDOW_END, WINDOW_START, metric_column)
 from sqlflow.udfs.stage_reports import Reports
 from sqlflow.udfs.operator_frames import one_frame
@@ -90,6 +90,8 @@ class ChainStep:
         out[WINDOW_START] = pd.array([None] * n, dtype="Int64")
         out[WINDOW_END] = pd.array([None] * n, dtype="Int64")
         out[EMIT_TIME] = np.full(n, p, np.int64)
+        if self.spec.stream.sources:
+            out[SOURCE] = pd.array(rows[SOURCE], dtype="Int64")
         return pd.DataFrame(out)
 
     def run(self, meta: Meta, view: Reports, state_blob: bytes | None, rows, reports: pd.DataFrame,

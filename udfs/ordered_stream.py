@@ -92,6 +92,12 @@ class OrderSpec:
     #: partition (nor without an event time) is released in its own batch, late or not (the
     #: windowed stage judges it), and the watermark goes on the counters row as the stage's report
     pass_through: bool = False
+    #: a window over several sources, one at least ASCENDING PER (pass-through): each source's
+    #: rule, and `source` the column of each row's source number; `partition` is then "" on the
+    #: rows of a DELAY OF source, and `time_shift` (us) the query's (`sources_watermark`)
+    sources: tuple[SourceRule, ...] = ()
+    source: str | None = None
+    time_shift: int = 0
 
     def output_columns(self) -> list[str]:
         return [KIND, *self.columns, EMIT_TIME, REASON,
@@ -191,6 +197,70 @@ def partition_watermark(parts: pd.DataFrame, keys: np.ndarray, t: np.ndarray, va
     return behind, parts, wm
 
 
+@dataclass(frozen=True)
+class SourceRule:
+    """One branch's watermark on a live UNION ALL whose window reads several watermarked sources,
+    one at least ASCENDING PER (docs/semantics.md 9 and 1.2): `delay` (us) for `DELAY OF`, None for
+    `ASCENDING PER` with its IDLE TIMEOUT `idle` (us; None: none)."""
+
+    delay: int | None = None
+    idle: int | None = None
+
+
+def empty_sources() -> pd.DataFrame:
+    """The partition table of several sources: `partition_watermark`'s columns and `s`, each row's
+    source; a row whose `k` is None holds its source's own watermark in `latest`."""
+    return empty_partitions().assign(s=np.array([], np.int64))
+
+
+def sources_watermark(parts: pd.DataFrame, rules: tuple[SourceRule, ...], source: np.ndarray, keys: np.ndarray,
+                      t: np.ndarray, valid: np.ndarray, p: int, wm_prev: int, shift: int = 0
+                      ) -> tuple[np.ndarray, pd.DataFrame, int]:
+    """`partition_watermark` for a window over several sources (`rules`; `source`: each row's
+    source number): each source keeps its own watermark, the window's is the minimum of theirs
+    (docs/semantics.md, 9), never below `wm_prev`. An ASCENDING PER source's is its partitions'
+    (`partition_watermark`, its rows may be behind their partition); a DELAY OF source's is the
+    largest event time of the batches before minus its delay (`batch_watermark`, Spark's rule, on
+    event time + `shift`; its rows are its one partition ""). A source without rows yet holds the
+    window at -inf.
+
+    >>> rules = (SourceRule(idle=None), SourceRule(delay=5_000))  # times in us
+    >>> behind, parts, wm = sources_watermark(empty_sources(), rules, np.array([0, 0, 1]),
+    ...     np.array(["a", "b", ""], object), np.array([10_000, 3_000, 30_000]), np.ones(3, bool), p=1, wm_prev=-9)
+    >>> behind.tolist(), wm  # the DELAY OF source has no batch before: -inf, the window's stays
+    ([False, False, False], -9)
+    >>> behind, parts, wm = sources_watermark(parts, rules, np.array([0, 0, 1]), np.array(["a", "b", ""], object),
+    ...     np.array([9_000, 20_000, 40_000]), np.ones(3, bool), p=2, wm_prev=wm)
+    >>> behind.tolist(), wm  # a's 9 is behind its 10; min(ASCENDING PER: min(10, 20), DELAY OF: 30 - 5)
+    ([True, False, False], 10000)
+    >>> parts.values.tolist()
+    [['a', 10000, 1, 0], ['b', 20000, 2, 0], [None, 10000, 2, 0], ['', 40000, 2, 1], [None, 25000, 2, 1]]
+    """
+    from sqlflow.udfs.batch_step import batch_watermark  # (it imports this module's neighbours)
+
+    behind = np.zeros(len(t), bool)
+    own = parts["s"].to_numpy(np.int64)
+    held = pd.isna(parts["k"]).to_numpy(bool)
+    tables, wms = [], []
+    for i, rule in enumerate(rules):  # a handful of sources: a few vectorised calls each
+        table = parts.loc[(own == i) & ~held, ["k", "latest", "last"]].reset_index(drop=True)
+        mark = parts.loc[(own == i) & held, "latest"].to_numpy(np.int64)
+        prev = int(mark[0]) if len(mark) else NEG_INF
+        rows = source == i
+        if rule.delay is None:
+            behind[rows], table, wm = partition_watermark(table, keys[rows], t[rows], valid[rows], p, rule.idle, prev)
+        else:
+            seen = int(table["latest"].max()) if len(table) else None
+            wm = max(prev, batch_watermark(seen, rule.delay, shift))
+            _, table, _ = partition_watermark(table, np.full(int(rows.sum()), "", object), t[rows], valid[rows], p,
+                                              None, prev)
+        wms.append(wm)
+        tables += [table.assign(s=np.int64(i)),
+                   pd.DataFrame({"k": [None], "latest": [np.int64(wm)], "last": [np.int64(p)], "s": [np.int64(i)]})]
+    parts = pd.concat(tables, ignore_index=True).astype({"latest": np.int64, "last": np.int64, "s": np.int64})
+    return behind, parts, max(wm_prev, min(wms))
+
+
 def partitions_to_ipc(parts: pd.DataFrame) -> bytes | None:
     return to_ipc(pa.Table.from_pandas(parts, preserve_index=False)) if len(parts) else None
 
@@ -222,7 +292,8 @@ class OrderStep:
             wm_ms = max(int(spark_ms), own_watermark_ms(meta.seen, spec.column_shift, spec.delay_ms))
             wm_new = max(engine_watermark(wm_ms, 0), wm_prev)
         else:
-            parts = empty_partitions() if parts is None else parts
+            if parts is None or not len(parts):
+                parts = empty_sources() if spec.sources else empty_partitions()
             wm_new = wm_prev
         counts = dict.fromkeys(ORDER_COUNTERS, 0)
         dropped = None
@@ -238,7 +309,12 @@ class OrderStep:
             if spec.partition is not None and parts is not None:
                 keys = np.asarray(rows.column(spec.partition).fill_null(NULL_PARTITION).to_numpy(zero_copy_only=False),
                                   dtype=object)
-                behind, parts, wm_new = partition_watermark(parts, keys, values, ~null, p, spec.idle, wm_prev)
+                if spec.sources:
+                    source = np.asarray(rows.column(spec.source).to_numpy(zero_copy_only=False), dtype=np.int64)
+                    behind, parts, wm_new = sources_watermark(parts, spec.sources, source, keys, values, ~null, p,
+                                                              wm_prev, spec.time_shift)
+                else:
+                    behind, parts, wm_new = partition_watermark(parts, keys, values, ~null, p, spec.idle, wm_prev)
             late = np.zeros(len(values), bool) if spec.pass_through else (
                 ~null & ~behind & ((values < wm_prev) | meta.finished))
             kept = ~null & ~late & ~behind
@@ -255,6 +331,10 @@ class OrderStep:
                 rows = rows.filter(pa.array(kept))
             if rows.num_rows:
                 buffer = rows if buffer is None else pa.concat_tables([buffer, rows.cast(buffer.schema)])
+        elif spec.partition is not None and parts is not None and spec.sources:  # idle partitions, DELAY OF's step
+            _, parts, wm_new = sources_watermark(parts, spec.sources, np.array([], np.int64), np.array([], object),
+                                                 np.array([], np.int64), np.array([], bool), p, wm_prev,
+                                                 spec.time_shift)
         elif spec.partition is not None and parts is not None and spec.idle is not None:  # partitions turn idle
             _, parts, wm_new = partition_watermark(parts, np.array([], object), np.array([], np.int64),
                                                    np.array([], bool), p, spec.idle, wm_prev)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from sqlglot import exp
 
 from .. import ast
-from ..columns import ARRIVAL_TIME, EVENT_TIME, GAP, SOURCE, arg_column, key_column, when_column
+from ..columns import ARRIVAL_TIME, EVENT_TIME, GAP, PARTITION, SOURCE, arg_column, key_column, when_column
 from ..engine import when_predicates
 from .relations import probe_select, to_spark_sql
 from .windowed_select import WindowedSelect, parse_column
@@ -89,11 +89,13 @@ def input_relation(ws: WindowedSelect) -> InputRelation:
 _SOURCE_MARK, _BRANCH_MARK = "sqlflow_source_index", "sqlflow_branch_index"
 
 
-def tagged_relation(ws: WindowedSelect, sources, tags: list[exp.Expr], relations=None) -> InputRelation:
+def tagged_relation(ws: WindowedSelect, sources, tags: list[exp.Expr], relations=None,
+                    partitions: list[exp.Expr] | None = None) -> InputRelation:
     """`input_relation(ws)` whose rows carry their source's tag in column SOURCE: `sources` are
     the branches of a UNION ALL, one watermarked source each (docs/semantics.md, 9), and the
     SELECT list of source i's branch gets `tags[i] AS SOURCE`; `relations[i]`, when given,
-    replaces source i's relation (a stream's watermarked view). The column reaches the window
+    replaces source i's relation (a stream's watermarked view); `partitions[i]`, when given, is
+    source i's rows' partition, column PARTITION (docs/semantics.md 1.2). The columns reach the window
     through the UNION ALL and `SELECT *`; a SELECT list in between that leaves it out makes
     Spark's analysis fail on it."""
     for i, s in enumerate(sources):
@@ -113,6 +115,10 @@ def tagged_relation(ws: WindowedSelect, sources, tags: list[exp.Expr], relations
             node.replace(relations[i])
         i = node.meta.pop(_BRANCH_MARK, None)
         if i is not None:
-            node.set("expressions", [*node.expressions, exp.alias_(tags[i], SOURCE)])
-    rel.query.set("expressions", [*rel.query.expressions, exp.column(SOURCE)])
+            tagged = [exp.alias_(tags[i], SOURCE)]
+            if partitions is not None:
+                tagged.append(exp.alias_(partitions[i], PARTITION))
+            node.set("expressions", [*node.expressions, *tagged])
+    rel.query.set("expressions", [*rel.query.expressions, exp.column(SOURCE),
+                                  *([exp.column(PARTITION)] if partitions is not None else [])])
     return rel

@@ -126,9 +126,10 @@ def test_windows_never_see_a_row_behind_its_partition(spark):
 
 
 def test_on_a_live_stream_ascending_per_runs_windows_and_refuses_the_rest_where_written(spark, tmp_path):
-    """A window over ASCENDING PER on a live stream runs (tests/streaming/test_partition_stream.py);
-    a plain SELECT (it would have to drop its rows behind their partition) and a UNION ALL with
-    another watermarked stream are refused at the clause, with a hint naming what runs."""
+    """A window over ASCENDING PER on a live stream runs (tests/streaming/test_partition_stream.py),
+    also over a UNION ALL with another watermarked stream (tests/streaming/test_partition_union.py);
+    a plain SELECT (it would have to drop its rows behind their partition) is refused at the
+    clause, with a hint naming what runs."""
     spark.readStream.schema("p string, ts timestamp, v long").parquet(str(tmp_path)) \
         .createOrReplaceTempView("live")
     windowed = "SELECT p, COUNT(*) AS n FROM live WATERMARK ts ASCENDING PER p GROUP BY p WINDOW FIXED(SIZE 1m) ON ts"
@@ -150,12 +151,12 @@ def test_on_a_live_stream_ascending_per_runs_windows_and_refuses_the_rest_where_
     assert info.value.hint.startswith("window the stream (GROUP BY ... WINDOW ...) or order it by event time "
                                       "(ORDER BY ts)")
     assert (info.value.clause, info.value.line, info.value.column) == ("WATERMARK", 1, 40)  # at ASCENDING
-    with pytest.raises(SqlflowError) as info:
-        sqlflow.sql(spark, "SELECT COUNT(*) AS n FROM (SELECT * FROM live WATERMARK ts ASCENDING PER p "
-                           "UNION ALL SELECT * FROM live WATERMARK ts DELAY OF 1s) u WINDOW FIXED(SIZE 1m) ON ts")
-    assert info.value.message == ("WATERMARK ... ASCENDING PER with another watermarked source is not yet run "
-                                  "on a live stream")
-    assert (info.value.clause, info.value.line, info.value.column) == ("WATERMARK", 1, 60)  # at ASCENDING
+    union = ("SELECT COUNT(*) AS n FROM (SELECT * FROM live WATERMARK ts ASCENDING PER p "
+             "UNION ALL SELECT * FROM live WATERMARK ts DELAY OF 1s AS l) u WINDOW FIXED(SIZE 1m) ON ts")
+    assert sqlflow.sql(spark, union).isStreaming
+    assert ("watermark the minimum of 2 sources' (UNION ALL): ASCENDING PER p (each partition's watermark"
+            in sqlflow.explain(union, spark))
+    assert "DELAY OF 1s on ts of l, computed over the micro-batches" in sqlflow.explain(union, spark)
 
 
 def test_the_readme_example(spark, capsys):

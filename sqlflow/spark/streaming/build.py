@@ -69,10 +69,13 @@ def build_stream(input_df: DataFrame, plan: EnginePlan, *, delay: int, buckets: 
       every call reports its bucket's output watermark (`PaneStream.chain`);
     - `partition`: the source's watermark is `ASCENDING PER` (docs/semantics.md, 1.2): `input_df`
       has column `columns.PARTITION`, `delay` is unused, and the watermark is computed per
-      partition over the micro-batches (`per_partition` for the owned-sink executor).
+      partition over the micro-batches (`per_partition` for the owned-sink executor); of
+      several sources (`PartitionRule.sources`, `sources` then empty) `input_df` has SOURCE too,
+      and each source's watermark is computed alike (the window's the minimum).
     """
     spark = input_df.sparkSession
-    data = input_df.select(*engine_columns(input_df, plan), *([SOURCE] if sources else []),
+    several = sources or (partition.sources if partition is not None else ())
+    data = input_df.select(*engine_columns(input_df, plan), *([SOURCE] if several else []),
                            *([PARTITION] if partition is not None else []))
     schema = output_schema or pane_schema(data.schema, plan)
     reason = native_equivalent(plan, time_shift=time_shift) if native is not False else "forced"
@@ -84,7 +87,8 @@ def build_stream(input_df: DataFrame, plan: EnginePlan, *, delay: int, buckets: 
         raise SqlflowUnsupportedError(f"the native operator is not equivalent here: {reason}", clause="STREAM")
     recipe = OwnedRecipe(data, plan, delay, time_shift, schema, engine_types or {}, decode or {}, metrics_name,
                          finish_dir, buckets,
-                         owned_obstacle(plan, data.schema, sources=sources, report=report, grouping=grouping,
+                         owned_obstacle(plan, data.schema, sources=sources if partition is None else (),
+                                        report=report, grouping=grouping,
                                         spark_drops_late=spark_drops_late), partition)
     if partition is not None:
         from .partitioned import partitioned_panes

@@ -13,7 +13,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ...columns import BUCKET, DATA, DROPPED, EVENT_TIME, KIND, REASON, REPORT, REPORT_COLUMNS
+from ...columns import BUCKET, DATA, DROPPED, EVENT_TIME, KIND, REASON, REPORT, REPORT_COLUMNS, SOURCE
 from ...engine import EnginePlan
 from ...udfs.chained_operator import ChainSpec
 from ...udfs.streaming import StreamSpec
@@ -28,15 +28,17 @@ from .stateful import (bucket_count, bucket_of, dropped_columns, masked_number_e
 def chained_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, *, upstream: PaneStream,
                   schema: T.StructType, metrics_name: str, buckets: int | None = None,
                   engine_types: dict | None = None, decode: dict | None = None,
-                  report: bool = False, count_input: bool = True, keep_dropped: bool = False) -> PaneStream:
+                  report: bool = False, count_input: bool = True, keep_dropped: bool = False,
+                  sources: tuple[str, ...] = ()) -> PaneStream:
     """The pane stream of `plan` over `data`: the engine input columns of the earlier stage's panes
     (KIND DATA) and its reports (KIND REPORT, the REPORT_COLUMNS). `upstream`: the earlier stage's
     pane stream (its bucket count, its finish directory); `report`: this stage reports in turn;
     `count_input`: count the DATA rows as the query's `input_rows` (else the earlier stage counts);
     `keep_dropped`: list the rows this stage drops, and pass on the DROPPED rows of `data` (with
-    their REASON: what the stage before dropped), as `PaneStream.dropped`."""
+    their REASON: what the stage before dropped), as `PaneStream.dropped`; `sources`: the names of
+    several sources, whose number each row carries (SOURCE), counted and listed per source."""
     kind = F.col(KIND)
-    cols = engine_columns(data, plan)
+    cols = engine_columns(data, plan) + ([SOURCE] if sources else [])
     data = data.select(*[F.when(kind == REPORT, F.lit(0)).otherwise(F.col(c)).alias(c) if c == EVENT_TIME
                          else F.col(c) for c in cols], kind, *REPORT_COLUMNS, *([REASON] if keep_dropped else []))
     if count_input:
@@ -54,14 +56,14 @@ def chained_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, *, ups
     spec = StreamSpec(plan=plan, input_columns=tuple(cols), frame_columns=tuple(rows.columns),
                       integral_columns=tuple(f.name for f in data.schema.fields
                                              if f.name in cols and is_integral(f.dataType)),
-                      masked_columns=masked, report=report, keep_dropped=keep_dropped)
+                      masked_columns=masked, report=report, keep_dropped=keep_dropped, sources=sources)
     raw = rows.groupBy(BUCKET).transformWithStateInPandas(
         statefulProcessor=ChainedProcessor(ChainSpec(spec, upstream.buckets)),
         outputStructType=operator_schema(spec, schema, engine_types), outputMode="Append", timeMode="None")
     observed, panes, projection, chain = operator_outputs(raw, spec, schema, decode, metrics_name)
     dropped = dropped_projection = None
     if keep_dropped:
-        dropped_projection = dropped_columns(plan)
+        dropped_projection = dropped_columns(plan, sources)
         dropped = observed.where(F.col(KIND) == DROPPED).select(*dropped_projection)
     return PaneStream(panes, observed, dropped, upstream.finish_dir, "stateful", n_buckets, metrics_name,
                       projection, dropped_projection, chain)

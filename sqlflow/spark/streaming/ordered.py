@@ -20,7 +20,7 @@ from pyspark.sql import types as T
 
 from ...columns import (BUCKET, DATA, DROPPED, DROPPED_ARRIVAL_TIME, DROPPED_EVENT_TIME, DROPPED_REASON, EMIT_TIME,
                         EVENT_TIME, FINISH, KIND, PANE, PARTITION, PREFIX, REASON, WM_COLUMN, metric_column)
-from ...udfs.ordered_stream import ORDER_COUNTERS, ORDER_GAUGES, OrderSpec
+from ...udfs.ordered_stream import ORDER_COUNTERS, ORDER_GAUGES, OrderSpec, SourceRule
 from ...udfs.tws import OrderProcessor
 from ..log_filter import quiet
 from .metrics import METRICS_NAME
@@ -74,7 +74,8 @@ CARRIED = (T.LongType, T.IntegerType, T.ShortType, T.ByteType, T.DoubleType, T.F
 
 def ordered_stream(rows: DataFrame, *, names: list[str], event_time: str, ties: list[tuple[bool, bool]],
                    delay: int, finish_dir: str | None, metrics_name: str = METRICS_NAME,
-                   per_partition: bool = False, idle: int | None = None, pass_through: bool = False) -> PaneStream:
+                   per_partition: bool = False, idle: int | None = None, pass_through: bool = False,
+                   sources: tuple[SourceRule, ...] = (), source: str | None = None, time_shift: int = 0) -> PaneStream:
     """The released rows of `rows` (a streaming DataFrame: the user's columns `names`, then one
     column per tie-breaker, `ties` giving each one's (descending, NULLs first)) ordered by the
     event-time column `event_time` under `WATERMARK ... DELAY OF delay` (us); with
@@ -83,7 +84,9 @@ def ordered_stream(rows: DataFrame, *, names: list[str], event_time: str, ties: 
     (Spark's is then a constant). The released rows have the user's columns and `emit_time`;
     the dropped rows the user's columns, `event_time`, `arrival_time` (the batch's time) and
     `reason`. With `pass_through` the rows are not held: each batch releases its rows that are not
-    behind their partition (`OrderSpec.pass_through`, the first stage of `partitioned`)."""
+    behind their partition (`OrderSpec.pass_through`, the first stage of `partitioned`); there
+    `sources` are the rules of several sources, `source` the name in `names` of the column of
+    each row's source number, `time_shift` the query's (`OrderSpec.sources`)."""
     spark = rows.sparkSession
     fields = rows.schema.fields
     user, tie_fields = fields[:len(names)], fields[len(names):len(names) + len(ties)]
@@ -118,7 +121,9 @@ def ordered_stream(rows: DataFrame, *, names: list[str], event_time: str, ties: 
     spec = OrderSpec(columns=columns, ties=tuple((tie_column(j), d, n) for j, (d, n) in enumerate(ties)),
                      delay_ms=(delay + shift) // 1000, column_shift=shift, time=EVENT_TIME,
                      frame_columns=tuple(union.columns), partition=PARTITION_COLUMN if per_partition else None,
-                     idle=idle, pass_through=pass_through, wall_clock=tuple(
+                     idle=idle, pass_through=pass_through, sources=sources,
+                     source=user_column(names.index(source)) if source is not None else None, time_shift=time_shift,
+                     wall_clock=tuple(
                          [user_column(i) for i, f in enumerate(user) if isinstance(f.dataType, T.TimestampNTZType)]
                          + [tie_column(j) for j, f in enumerate(tie_fields) if isinstance(f.dataType, T.TimestampNTZType)]))
     types = {EVENT_TIME: T.LongType(), KIND: T.IntegerType(), EMIT_TIME: T.LongType(), REASON: T.StringType()}

@@ -37,8 +37,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ... import ast
-from ...columns import (BEHIND_PARTITION, BUCKET, DATA, DROPPED, DROPPED_EVENT_TIME, DROPPED_REASON, EMIT_TIME,
-                        EVENT_TIME, FINISH, KIND, LATEST, PANE, PARTITION, STATE, STATE_BYTES, STATE_FORMAT,
+from ...columns import (BEHIND_PARTITION, BUCKET, DATA, DROPPED, DROPPED_EVENT_TIME, DROPPED_REASON,
+                        DROPPED_SOURCE, EMIT_TIME, EVENT_TIME, FINISH, KIND, LATEST, PANE, PARTITION, SOURCE, STATE, STATE_BYTES, STATE_FORMAT,
                         STATE_META, WEIGHT, WINDOW_END, WINDOW_START, PARTIAL_OVERFLOW, metric_column, part_column,
                         state_meta_column)
 from ...engine import COMBINING, STREAM, Aggregate, EnginePlan, path_for, state_codec
@@ -78,7 +78,7 @@ class OwnedRecipe:
     buckets: int | None
     why_not: str | None  # None: the owned executor can run it
     #: ASCENDING PER: the driver computes the watermark per partition (`per_partition`); `data`
-    #: then has column PARTITION and `delay` is unused
+    #: then has column PARTITION (and SOURCE, of several sources) and `delay` is unused
     partition: PartitionRule | None = None
 
 
@@ -242,19 +242,21 @@ class OwnedRun:
         self.buckets = latest.buckets if latest is not None else (max(1, int(default)) if plan.keys else 1)
         # dropped rows are listed row by row: a combined element would stand for several rows
         self.keep_dropped = sink.dropped_path is not None
-        self.combine = not self.keep_dropped and combinable(plan, recipe.data.schema)
+        # (of several sources, each row keeps its source: too-late rows are counted per source)
+        sources = recipe.partition.names if recipe.partition is not None else ()
+        self.combine = not self.keep_dropped and not sources and combinable(plan, recipe.data.schema)
         run_plan = partial_plan(plan) if self.combine else plan
         engine_cols = [f.name for f in recipe.data.schema.fields if f.name != PARTITION]
         if self.combine:
             engine_cols = [*plan.keys, EVENT_TIME, *[part_column(j) for j in range(len(plan.aggregates))], WEIGHT]
         self.spec = StreamSpec(plan=run_plan, input_columns=tuple(engine_cols), weight=WEIGHT if self.combine else None,
-                               shift=recipe.time_shift, keep_dropped=self.keep_dropped)
+                               shift=recipe.time_shift, keep_dropped=self.keep_dropped, sources=sources)
         self.spark_schema = T.StructType(operator_schema(self.spec, recipe.schema, recipe.engine_types).fields
                                          + [f for f in state_schema().fields])
         from pyspark.sql.pandas.types import to_arrow_schema
         self.arrow_schema = to_arrow_schema(self.spark_schema)
         self.pane_projection = pane_columns(self.spec, recipe.schema, recipe.decode)
-        self.dropped_projection = dropped_columns(plan)
+        self.dropped_projection = dropped_columns(plan, sources)
         self.token = uuid.uuid4().hex
         self.progress: list[dict] = []
         self.timings: list[dict] = []
@@ -301,9 +303,9 @@ class OwnedRun:
         behind = 0
         table = flagged = None
         if rule is not None:  # ASCENDING PER: the watermark of the partitions (per_partition.py)
-            table = table_of(book.partitions if book is not None else None)
-            flagged = flag_behind(batch_df, table).persist()
-            table, wm_new, behind = step_partitions(flagged, table, p=p, idle=rule.idle, wm_prev=wm_prev)
+            table = table_of(book.partitions if book is not None else None, sources=bool(rule.sources))
+            flagged = flag_behind(batch_df, table, rule).persist()
+            table, wm_new, behind = step_partitions(flagged, table, p=p, rule=rule, wm_prev=wm_prev)
             wm_new = POS_INF if finished else wm_new
             batch_df = flagged.where(~F.col(BEHIND)).drop(BEHIND, PARTITION)
         else:
@@ -373,20 +375,22 @@ class OwnedRun:
         dropped = out.where(F.col(KIND) == DROPPED).select(*self.dropped_projection)
         if flagged is None:
             return dropped
+        sources = self.spec.sources  # of several, the row's source's name
         behind = flagged.where(F.col(BEHIND)).select(
             *[F.col(k) for k in self.recipe.plan.keys],
             F.timestamp_micros(F.col(EVENT_TIME)).alias(DROPPED_EVENT_TIME),
             F.lit(BEHIND_PARTITION).alias(DROPPED_REASON),
             *[F.lit(None).cast("timestamp").alias(c) for c in (WINDOW_START, WINDOW_END)],
-            F.timestamp_micros(F.lit(p)).alias(EMIT_TIME))
+            F.timestamp_micros(F.lit(p)).alias(EMIT_TIME),
+            *([F.element_at(F.array(*[F.lit(n) for n in sources]), F.col(SOURCE).cast("int") + 1)
+               .alias(DROPPED_SOURCE)] if sources else []))
         return behind.unionByName(dropped)
 
-    @staticmethod
-    def _observed(out: DataFrame, observation) -> DataFrame:
+    def _observed(self, out: DataFrame, observation) -> DataFrame:
         """`out` counting the batch (its METRICS and STATE rows) into `observation`."""
         counters = [F.coalesce(F.sum(metric_column(m)), F.lit(0)).alias(m) for m in
                     ("engine_rows", "panes", "retractions", "dropped_too_late", "dropped_closed_window",
-                     "dropped_null_event_time", "dropped_bad_gap", "buckets_advanced")]
+                     "dropped_null_event_time", "dropped_bad_gap", "buckets_advanced", *self.spec.source_counters())]
         live = [F.coalesce(F.sum(F.when(F.col(KIND) == STATE, F.col(state_meta_column(f)))), F.lit(0)).alias(m)
                 for f, m in (("keys", "state_keys"), ("windows", "state_windows"), ("bytes", "state_bytes"))]
         return out.observe(observation, *counters, *live, F.max(state_meta_column("seen")).alias("seen"),

@@ -21,6 +21,11 @@ The rows the first stage drops travel on to the second as DROPPED rows with thei
 lists them with its own dropped rows (`PaneStream.dropped`, `start(..., dropped_path=...)`): the
 query's output is the second operator's, and a second branch read off the first would run it twice.
 
+Of a UNION ALL of it and other watermarked streams (`PartitionRule.sources`, docs/semantics.md 9)
+the rows carry their source (SOURCE) through both operators: the first computes each source's
+watermark and reports their minimum (udfs/ordered_stream.py's `sources_watermark`), the second
+counts and lists its dropped rows per source, as a window over several DELAY OF streams does.
+
 The owned-sink executor computes the same watermark in the driver instead (per_partition.py).
 """
 from __future__ import annotations
@@ -30,7 +35,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ...columns import (DATA, DROPPED, EVENT_TIME, KIND, METRICS, PANE, PARTITION, REASON, REPORT, REPORT_DONE,
-                        REPORT_FROM, REPORT_HELD, REPORT_SEQ, REPORT_TIME, REPORT_WM, metric_column)
+                        REPORT_FROM, REPORT_HELD, REPORT_SEQ, REPORT_TIME, REPORT_WM, SOURCE, metric_column)
 from ...engine import EnginePlan
 from ...time import POS_INF
 from .chained_stage import chained_panes
@@ -51,7 +56,8 @@ def partitioned_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, ru
                        F.col(PARTITION))
     first = ordered_stream(rows, names=names, event_time=EVENT_TIME, ties=[], delay=0, finish_dir=finish_dir,
                            metrics_name=metrics_name + PARTITIONS_SUFFIX, per_partition=True, idle=rule.idle,
-                           pass_through=True)
+                           pass_through=True, sources=rule.sources, source=SOURCE if rule.sources else None,
+                           time_shift=rule.time_shift)
     raw = first.raw
     assert raw is not None
     fields = {f.name: f.dataType for f in data.schema.fields}
@@ -75,4 +81,4 @@ def partitioned_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, ru
                                                                 F.col(REASON))
     return chained_panes(spark, chain, plan, upstream=first, schema=schema, metrics_name=metrics_name,
                          buckets=buckets, engine_types=engine_types, decode=decode, report=report,
-                         count_input=False, keep_dropped=True)
+                         count_input=False, keep_dropped=True, sources=rule.names)

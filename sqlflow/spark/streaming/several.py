@@ -13,6 +13,12 @@ with its own `withWatermark`, and Spark's global watermark is their minimum unde
 `spark.sql.streaming.multipleWatermarkPolicy = min` (Spark's default, checked here per query:
 the policy a query starts with is kept in its checkpoint). Spark's minimum leaves out a source
 that has sent nothing yet; the operator's does not.
+
+When a source is `WATERMARK ... ASCENDING PER p` (docs/semantics.md 1.2) Spark's watermarks cannot
+express it: the views have none, each row also carries its partition (column PARTITION, "" on a
+DELAY OF source's rows), and the executors compute every source's watermark themselves
+(`SeveralSources.rules`; udfs/ordered_stream.py's `sources_watermark`, partitioned.py and
+per_partition.py).
 """
 from __future__ import annotations
 
@@ -20,11 +26,13 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
+from ... import ast
 from ...columns import SOURCE
 from ...errors import SqlflowError, SqlflowUnsupportedError
 from ...plan.inputs import InputRelation, tagged_relation
 from ...plan.relations import source_select, to_spark_sql
 from ...plan.windowed_select import Source, parse_column
+from ...udfs.ordered_stream import NULL_PARTITION, SourceRule
 from .watermark import UNBOUNDED_SHIFT, interval_ms
 
 POLICY_KEY = "spark.sql.streaming.multipleWatermarkPolicy"
@@ -36,7 +44,10 @@ class SeveralSources:
 
     relation: InputRelation  # its query reads the watermarked views and has column SOURCE
     names: tuple[str, ...]   # each source's relation name or alias, in source order
-    delays: tuple[int, ...]  # each source's DELAY OF (us)
+    delays: tuple[int, ...]  # each source's DELAY OF (us; 0 for an ASCENDING PER source)
+    #: with an ASCENDING PER source, each source's rule (the executors compute the watermarks);
+    #: empty when every source is DELAY OF (Spark's per-source watermarks and the operator's)
+    rules: tuple[SourceRule, ...] = ()
 
 
 def source_name(source: Source, index: int) -> str:
@@ -81,29 +92,46 @@ def check_policy(spark, ws) -> None:
 
 def several_sources(runner, ws, *, time_shift: int) -> SeveralSources:
     """The input relation of `ws` over its sources' watermarked views, each row tagged with its
-    source's number (`SOURCE`). `time_shift` (us): as `build_stream`'s."""
+    source's number (`SOURCE`), and with an ASCENDING PER source its partition (`PARTITION`).
+    `time_shift` (us): as `build_stream`'s."""
     from pyspark.sql import functions as F
 
     check_branches(ws)
-    check_policy(runner.spark, ws)
+    models = [s.watermark.model for s in ws.sources]
+    per = any(isinstance(m, ast.AscendingPer) for m in models)
+    if not per:
+        check_policy(runner.spark, ws)
     views, names, delays = [], [], []
     for i, s in enumerate(ws.sources):
         w = s.watermark
         query = source_select(s.node, [exp.Star()], alias=False)
         df = runner.sql(to_spark_sql(query), s.node, ws.position)
-        wm = "__sqlflow_source_wm"
-        event_time = F.expr(parse_column(w.event_time).sql(dialect="spark"))
-        df = (df.withColumn(wm, F.timestamp_micros(F.unix_micros(event_time.cast("timestamp"))
-                                                   + F.lit(time_shift + UNBOUNDED_SHIFT)))
-              .withWatermark(wm, interval_ms(w.model.delay.micros + UNBOUNDED_SHIFT)).drop(wm))
+        if not per:
+            wm = "__sqlflow_source_wm"
+            event_time = F.expr(parse_column(w.event_time).sql(dialect="spark"))
+            df = (df.withColumn(wm, F.timestamp_micros(F.unix_micros(event_time.cast("timestamp"))
+                                                       + F.lit(time_shift + UNBOUNDED_SHIFT)))
+                  .withWatermark(wm, interval_ms(w.model.delay.micros + UNBOUNDED_SHIFT)).drop(wm))
         views.append(runner.view(df, "source"))
         names.append(source_name(s, i))
-        delays.append(w.model.delay.micros)
+        delays.append(w.model.delay.micros if isinstance(w.model, ast.BoundedDelay) else 0)
     relations = [exp.Table(this=exp.to_identifier(view), alias=exp.TableAlias(this=exp.to_identifier(
         name if not name.startswith("source ") else f"__sqlflow_source_{i}", quoted=True)))
         for i, (view, name) in enumerate(zip(views, names))]
-    rel = tagged_relation(ws, ws.sources, [exp.Literal.number(i) for i in range(len(views))], relations)
-    return SeveralSources(rel, tuple(names), tuple(delays))
+    tags: list[exp.Expr] = [exp.Literal.number(i) for i in range(len(views))]
+    if not per:
+        return SeveralSources(tagged_relation(ws, ws.sources, tags, relations), tuple(names), tuple(delays))
+    rules = tuple(SourceRule(idle=m.idle_timeout.micros if m.idle_timeout is not None else None)
+                  if isinstance(m, ast.AscendingPer) else SourceRule(delay=m.delay.micros) for m in models)
+    partitions = [partition_of(m) if isinstance(m, ast.AscendingPer) else exp.Literal.string("") for m in models]
+    return SeveralSources(tagged_relation(ws, ws.sources, tags, relations, partitions=partitions), tuple(names),
+                          tuple(delays), rules)
+
+
+def partition_of(model: ast.AscendingPer) -> exp.Expr:
+    """A row's partition under `ASCENDING PER p`: its value of `p` as a string, NULL values one
+    partition of their own (`NULL_PARTITION`)."""
+    return exp.func("coalesce", exp.cast(parse_column(model.partition), "string"), exp.Literal.string(NULL_PARTITION))
 
 
 def tagged_input(runner, ws, rel: InputRelation):

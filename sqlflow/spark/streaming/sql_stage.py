@@ -51,18 +51,13 @@ def streaming_stage(runner, number: int, ws, rel, raw, *, finish_dir: str | None
                        "arrives with its micro-batch", "WATERMARK", hint="drop ARRIVAL, or read the data as a batch")
     clock = ws.domain is not ast.TimeDomain.EVENT_TIME  # docs/semantics.md, 10: the batch's time
     delays = [] if clock else [s.watermark.model for s in ws.sources]
-    per = None  # ASCENDING PER: the watermark computed per partition over the batches (partitioned.py)
-    if chain is None and len(delays) == 1 and isinstance(delays[0], ast.AscendingPer):
-        per = delays[0]
+    # ASCENDING PER (of the one source, or of one of several): the watermark computed per partition
+    # over the batches, by the ordering operator (partitioned.py) or the owned executor's driver
+    per = next((d for d in delays if isinstance(d, ast.AscendingPer)), None) if chain is None else None
+    if per is not None and len(delays) == 1:
         rel, raw = _with_partition(runner, ws, rel, per)
-    elif any(isinstance(d, ast.AscendingPer) for d in delays):
-        w = next(s.watermark for s in ws.sources if isinstance(s.watermark.model, ast.AscendingPer))
-        from ..event_order import refuse_on_stream
-        refuse_on_stream(runner.statement, w, "WATERMARK ... ASCENDING PER with another watermarked source",
-                         hint="give the UNION ALL's branches WATERMARK ... DELAY OF, or replay the recorded "
-                              "streams (FROM t WATERMARK <column> ... ARRIVAL <arrival column>)")
-    if chain is None and not clock and per is None and (
-            not delays or not all(isinstance(d, ast.BoundedDelay) for d in delays)):
+    if chain is None and not clock and (
+            not delays or not all(isinstance(d, (ast.BoundedDelay, ast.AscendingPer)) for d in delays)):
         raise ws.error(SqlflowUnsupportedError, f"{ws.label()} reads a stream: it needs a source with "
                        "WATERMARK <column> DELAY OF <interval> (each of its sources, when several)", "WATERMARK")
     spark = runner.spark
@@ -88,7 +83,7 @@ def streaming_stage(runner, number: int, ws, rel, raw, *, finish_dir: str | None
     if several is not None:
         columns.append(F.col(SOURCE))
     if per is not None:
-        columns.append(F.col(PARTITION))
+        columns.append(F.col(PARTITION))  # with several sources, "" on a DELAY OF source's rows
     if chain is not None:
         columns += [F.col(KIND), *[F.col(c) for c in REPORT_COLUMNS]]
     engine_input = raw.select(*columns)
@@ -144,7 +139,10 @@ def streaming_stage(runner, number: int, ws, rel, raw, *, finish_dir: str | None
     elif per is not None:
         from ..event_order import model_text
 
-        stage.replay = (f"stream, watermark {model_text(per)}, computed over the micro-batches (each batch an "
+        rule = (model_text(per) if several is None else f"the minimum of {len(delays)} sources' (UNION ALL): "
+                + ", ".join(f"{model_text(d)} on {s.watermark.event_time} of {n}"
+                            for d, s, n in zip(delays, ws.sources, several.names)))
+        stage.replay = (f"stream, watermark {rule}, computed over the micro-batches (each batch an "
                         "instant): by the ordering operator ahead of the window's, or by the owned-sink executor's "
                         "driver")
     else:
@@ -218,10 +216,9 @@ def _metrics_name(number: int) -> str:
 def _with_partition(runner, ws, rel, per: ast.AscendingPer):
     """The input relation with each row's partition (as a string; NULL values one partition of
     their own), and its rows."""
-    from ...plan.windowed_select import parse_column
-    from ...udfs.ordered_stream import NULL_PARTITION
+    from .several import partition_of
 
-    column = exp.func("coalesce", exp.cast(parse_column(per.partition), "string"), exp.Literal.string(NULL_PARTITION))
+    column = partition_of(per)
     rel.query.set("expressions", [*rel.query.expressions, exp.alias_(column, PARTITION)])
     raw = runner.sql(rel.sql(), ws.select, per.partition_pos or per.pos, clause="WATERMARK")
     return rel, raw
@@ -245,10 +242,13 @@ def _build(runner, number, engine_input, plan, clock, delays, output_schema, ope
     """The pane stream of a stage over a watermarked stream (`build_stream`)."""
     spark = runner.spark
     partition = None
+    delayed = several if per is None else None  # several DELAY OF sources: Spark's watermarks and the operator's
     if per is not None:
         from .per_partition import PartitionRule
 
-        partition = PartitionRule(per.idle_timeout.micros if per.idle_timeout is not None else None)
+        partition = PartitionRule(per.idle_timeout.micros if per.idle_timeout is not None else None,
+                                  sources=several.rules if several is not None else (),
+                                  names=several.names if several is not None else (), time_shift=time_shift)
     return build_stream(
         engine_input, plan, delay=0 if clock or per is not None else delays[0].delay.micros,
         output_schema=output_schema,
@@ -256,8 +256,8 @@ def _build(runner, number, engine_input, plan, clock, delays, output_schema, ope
         else {"auto": None, "native": True, "stateful": False}[operator],
         buckets=int(buckets) if buckets else None,
         finish_dir=finish_dir or conf.get(spark, conf.STREAMING_FINISH_DIR),
-        time_shift=time_shift, sources=several.names if several else (),
-        source_delays=several.delays if several else (),
+        time_shift=time_shift, sources=delayed.names if delayed else (),
+        source_delays=delayed.delays if delayed else (),
         engine_types=dict(outputs.types), decode=outputs.decode_by_column(),
         metrics_name=_metrics_name(number), report=report, partition=partition)
 
