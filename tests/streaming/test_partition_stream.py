@@ -10,34 +10,20 @@ input. The batches' processing times are the wall clock's, read from the query's
 """
 from __future__ import annotations
 
-import datetime as dt
-import os
 import re
-import time
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 import sqlflow
 from sqlflow.spark import streaming as S
 from sqlflow.spark.streaming import owned
-
-DAY = dt.datetime(2024, 1, 1)
-EPOCH = dt.datetime(1970, 1, 1)
+from tests.partition_input import DAY, EPOCH, T, at, panes_by_batch, write_files
 
 #: one batch per arrival instant of docs/semantics.md 11's readings: (device, event time in seconds);
 #: A5 (sixth batch) is behind A's latest, 25
 BATCHES = [[("A", 1), ("B", 0)], [("A", 12)], [("A", 25)], [("B", 2)], [("B", 8)], [("A", 31), ("A", 5)],
            [("B", 15)], [("B", 33)]]
-
-
-def T(seconds: float) -> dt.datetime:
-    return DAY + dt.timedelta(seconds=seconds)
-
-
-def at(micros: int) -> dt.datetime:
-    return EPOCH + dt.timedelta(microseconds=micros)
 
 
 def _docs_section() -> str:
@@ -63,32 +49,9 @@ def _finishable(rocksdb, finish_conf):
     """Every stream here runs the stateful operator and can be finished."""
 
 
-_mtime = [int(time.time()) - 40_000]
-
-
-def write_files(folder: Path, batches) -> None:
-    """One parquet file per batch of (device, second) rows, each file newer than the last."""
-    folder.mkdir(parents=True, exist_ok=True)
-    for rows in batches:
-        _mtime[0] += 1
-        tmp = folder.parent / f".part-{_mtime[0]}.parquet"
-        pd.DataFrame({"device": [d for d, _ in rows], "ts": [T(s) for _, s in rows]}) \
-            .astype({"ts": "datetime64[us]"}).to_parquet(tmp, index=False)
-        os.utime(tmp, (_mtime[0], _mtime[0]))
-        os.replace(tmp, folder / f"part-{_mtime[0]}.parquet")
-
-
 def devices(spark, folder: Path) -> None:
     spark.readStream.schema("device string, ts timestamp").option("maxFilesPerTrigger", 1).parquet(str(folder)) \
         .createOrReplaceTempView("devices")
-
-
-def panes_by_batch(rows, times: list[int], count: str = "n") -> list[tuple]:
-    """(n, window start in seconds, timing, the batch that emitted it) per pane (`count`: the
-    column of n)."""
-    index = {at(p): b for b, p in enumerate(times)}
-    return sorted((r[count], int((r.window_start - DAY).total_seconds()), r.pane_timing, index[r.emit_time])
-                  for r in rows)
 
 
 def test_windows_per_partition_on_the_operators_are_the_arrival_replay(spark, tmp_path):

@@ -29,7 +29,7 @@ import sqlflow
 from sqlflow.spark import streaming as S
 from sqlflow.spark.streaming import owned
 from sqlflow.time import NEG_INF, POS_INF
-from tests.streaming.test_partition_stream import T, at, panes_by_batch, write_files
+from tests.partition_input import T, at, panes_by_batch, write_files
 
 DEVICES = [[("A", 1), ("B", 0)], [("A", 12)], [("A", 25), ("B", 2)], [("B", 8), ("A", 5)], [("B", 15)],
            [("A", 31), ("B", 33)]]
