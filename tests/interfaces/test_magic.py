@@ -9,8 +9,9 @@ import pytest
 from sqlflow.errors import SqlflowAnalysisError, SqlflowSyntaxError
 from sqlflow.interfaces.magic import ResultTable
 
-#: also on a session with Spark's defaults (tests/conftest.py)
-pytestmark = pytest.mark.defaults
+#: The tests marked `defaults` run again on a session with Spark's defaults (tests/conftest.py):
+#: those that reach the session (its settings and variables, Spark's errors, windowed queries,
+#: streams); the others (parsing, parameters, display, options) do not depend on it.
 
 
 def run(ipython, cell):
@@ -18,6 +19,7 @@ def run(ipython, cell):
     return result
 
 
+@pytest.mark.defaults
 def test_line_magic_shows_an_html_table(ipython):
     r = run(ipython, "%sqlflow SELECT 1 AS a, 'x<y' AS b, CAST(NULL AS INT) AS c")
     assert r.success
@@ -64,6 +66,7 @@ def test_config_sets_defaults(ipython, magic_config):
     assert "showing the first 4 rows" in repr(r.result)
 
 
+@pytest.mark.defaults
 def test_session_variable(ipython, spark, magic_config):
     ipython.user_ns["other_name"] = spark
     r = run(ipython, "%sqlflow -s other_name SELECT 7 AS x")
@@ -115,6 +118,7 @@ def test_explain_plain_sql(ipython):
     assert r.success and "Physical Plan" in repr(r.result)
 
 
+@pytest.mark.defaults
 def test_spark_error_shows_message_and_caret_not_a_stack_trace(ipython, capsys):
     r = run(ipython, "%%sqlflow\nSELECT 1;\nSELECT *\n  FROM no_such_table_here")
     assert not r.success
@@ -174,6 +178,7 @@ def test_plot_of_rows_that_are_not_panes_is_an_error(ipython):
 # ---------------------------------------------------------------- streams
 
 
+@pytest.mark.defaults
 def test_stream_panes_are_shown_while_they_arrive(ipython, spark, stream_files, capsys):
     import pandas as pd
 
@@ -190,6 +195,7 @@ def test_stream_panes_are_shown_while_they_arrive(ipython, spark, stream_files, 
     assert not spark.streams.active
 
 
+@pytest.mark.defaults
 def test_stream_timeout_and_interrupt_stop_the_query(ipython, spark, capsys):
     spark.readStream.format("rate").option("rowsPerSecond", 5).load().createOrReplaceTempView("magic_rate")
     r = run(ipython, "%%sqlflow --trigger '1 second' --timeout 4 -o rated\nSELECT value FROM magic_rate")
@@ -219,6 +225,7 @@ def paper_views(ipython, spark, paper):
     ipython.user_ns["paper_watermark"] = paper.watermark
 
 
+@pytest.mark.defaults
 def test_windowed_query_goes_to_sqlflow(ipython, paper_views):
     r = run(ipython, "%%sqlflow -o fig10\nSELECT k, SUM(v) AS total FROM magic_paper\n"
                      "GROUP BY k WINDOW FIXED(SIZE 2m) ON ts ORDER BY window_start")
@@ -250,6 +257,7 @@ def test_replay_with_parameters_plot_and_explain(ipython, paper_views, capsys):
     assert r.success and "path: engine" in repr(r.result) and "replay" in repr(r.result)
 
 
+@pytest.mark.defaults
 def test_sqlflow_error_from_spark_analysis_is_located(ipython, paper_views, capsys):
     r = run(ipython, "%%sqlflow\nSELECT k, SUM(nope) AS total FROM magic_paper\nGROUP BY k WINDOW FIXED(SIZE 2m) ON ts")
     assert not r.success
@@ -257,6 +265,7 @@ def test_sqlflow_error_from_spark_analysis_is_located(ipython, paper_views, caps
     assert "nope" in shown and "(line 2," in shown and "^" in shown and "Traceback" not in shown
 
 
+@pytest.mark.defaults
 def test_spark_variables_are_substituted(ipython, spark):
     spark.conf.set("magic.test.size", "7")
     r = run(ipython, "%sqlflow SELECT ${magic.test.size} + 1 AS eight")
@@ -272,6 +281,7 @@ def write_paper_files(paper, stream_files, n=3):
         stream_files.write(rows.iloc[i * len(rows) // n:(i + 1) * len(rows) // n], fmt="csv")
 
 
+@pytest.mark.defaults
 def test_windowed_stream_shows_panes_live(ipython, spark, paper, stream_files, capsys, monkeypatch):
     write_paper_files(paper, stream_files)
     spark.readStream.schema("k STRING, id STRING, v BIGINT, ts TIMESTAMP, arrived_at TIMESTAMP") \
@@ -289,6 +299,7 @@ def test_windowed_stream_shows_panes_live(ipython, spark, paper, stream_files, c
     assert not spark.streams.active
 
 
+@pytest.mark.defaults
 def test_streaming_insert_into_a_checkpointed_sink(ipython, spark, paper, stream_files, tmp_path, capsys):
     write_paper_files(paper, stream_files)
     spark.conf.set("magic.test.dir", str(tmp_path))
@@ -316,6 +327,7 @@ def test_streaming_insert_into_a_checkpointed_sink(ipython, spark, paper, stream
 # ---------------------------------------------------------------- failures
 
 
+@pytest.mark.defaults
 def test_a_failed_stream_shows_its_error_never_a_finished_state(ipython, spark, stream_files, capsys):
     import pandas as pd
 

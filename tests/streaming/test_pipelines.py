@@ -127,7 +127,6 @@ def test_the_example_run_twice_with_the_same_finish_dir_counts_every_click_both_
     assert got == [[("u1", 1, 2)], [("u1", 1, 2)]]
 
 
-@pytest.mark.connect
 def test_a_one_stage_query_run_twice_with_the_same_finish_dir_counts_every_row_both_times(spark, tmp_path):
     """Six files, one per micro-batch, 36 rows: both runs count 36 (a stale marker of the first
     run would finish the second at its first batch, and drop every later row as too late)."""
