@@ -304,12 +304,12 @@ class Cli:
             self.out.flush()
 
         from ..spark.streaming.pane_stream import clear_finish_markers, pane_streams
-        from ..spark.streaming.session_conf import state_store_for_result
+        from ..spark.streaming.session_conf import settings_for_result
         from ..spark.streaming.sink import RETRY_PAUSE, START_ATTEMPTS, run_with_retries
 
         def launch():
             clear_finish_markers(pane_streams(df))  # a new run (a new query name): no earlier run's marker ends it
-            with state_store_for_result(df):  # the RocksDB state store for this query
+            with settings_for_result(df):  # the RocksDB state store, the partitions: this query only
                 return (df.writeStream.foreachBatch(emit).queryName(f"sqlflow_select_{next(_QUERY_NUMBERS)}")
                         .trigger(availableNow=True).start())
 

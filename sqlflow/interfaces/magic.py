@@ -254,7 +254,7 @@ class SqlflowMagic(Magics):
         because Spark's Python process did not connect back in time (a loaded machine) is tried
         again, as `sqlflow.spark.streaming.start` does."""
         from ..spark.streaming.pane_stream import clear_finish_markers, pane_streams
-        from ..spark.streaming.session_conf import state_store_for_result
+        from ..spark.streaming.session_conf import settings_for_result
         from ..spark.streaming.sink import RETRY_PAUSE, START_ATTEMPTS, run_with_retries
 
         trigger = (args.trigger or self.stream_trigger).strip().strip("\"'")
@@ -268,7 +268,7 @@ class SqlflowMagic(Magics):
             else:
                 writer = writer.trigger(processingTime=trigger)
             clear_finish_markers(pane_streams(df))  # a new run (a new query name): no earlier run's marker ends it
-            with state_store_for_result(df):  # the RocksDB state store for this query
+            with settings_for_result(df):  # the RocksDB state store, the partitions: this query only
                 query = writer.start()
             watcher.reader = lambda: spark.table(name)
             return watcher.follow(query).query

@@ -142,7 +142,7 @@ def run(spark, statement, params: dict | None = None, *, explain: bool = False) 
         return Outcome(TEXT, explained(spark, statement, params))
     from ..spark.script import run_statement
 
-    # a stream the magic or the CLI starts gets its state store per query (state_store_for_result)
+    # a stream the magic or the CLI starts gets its state store per query (settings_for_result)
     return classify(statement, run_statement(spark, statement, params or None, starts_query=True))
 
 

@@ -91,7 +91,7 @@ def _is_query(result) -> bool:
 def run_statement(spark: "SparkSession", statement, args=None, *, starts_query: bool = False) -> Any:
     """One parsed statement (`sqlflow.frontend.Statement`); `args` are its query parameters, as
     in spark.sql (a dict for `:name` markers, a list for `?`). `starts_query`: the caller starts
-    a streaming result itself, inside `streaming.session_conf.state_store_for_result`."""
+    a streaming result itself, inside `streaming.session_conf.settings_for_result`."""
     from sqlglot import exp
 
     from .api import run_sql

@@ -8,7 +8,7 @@ provider in the checkpoint's offset log: a restarted query keeps its own); Spark
 per-query option for it (`DataStreamWriter.option` does not reach SQL settings). So:
 
 - `start` (and the streaming INSERTs of scripts, which use it) sets it for the query it starts
-  and restores the session's value right after (`state_store_for`);
+  and restores the session's value right after (`settings_for`);
 - `sqlflow.sql`, whose streaming DataFrame the user starts with `df.writeStream` directly, sets
   it on the session when the session has Spark's default (unset or the HDFS-backed provider), and
   says so once with a `SqlflowSessionWarning` (`use_state_store`). Every stateful operator of
@@ -26,6 +26,16 @@ micro-batch does not.
 Nothing else of the session matters to the results: sqlflow computes in UTC microseconds
 (`unix_micros`, `timestamp_micros`) whatever `spark.sql.session.timeZone` says, and its Python
 steps use Arrow whatever `spark.sql.execution.arrow.pyspark.enabled` says.
+
+What the session's settings cost: a stateful operator of a stream has one partition, so one
+task and one state store committed, per `spark.sql.shuffle.partitions` in every micro-batch,
+with rows or not, and a new query keeps that number in its checkpoint. Spark's default, 200,
+made four files of 50 rows take 108-117 s against 8.7-9.7 s at 8 partitions, alternated in one
+process at load ~7 (docs/streaming.md 5.1). So `settings_for` also starts a new query on no more
+shuffle partitions than its stateful operators have buckets (`conf.streaming_buckets`: they hold
+the keys, the partitions only run them; a session with fewer keeps its number), for that query
+only; a query restarted from a checkpoint keeps the number it started with (Spark restores it
+from the offset log).
 """
 from __future__ import annotations
 
@@ -136,27 +146,41 @@ def worker_failure(text: str) -> str:
     return lines[0][:300] if lines else "the worker failed"
 
 
+#: Spark's setting: the partitions of a query's shuffles, so of its stateful operators
+SHUFFLE_KEY = "spark.sql.shuffle.partitions"
+
+
 @contextmanager
-def state_store_for(spark, needed: bool):
-    """Around starting a query: the RocksDB state store for that query only (`needed`: it runs
-    the stateful operator), the session's own setting again afterwards."""
-    before = provider(spark) if needed else ROCKSDB_PROVIDER
-    if before == ROCKSDB_PROVIDER:
-        yield
-        return
-    spark.conf.set(PROVIDER_KEY, ROCKSDB_PROVIDER)
+def settings_for(spark, streams: list):
+    """Around starting a query over the pane streams `streams`: what the query needs of the
+    session, for that query only, the session's own settings again afterwards: the RocksDB state
+    store when a stream runs the stateful operator, and no more shuffle partitions than its
+    operators have buckets (the most of theirs; a native operator's are `conf.streaming_buckets`)."""
+    from .. import conf
+
+    wanted: dict[str, str] = {}
+    if any(s.operator == "stateful" for s in streams) and provider(spark) != ROCKSDB_PROVIDER:
+        wanted[PROVIDER_KEY] = ROCKSDB_PROVIDER
+    if streams:  # fewer partitions than the session's, never more (a bucket per partition at most)
+        buckets = max(s.buckets if s.operator == "stateful" else conf.streaming_buckets(spark)[0] for s in streams)
+        if buckets < conf.shuffle_partitions(spark):
+            wanted[SHUFFLE_KEY] = str(buckets)
+    before = {key: spark.conf.get(key, None) for key in wanted}
+    for key, value in wanted.items():
+        spark.conf.set(key, value)
     try:
         yield
     finally:
-        if before in ("", HDFS_PROVIDER):
-            spark.conf.unset(PROVIDER_KEY)  # Spark's default again
-        else:
-            spark.conf.set(PROVIDER_KEY, before)
+        for key, value in before.items():
+            if value is None or (key == PROVIDER_KEY and value == HDFS_PROVIDER):
+                spark.conf.unset(key)  # Spark's default again
+            else:
+                spark.conf.set(key, value)
 
 
-def state_store_for_result(df):
-    """`state_store_for` the pane streams behind a `sqlflow.sql` result: around
+def settings_for_result(df):
+    """`settings_for` the pane streams behind a `sqlflow.sql` result: around
     `df.writeStream...start()` in code that starts the result itself (the magic, the CLI)."""
     from .pane_stream import pane_streams
 
-    return state_store_for(df.sparkSession, any(s.operator == "stateful" for s in pane_streams(df)))
+    return settings_for(df.sparkSession, pane_streams(df))

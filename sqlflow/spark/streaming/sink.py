@@ -17,7 +17,7 @@ from ..sinks.postgres import postgres_sink
 from .pane_stream import (PaneStream, aggregated, clear_finish_markers, fresh_checkpoint, named_and_triggered,
                           no_finish_dir,
                           pane_streams)
-from .session_conf import state_store_for
+from .session_conf import settings_for
 from .stateful import project_batch
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -124,7 +124,7 @@ def start(stream: PaneStream | DataFrame, *, format: str = "parquet", path: str 
     def launch() -> "StreamingQuery":
         if fresh_checkpoint(df.sparkSession, checkpoint, query_name):  # a new run: no earlier run's marker ends it
             clear_finish_markers(finishers)
-        with state_store_for(df.sparkSession, stateful):  # TWS needs RocksDB: set for this query only
+        with settings_for(df.sparkSession, finishers):  # RocksDB, the partitions: for this query only
             if foreach:
                 return w.start()
             if table is not None:
