@@ -209,7 +209,7 @@ def test_stream_timeout_and_interrupt_stop_the_query(ipython, spark, capsys):
     began = time.monotonic()
     r = run(ipython, "%%sqlflow --trigger '1 second'\nSELECT value FROM magic_rate")
     timer.join()
-    assert r.success and time.monotonic() - began < 30
+    assert r.success and time.monotonic() - began < 120  # a hang is forever; a busy machine slows stop()
     assert "stopped (interrupted)" in capsys.readouterr().out
     assert not spark.streams.active
 
