@@ -29,6 +29,24 @@ class CheckpointFiles:
     def path(self, relative: str) -> str:
         return f"{self.root}/{relative}"
 
+    def uri(self, relative: str) -> str:
+        """The file's fully qualified URI (`file:/...` for a local path), as a Python worker opens it."""
+        return str(self.fs.makeQualified(self._Path(self.path(relative))).toUri())
+
+    def opened_by_pyarrow(self) -> bool:
+        """Whether Spark's Python workers can open the checkpoint's files with pyarrow's file
+        systems (a local path in local mode, or a URI pyarrow knows: `s3://`, `gs://`, ...)."""
+        uri = self.uri("")
+        if uri.startswith("file:"):
+            return str(self.spark.sparkContext.master).startswith("local")
+        try:
+            from pyarrow import fs
+
+            fs.FileSystem.from_uri(uri)
+        except (ValueError, OSError, ImportError):  # a scheme pyarrow does not know (s3a://, ...), or no reach
+            return False
+        return True
+
     def exists(self, relative: str) -> bool:
         return bool(self.fs.exists(self._Path(self.path(relative))))
 
@@ -51,9 +69,10 @@ class CheckpointFiles:
             stream.write(bytearray(text.encode()))
         finally:
             stream.close()
-        if self.fs.exists(final):
+        if not self.fs.rename(tmp, final):  # Hadoop's rename does not replace (a re-run batch's file)
             self.fs.delete(final, False)
-        if not self.fs.rename(tmp, final):
+            if self.fs.rename(tmp, final):
+                return
             raise SqlflowExecutionError(f"could not write {self.path(relative)}", clause="STREAM")
 
     def list_dir(self, relative: str) -> list[str]:

@@ -38,13 +38,14 @@ from pyspark.sql import types as T
 
 from ... import ast
 from ...columns import (BEHIND_PARTITION, BUCKET, DATA, DROPPED, DROPPED_EVENT_TIME, DROPPED_REASON, EMIT_TIME,
-                        EVENT_TIME, FINISH, KIND, LATEST, PANE, PARTITION, STATE, STATE_BYTES, STATE_FORMAT,
+                        EVENT_TIME, FINISH, HEARTBEAT, KIND, LATEST, PANE, PARTITION, STATE, STATE_BYTES, STATE_FORMAT,
                         STATE_META, WEIGHT, WINDOW_END, WINDOW_START, PARTIAL_OVERFLOW, metric_column, part_column,
                         state_meta_column)
 from ...engine import COMBINING, STREAM, Aggregate, EnginePlan, path_for, state_codec
 from ...errors import SqlflowUnsupportedError
 from ...time import NEG_INF, POS_INF
-from ...udfs.batch_step import BatchSpec, BatchStep, batch_watermark, state_columns
+from ...udfs.batch_step import (BUCKET_LAYOUT, SPARK_LAYOUT, BatchSpec, BatchStep, StateFiles, batch_watermark,
+                                state_columns)
 from ...udfs.streaming import StreamSpec
 from ..conf import FILE_FORMATS, OWNED_BUCKETS_PER_CORE, streaming_buckets
 from .checkpoint_files import CheckpointFiles
@@ -155,6 +156,9 @@ class Book:
     log: list = field(default_factory=list)  # (p, W) of the batches so far (the last 1,000)
     #: ASCENDING PER: each partition's [value, latest event time, last arrival] after the batch
     partitions: list | None = None
+    #: how the version's state files lie (`udfs.batch_step`: SPARK_LAYOUT, one parquet dataset
+    #: Spark wrote, the first layout; BUCKET_LAYOUT, one file per bucket its call wrote)
+    layout: int = SPARK_LAYOUT
 
     def text(self) -> str:
         return json.dumps(self.__dict__)
@@ -215,8 +219,9 @@ class OwnedSink:
 
 
 #: fault injection for tests: called with (point, batch id) where a crash must lose and duplicate
-#: nothing: "mid-batch" (the batch planned, nothing written), "after-state" (the state
-#: version written, not the sink), "after-sink" (sink and bookkeeping written, before Spark's commit)
+#: nothing: "mid-batch" (the batch planned, nothing written), "after-outputs" (the state version's
+#: files and the sink written, not the bookkeeping), "after-sink" (sink and bookkeeping written,
+#: before Spark's commit)
 fault = None
 
 
@@ -262,6 +267,9 @@ class OwnedRun:
         self.pruned = False  # the versions before this run's have been pruned
         self.log: list[tuple[int, int]] = list(map(tuple, latest.log)) if latest is not None else []
         self.partitions = max(1, min(self.buckets, spark.sparkContext.defaultParallelism))
+        #: the buckets' calls read and write their state files themselves (one Spark job a batch);
+        #: else (a checkpoint pyarrow's file systems cannot open) Spark writes the versions
+        self.bucket_files = self.files.opened_by_pyarrow()
 
     # ------------------------------------------------------------------ the stream
 
@@ -310,61 +318,96 @@ class OwnedRun:
             wm_new = POS_INF if finished else max(wm_prev, batch_watermark(seen, self.recipe.delay,
                                                                              self.recipe.time_shift))
         where = self.files.path(f"{STATE_DIR}/v={book.batch}") if book is not None else "the checkpoint"
+        version = f"{STATE_DIR}/v={batch_id}"
         n = self.partitions
+        own_files = self.bucket_files and (book is None or book.layout in (SPARK_LAYOUT, BUCKET_LAYOUT))
+        if own_files:  # every bucket is called (a marker row each) and reads and writes its own state file
+            batch_df = batch_df.unionByName(self._markers(spark, batch_df))
         rows = batch_df.repartition(n, BUCKET)
         if self.combine:
             rows = partials(rows, self.recipe.plan)
-        states = (spark.read.schema(state_schema()).parquet(where) if book is not None
-                  else spark.createDataFrame([], state_schema()))
-        step = BatchStep(self.spec, self.arrow_schema, BatchSpec(p, wm_prev, wm_new, finished=finished, where=where),
-                         self.token)
+        if own_files:
+            files = StateFiles(self.files.uri(f"{STATE_DIR}/v={book.batch}") if book is not None else None, book.layout if book is not None else BUCKET_LAYOUT,
+                               self.files.uri(version))
+            step = BatchStep(self.spec, self.arrow_schema,
+                             BatchSpec(p, wm_prev, wm_new, finished=finished, where=where, files=files), self.token)
 
-        def bucket_batch(key, rows, state):  # pyspark reads the arity of a function, not of a callable
-            return step(key, rows, state)
+            def bucket_call(key, rows):  # pyspark reads the arity of a function, not of a callable
+                return step(key, rows)
 
-        out = (rows.groupBy(BUCKET)
-               .cogroup(states.repartition(n, BUCKET).groupBy(BUCKET))
-               .applyInArrow(bucket_batch, self.spark_schema)).persist()
+            out = rows.groupBy(BUCKET).applyInArrow(bucket_call, self.spark_schema)
+        else:
+            states = (spark.read.schema(state_schema()).parquet(where) if book is not None
+                      else spark.createDataFrame([], state_schema()))
+            step = BatchStep(self.spec, self.arrow_schema, BatchSpec(p, wm_prev, wm_new, finished=finished,
+                                                                     where=where), self.token)
+
+            def bucket_batch(key, rows, state):  # pyspark reads the arity of a function, not of a callable
+                return step(key, rows, state)
+
+            out = (rows.groupBy(BUCKET)
+                   .cogroup(states.repartition(n, BUCKET).groupBy(BUCKET))
+                   .applyInArrow(bucket_batch, self.spark_schema))
+        observation = Observation(f"sqlflow_owned_{batch_id}_{uuid.uuid4().hex[:8]}")
+        observed = self._observed(out, observation)
+        # two outputs (or a state version Spark writes) read the buckets' output twice: kept once
+        cached = self.keep_dropped or not own_files
+        if cached:
+            observed = observed.persist()
         try:
-            version = f"{STATE_DIR}/v={batch_id}"
             lap()
             _reached("mid-batch", batch_id)
-            # one job computes the buckets' output, writes the state version and counts (observe)
-            observation = Observation(f"sqlflow_owned_{batch_id}")
-            (self._observed(out, observation).where(F.col(KIND) == STATE).select(*state_columns())
-             .write.mode("overwrite").parquet(self.files.path(version)))
-            summary = self._summary(observation.get)
-            lap()
-            _reached("after-state", batch_id)
-            panes = out.where(F.col(KIND) == PANE).select(*self.pane_projection)
+            if not own_files:  # the state version through Spark (a checkpoint pyarrow cannot open)
+                (observed.where(F.col(KIND) == STATE).select(*state_columns())
+                 .write.mode("overwrite").parquet(self.files.path(version)))
+            # with own files, one job: the buckets write the state version, the sink the panes
+            panes = observed.where(F.col(KIND) == PANE).select(*self.pane_projection)
             self.sink.write(self.final(panes) if self.final is not None else panes, batch_id)
             if self.keep_dropped:
-                self.sink.write_dropped(self._dropped(out, flagged, p), batch_id)
+                self.sink.write_dropped(self._dropped(observed, flagged, p), batch_id)
+            summary = self._summary(observation.get)
+            if own_files and summary.pop("buckets_called") < self.buckets:
+                # the sink's action stopped early (console's show, a LIMIT): the other buckets now
+                again = Observation(f"sqlflow_owned_{batch_id}_{uuid.uuid4().hex[:8]}")
+                self._observed(out, again).write.format("noop").mode("overwrite").save()
+                summary = self._summary(again.get)
+            summary.pop("buckets_called", None)
             lap()
+            _reached("after-outputs", batch_id)
             top = summary.pop("seen")
             seen = top if seen is None else (seen if top is None else max(seen, top))
             finished = finished or bool(summary.pop("finished_any"))
             self.log = [s for s in self.log if s[0] < p][-999:] + [(p, wm_new)]
             new = Book(batch_id, p, POS_INF if finished else wm_new, seen, finished, self.buckets,
-                       log=[list(s) for s in self.log], partitions=rows_of(table) if table is not None else None)
+                       log=[list(s) for s in self.log], partitions=rows_of(table) if table is not None else None,
+                       layout=BUCKET_LAYOUT if own_files else SPARK_LAYOUT)
             self.files.write_text(f"{version}/{BOOK}", new.text())
             self.book = new
             self._prune(batch_id)
             _reached("after-sink", batch_id)
         finally:
-            out.unpersist()
+            if cached:
+                observed.unpersist()
             if flagged is not None:
                 flagged.unpersist()
         lap()
-        # seconds per phase: planning (state lookup, offsets), computing (partials, buckets) with
-        # writing the state version (one job), the sink, the bookkeeping
-        self.timings.append(dict(zip(("plan", "compute_state", "sink", "book"),
-                                     (round(b - a, 3) for a, b in zip(clock, clock[1:])))))
+        # seconds per phase: planning (state lookup, offsets), the batch's job (partials, the
+        # buckets' calls writing the state version, the sink), the bookkeeping
+        self.timings.append(dict(zip(("plan", "job", "book"), (round(b - a, 3) for a, b in zip(clock, clock[1:])))))
         summary.update(batch_time=p, watermark=wm_new, finished=int(finished))
         if rule is not None:
             summary["input_rows"] += behind
             summary["dropped_behind_partition"] = behind
         self.progress.append({"batchId": batch_id, **summary})
+
+    def _markers(self, spark: SparkSession, like: DataFrame) -> DataFrame:
+        """One HEARTBEAT row per bucket (columns as `like`'s, NULL but the bucket and kind): every
+        bucket is called in every batch, rows or not, so its timers and watermark crossings fire."""
+        fields = like.schema.fields
+        cols = [(F.col("id").cast("int").alias(BUCKET) if f.name == BUCKET
+                 else F.lit(HEARTBEAT).cast("int").alias(KIND) if f.name == KIND
+                 else F.lit(None).cast(f.dataType).alias(f.name)) for f in fields]
+        return spark.range(self.buckets).select(*cols)
 
     def _dropped(self, out: DataFrame, flagged: DataFrame | None, p: int) -> DataFrame:
         """The batch's dropped rows, as the operator's side output lists them (`dropped_columns`):
@@ -391,11 +434,13 @@ class OwnedRun:
                 for f, m in (("keys", "state_keys"), ("windows", "state_windows"), ("bytes", "state_bytes"))]
         return out.observe(observation, *counters, *live, F.max(state_meta_column("seen")).alias("seen"),
                            F.coalesce(F.max(F.col(state_meta_column("finished")).cast("int")), F.lit(0))
-                           .alias("finished_any"))
+                           .alias("finished_any"),
+                           F.count(F.when(F.col(KIND) == STATE, F.lit(1))).alias("buckets_called"))
 
     @staticmethod
     def _summary(values: dict) -> dict:
         out = {k: (None if v is None else int(v)) for k, v in values.items()}
+        out["buckets_called"] = out.get("buckets_called") or 0
         return out | {"input_rows": int(out["engine_rows"] or 0)}
 
     # ------------------------------------------------------------------ versions
@@ -418,9 +463,8 @@ class OwnedRun:
         """Delete the versions before the last KEEP_VERSIONS (all of them after a restart; then only
         the one that falls out)."""
         if self.pruned:
-            old = f"{STATE_DIR}/v={batch_id - KEEP_VERSIONS}"
-            if batch_id - KEEP_VERSIONS >= 0 and self.files.exists(old):
-                self.files.delete(old)
+            if batch_id - KEEP_VERSIONS >= 0:  # (deleting a version that is not there does nothing)
+                self.files.delete(f"{STATE_DIR}/v={batch_id - KEEP_VERSIONS}")
             return
         versions = [v for v in self._versions() if v <= batch_id]
         for v in versions[:-KEEP_VERSIONS]:
