@@ -8,6 +8,8 @@ back on a restart, so a re-run batch has the same timestamp: the batch's process
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -25,6 +27,10 @@ class CheckpointFiles:
         self._conf = spark._jsc.hadoopConfiguration()
         self._jvm = jvm
         self.fs = self._Path(self.root).getFileSystem(self._conf)
+        #: the local directory of a checkpoint on the local file system, read and written by Python
+        #: directly (no round trips to the JVM); None: through Hadoop's FileSystem
+        qualified = str(self.fs.makeQualified(self._Path(self.root)).toUri())
+        self.local = _local_path(qualified) if qualified.startswith("file:") else None
 
     def path(self, relative: str) -> str:
         return f"{self.root}/{relative}"
@@ -48,9 +54,17 @@ class CheckpointFiles:
         return True
 
     def exists(self, relative: str) -> bool:
+        if self.local is not None:
+            return os.path.exists(f"{self.local}/{relative}")
         return bool(self.fs.exists(self._Path(self.path(relative))))
 
     def read_text(self, relative: str) -> str | None:
+        if self.local is not None:
+            try:
+                with open(f"{self.local}/{relative}", encoding="utf-8") as f:
+                    return f.read()
+            except FileNotFoundError:
+                return None
         path = self._Path(self.path(relative))
         if not self.fs.exists(path):
             return None
@@ -62,6 +76,13 @@ class CheckpointFiles:
 
     def write_text(self, relative: str, text: str) -> None:
         """Write a small file atomically (a temporary name, then a rename)."""
+        if self.local is not None:
+            final_path = f"{self.local}/{relative}"
+            os.makedirs(os.path.dirname(final_path), exist_ok=True)
+            with open(final_path + ".tmp", "w", encoding="utf-8") as f:
+                f.write(text)
+            os.replace(final_path + ".tmp", final_path)
+            return
         final = self._Path(self.path(relative))
         tmp = self._Path(self.path(relative) + ".tmp")
         stream = self.fs.create(tmp, True)
@@ -76,12 +97,22 @@ class CheckpointFiles:
             raise SqlflowExecutionError(f"could not write {self.path(relative)}", clause="STREAM")
 
     def list_dir(self, relative: str) -> list[str]:
+        if self.local is not None:
+            where = f"{self.local}/{relative}"
+            return os.listdir(where) if os.path.isdir(where) else []
         path = self._Path(self.path(relative))
         if not self.fs.exists(path):
             return []
         return [str(s.getPath().getName()) for s in self.fs.listStatus(path)]
 
     def delete(self, relative: str) -> None:
+        if self.local is not None:
+            where = f"{self.local}/{relative}"
+            if os.path.isdir(where):
+                shutil.rmtree(where, ignore_errors=True)
+            elif os.path.exists(where):
+                os.remove(where)
+            return
         self.fs.delete(self._Path(self.path(relative)), True)
 
     def batch_timestamp_ms(self, batch_id: int) -> int:
@@ -96,3 +127,12 @@ class CheckpointFiles:
                 return int(json.loads(line)["batchTimestampMs"])
         raise SqlflowExecutionError(f"the offset log entry {self.path(f'offsets/{batch_id}')} has no batch timestamp",
                                     clause="STREAM")
+
+
+def _local_path(uri: str) -> str:
+    """The local path of a `file:` URI (Hadoop's `file:/x`, or `file:///x`).
+
+    >>> _local_path("file:/tmp/cp"), _local_path("file:///tmp/cp")
+    ('/tmp/cp', '/tmp/cp')
+    """
+    return "/" + uri[len("file:"):].lstrip("/")

@@ -59,6 +59,8 @@ STATE_DIR = "sqlflow-state"
 KEEP_VERSIONS = 3
 #: the bookkeeping of a complete version (written last)
 BOOK = "_sqlflow.json"
+#: the observed struct of a batch's counters
+BATCH_COUNTERS = "sqlflow_batch"
 #: the sinks the owned executor writes
 SINKS = (*FILE_FORMATS, "memory", "noop", "console")
 
@@ -108,38 +110,51 @@ def partial_plan(plan: EnginePlan) -> EnginePlan:
     return EnginePlan(plan.windowing, aggregates, keys=plan.keys, custom_windows=plan.custom_windows)
 
 
-def partials(rows: DataFrame, plan: EnginePlan) -> DataFrame:
-    """A micro-batch's data rows as partial aggregates per bucket, key and FIXED window (Spark's
-    own aggregation), with their weight and earliest and latest event time. A bucket's finish
-    markers (NULL keys and times) form a group of their own, which keeps its kind. Grouped by
-    the bucket first, so that Spark's hash partitioning by bucket serves the aggregation and
-    the per-bucket call alike (one shuffle)."""
+def partials_sql(plan: EnginePlan, view: str) -> str:
+    """The query of a micro-batch's data rows (temp view `view`) as partial aggregates per bucket,
+    key and FIXED window (Spark's own aggregation), with their weight and earliest and latest
+    event time. A bucket's markers (NULL keys and times) form a group of their own, which keeps its
+    kind. Grouped by the bucket first, so that Spark's hash partitioning by bucket serves the
+    aggregation and the per-bucket call alike (one shuffle). SQL text: built once, it costs one
+    round trip to the JVM a batch, where `pyspark.sql.functions` calls cost dozens.
+
+    >>> from sqlflow.engine import Aggregate
+    >>> w = ast.Windowing(ast.WindowClause(ast.Fixed(ast.Duration(60))), None, ast.AllowedLateness(ast.Duration(0)),
+    ...                   ast.Emit(ast.AccumulationMode.DISCARDING))
+    >>> print(partials_sql(EnginePlan(w, (Aggregate("sum", "v", "total"),), keys=("k",)), "rows"))
+    SELECT `__sqlflow_bucket`, `__sqlflow_kind`, `k`, `__sqlflow_et`, `__sqlflow_latest`, `__sqlflow_part0`, \
+`__sqlflow_weight`, (`__sqlflow_part0` IS NULL AND `__n0` > 0) AS `__sqlflow_partial_overflow` FROM (SELECT \
+`__sqlflow_bucket`, `__sqlflow_kind`, `k`, min(`__sqlflow_et`) AS `__sqlflow_et`, max(`__sqlflow_et`) AS \
+`__sqlflow_latest`, count(1) AS `__sqlflow_weight`, try_sum(`v`) AS `__sqlflow_part0`, count(`v`) AS `__n0` FROM \
+`rows` GROUP BY `__sqlflow_bucket`, `__sqlflow_kind`, `k`, `__sqlflow_et` - pmod(`__sqlflow_et` - 0, 60))
+    """
     window = plan.window
     if not isinstance(window, ast.Fixed):
         raise ValueError(f"a stream's rows combine per FIXED window, not {window}")
-    et = F.col(EVENT_TIME)
-    start = et - F.pmod(et - F.lit(window.offset.micros), F.lit(window.size.micros))
-    aggs = [F.min(et).alias(EVENT_TIME), F.max(et).alias(LATEST), F.count(F.lit(1)).alias(WEIGHT)]
+    et = _q(EVENT_TIME)
+    start = f"{et} - pmod({et} - {window.offset.micros}, {window.size.micros})"
+    aggs = [f"min({et}) AS {et}", f"max({et}) AS {_q(LATEST)}", f"count(1) AS {_q(WEIGHT)}"]
     overflow = []
     for j, a in enumerate(plan.aggregates):
-        c = F.col(a.column) if a.column else F.lit(None)
+        c, part = (_q(a.column) if a.column else "NULL"), _q(part_column(j))
         if a.kind == "count_star":
-            aggs.append(F.count(F.lit(1)).alias(part_column(j)))
+            aggs.append(f"count(1) AS {part}")
         elif a.kind == "count":
-            aggs.append(F.count(c).alias(part_column(j)))
+            aggs.append(f"count({c}) AS {part}")
         elif a.kind == "sum":
-            aggs.append(F.try_sum(c).alias(part_column(j)))
-            overflow.append(F.col(part_column(j)).isNull() & (F.col("__n" + str(j)) > 0))
-            aggs.append(F.count(c).alias("__n" + str(j)))
+            aggs += [f"try_sum({c}) AS {part}", f"count({c}) AS `__n{j}`"]
+            overflow.append(f"({part} IS NULL AND `__n{j}` > 0)")
         else:
-            aggs.append((F.min(c) if a.kind == "min" else F.max(c)).alias(part_column(j)))
-    grouped = rows.withColumn("__slice", start).groupBy(BUCKET, KIND, *plan.keys, "__slice").agg(*aggs)
-    flag = F.lit(False)
-    for o in overflow:
-        flag = flag | o
-    columns = [BUCKET, KIND, *plan.keys, EVENT_TIME, LATEST, *[part_column(j) for j in range(len(plan.aggregates))],
-               WEIGHT]
-    return grouped.select(*columns, flag.alias(PARTIAL_OVERFLOW))
+            aggs.append(f"{'min' if a.kind == 'min' else 'max'}({c}) AS {part}")
+    group = [_q(BUCKET), _q(KIND), *[_q(k) for k in plan.keys]]
+    inner = f"SELECT {', '.join(group + aggs)} FROM {_q(view)} GROUP BY {', '.join(group + [start])}"
+    columns = [*group, et, _q(LATEST), *[_q(part_column(j)) for j in range(len(plan.aggregates))], _q(WEIGHT)]
+    flag = " OR ".join(overflow) or "false"
+    return f"SELECT {', '.join(columns)}, {flag} AS {_q(PARTIAL_OVERFLOW)} FROM ({inner})"
+
+
+def _q(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
 
 
 @dataclass
@@ -270,6 +285,12 @@ class OwnedRun:
         #: the buckets' calls read and write their state files themselves (one Spark job a batch);
         #: else (a checkpoint pyarrow's file systems cannot open) Spark writes the versions
         self.bucket_files = self.files.opened_by_pyarrow()
+        # built once, kept across batches (each pyspark.sql.functions call is a round trip to the JVM)
+        self.rows_view = f"__sqlflow_owned_rows_{self.token}"
+        self.partials_sql = partials_sql(plan, self.rows_view) if self.combine else ""
+        self.markers: DataFrame | None = None
+        self.pane_seq: tuple | None = None
+        self.counters: Any = None
 
     # ------------------------------------------------------------------ the stream
 
@@ -320,12 +341,13 @@ class OwnedRun:
         where = self.files.path(f"{STATE_DIR}/v={book.batch}") if book is not None else "the checkpoint"
         version = f"{STATE_DIR}/v={batch_id}"
         n = self.partitions
-        own_files = self.bucket_files and (book is None or book.layout in (SPARK_LAYOUT, BUCKET_LAYOUT))
+        own_files = self.bucket_files
         if own_files:  # every bucket is called (a marker row each) and reads and writes its own state file
-            batch_df = batch_df.unionByName(self._markers(spark, batch_df))
+            batch_df = batch_df.unionByName(self._markers(batch_df))
         rows = batch_df.repartition(n, BUCKET)
         if self.combine:
-            rows = partials(rows, self.recipe.plan)
+            rows.createOrReplaceTempView(self.rows_view)
+            rows = spark.sql(self.partials_sql)
         if own_files:
             files = StateFiles(self.files.uri(f"{STATE_DIR}/v={book.batch}") if book is not None else None, book.layout if book is not None else BUCKET_LAYOUT,
                                self.files.uri(version))
@@ -361,7 +383,7 @@ class OwnedRun:
                 (observed.where(F.col(KIND) == STATE).select(*state_columns())
                  .write.mode("overwrite").parquet(self.files.path(version)))
             # with own files, one job: the buckets write the state version, the sink the panes
-            panes = observed.where(F.col(KIND) == PANE).select(*self.pane_projection)
+            panes = self._panes(observed)
             self.sink.write(self.final(panes) if self.final is not None else panes, batch_id)
             if self.keep_dropped:
                 self.sink.write_dropped(self._dropped(observed, flagged, p), batch_id)
@@ -400,14 +422,27 @@ class OwnedRun:
             summary["dropped_behind_partition"] = behind
         self.progress.append({"batchId": batch_id, **summary})
 
-    def _markers(self, spark: SparkSession, like: DataFrame) -> DataFrame:
+    def _markers(self, like: DataFrame) -> DataFrame:
         """One HEARTBEAT row per bucket (columns as `like`'s, NULL but the bucket and kind): every
-        bucket is called in every batch, rows or not, so its timers and watermark crossings fire."""
-        fields = like.schema.fields
-        cols = [(F.col("id").cast("int").alias(BUCKET) if f.name == BUCKET
-                 else F.lit(HEARTBEAT).cast("int").alias(KIND) if f.name == KIND
-                 else F.lit(None).cast(f.dataType).alias(f.name)) for f in fields]
-        return spark.range(self.buckets).select(*cols)
+        bucket is called in every batch, rows or not, so its timers and watermark crossings fire.
+        Built once (one partition), so it costs a batch no round trips to the JVM."""
+        if self.markers is None:
+            cols = [(F.col("id").cast("int").alias(BUCKET) if f.name == BUCKET
+                     else F.lit(HEARTBEAT).cast("int").alias(KIND) if f.name == KIND
+                     else F.lit(None).cast(f.dataType).alias(f.name)) for f in like.schema.fields]
+            self.markers = like.sparkSession.range(0, self.buckets, 1, 1).select(*cols)
+        return self.markers
+
+    def _panes(self, out: DataFrame) -> DataFrame:
+        """The pane rows of the buckets' output, projected (the projection's Java columns kept
+        across batches: a list of columns costs a round trip to the JVM each)."""
+        from pyspark.sql.classic.column import _to_seq
+
+        if self.pane_seq is None:
+            self.pane_seq = (F.col(KIND) == PANE)._jc, _to_seq(out.sparkSession.sparkContext,
+                                                               [c._jc for c in self.pane_projection])
+        where, projection = self.pane_seq
+        return DataFrame(out._jdf.filter(where).select(projection), out.sparkSession)
 
     def _dropped(self, out: DataFrame, flagged: DataFrame | None, p: int) -> DataFrame:
         """The batch's dropped rows, as the operator's side output lists them (`dropped_columns`):
@@ -424,22 +459,29 @@ class OwnedRun:
             F.timestamp_micros(F.lit(p)).alias(EMIT_TIME))
         return behind.unionByName(dropped)
 
+    def _observed(self, out: DataFrame, observation) -> DataFrame:
+        """`out` counting the batch (its METRICS and STATE rows) into `observation`, as one
+        struct built once (`BATCH_COUNTERS`, its fields the counters)."""
+        if self.counters is None:
+            self.counters = F.struct(*self._counters()).alias(BATCH_COUNTERS)
+        return out.observe(observation, self.counters)
+
     @staticmethod
-    def _observed(out: DataFrame, observation) -> DataFrame:
-        """`out` counting the batch (its METRICS and STATE rows) into `observation`."""
+    def _counters() -> list:
+        """The batch's counters over its METRICS and STATE rows."""
         counters = [F.coalesce(F.sum(metric_column(m)), F.lit(0)).alias(m) for m in
                     ("engine_rows", "panes", "retractions", "dropped_too_late", "dropped_closed_window",
                      "dropped_null_event_time", "dropped_bad_gap", "buckets_advanced")]
         live = [F.coalesce(F.sum(F.when(F.col(KIND) == STATE, F.col(state_meta_column(f)))), F.lit(0)).alias(m)
                 for f, m in (("keys", "state_keys"), ("windows", "state_windows"), ("bytes", "state_bytes"))]
-        return out.observe(observation, *counters, *live, F.max(state_meta_column("seen")).alias("seen"),
-                           F.coalesce(F.max(F.col(state_meta_column("finished")).cast("int")), F.lit(0))
-                           .alias("finished_any"),
-                           F.count(F.when(F.col(KIND) == STATE, F.lit(1))).alias("buckets_called"))
+        return [*counters, *live, F.max(state_meta_column("seen")).alias("seen"),
+                F.coalesce(F.max(F.col(state_meta_column("finished")).cast("int")), F.lit(0)).alias("finished_any"),
+                F.count(F.when(F.col(KIND) == STATE, F.lit(1))).alias("buckets_called")]
 
     @staticmethod
     def _summary(values: dict) -> dict:
-        out = {k: (None if v is None else int(v)) for k, v in values.items()}
+        counted = values[BATCH_COUNTERS]
+        out = {k: (None if v is None else int(v)) for k, v in counted.asDict().items()}
         out["buckets_called"] = out.get("buckets_called") or 0
         return out | {"input_rows": int(out["engine_rows"] or 0)}
 
