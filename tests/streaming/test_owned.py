@@ -168,6 +168,28 @@ def test_a_checkpoint_spark_wrote_goes_on_with_files_the_buckets_write(spark, tm
     pd.testing.assert_frame_equal(run("restarted", True), expected, check_dtype=False)
 
 
+def test_a_sink_that_reads_some_panes_still_writes_every_buckets_state(spark, stream_files, tmp_path):
+    """`console` shows the first 20 panes: its action stops after the first partition that holds
+    them, so the buckets of the other partition would not run and their state version would lack
+    a file. A job after it runs them: the next batch reads every bucket's state, and the counters
+    count every pane (200 keys, one window each, fired in batch 2; 2 buckets, 2 partitions)."""
+    base = 1_700_000_000 * SECOND
+    keys = [f"k{i}" for i in range(200)]
+    batches = [pd.DataFrame({"k": keys, EVENT_TIME: [base + SECOND] * 200, "v": [1] * 200}),
+               pd.DataFrame({"k": ["k0"], EVENT_TIME: [base + 10 * MINUTE], "v": [1]}),
+               pd.DataFrame({"k": ["k1"], EVENT_TIME: [base + 10 * MINUTE + SECOND], "v": [1]}),
+               pd.DataFrame({"k": ["k2"], EVENT_TIME: [base + 30 * MINUTE], "v": [1]})]
+    write_batches(stream_files, batches)
+    stream = S.build_stream(source(spark, stream_files), plan_of(ast.Fixed(D(MINUTE))), delay=10 * SECOND,
+                            buckets=2)
+    query = S.start(stream, format="console", checkpoint=str(tmp_path / "cp"), available_now=True,
+                    executor="owned")
+    run = owned.run_of(query)
+    assert [b["panes"] for b in run.progress] == [0, 0, 200, 0]
+    last = tmp_path / "cp" / owned.STATE_DIR / f"v={len(batches) - 1}"
+    assert sorted(f.name for f in last.glob("*.parquet")) == ["bucket-00000.parquet", "bucket-00001.parquet"]
+
+
 class Crash(Exception):
     pass
 
