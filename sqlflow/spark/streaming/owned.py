@@ -185,6 +185,11 @@ class Book:
             raise state_codec.StateFormatError(
                 f"the state at {where} has format version {values.get('format')}; this sqlflow reads format "
                 f"version {state_codec.FORMAT_VERSION}", clause="STREAM")
+        layout = values.get("layout", SPARK_LAYOUT)
+        if layout not in (SPARK_LAYOUT, BUCKET_LAYOUT):
+            raise state_codec.StateFormatError(
+                f"the state at {where} has layout {layout}; this sqlflow reads layouts {SPARK_LAYOUT} and "
+                f"{BUCKET_LAYOUT}", clause="STREAM")
         return Book(**values)
 
 
