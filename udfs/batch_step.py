@@ -54,7 +54,7 @@ from sqlflow.udfs.bucket import arrow_frame
 from sqlflow.udfs.operator_frames import one_frame
 from sqlflow.udfs.streaming import BucketStep, Meta, StreamSpec, engine_watermark, own_watermark_ms
 
-__all__ = ["BatchSpec", "BatchStep", "NEG_INF", "PANE", "STATE", "StreamSpec", "output_schema", "state_columns",
+__all__ = ["BUCKET_LAYOUT", "SPARK_LAYOUT", "BatchSpec", "BatchStep", "StateFiles", "NEG_INF", "PANE", "STATE", "StreamSpec", "output_schema", "state_columns",
            "state_meta_column"]
 
 
@@ -118,6 +118,84 @@ class BatchSpec:
     finish: bool = False  # the batch ends the input
     finished: bool = False  # an earlier batch ended the input (a bucket new now starts finished)
     where: str = "the checkpoint"  # where the state was read (for errors)
+    #: the bucket reads and writes its state files itself (`StateFiles`; None: the driver hands the
+    #: state in through a cogroup and writes the STATE rows)
+    files: "StateFiles | None" = None
+
+
+@dataclass(frozen=True)
+class StateFiles:
+    """Where a bucket reads its state of the batch before and writes its new one, when the bucket's
+    call does both itself (one Spark job per batch, docs/streaming.md 3.0): `read` the version
+    before (None: none yet), laid out as `layout` says (`SPARK_LAYOUT`: one parquet dataset of all
+    buckets, as Spark wrote it; `BUCKET_LAYOUT`: one parquet file per bucket, `bucket_file`),
+    `write` the version this batch writes (`BUCKET_LAYOUT`). Both are URIs or local paths that
+    pyarrow's file systems open.
+
+    >>> import tempfile, pyarrow as pa
+    >>> where = tempfile.mkdtemp()
+    >>> files = StateFiles(None, BUCKET_LAYOUT, where + "/v=0")
+    >>> row = pa.table({"x": [1]})
+    >>> files.save(3, row); StateFiles(where + "/v=0", BUCKET_LAYOUT, where + "/v=1").load(3).to_pylist()
+    [{'x': 1}]
+    """
+
+    read: str | None
+    layout: int
+    write: str
+
+    def load(self, bucket: int):
+        """The bucket's state table of the version before (zero or one row; None: no version yet)."""
+        import pyarrow.parquet as pq
+
+        if self.read is None:
+            return None
+        fs, root = _filesystem(self.read)
+        if self.layout == SPARK_LAYOUT:
+            import pyarrow.dataset as ds
+
+            data = ds.dataset(root, format="parquet", filesystem=fs)
+            return data.to_table(filter=ds.field(BUCKET) == bucket)
+        path = f"{root}/{bucket_file(bucket)}"
+        try:
+            return pq.read_table(path, filesystem=fs)
+        except FileNotFoundError:
+            raise SqlflowExecutionError(f"the state version {self.read} has no file for bucket {bucket} "
+                                        f"({bucket_file(bucket)})", clause="STREAM") from None
+
+    def save(self, bucket: int, table) -> None:
+        """Write the bucket's state table to the version this batch writes, atomically (a hidden
+        temporary name, then a rename: a task Spark runs again writes it again, whole)."""
+        import uuid
+
+        import pyarrow.parquet as pq
+
+        fs, root = _filesystem(self.write)
+        fs.create_dir(root, recursive=True)
+        tmp = f"{root}/.{bucket_file(bucket)}.{uuid.uuid4().hex}.tmp"
+        pq.write_table(table, tmp, filesystem=fs)
+        fs.move(tmp, f"{root}/{bucket_file(bucket)}")
+
+
+#: the layouts of a state version: Spark's parquet dataset of all buckets (the first one), and one
+#: file per bucket written by the bucket's own call
+SPARK_LAYOUT, BUCKET_LAYOUT = 1, 2
+
+
+def bucket_file(bucket: int) -> str:
+    """The file of one bucket's state in a version of `BUCKET_LAYOUT`."""
+    return f"bucket-{bucket:05d}.parquet"
+
+
+def _filesystem(uri: str):
+    """(pyarrow file system, path) of a URI or local path; Hadoop's `file:/x` is the local /x."""
+    from pyarrow import fs
+
+    if uri.startswith("file:") and not uri.startswith("file://"):
+        uri = "/" + uri[len("file:"):].lstrip("/")
+    if uri.startswith("/"):
+        return fs.LocalFileSystem(), uri
+    return fs.FileSystem.from_uri(uri)
 
 
 #: per worker process: the step of each plan, built once (the engine compiles its trigger)
@@ -130,11 +208,17 @@ class BatchStep:
     def __init__(self, spec: StreamSpec, schema, batch: BatchSpec | None = None, token: str = ""):
         self.spec, self.schema, self.batch, self.token = spec, schema, batch, token
 
-    def __call__(self, key, rows, state):
+    def __call__(self, key, rows, state=None):
+        """A bucket's call: `state` handed in (a cogroup), or read from `BatchSpec.files`, and then
+        the new state written there, its STATE row carrying the bookkeeping without the bytes."""
         b = self.batch
         assert b is not None
-        return self.run(int(key[0].as_py()), rows, state if state.num_rows else None, p=b.p, wm_prev=b.wm_prev,
-                        wm_new=b.wm_new, finish=b.finish, finished=b.finished, where=b.where)
+        bucket = int(key[0].as_py())
+        if b.files is not None:
+            state = b.files.load(bucket)
+        return self.run(bucket, rows, state if state is not None and state.num_rows else None, p=b.p,
+                        wm_prev=b.wm_prev, wm_new=b.wm_new, finish=b.finish, finished=b.finished, where=b.where,
+                        files=b.files)
 
     def _step(self) -> BucketStep:
         step = _STEPS.get(self.token) if self.token else None
@@ -145,8 +229,9 @@ class BatchStep:
         return step
 
     def run(self, bucket: int, rows, state, *, p: int, wm_prev: int, wm_new: int, finish: bool = False,
-            finished: bool = False, where: str = "the checkpoint"):
-        """The bucket's output table (panes, counters, new state) at instant (p, wm_prev, wm_new)."""
+            finished: bool = False, where: str = "the checkpoint", files: StateFiles | None = None):
+        """The bucket's output table (panes, counters, new state) at instant (p, wm_prev, wm_new);
+        with `files` the new state is written there and its STATE row holds no bytes."""
         import pyarrow as pa
 
         step = self._step()
@@ -173,9 +258,24 @@ class BatchStep:
         else:
             frames = step.skip(meta, p, wm_new)
             blob = state[STATE_BYTES][0].as_py() if state is not None else None
+        if files is not None:
+            files.save(bucket, self.state_table(bucket, meta, blob))
+            blob = None
         frames.append(self._state_row(bucket, meta, blob))
         out = one_frame(frames, self.schema.names)
         return pa.Table.from_pandas(out, schema=self.schema, preserve_index=False)
+
+    @staticmethod
+    def state_table(bucket: int, meta: Meta, blob: bytes | None):
+        """The bucket's state as a one-row Arrow table of the state files' schema (`state_columns`)."""
+        import pyarrow as pa
+
+        types = _state_types()
+        values = {BUCKET: bucket, STATE_FORMAT: state_codec.FORMAT_VERSION, STATE_BYTES: blob}
+        for f in STATE_META:
+            v = getattr(meta, f)
+            values[state_meta_column(f)] = bool(v) if f == "finished" else (None if v is None else int(v))
+        return pa.table({c: pa.array([values[c]], types[c]) for c in state_columns()})
 
     @staticmethod
     def _data(frame: pd.DataFrame, finish: bool) -> tuple[pd.DataFrame | None, bool]:

@@ -7,7 +7,7 @@ CHECKPOINT; then the input is finished.
     python owned_crash_job.py INPUT OUT CHECKPOINT [BATCH:POINT]
 
 With BATCH:POINT the job kills its own process group with SIGKILL when micro-batch BATCH reaches
-POINT (`sqlflow.spark.streaming.owned.fault`'s points: mid-batch, after-state, after-sink): the
+POINT (`sqlflow.spark.streaming.owned.fault`'s points: mid-batch, after-outputs, after-sink): the
 driver dies at a point chosen exactly, not at a moment a poll happened to see.
 """
 from __future__ import annotations

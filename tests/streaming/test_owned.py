@@ -121,21 +121,91 @@ def test_a_sqlflow_sql_result_to_a_parquet_sink(spark, stream_files, tmp_path):
     assert [tuple(r) for r in rows.collect()] == [(2, "a", 30), (2, "a", 40), (2, "b", 30)]
 
 
+def test_a_checkpoint_spark_wrote_goes_on_with_files_the_buckets_write(spark, tmp_path, monkeypatch):
+    """A checkpoint pyarrow cannot open has its state versions written by Spark (one parquet
+    dataset of all buckets, `SPARK_LAYOUT`); where it can, each bucket's call writes its own file
+    (`BUCKET_LAYOUT`, one Spark job a batch). A run of the first kind restarted as the second
+    reads the versions Spark wrote and gives the panes of an uninterrupted run (sessions,
+    retracting with late firings, 3 buckets; every column but emit_time, the batches' wall-clock
+    time)."""
+    import json
+
+    from sqlflow.spark.streaming.checkpoint_files import CheckpointFiles
+    from sqlflow.udfs.batch_step import BUCKET_LAYOUT, SPARK_LAYOUT
+    from tests.conftest import StreamFiles
+
+    plan = plan_of(ast.Sessions(D(MINUTE)), ast.WatermarkEarlyLate(late=ast.Watermark()), mode=RETR,
+                   lateness=5 * MINUTE)  # no processing-time firing: the two runs' batch times differ
+    batches = random_batches(5, n_batches=4)
+
+    def run(name: str, spark_first: bool) -> pd.DataFrame:
+        files = StreamFiles(tmp_path / name / "input")
+        out, cp, finish = tmp_path / name / "out", tmp_path / name / "cp", str(tmp_path / name / "finish")
+
+        def start(**kw):
+            stream = S.build_stream(source(spark, files), plan, delay=10 * SECOND, finish_dir=finish, buckets=3)
+            return S.start(stream, format="parquet", path=str(out), checkpoint=str(cp), available_now=True,
+                           executor="owned", **kw)
+
+        write_batches(files, batches[:2])
+        if spark_first:
+            with monkeypatch.context() as patch:
+                patch.setattr(CheckpointFiles, "opened_by_pyarrow", lambda self: False)
+                start()
+            books = [json.loads(b.read_text()) for b in (cp / owned.STATE_DIR).glob("v=*/_sqlflow.json")]
+            assert books and {b["layout"] for b in books} == {SPARK_LAYOUT}
+            assert all(list(v.glob("part-*.parquet")) for v in (cp / owned.STATE_DIR).glob("v=*"))
+        write_batches(files, batches[2:])
+        start(finish=True)
+        last = max((cp / owned.STATE_DIR).glob("v=*"), key=lambda v: int(v.name[2:]))
+        assert json.loads((last / owned.BOOK).read_text())["layout"] == BUCKET_LAYOUT
+        assert sorted(f.name for f in last.glob("*.parquet")) == [f"bucket-{b:05d}.parquet" for b in range(3)]
+        rows = spark.read.parquet(str(out)).drop("emit_time").toPandas()
+        return rows.sort_values(list(rows.columns)).reset_index(drop=True)
+
+    expected = run("uninterrupted", False)
+    assert len(expected) > 10 and expected["is_retraction"].any()
+    pd.testing.assert_frame_equal(run("restarted", True), expected, check_dtype=False)
+
+
+def test_a_sink_that_reads_some_panes_still_writes_every_buckets_state(spark, stream_files, tmp_path):
+    """`console` shows the first 20 panes: its action stops after the first partition that holds
+    them, so the buckets of the other partition would not run and their state version would lack
+    a file. A job after it runs them: the next batch reads every bucket's state, and the counters
+    count every pane (200 keys, one window each, fired in batch 2; 2 buckets, 2 partitions)."""
+    base = 1_700_000_000 * SECOND
+    keys = [f"k{i}" for i in range(200)]
+    batches = [pd.DataFrame({"k": keys, EVENT_TIME: [base + SECOND] * 200, "v": [1] * 200}),
+               pd.DataFrame({"k": ["k0"], EVENT_TIME: [base + 10 * MINUTE], "v": [1]}),
+               pd.DataFrame({"k": ["k1"], EVENT_TIME: [base + 10 * MINUTE + SECOND], "v": [1]}),
+               pd.DataFrame({"k": ["k2"], EVENT_TIME: [base + 30 * MINUTE], "v": [1]})]
+    write_batches(stream_files, batches)
+    stream = S.build_stream(source(spark, stream_files), plan_of(ast.Fixed(D(MINUTE))), delay=10 * SECOND,
+                            buckets=2)
+    query = S.start(stream, format="console", checkpoint=str(tmp_path / "cp"), available_now=True,
+                    executor="owned")
+    run = owned.run_of(query)
+    assert [b["panes"] for b in run.progress] == [0, 0, 200, 0]
+    last = tmp_path / "cp" / owned.STATE_DIR / f"v={len(batches) - 1}"
+    assert sorted(f.name for f in last.glob("*.parquet")) == ["bucket-00000.parquet", "bucket-00001.parquet"]
+
+
 class Crash(Exception):
     pass
 
 
 def test_a_failure_at_any_point_loses_and_duplicates_nothing(spark, tmp_path):
     """One run fails three times, each failure followed by a restart from the checkpoint: in
-    micro-batch 1 mid-batch, in batch 2 after its state version is written but before the sink,
-    in batch 3 after the sink before Spark's commit. The sink then holds exactly the rows of an
+    micro-batch 1 mid-batch, in batch 2 after its state version and the sink are written (one job)
+    but before the bookkeeping that marks the version complete, in batch 3 after the bookkeeping
+    before Spark's commit. The sink then holds exactly the rows of an
     uninterrupted run (every column but emit_time, the batch's wall-clock time), one directory
     per batch, none twice. JVM partial aggregates (FIXED, default trigger)."""
     from tests.conftest import StreamFiles
 
     plan = plan_of(ast.Fixed(D(MINUTE)), None, lateness=5 * MINUTE)
     batches = random_batches(11, n_batches=5)
-    faults = {1: "mid-batch", 2: "after-state", 3: "after-sink"}
+    faults = {1: "mid-batch", 2: "after-outputs", 3: "after-sink"}
 
     def run(name: str, failing: bool):
         files = StreamFiles(tmp_path / name / "input")

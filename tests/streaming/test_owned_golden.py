@@ -96,6 +96,11 @@ def canonical(frames) -> pd.DataFrame:
 def test_the_golden_state_restores():
     states = golden_states()
     assert sorted(states) == [0, 1]
+    # a bucket's call reads its row of the golden version (Spark's dataset of all buckets) itself
+    from sqlflow.udfs.batch_step import SPARK_LAYOUT, StateFiles
+
+    files = StateFiles(str(GOLDEN / "v=1"), SPARK_LAYOUT, "unused")
+    assert all(files.load(b).equals(states[b]) for b in (0, 1))
     panes, _ = run_batch(2, states)
     ours = canonical(panes)
     engine, state = Engine(PLAN), {}
@@ -126,6 +131,10 @@ def test_bookkeeping_of_another_format_version_is_refused():
 
     book = json.loads((GOLDEN / "v=1" / "_sqlflow.json").read_text())
     assert Book.of(json.dumps(book), "x").buckets == 2
+    assert Book.of(json.dumps(book), "x").layout == 1  # the golden state predates the layouts: Spark's dataset
+    with pytest.raises(state_codec.StateFormatError, match="the state at /cp/v=1 has layout 3; this sqlflow reads "
+                                                           "layouts 1 and 2"):
+        Book.of(json.dumps(dict(book, layout=3)), "/cp/v=1")
     book["format"] = 0
     with pytest.raises(state_codec.StateFormatError, match=f"the state at /cp/v=1 has format version 0; this sqlflow "
                                                            f"reads format version {state_codec.FORMAT_VERSION}"):

@@ -1,7 +1,7 @@
 """Exactly once through the owned-sink executor across kill -9 of the driver (with its JVM and
-Python workers): killed mid-batch (the batch planned, nothing written), after the batch's state
-version is written but before the sink, and after the sink and the bookkeeping but before Spark's
-commit log; each restart from the checkpoint goes on, and the output equals an uninterrupted
+Python workers): killed mid-batch (the batch planned, nothing written), after the batch's one job
+wrote its state version and the sink but before the bookkeeping that marks the version complete,
+and after the bookkeeping but before Spark's commit log; each restart from the checkpoint goes on, and the output equals an uninterrupted
 run's: no row lost, none twice. Sessions with retractions, so a batch applied twice or a state
 version read twice would show.
 
@@ -23,7 +23,7 @@ from tests.crash_input import crash_batches
 
 JOB = Path(__file__).with_name("owned_crash_job.py")
 #: (batch, point) where each run dies, in the order the runs meet them
-KILLS = [(2, "mid-batch"), (4, "after-state"), (6, "after-sink")]
+KILLS = [(2, "mid-batch"), (4, "after-outputs"), (6, "after-sink")]
 
 
 def batches(n: int = 8) -> list[pd.DataFrame]:
@@ -67,7 +67,7 @@ def test_kill_9_at_three_points_and_restart(spark, uninterrupted, tmp_path):
         # the state version and the sink's directory exist only when the kill came after them
         assert (state / "_sqlflow.json").exists() == (point == "after-sink")
         assert any(state.glob("*.parquet")) == (point != "mid-batch")
-        assert (out / f"batch_id={batch}").exists() == (point == "after-sink")
+        assert (out / f"batch_id={batch}").exists() == (point != "mid-batch")
     done = subprocess.run(args, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
                           timeout=600)
     assert b"DONE" in done.stdout

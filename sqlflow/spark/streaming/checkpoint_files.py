@@ -8,6 +8,8 @@ back on a restart, so a re-run batch has the same timestamp: the batch's process
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from typing import Any
 
 from pyspark.sql import SparkSession
@@ -25,14 +27,44 @@ class CheckpointFiles:
         self._conf = spark._jsc.hadoopConfiguration()
         self._jvm = jvm
         self.fs = self._Path(self.root).getFileSystem(self._conf)
+        #: the local directory of a checkpoint on the local file system, read and written by Python
+        #: directly (no round trips to the JVM); None: through Hadoop's FileSystem
+        qualified = str(self.fs.makeQualified(self._Path(self.root)).toUri())
+        self.local = _local_path(qualified) if qualified.startswith("file:") else None
 
     def path(self, relative: str) -> str:
         return f"{self.root}/{relative}"
 
+    def uri(self, relative: str) -> str:
+        """The file's fully qualified URI (`file:/...` for a local path), as a Python worker opens it."""
+        return str(self.fs.makeQualified(self._Path(self.path(relative))).toUri())
+
+    def opened_by_pyarrow(self) -> bool:
+        """Whether Spark's Python workers can open the checkpoint's files with pyarrow's file
+        systems (a local path in local mode, or a URI pyarrow knows: `s3://`, `gs://`, ...)."""
+        uri = self.uri("")
+        if uri.startswith("file:"):
+            return str(self.spark.sparkContext.master).startswith("local")
+        try:
+            from pyarrow import fs
+
+            fs.FileSystem.from_uri(uri)
+        except (ValueError, OSError, ImportError):  # a scheme pyarrow does not know (s3a://, ...), or no reach
+            return False
+        return True
+
     def exists(self, relative: str) -> bool:
+        if self.local is not None:
+            return os.path.exists(f"{self.local}/{relative}")
         return bool(self.fs.exists(self._Path(self.path(relative))))
 
     def read_text(self, relative: str) -> str | None:
+        if self.local is not None:
+            try:
+                with open(f"{self.local}/{relative}", encoding="utf-8") as f:
+                    return f.read()
+            except FileNotFoundError:
+                return None
         path = self._Path(self.path(relative))
         if not self.fs.exists(path):
             return None
@@ -44,6 +76,13 @@ class CheckpointFiles:
 
     def write_text(self, relative: str, text: str) -> None:
         """Write a small file atomically (a temporary name, then a rename)."""
+        if self.local is not None:
+            final_path = f"{self.local}/{relative}"
+            os.makedirs(os.path.dirname(final_path), exist_ok=True)
+            with open(final_path + ".tmp", "w", encoding="utf-8") as f:
+                f.write(text)
+            os.replace(final_path + ".tmp", final_path)
+            return
         final = self._Path(self.path(relative))
         tmp = self._Path(self.path(relative) + ".tmp")
         stream = self.fs.create(tmp, True)
@@ -51,18 +90,29 @@ class CheckpointFiles:
             stream.write(bytearray(text.encode()))
         finally:
             stream.close()
-        if self.fs.exists(final):
+        if not self.fs.rename(tmp, final):  # Hadoop's rename does not replace (a re-run batch's file)
             self.fs.delete(final, False)
-        if not self.fs.rename(tmp, final):
+            if self.fs.rename(tmp, final):
+                return
             raise SqlflowExecutionError(f"could not write {self.path(relative)}", clause="STREAM")
 
     def list_dir(self, relative: str) -> list[str]:
+        if self.local is not None:
+            where = f"{self.local}/{relative}"
+            return os.listdir(where) if os.path.isdir(where) else []
         path = self._Path(self.path(relative))
         if not self.fs.exists(path):
             return []
         return [str(s.getPath().getName()) for s in self.fs.listStatus(path)]
 
     def delete(self, relative: str) -> None:
+        if self.local is not None:
+            where = f"{self.local}/{relative}"
+            if os.path.isdir(where):
+                shutil.rmtree(where, ignore_errors=True)
+            elif os.path.exists(where):
+                os.remove(where)
+            return
         self.fs.delete(self._Path(self.path(relative)), True)
 
     def batch_timestamp_ms(self, batch_id: int) -> int:
@@ -77,3 +127,12 @@ class CheckpointFiles:
                 return int(json.loads(line)["batchTimestampMs"])
         raise SqlflowExecutionError(f"the offset log entry {self.path(f'offsets/{batch_id}')} has no batch timestamp",
                                     clause="STREAM")
+
+
+def _local_path(uri: str) -> str:
+    """The local path of a `file:` URI (Hadoop's `file:/x`, or `file:///x`).
+
+    >>> _local_path("file:/tmp/cp"), _local_path("file:///tmp/cp")
+    ('/tmp/cp', '/tmp/cp')
+    """
+    return "/" + uri[len("file:"):].lstrip("/")

@@ -38,13 +38,15 @@ from pyspark.sql import types as T
 
 from ... import ast
 from ...columns import (BEHIND_PARTITION, BUCKET, DATA, DROPPED, DROPPED_EVENT_TIME, DROPPED_REASON,
-                        DROPPED_SOURCE, EMIT_TIME, EVENT_TIME, FINISH, KIND, LATEST, PANE, PARTITION, SOURCE, STATE, STATE_BYTES, STATE_FORMAT,
+                        DROPPED_SOURCE, EMIT_TIME, EVENT_TIME, FINISH, HEARTBEAT, KIND, LATEST, PANE, PARTITION,
+                        SOURCE, STATE, STATE_BYTES, STATE_FORMAT,
                         STATE_META, WEIGHT, WINDOW_END, WINDOW_START, PARTIAL_OVERFLOW, metric_column, part_column,
                         state_meta_column)
 from ...engine import COMBINING, STREAM, Aggregate, EnginePlan, path_for, state_codec
 from ...errors import SqlflowUnsupportedError
 from ...time import NEG_INF, POS_INF
-from ...udfs.batch_step import BatchSpec, BatchStep, batch_watermark, state_columns
+from ...udfs.batch_step import (BUCKET_LAYOUT, SPARK_LAYOUT, BatchSpec, BatchStep, StateFiles, batch_watermark,
+                                state_columns)
 from ...udfs.streaming import StreamSpec
 from ..conf import FILE_FORMATS, OWNED_BUCKETS_PER_CORE, streaming_buckets
 from .checkpoint_files import CheckpointFiles
@@ -58,6 +60,8 @@ STATE_DIR = "sqlflow-state"
 KEEP_VERSIONS = 3
 #: the bookkeeping of a complete version (written last)
 BOOK = "_sqlflow.json"
+#: the observed struct of a batch's counters
+BATCH_COUNTERS = "sqlflow_batch"
 #: the sinks the owned executor writes
 SINKS = (*FILE_FORMATS, "memory", "noop", "console")
 
@@ -107,38 +111,51 @@ def partial_plan(plan: EnginePlan) -> EnginePlan:
     return EnginePlan(plan.windowing, aggregates, keys=plan.keys, custom_windows=plan.custom_windows)
 
 
-def partials(rows: DataFrame, plan: EnginePlan) -> DataFrame:
-    """A micro-batch's data rows as partial aggregates per bucket, key and FIXED window (Spark's
-    own aggregation), with their weight and earliest and latest event time. A bucket's finish
-    markers (NULL keys and times) form a group of their own, which keeps its kind. Grouped by
-    the bucket first, so that Spark's hash partitioning by bucket serves the aggregation and
-    the per-bucket call alike (one shuffle)."""
+def partials_sql(plan: EnginePlan, view: str) -> str:
+    """The query of a micro-batch's data rows (temp view `view`) as partial aggregates per bucket,
+    key and FIXED window (Spark's own aggregation), with their weight and earliest and latest
+    event time. A bucket's markers (NULL keys and times) form a group of their own, which keeps its
+    kind. Grouped by the bucket first, so that Spark's hash partitioning by bucket serves the
+    aggregation and the per-bucket call alike (one shuffle). SQL text: built once, it costs one
+    round trip to the JVM a batch, where `pyspark.sql.functions` calls cost dozens.
+
+    >>> from sqlflow.engine import Aggregate
+    >>> w = ast.Windowing(ast.WindowClause(ast.Fixed(ast.Duration(60))), None, ast.AllowedLateness(ast.Duration(0)),
+    ...                   ast.Emit(ast.AccumulationMode.DISCARDING))
+    >>> print(partials_sql(EnginePlan(w, (Aggregate("sum", "v", "total"),), keys=("k",)), "rows"))
+    SELECT `__sqlflow_bucket`, `__sqlflow_kind`, `k`, `__sqlflow_et`, `__sqlflow_latest`, `__sqlflow_part0`, \
+`__sqlflow_weight`, (`__sqlflow_part0` IS NULL AND `__n0` > 0) AS `__sqlflow_partial_overflow` FROM (SELECT \
+`__sqlflow_bucket`, `__sqlflow_kind`, `k`, min(`__sqlflow_et`) AS `__sqlflow_et`, max(`__sqlflow_et`) AS \
+`__sqlflow_latest`, count(1) AS `__sqlflow_weight`, try_sum(`v`) AS `__sqlflow_part0`, count(`v`) AS `__n0` FROM \
+`rows` GROUP BY `__sqlflow_bucket`, `__sqlflow_kind`, `k`, `__sqlflow_et` - pmod(`__sqlflow_et` - 0, 60))
+    """
     window = plan.window
     if not isinstance(window, ast.Fixed):
         raise ValueError(f"a stream's rows combine per FIXED window, not {window}")
-    et = F.col(EVENT_TIME)
-    start = et - F.pmod(et - F.lit(window.offset.micros), F.lit(window.size.micros))
-    aggs = [F.min(et).alias(EVENT_TIME), F.max(et).alias(LATEST), F.count(F.lit(1)).alias(WEIGHT)]
+    et = _q(EVENT_TIME)
+    start = f"{et} - pmod({et} - {window.offset.micros}, {window.size.micros})"
+    aggs = [f"min({et}) AS {et}", f"max({et}) AS {_q(LATEST)}", f"count(1) AS {_q(WEIGHT)}"]
     overflow = []
     for j, a in enumerate(plan.aggregates):
-        c = F.col(a.column) if a.column else F.lit(None)
+        c, part = (_q(a.column) if a.column else "NULL"), _q(part_column(j))
         if a.kind == "count_star":
-            aggs.append(F.count(F.lit(1)).alias(part_column(j)))
+            aggs.append(f"count(1) AS {part}")
         elif a.kind == "count":
-            aggs.append(F.count(c).alias(part_column(j)))
+            aggs.append(f"count({c}) AS {part}")
         elif a.kind == "sum":
-            aggs.append(F.try_sum(c).alias(part_column(j)))
-            overflow.append(F.col(part_column(j)).isNull() & (F.col("__n" + str(j)) > 0))
-            aggs.append(F.count(c).alias("__n" + str(j)))
+            aggs += [f"try_sum({c}) AS {part}", f"count({c}) AS `__n{j}`"]
+            overflow.append(f"({part} IS NULL AND `__n{j}` > 0)")
         else:
-            aggs.append((F.min(c) if a.kind == "min" else F.max(c)).alias(part_column(j)))
-    grouped = rows.withColumn("__slice", start).groupBy(BUCKET, KIND, *plan.keys, "__slice").agg(*aggs)
-    flag = F.lit(False)
-    for o in overflow:
-        flag = flag | o
-    columns = [BUCKET, KIND, *plan.keys, EVENT_TIME, LATEST, *[part_column(j) for j in range(len(plan.aggregates))],
-               WEIGHT]
-    return grouped.select(*columns, flag.alias(PARTIAL_OVERFLOW))
+            aggs.append(f"{'min' if a.kind == 'min' else 'max'}({c}) AS {part}")
+    group = [_q(BUCKET), _q(KIND), *[_q(k) for k in plan.keys]]
+    inner = f"SELECT {', '.join(group + aggs)} FROM {_q(view)} GROUP BY {', '.join(group + [start])}"
+    columns = [*group, et, _q(LATEST), *[_q(part_column(j)) for j in range(len(plan.aggregates))], _q(WEIGHT)]
+    flag = " OR ".join(overflow) or "false"
+    return f"SELECT {', '.join(columns)}, {flag} AS {_q(PARTIAL_OVERFLOW)} FROM ({inner})"
+
+
+def _q(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
 
 
 @dataclass
@@ -155,6 +172,9 @@ class Book:
     log: list = field(default_factory=list)  # (p, W) of the batches so far (the last 1,000)
     #: ASCENDING PER: each partition's [value, latest event time, last arrival] after the batch
     partitions: list | None = None
+    #: how the version's state files lie (`udfs.batch_step`: SPARK_LAYOUT, one parquet dataset
+    #: Spark wrote, the first layout; BUCKET_LAYOUT, one file per bucket its call wrote)
+    layout: int = SPARK_LAYOUT
 
     def text(self) -> str:
         return json.dumps(self.__dict__)
@@ -166,6 +186,11 @@ class Book:
             raise state_codec.StateFormatError(
                 f"the state at {where} has format version {values.get('format')}; this sqlflow reads format "
                 f"version {state_codec.FORMAT_VERSION}", clause="STREAM")
+        layout = values.get("layout", SPARK_LAYOUT)
+        if layout not in (SPARK_LAYOUT, BUCKET_LAYOUT):
+            raise state_codec.StateFormatError(
+                f"the state at {where} has layout {layout}; this sqlflow reads layouts {SPARK_LAYOUT} and "
+                f"{BUCKET_LAYOUT}", clause="STREAM")
         return Book(**values)
 
 
@@ -215,8 +240,9 @@ class OwnedSink:
 
 
 #: fault injection for tests: called with (point, batch id) where a crash must lose and duplicate
-#: nothing: "mid-batch" (the batch planned, nothing written), "after-state" (the state
-#: version written, not the sink), "after-sink" (sink and bookkeeping written, before Spark's commit)
+#: nothing: "mid-batch" (the batch planned, nothing written), "after-outputs" (the state version's
+#: files and the sink written, not the bookkeeping), "after-sink" (sink and bookkeeping written,
+#: before Spark's commit)
 fault = None
 
 
@@ -264,6 +290,15 @@ class OwnedRun:
         self.pruned = False  # the versions before this run's have been pruned
         self.log: list[tuple[int, int]] = list(map(tuple, latest.log)) if latest is not None else []
         self.partitions = max(1, min(self.buckets, spark.sparkContext.defaultParallelism))
+        #: the buckets' calls read and write their state files themselves (one Spark job a batch);
+        #: else (a checkpoint pyarrow's file systems cannot open) Spark writes the versions
+        self.bucket_files = self.files.opened_by_pyarrow()
+        # built once, kept across batches (each pyspark.sql.functions call is a round trip to the JVM)
+        self.rows_view = f"__sqlflow_owned_rows_{self.token}"
+        self.partials_sql = partials_sql(plan, self.rows_view) if self.combine else ""
+        self.markers: DataFrame | None = None
+        self.pane_seq: tuple | None = None
+        self.counters: Any = None
 
     # ------------------------------------------------------------------ the stream
 
@@ -312,61 +347,110 @@ class OwnedRun:
             wm_new = POS_INF if finished else max(wm_prev, batch_watermark(seen, self.recipe.delay,
                                                                              self.recipe.time_shift))
         where = self.files.path(f"{STATE_DIR}/v={book.batch}") if book is not None else "the checkpoint"
+        version = f"{STATE_DIR}/v={batch_id}"
         n = self.partitions
+        own_files = self.bucket_files
+        if own_files:  # every bucket is called (a marker row each) and reads and writes its own state file
+            batch_df = batch_df.unionByName(self._markers(batch_df))
         rows = batch_df.repartition(n, BUCKET)
         if self.combine:
-            rows = partials(rows, self.recipe.plan)
-        states = (spark.read.schema(state_schema()).parquet(where) if book is not None
-                  else spark.createDataFrame([], state_schema()))
-        step = BatchStep(self.spec, self.arrow_schema, BatchSpec(p, wm_prev, wm_new, finished=finished, where=where),
-                         self.token)
+            rows.createOrReplaceTempView(self.rows_view)
+            rows = spark.sql(self.partials_sql)
+        if own_files:
+            files = StateFiles(self.files.uri(f"{STATE_DIR}/v={book.batch}") if book is not None else None, book.layout if book is not None else BUCKET_LAYOUT,
+                               self.files.uri(version))
+            step = BatchStep(self.spec, self.arrow_schema,
+                             BatchSpec(p, wm_prev, wm_new, finished=finished, where=where, files=files), self.token)
 
-        def bucket_batch(key, rows, state):  # pyspark reads the arity of a function, not of a callable
-            return step(key, rows, state)
+            def bucket_call(key, rows):  # pyspark reads the arity of a function, not of a callable
+                return step(key, rows)
 
-        out = (rows.groupBy(BUCKET)
-               .cogroup(states.repartition(n, BUCKET).groupBy(BUCKET))
-               .applyInArrow(bucket_batch, self.spark_schema)).persist()
+            out = rows.groupBy(BUCKET).applyInArrow(bucket_call, self.spark_schema)
+        else:
+            states = (spark.read.schema(state_schema()).parquet(where) if book is not None
+                      else spark.createDataFrame([], state_schema()))
+            step = BatchStep(self.spec, self.arrow_schema, BatchSpec(p, wm_prev, wm_new, finished=finished,
+                                                                     where=where), self.token)
+
+            def bucket_batch(key, rows, state):  # pyspark reads the arity of a function, not of a callable
+                return step(key, rows, state)
+
+            out = (rows.groupBy(BUCKET)
+                   .cogroup(states.repartition(n, BUCKET).groupBy(BUCKET))
+                   .applyInArrow(bucket_batch, self.spark_schema))
+        observation = Observation(f"sqlflow_owned_{batch_id}_{uuid.uuid4().hex[:8]}")
+        observed = self._observed(out, observation)
+        # two outputs (or a state version Spark writes) read the buckets' output twice: kept once
+        cached = self.keep_dropped or not own_files
+        if cached:
+            observed = observed.persist()
         try:
-            version = f"{STATE_DIR}/v={batch_id}"
             lap()
             _reached("mid-batch", batch_id)
-            # one job computes the buckets' output, writes the state version and counts (observe)
-            observation = Observation(f"sqlflow_owned_{batch_id}")
-            (self._observed(out, observation).where(F.col(KIND) == STATE).select(*state_columns())
-             .write.mode("overwrite").parquet(self.files.path(version)))
-            summary = self._summary(observation.get)
-            lap()
-            _reached("after-state", batch_id)
-            panes = out.where(F.col(KIND) == PANE).select(*self.pane_projection)
+            if not own_files:  # the state version through Spark (a checkpoint pyarrow cannot open)
+                (observed.where(F.col(KIND) == STATE).select(*state_columns())
+                 .write.mode("overwrite").parquet(self.files.path(version)))
+            # with own files, one job: the buckets write the state version, the sink the panes
+            panes = self._panes(observed)
             self.sink.write(self.final(panes) if self.final is not None else panes, batch_id)
             if self.keep_dropped:
-                self.sink.write_dropped(self._dropped(out, flagged, p), batch_id)
+                self.sink.write_dropped(self._dropped(observed, flagged, p), batch_id)
+            summary = self._summary(observation.get)
+            if own_files and summary.pop("buckets_called") < self.buckets:
+                # the sink's action stopped early (console's show, a LIMIT): the other buckets now
+                again = Observation(f"sqlflow_owned_{batch_id}_{uuid.uuid4().hex[:8]}")
+                self._observed(out, again).write.format("noop").mode("overwrite").save()
+                summary = self._summary(again.get)
+            summary.pop("buckets_called", None)
             lap()
+            _reached("after-outputs", batch_id)
             top = summary.pop("seen")
             seen = top if seen is None else (seen if top is None else max(seen, top))
             finished = finished or bool(summary.pop("finished_any"))
             self.log = [s for s in self.log if s[0] < p][-999:] + [(p, wm_new)]
             new = Book(batch_id, p, POS_INF if finished else wm_new, seen, finished, self.buckets,
-                       log=[list(s) for s in self.log], partitions=rows_of(table) if table is not None else None)
+                       log=[list(s) for s in self.log], partitions=rows_of(table) if table is not None else None,
+                       layout=BUCKET_LAYOUT if own_files else SPARK_LAYOUT)
             self.files.write_text(f"{version}/{BOOK}", new.text())
             self.book = new
             self._prune(batch_id)
             _reached("after-sink", batch_id)
         finally:
-            out.unpersist()
+            if cached:
+                observed.unpersist()
             if flagged is not None:
                 flagged.unpersist()
         lap()
-        # seconds per phase: planning (state lookup, offsets), computing (partials, buckets) with
-        # writing the state version (one job), the sink, the bookkeeping
-        self.timings.append(dict(zip(("plan", "compute_state", "sink", "book"),
-                                     (round(b - a, 3) for a, b in zip(clock, clock[1:])))))
+        # seconds per phase: planning (state lookup, offsets), the batch's job (partials, the
+        # buckets' calls writing the state version, the sink), the bookkeeping
+        self.timings.append(dict(zip(("plan", "job", "book"), (round(b - a, 3) for a, b in zip(clock, clock[1:])))))
         summary.update(batch_time=p, watermark=wm_new, finished=int(finished))
         if rule is not None:
             summary["input_rows"] += behind
             summary["dropped_behind_partition"] = behind
         self.progress.append({"batchId": batch_id, **summary})
+
+    def _markers(self, like: DataFrame) -> DataFrame:
+        """One HEARTBEAT row per bucket (columns as `like`'s, NULL but the bucket and kind): every
+        bucket is called in every batch, rows or not, so its timers and watermark crossings fire.
+        Built once (one partition), so it costs a batch no round trips to the JVM."""
+        if self.markers is None:
+            cols = [(F.col("id").cast("int").alias(BUCKET) if f.name == BUCKET
+                     else F.lit(HEARTBEAT).cast("int").alias(KIND) if f.name == KIND
+                     else F.lit(None).cast(f.dataType).alias(f.name)) for f in like.schema.fields]
+            self.markers = like.sparkSession.range(0, self.buckets, 1, 1).select(*cols)
+        return self.markers
+
+    def _panes(self, out: DataFrame) -> DataFrame:
+        """The pane rows of the buckets' output, projected (the projection's Java columns kept
+        across batches: a list of columns costs a round trip to the JVM each)."""
+        from pyspark.sql.classic.column import _to_seq
+
+        if self.pane_seq is None:
+            self.pane_seq = (F.col(KIND) == PANE)._jc, _to_seq(out.sparkSession.sparkContext,
+                                                               [c._jc for c in self.pane_projection])
+        where, projection = self.pane_seq
+        return DataFrame(out._jdf.filter(where).select(projection), out.sparkSession)
 
     def _dropped(self, out: DataFrame, flagged: DataFrame | None, p: int) -> DataFrame:
         """The batch's dropped rows, as the operator's side output lists them (`dropped_columns`):
@@ -387,19 +471,28 @@ class OwnedRun:
         return behind.unionByName(dropped)
 
     def _observed(self, out: DataFrame, observation) -> DataFrame:
-        """`out` counting the batch (its METRICS and STATE rows) into `observation`."""
+        """`out` counting the batch (its METRICS and STATE rows) into `observation`, as one
+        struct built once (`BATCH_COUNTERS`, its fields the counters)."""
+        if self.counters is None:
+            self.counters = F.struct(*self._counters()).alias(BATCH_COUNTERS)
+        return out.observe(observation, self.counters)
+
+    def _counters(self) -> list:
+        """The batch's counters over its METRICS and STATE rows (and each source's, of several)."""
         counters = [F.coalesce(F.sum(metric_column(m)), F.lit(0)).alias(m) for m in
                     ("engine_rows", "panes", "retractions", "dropped_too_late", "dropped_closed_window",
                      "dropped_null_event_time", "dropped_bad_gap", "buckets_advanced", *self.spec.source_counters())]
         live = [F.coalesce(F.sum(F.when(F.col(KIND) == STATE, F.col(state_meta_column(f)))), F.lit(0)).alias(m)
                 for f, m in (("keys", "state_keys"), ("windows", "state_windows"), ("bytes", "state_bytes"))]
-        return out.observe(observation, *counters, *live, F.max(state_meta_column("seen")).alias("seen"),
-                           F.coalesce(F.max(F.col(state_meta_column("finished")).cast("int")), F.lit(0))
-                           .alias("finished_any"))
+        return [*counters, *live, F.max(state_meta_column("seen")).alias("seen"),
+                F.coalesce(F.max(F.col(state_meta_column("finished")).cast("int")), F.lit(0)).alias("finished_any"),
+                F.count(F.when(F.col(KIND) == STATE, F.lit(1))).alias("buckets_called")]
 
     @staticmethod
     def _summary(values: dict) -> dict:
-        out = {k: (None if v is None else int(v)) for k, v in values.items()}
+        counted = values[BATCH_COUNTERS]
+        out = {k: (None if v is None else int(v)) for k, v in counted.asDict().items()}
+        out["buckets_called"] = out.get("buckets_called") or 0
         return out | {"input_rows": int(out["engine_rows"] or 0)}
 
     # ------------------------------------------------------------------ versions
@@ -422,9 +515,8 @@ class OwnedRun:
         """Delete the versions before the last KEEP_VERSIONS (all of them after a restart; then only
         the one that falls out)."""
         if self.pruned:
-            old = f"{STATE_DIR}/v={batch_id - KEEP_VERSIONS}"
-            if batch_id - KEEP_VERSIONS >= 0 and self.files.exists(old):
-                self.files.delete(old)
+            if batch_id - KEEP_VERSIONS >= 0:  # (deleting a version that is not there does nothing)
+                self.files.delete(f"{STATE_DIR}/v={batch_id - KEEP_VERSIONS}")
             return
         versions = [v for v in self._versions() if v <= batch_id]
         for v in versions[:-KEEP_VERSIONS]:
