@@ -49,6 +49,7 @@ from ..engine import (BOUNDED, COMBINING, REPLAY, Aggregate, EnginePlan, arrival
 from . import conf, handover
 from .collation import representative
 from ..plan.inputs import InputRelation
+from ..plan.relations import quoted
 from .select_types import spark_type
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -121,10 +122,10 @@ def normalised_key(expr: str, dtype, depth: int = 0) -> str | None:
         inner = normalised_key(f"v{depth}", dtype.valueType, depth + 1)
         return None if inner is None else f"transform_values({expr}, ({var}, v{depth}) -> {inner})"
     if isinstance(dtype, T.StructType):
-        fields = [(f.name, normalised_key(f"{expr}.{_q(f.name)}", f.dataType, depth)) for f in dtype.fields]
+        fields = [(f.name, normalised_key(f"{expr}.{quoted(f.name)}", f.dataType, depth)) for f in dtype.fields]
         if all(n is None for _, n in fields):
             return None
-        parts = ", ".join(f"{_string(name)}, {n or f'{expr}.{_q(name)}'}" for name, n in fields)
+        parts = ", ".join(f"{_string(name)}, {n or f'{expr}.{quoted(name)}'}" for name, n in fields)
         return f"IF({expr} IS NULL, NULL, named_struct({parts}))"
     return None
 
@@ -134,9 +135,6 @@ def _string(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def _q(name: str) -> str:
-    """A column name quoted for Spark SQL."""
-    return "`" + name.replace("`", "``") + "`"
 
 
 def run_engine(ws, rel: InputRelation, raw, agg_types: list, *, buckets: int, timeline=None,
@@ -155,14 +153,14 @@ def run_engine(ws, rel: InputRelation, raw, agg_types: list, *, buckets: int, ti
     outputs = handover.plan_outputs(ws, rel, schema, agg_types, ansi_mode=handover.ansi(spark), name=agg_column)
     # keys as Spark's GROUP BY compares them (so equal keys share a bucket), derived arguments:
     # a collated key becomes its group's representative first (sqlflow/spark/collation.py)
-    collated = {c: representative(_q(c), schema[c]) for c in rel.keys}
+    collated = {c: representative(quoted(c), schema[c]) for c in rel.keys}
     if any(collated.values()):
-        raw = raw.selectExpr(*[f"{collated[c]} AS {_q(c)}" if collated.get(c) else _q(c) for c in raw.columns])
+        raw = raw.selectExpr(*[f"{collated[c]} AS {quoted(c)}" if collated.get(c) else quoted(c) for c in raw.columns])
     columns = []
     for c in raw.columns:
-        norm = normalised_key(_q(c), schema[c]) if c in rel.keys else None
-        columns.append(_q(c) if norm is None else f"{norm} AS {_q(c)}")
-    columns += [f"{sql} AS {_q(name)}" for name, sql in outputs.derived.items()]
+        norm = normalised_key(quoted(c), schema[c]) if c in rel.keys else None
+        columns.append(quoted(c) if norm is None else f"{norm} AS {quoted(c)}")
+    columns += [f"{sql} AS {quoted(name)}" for name, sql in outputs.derived.items()]
     raw = raw.selectExpr(*columns)
     schema = {f.name: f.dataType for f in raw.schema.fields}
     args = rel.args + list(outputs.derived)
@@ -183,13 +181,13 @@ def run_engine(ws, rel: InputRelation, raw, agg_types: list, *, buckets: int, ti
         rows, plan = lifted
     else:
         # engine input: times in microseconds
-        columns = [_q(c) for c in rel.keys + args]
-        columns.append(f"unix_micros(CAST({_q(EVENT_TIME)} AS TIMESTAMP)) AS {_q(EVENT_TIME)}")
+        columns = [quoted(c) for c in rel.keys + args]
+        columns.append(f"unix_micros(CAST({quoted(EVENT_TIME)} AS TIMESTAMP)) AS {quoted(EVENT_TIME)}")
         if rel.replay:
-            columns.append(f"unix_micros(CAST({_q(ARRIVAL_TIME)} AS TIMESTAMP)) AS {_q(ARRIVAL_TIME)}")
+            columns.append(f"unix_micros(CAST({quoted(ARRIVAL_TIME)} AS TIMESTAMP)) AS {quoted(ARRIVAL_TIME)}")
         if rel.gap:
-            columns.append(f"unix_micros(timestamp_micros(0) + {_q(GAP)}) AS {_q(GAP)}")
-        columns += [_q(when_column(i)) for i in range(rel.n_when)]
+            columns.append(f"unix_micros(timestamp_micros(0) + {quoted(GAP)}) AS {quoted(GAP)}")
+        columns += [quoted(when_column(i)) for i in range(rel.n_when)]
         rows = by_bucket(raw.selectExpr(*columns), rel.keys, buckets, spread_over(ws, rel))
 
     # output schema: the wire columns (sqlflow/columns.py), keys, aggregates (Spark's types), argument echoes
@@ -212,28 +210,28 @@ def run_engine(ws, rel: InputRelation, raw, agg_types: list, *, buckets: int, ti
                     averages=tuple(outputs.averages))
     output = rows.mapInArrow(ArrowBuckets(job, arrow_schema(out_schema, spark)), schema=out_schema)
 
-    pane_columns = [_q(k) for k in rel.keys] + outputs.decode
+    pane_columns = [quoted(k) for k in rel.keys] + outputs.decode
     for name in PANE_COLUMNS:
-        pane_columns.append(_micros_as_time(name, name) if name in PANE_TIMES else _q(name))
+        pane_columns.append(_micros_as_time(name, name) if name in PANE_TIMES else quoted(name))
     if ws.windowing.mode.retracting:
         pane_columns.append(IS_RETRACTION)
 
     def derive(output) -> EngineRun:
-        pane_rows = output.where(f"{_q(KIND)} = {PANE}")
+        pane_rows = output.where(f"{quoted(KIND)} = {PANE}")
         panes = pane_rows.selectExpr(*pane_columns)
-        final = pane_rows.where(_q(FINAL)).selectExpr(*pane_columns)
-        dropped = output.where(f"{_q(KIND)} = {DROPPED}").selectExpr(
-            *[_q(k) for k in rel.keys], *[_q(a) for a in rel.args],
+        final = pane_rows.where(quoted(FINAL)).selectExpr(*pane_columns)
+        dropped = output.where(f"{quoted(KIND)} = {DROPPED}").selectExpr(
+            *[quoted(k) for k in rel.keys], *[quoted(a) for a in rel.args],
             _micros_as_time(EVENT_TIME, DROPPED_EVENT_TIME), _micros_as_time(ARRIVAL_TIME, DROPPED_ARRIVAL_TIME),
-            f"{_q(REASON)} AS {DROPPED_REASON}",
+            f"{quoted(REASON)} AS {DROPPED_REASON}",
             _micros_as_time(WINDOW_START, WINDOW_START), _micros_as_time(WINDOW_END, WINDOW_END))
         # a replay's holds: (since, until, smallest output time) per held instant range, for the
         # output watermark a later windowed stage reads (sqlflow.engine.holds); rows without a hold
         # (since NULL) say where the output ends (their emission), and a GLOBAL window's pane may have
         # no output_time
-        holds = pane_rows.selectExpr(f"{_q(HOLD_SINCE)} AS since",
-                                     f"coalesce({_q(HOLD_UNTIL)}, {_q(EMIT_TIME)}) AS until",
-                                     f"{_q(OUTPUT_TIME)} AS value").groupBy("since", "until").agg(
+        holds = pane_rows.selectExpr(f"{quoted(HOLD_SINCE)} AS since",
+                                     f"coalesce({quoted(HOLD_UNTIL)}, {quoted(EMIT_TIME)}) AS until",
+                                     f"{quoted(OUTPUT_TIME)} AS value").groupBy("since", "until").agg(
             {"value": "min"}).toDF("since", "until", "value") if rel.replay else None
         return EngineRun(output, panes, final, dropped, buckets, combined=lifted is not None,
                          replay_combined=combining is not None, holds=holds, derive=derive,
@@ -244,7 +242,7 @@ def run_engine(ws, rel: InputRelation, raw, agg_types: list, *, buckets: int, ti
 
 def _micros_as_time(column: str, alias: str) -> str:
     """SQL turning a column of int64 microseconds from the bucket jobs back into a TIMESTAMP."""
-    return f"timestamp_micros({_q(column)}) AS {_q(alias)}"
+    return f"timestamp_micros({quoted(column)}) AS {quoted(alias)}"
 
 
 def by_bucket(rows, keys, buckets: int, blocks: tuple[int, int] | None = None):
@@ -257,7 +255,7 @@ def by_bucket(rows, keys, buckets: int, blocks: tuple[int, int] | None = None):
         return rows.repartition(buckets, *[F.col(k) for k in keys])
     if blocks is not None:
         size, offset = blocks
-        et = _q(EVENT_TIME)
+        et = quoted(EVENT_TIME)
         return rows.repartition(buckets, F.expr(f"{et} - pmod({et} - {offset}, {size})"))
     return rows.repartition(1)
 
@@ -331,35 +329,35 @@ def lifted_rows(plan: EnginePlan, rel: InputRelation, raw, buckets: int):
     from pyspark.sql import functions as F
 
     gap = _fixed_gap(plan)
-    et = _q(EVENT_TIME)
-    keys = [_q(k) for k in rel.keys]
+    et = quoted(EVENT_TIME)
+    keys = [quoted(k) for k in rel.keys]
     partial_names = [part_column(j) for j in range(len(plan.aggregates))]
     partials, aggregates = [], []
     for name, agg in zip(partial_names, plan.aggregates):
-        arg = "1" if agg.kind == "count_star" or agg.column is None else _q(agg.column)
-        partials.append(f"{'count' if agg.kind == 'count_star' else agg.kind}({arg}) AS {_q(name)}")
+        arg = "1" if agg.kind == "count_star" or agg.column is None else quoted(agg.column)
+        partials.append(f"{'count' if agg.kind == 'count_star' else agg.kind}({arg}) AS {quoted(name)}")
         aggregates.append(Aggregate(COMBINING[agg.kind], name, agg.output, agg.ignore_nulls))
-    echoes = [f"first(IF({et} IS NULL, {_q(a)}, NULL), true) AS {_q(a)}" for a in rel.args]
+    echoes = [f"first(IF({et} IS NULL, {quoted(a)}, NULL), true) AS {quoted(a)}" for a in rel.args]
     timed = by_bucket(raw.selectExpr(
-        *keys, *[_q(a) for a in rel.args], f"unix_micros(CAST({et} AS TIMESTAMP)) AS {et}"), rel.keys, buckets)
+        *keys, *[quoted(a) for a in rel.args], f"unix_micros(CAST({et} AS TIMESTAMP)) AS {et}"), rel.keys, buckets)
     sliced = timed.selectExpr("*", f"{et} - pmod({et}, {gap}L) AS __slice",
                               f"IF({et} IS NULL, monotonically_increasing_id(), NULL) AS __single")
 
     def element(time, weight, parts):
         fields = [f"'{EVENT_TIME}', {time}", f"'{WEIGHT}', {weight}"]
         fields += [f"'{n}', {v}" for n, v in zip(partial_names, parts)]
-        fields += [f"'{a}', {_q(a)}" for a in rel.args]
+        fields += [f"'{a}', {quoted(a)}" for a in rel.args]
         return f"named_struct({', '.join(fields)})"
 
-    first = element("__lo", _q(WEIGHT), [_q(n) for n in partial_names])
+    first = element("__lo", quoted(WEIGHT), [quoted(n) for n in partial_names])
     # the neutral partial: COUNT 0, otherwise a NULL of the partial's type
-    last = element("__hi", "0L", ["0L" if agg.kind in ("count_star", "count") else f"IF(false, {_q(n)}, NULL)"
+    last = element("__hi", "0L", ["0L" if agg.kind in ("count_star", "count") else f"IF(false, {quoted(n)}, NULL)"
                                   for n, agg in zip(partial_names, plan.aggregates)])
     combined = sliced.groupBy(*rel.keys, "__slice", "__single").agg(
-        F.expr(f"min({et}) AS __lo"), F.expr(f"max({et}) AS __hi"), F.expr(f"count(1) AS {_q(WEIGHT)}"),
+        F.expr(f"min({et}) AS __lo"), F.expr(f"max({et}) AS __hi"), F.expr(f"count(1) AS {quoted(WEIGHT)}"),
         *[F.expr(p) for p in partials + echoes])
     rows = combined.selectExpr(
         *keys, f"explode(IF(__hi > __lo, array({first}, {last}), array({first}))) AS __e").selectExpr(*keys, "__e.*")
-    rows = rows.selectExpr(*[_q(c) for c in rel.keys + rel.args + partial_names], et, _q(WEIGHT))
+    rows = rows.selectExpr(*[quoted(c) for c in rel.keys + rel.args + partial_names], et, quoted(WEIGHT))
     lifted_plan = EnginePlan(plan.windowing, tuple(aggregates), keys=plan.keys, custom_windows=plan.custom_windows)
     return rows, lifted_plan

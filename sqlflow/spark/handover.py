@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from ..engine import Aggregate, overflow_column
 from ..errors import SqlflowExecutionError
+from ..plan.relations import quoted
 from . import conf
 
 #: the engine kinds whose argument Spark turns into a DOUBLE first
@@ -57,10 +58,6 @@ class Outputs:
             if body:
                 out[alias.strip("`").replace("``", "`")] = body
         return out
-
-
-def _q(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 def ansi(spark) -> bool:
@@ -97,7 +94,7 @@ def plan_outputs(ws, rel, schema: dict, agg_types: list, *, ansi_mode: bool, nam
         message = str(where).splitlines()[0]
         if rewrite and kind in VARIANCE_KINDS and not isinstance(arg_type, (T.DoubleType, T.NullType)):
             double = f"{arg}__double"
-            out.derived[double] = f"CAST({_q(arg)} AS DOUBLE)"
+            out.derived[double] = f"CAST({quoted(arg)} AS DOUBLE)"
             arg = double
         if kind == "sum" and isinstance(arg_type, T.DecimalType):
             _decimal_sum(out, Aggregate("sum", arg, col), result, ansi_mode, message, col)
@@ -115,27 +112,27 @@ def plan_outputs(ws, rel, schema: dict, agg_types: list, *, ansi_mode: bool, nam
                 out.averages.append((col, total, count, arg_type.scale, result.scale))
                 test = f"{_overflow_test(total, sum_type)} OR {_overflow_test(col, result)}"
                 value = _checked_decimal(col, result, ansi_mode, message, test)
-                out.decode.append(f"IF({_q(count)} = 0, NULL, {value}) AS {_q(col)}")
+                out.decode.append(f"IF({quoted(count)} = 0, NULL, {value}) AS {quoted(col)}")
             else:
                 out.types += [(total, arg_type), (overflow_column(total), T.BooleanType()), (count, T.LongType())]
-                flag = _q(overflow_column(total))
-                value = f"CASE WHEN {flag} THEN {overflow_error(message, flag, interval=True)} ELSE {_q(total)} END"
-                out.decode.append(f"CAST({value} / {_q(count)} AS {result.simpleString()}) AS {_q(col)}")
+                flag = quoted(overflow_column(total))
+                value = f"CASE WHEN {flag} THEN {overflow_error(message, flag, interval=True)} ELSE {quoted(total)} END"
+                out.decode.append(f"CAST({value} / {quoted(count)} AS {result.simpleString()}) AS {quoted(col)}")
         elif kind == "sum" and isinstance(arg_type, (T.ByteType, T.ShortType, T.IntegerType, T.LongType,
                                                      T.DayTimeIntervalType)):
             interval = isinstance(arg_type, T.DayTimeIntervalType)
             out.aggregates.append(Aggregate("sum", arg, col))
             out.types += [(col, result), (overflow_column(col), T.BooleanType())]
-            flag = _q(overflow_column(col))
+            flag = quoted(overflow_column(col))
             if ansi_mode or interval:  # an interval sum fails in both modes, as Spark's does
-                value = f"CASE WHEN {flag} THEN {overflow_error(message, flag, interval)} ELSE {_q(col)} END"
-                out.decode.append(f"{value} AS {_q(col)}")
+                value = f"CASE WHEN {flag} THEN {overflow_error(message, flag, interval)} ELSE {quoted(col)} END"
+                out.decode.append(f"{value} AS {quoted(col)}")
             else:
-                out.decode.append(_q(col))
+                out.decode.append(quoted(col))
         else:
             out.aggregates.append(Aggregate(kind, arg, col, call.ignore_nulls))
             out.types.append((col, result))
-            out.decode.append(_q(col))
+            out.decode.append(quoted(col))
     return out
 
 
@@ -144,15 +141,15 @@ def _decimal_sum(out: Outputs, agg: Aggregate, result, ansi_mode: bool, message:
 
     out.aggregates.append(agg)
     out.types += [(col, T.DecimalType(38, result.scale)), (overflow_column(col), T.BooleanType())]
-    out.decode.append(f"{_checked_decimal(col, result, ansi_mode, message)} AS {_q(col)}")
+    out.decode.append(f"{_checked_decimal(col, result, ansi_mode, message)} AS {quoted(col)}")
 
 
 def _overflow_test(column: str, dtype) -> str:
     """SQL telling whether the engine's exact DECIMAL(38, s) `column` (flagged past 38 digits)
     does not fit `dtype` (DECIMAL(P, s))."""
-    flag = _q(overflow_column(column))
+    flag = quoted(overflow_column(column))
     if dtype.precision < 38:  # 10^(P - s) fits in DECIMAL(38, s): the comparison is exact
-        return f"({flag} OR abs({_q(column)}) >= CAST('1E{dtype.precision - dtype.scale}' AS DECIMAL(38,{dtype.scale})))"
+        return f"({flag} OR abs({quoted(column)}) >= CAST('1E{dtype.precision - dtype.scale}' AS DECIMAL(38,{dtype.scale})))"
     return flag
 
 
@@ -161,4 +158,4 @@ def _checked_decimal(column: str, dtype, ansi_mode: bool, message: str, test: st
     fit (or `test` holds), Spark's overflow: NULL, or the ANSI error."""
     test = _overflow_test(column, dtype) if test is None else test
     failed = f"CAST({overflow_error(message, test)} AS {dtype.simpleString()})" if ansi_mode else "NULL"
-    return f"CASE WHEN {test} THEN {failed} ELSE CAST({_q(column)} AS {dtype.simpleString()}) END"
+    return f"CASE WHEN {test} THEN {failed} ELSE CAST({quoted(column)} AS {dtype.simpleString()}) END"

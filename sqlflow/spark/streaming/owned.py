@@ -44,6 +44,7 @@ from ...columns import (BEHIND_PARTITION, BUCKET, DATA, DROPPED, DROPPED_EVENT_T
                         state_meta_column)
 from ...engine import COMBINING, STREAM, Aggregate, EnginePlan, path_for, state_codec
 from ...errors import SqlflowUnsupportedError
+from ...plan.relations import quoted
 from ...time import NEG_INF, POS_INF
 from ...udfs.batch_step import (BUCKET_LAYOUT, SPARK_LAYOUT, BatchSpec, BatchStep, StateFiles, batch_watermark,
                                 state_columns)
@@ -132,12 +133,12 @@ def partials_sql(plan: EnginePlan, view: str) -> str:
     window = plan.window
     if not isinstance(window, ast.Fixed):
         raise ValueError(f"a stream's rows combine per FIXED window, not {window}")
-    et = _q(EVENT_TIME)
+    et = quoted(EVENT_TIME)
     start = f"{et} - pmod({et} - {window.offset.micros}, {window.size.micros})"
-    aggs = [f"min({et}) AS {et}", f"max({et}) AS {_q(LATEST)}", f"count(1) AS {_q(WEIGHT)}"]
+    aggs = [f"min({et}) AS {et}", f"max({et}) AS {quoted(LATEST)}", f"count(1) AS {quoted(WEIGHT)}"]
     overflow = []
     for j, a in enumerate(plan.aggregates):
-        c, part = (_q(a.column) if a.column else "NULL"), _q(part_column(j))
+        c, part = (quoted(a.column) if a.column else "NULL"), quoted(part_column(j))
         if a.kind == "count_star":
             aggs.append(f"count(1) AS {part}")
         elif a.kind == "count":
@@ -147,15 +148,11 @@ def partials_sql(plan: EnginePlan, view: str) -> str:
             overflow.append(f"({part} IS NULL AND `__n{j}` > 0)")
         else:
             aggs.append(f"{'min' if a.kind == 'min' else 'max'}({c}) AS {part}")
-    group = [_q(BUCKET), _q(KIND), *[_q(k) for k in plan.keys]]
-    inner = f"SELECT {', '.join(group + aggs)} FROM {_q(view)} GROUP BY {', '.join(group + [start])}"
-    columns = [*group, et, _q(LATEST), *[_q(part_column(j)) for j in range(len(plan.aggregates))], _q(WEIGHT)]
+    group = [quoted(BUCKET), quoted(KIND), *[quoted(k) for k in plan.keys]]
+    inner = f"SELECT {', '.join(group + aggs)} FROM {quoted(view)} GROUP BY {', '.join(group + [start])}"
+    columns = [*group, et, quoted(LATEST), *[quoted(part_column(j)) for j in range(len(plan.aggregates))], quoted(WEIGHT)]
     flag = " OR ".join(overflow) or "false"
-    return f"SELECT {', '.join(columns)}, {flag} AS {_q(PARTIAL_OVERFLOW)} FROM ({inner})"
-
-
-def _q(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
+    return f"SELECT {', '.join(columns)}, {flag} AS {quoted(PARTIAL_OVERFLOW)} FROM ({inner})"
 
 
 @dataclass

@@ -20,6 +20,7 @@ from ...columns import (BUCKET, DATA, DROPPED, DROPPED_EVENT_TIME, DROPPED_REASO
                         null_mask)
 from ...engine import EnginePlan, overflow_column
 from ...errors import SqlflowUnsupportedError
+from ...plan.relations import quoted
 from ...time import MILLISECOND
 from ...udfs.pack import Pack
 from ...udfs.heartbeats import heartbeats
@@ -270,13 +271,10 @@ def masked_number_exprs(columns, masked) -> list[str]:
     plus a boolean NULL mask (`columns.null_mask`), which `udfs.operator_frames.restore_nulls`
     turns back into an exact nullable column on the executor. SQL text rather than
     `pyspark.sql.functions` calls: those are a dozen py4j round trips each."""
-    def q(name: str) -> str:
-        return "`" + name.replace("`", "``") + "`"
-
     out = []
     for c in columns:
         if c in masked:
-            out += [f"coalesce({q(c)}, 0) AS {q(c)}", f"{q(c)} IS NULL AS {q(null_mask(c))}"]
+            out += [f"coalesce({quoted(c)}, 0) AS {quoted(c)}", f"{quoted(c)} IS NULL AS {quoted(null_mask(c))}"]
         else:
-            out.append(q(c))
+            out.append(quoted(c))
     return out
