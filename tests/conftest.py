@@ -255,6 +255,23 @@ def spark_undone(spark):
     assert temp_views(spark) == present
 
 
+@pytest.fixture
+def no_query_context_loggers():
+    """PySpark's query-context loggers as a fresh interpreter has them: not created yet (PySpark
+    creates them, as its own logger class, at the first analysis error with a query context).
+    The ones this process had come back afterwards."""
+    import logging
+
+    from sqlflow.spark.analysis import ERROR_LOGGERS
+
+    known = logging.Logger.manager.loggerDict
+    kept = {name: known.pop(name) for name in ERROR_LOGGERS if name in known}
+    yield
+    for name in ERROR_LOGGERS:
+        known.pop(name, None)
+    known.update(kept)
+
+
 @pytest.fixture(autouse=True)
 def _settings_restored():
     """The shared session's settings as each test found them: a SET in a script or a cell

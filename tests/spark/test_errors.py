@@ -5,6 +5,7 @@ point into the user's query: at the identifier Spark names, or at the sqlflow cl
 introduced it (ON, WATERMARK, ARRIVAL, TIMELINE, GAP, WHEN).
 """
 import pytest
+from pyspark.errors import AnalysisException
 
 import sqlflow
 
@@ -215,34 +216,19 @@ def test_an_input_column_named_like_a_pane_column_is_explained(spark):
     assert [(r.k, r.s, r.pane_index) for r in qualified.collect()] == [("a", 7, 0)]
 
 
-AFTER_A_WINDOWED_QUERY = """
-import logging
-import sqlflow
-from pyspark.errors import AnalysisException
-from sqlflow.spark.session import local_session
-
-spark = local_session()
-spark.sql("SELECT 'a' AS k, TIMESTAMP'2024-01-01 00:00:00' AS ts").createOrReplaceTempView("t")
-sqlflow.sql(spark, "SELECT k, COUNT(*) AS n FROM t GROUP BY k WINDOW FIXED(SIZE 1m) ON ts").collect()
-try:
-    spark.sql("SELECT no_such_column FROM t").collect()
-except AnalysisException as error:
-    print("AnalysisException", error.getCondition())
-"""
-
-
-def test_spark_errors_stay_sparks_own_after_a_windowed_query(tmp_path):
+def test_spark_errors_stay_sparks_own_after_a_windowed_query(spark, no_query_context_loggers):
     """sqlflow silences PySpark's query-context loggers while it asks Spark to analyse its own
     queries; it must not create them as plain Loggers (PySpark then calls them with keyword
-    arguments and every later AnalysisException became a TypeError). A fresh interpreter, so
-    the loggers do not exist yet."""
-    import subprocess
-    import sys
-
-    done = subprocess.run([sys.executable, "-c", AFTER_A_WINDOWED_QUERY], capture_output=True, text=True,
-                          timeout=300, cwd=tmp_path)
-    assert done.stdout.strip().splitlines()[-1] == "AnalysisException UNRESOLVED_COLUMN.WITH_SUGGESTION", \
-        done.stderr[-3000:]
+    arguments and every later AnalysisException became a TypeError). The loggers as a fresh
+    interpreter has them: not created yet."""
+    spark.sql("SELECT 'a' AS k, TIMESTAMP'2024-01-01 00:00:00' AS ts").createOrReplaceTempView("fresh_loggers")
+    try:
+        sqlflow.sql(spark, "SELECT k, COUNT(*) AS n FROM fresh_loggers GROUP BY k WINDOW FIXED(SIZE 1m) ON ts").collect()
+        with pytest.raises(AnalysisException) as caught:
+            spark.sql("SELECT no_such_column FROM fresh_loggers").collect()
+    finally:
+        spark.catalog.dropTempView("fresh_loggers")
+    assert caught.value.getCondition() == "UNRESOLVED_COLUMN.WITH_SUGGESTION"
 
 
 @pytest.mark.parametrize("clause, text, start", [
