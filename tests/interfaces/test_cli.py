@@ -20,18 +20,6 @@ from sqlflow.interfaces.prompt import complete
 # ---------------------------------------------------------------- subprocess runs
 
 
-@pytest.mark.slow
-def test_f_script_with_comments_and_multiline_statements(sqlflow_cli):
-    r = sqlflow_cli("-f", "examples/hello.sql", "-d", "greeting=hello")
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.splitlines() == [
-        "spark.sql.shuffle.partitions\t2",
-        "1\tfalse\thello", "2\ttrue\thello", "3\tfalse\thello",
-        "false\t3\t9", "true\t2\t6",
-    ]
-    assert r.stderr.count("Time taken:") == 4 and "Fetched 3 row(s)" in r.stderr
-
-
 def test_transpile_runs_nothing(sqlflow_cli):
     r = sqlflow_cli("--transpile", "-d", "size=2m", "-e",
                     "CREATE TEMP VIEW v AS SELECT 1; "
@@ -153,6 +141,21 @@ def test_e_i_conf_set_define_database_header_silent_verbose(spark, capsys, tmp_p
         "world\t3\t42\tNULL\ttrue\t2015-09-01 12:00:00\t[1,2]\t41",
     ]
     assert "Time taken" not in err and "WARN" not in err  # -S
+
+
+def test_f_script_with_comments_and_multiline_statements(spark, capsys, monkeypatch, repo_root):
+    """The README's example script: plain Spark SQL, a SET, a ${variable} from -d, a statement
+    spanning lines with a comment; results on stdout, timings on stderr."""
+    monkeypatch.chdir(repo_root)
+    status = main(["-f", "examples/hello.sql", "-d", "greeting=hello"])
+    out, err = capsys.readouterr()
+    assert status == 0, err
+    assert out.splitlines() == [
+        "spark.sql.shuffle.partitions\t2",
+        "1\tfalse\thello", "2\ttrue\thello", "3\tfalse\thello",
+        "false\t3\t9", "true\t2\t6",
+    ]
+    assert err.count("Time taken:") == 4 and "Fetched 3 row(s)" in err
 
 
 def test_failing_script_stops_with_status_1_and_a_located_message(spark, capsys, monkeypatch, repo_root):

@@ -22,9 +22,9 @@ def rows(out: str) -> list[str]:
 # ---------------------------------------------------------------- side by side with spark-sql
 
 
-def _catalog_runs(sqlflow_cli, tmp_path) -> tuple[dict, object]:
+def _created_in(sqlflow_cli, tmp_path) -> dict:
     """A database and table created by one run of the command (Spark's catalog in ./metastore_db,
-    the table under spark.sql.warehouse.dir), then read by a second run: (env, second run)."""
+    the table under spark.sql.warehouse.dir): the environment of the runs that read them."""
     no_conf = {"SPARK_CONF_DIR": str(tmp_path / "no-conf")}
     warehouse = tmp_path / "wh"
     first = sqlflow_cli("-S", "--conf", f"spark.sql.warehouse.dir={warehouse}", "--conf", "spark.ui.enabled=false",
@@ -34,26 +34,27 @@ def _catalog_runs(sqlflow_cli, tmp_path) -> tuple[dict, object]:
     assert first.returncode == 0, first.stderr
     assert (tmp_path / "metastore_db").is_dir() and (warehouse / "d.db" / "t").is_dir()
     assert not (tmp_path / "spark-warehouse").exists()  # spark.sql.warehouse.dir was honoured
-    again = sqlflow_cli("-S", "--database", "d", "-e", "SELECT * FROM t ORDER BY k", cwd=tmp_path, env=no_conf)
-    assert again.returncode == 0, again.stderr
-    assert again.stdout.splitlines() == ["a\t1", "b\t2"]
-    return no_conf, again
+    return no_conf
 
 
 @pytest.mark.slow
-def test_the_catalog_persists_in_the_working_directory(sqlflow_cli, tmp_path):
-    """Where Spark keeps its catalog: a database and table created in one run are there in the next."""
-    _, again = _catalog_runs(sqlflow_cli, tmp_path)
-    assert again.stderr.count("Time taken") == 0  # -S
-
-
-@pytest.mark.slow
-@pytest.mark.release
-def test_the_catalog_persists_in_the_working_directory_as_with_spark_sql(sqlflow_cli, spark_sql, tmp_path):
-    """The same, and spark-sql (same directory) sees the database and table too."""
-    no_conf, again = _catalog_runs(sqlflow_cli, tmp_path)
-    theirs = spark_sql("-S", "--database", "d", "-e", "SELECT * FROM t ORDER BY k", cwd=tmp_path, env=no_conf)
-    assert theirs.stdout == again.stdout
+def test_the_catalog_persists_and_stdin_is_read_as_with_spark_sql(sqlflow_cli, spark_sql, tmp_path):
+    """Where Spark keeps its catalog: a database and table created in one run are there in the next,
+    of the command and of spark-sql (same directory, --database). How stdin is read: statements from
+    stdin; a comment-only line; quit; ends the input (what follows is not run); Spark's own error in
+    Spark's words, not as sqlflow's."""
+    env = _created_in(sqlflow_cli, tmp_path)
+    text = ("SELECT * FROM t ORDER BY k;\n-- only a comment\nSELECT 2\n  AS b;\nSELECT * FROM\n  nope;\nSELECT 3;\n"
+            "quit;\nSELECT 4;\n")
+    ours = sqlflow_cli("--database", "d", "--conf", "spark.ui.enabled=false", input=text, cwd=tmp_path, env=env)
+    theirs = spark_sql("--database", "d", "--conf", "spark.ui.enabled=false", input=text, cwd=tmp_path, env=env)
+    assert rows(ours.stdout) == rows(theirs.stdout) == ["a\t1", "b\t2", "2", "3"], (ours.stderr, theirs.stderr)
+    assert "[TABLE_OR_VIEW_NOT_FOUND]" in theirs.stderr
+    assert "Error in statement 3 of <stdin>:\n[TABLE_OR_VIEW_NOT_FOUND] The table or view `nope` cannot be found." \
+        in ours.stderr
+    assert "(line 6, column 3)\n    nope;\n    ^" in ours.stderr   # counted from the start of stdin
+    assert "sqlflow: [" not in ours.stderr and "Traceback" not in ours.stderr
+    assert ours.stderr.count("Time taken:") == 3 and ours.returncode == 1
 
 
 DST_VIEW = ("CREATE TEMPORARY VIEW ev AS SELECT k, v, timestamp_seconds(s) AS ts FROM VALUES "
@@ -113,23 +114,6 @@ def test_spark_sql_prints_the_same_settings_and_windows(spark_sql, spark_conf_di
         cwd=tmp_path, env=_defaults_env(spark_conf_dir, tmp_path))
     assert theirs.returncode == 0, theirs.stderr
     assert theirs.stdout.splitlines() == DEFAULTS_SETTINGS + DST_FIXED + DST_SESSIONS
-
-
-@pytest.mark.slow
-def test_stdin_comments_quit_and_errors_as_with_spark_sql(sqlflow_cli, spark_sql, tmp_path):
-    """How stdin is read: statements from stdin; a comment-only line; quit; ends the input (what follows is
-    not run); Spark's own error in Spark's words, not as sqlflow's."""
-    text = "SELECT 1;\n-- only a comment\nSELECT 2\n  AS b;\nSELECT * FROM\n  nope;\nSELECT 3;\nquit;\nSELECT 4;\n"
-    env = {"SPARK_CONF_DIR": str(tmp_path / "no-conf")}
-    ours = sqlflow_cli("--conf", "spark.ui.enabled=false", input=text, cwd=tmp_path, env=env)
-    theirs = spark_sql("--conf", "spark.ui.enabled=false", input=text, cwd=tmp_path, env=env)
-    assert rows(ours.stdout) == rows(theirs.stdout) == ["1", "2", "3"]
-    assert "[TABLE_OR_VIEW_NOT_FOUND]" in theirs.stderr
-    assert "Error in statement 3 of <stdin>:\n[TABLE_OR_VIEW_NOT_FOUND] The table or view `nope` cannot be found." \
-        in ours.stderr
-    assert "(line 6, column 3)\n    nope;\n    ^" in ours.stderr   # counted from the start of stdin
-    assert "sqlflow: [" not in ours.stderr and "Traceback" not in ours.stderr
-    assert ours.stderr.count("Time taken:") == 3 and ours.returncode == 1
 
 
 # ---------------------------------------------------------------- in process, no Spark
