@@ -119,21 +119,52 @@ except sqlflow.SqlflowError as e:
 """
 
 
-@pytest.mark.skipif(not os.path.exists("/usr/bin/python3"), reason="needs /usr/bin/python3, a Python without sqlflow, to stand for workers that cannot import it")
-def test_workers_that_cannot_import_sqlflow_are_a_located_error_at_sql_time(tmp_path):
-    """PYSPARK_PYTHON naming a Python without sqlflow: `sqlflow.sql` says so, with the fix, where
-    Spark would fail the stream's first micro-batch (STREAMING_PYTHON_RUNNER_INITIALIZATION_FAILURE)."""
+WITHOUT_SQLFLOW = "/usr/bin/python3"  # a Python without sqlflow (nor pyarrow)
+NEEDS_IT = pytest.mark.skipif(not os.path.exists(WITHOUT_SQLFLOW),
+                              reason=f"needs {WITHOUT_SQLFLOW}, a Python without sqlflow, to stand for workers that cannot import it")
+FIX = (f"start Spark with the Python that has sqlflow installed: PYSPARK_PYTHON={sys.executable} in the environment "
+       f"before the session starts, or SparkSession.builder.config(\"spark.pyspark.python\", \"{sys.executable}\")")
+NO_SQLFLOW = ("the SELECT with WINDOW SESSIONS runs on a stream in Spark's Python workers, and they cannot run "
+              "sqlflow: ModuleNotFoundError: No module named ")
+
+
+@NEEDS_IT
+def test_workers_that_cannot_import_sqlflow_are_a_located_error_at_sql_time(spark, tmp_path, monkeypatch):
+    """Spark's Python workers started from a Python without sqlflow: `sqlflow.sql` says so, with the
+    fix, where Spark would fail the stream's first micro-batch
+    (STREAMING_PYTHON_RUNNER_INITIALIZATION_FAILURE). On the shared session: the Python its
+    functions' workers run (PYSPARK_PYTHON, read when the session started) is replaced for the test,
+    and the check, done once per Spark application, is made again."""
+    from sqlflow.spark.streaming import session_conf
+
+    monkeypatch.setattr(spark.sparkContext, "pythonExec", WITHOUT_SQLFLOW)
+    monkeypatch.setattr(session_conf, "_WORKERS_READY", set())
+    (tmp_path / "in").mkdir()
+    spark.readStream.schema("user_id string, ts timestamp").json(str(tmp_path / "in")).createOrReplaceTempView(
+        "clicks_without")
+    try:
+        with pytest.raises(sqlflow.SqlflowError) as caught:
+            sqlflow.sql(spark, "SELECT user_id, COUNT(*) AS n FROM clicks_without WATERMARK ts DELAY OF INTERVAL 1 SECOND\n"
+                               "GROUP BY user_id WINDOW SESSIONS(GAP 1m)")
+    finally:
+        spark.catalog.dropTempView("clicks_without")
+    e = caught.value
+    assert (type(e).__name__, e.clause, e.line, e.column) == ("SqlflowExecutionError", "WINDOW", 2, 18)
+    assert e.message.startswith(NO_SQLFLOW) and e.hint == FIX
+
+
+@NEEDS_IT
+@pytest.mark.release
+def test_workers_of_a_pyspark_python_without_sqlflow_are_a_located_error_at_sql_time(tmp_path):
+    """The same, as a user meets it: PYSPARK_PYTHON names a Python without sqlflow when the session
+    starts (a process of its own)."""
     (tmp_path / "in").mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
-    out = subprocess.run([sys.executable, "-c", WORKERS_WITHOUT_SQLFLOW, str(tmp_path / "in"), "/usr/bin/python3"],
+    out = subprocess.run([sys.executable, "-c", WORKERS_WITHOUT_SQLFLOW, str(tmp_path / "in"), WITHOUT_SQLFLOW],
                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
     lines = out.stdout.strip().splitlines()
     assert lines[0] == "SqlflowExecutionError WINDOW 2 18", out.stdout + out.stderr[-3000:]
-    assert lines[1].startswith("the SELECT with WINDOW SESSIONS runs on a stream in Spark's Python workers, "
-                               "and they cannot run sqlflow: ModuleNotFoundError: No module named ")
-    assert lines[2] == (f"start Spark with the Python that has sqlflow installed: PYSPARK_PYTHON={sys.executable} in "
-                        f"the environment before the session starts, or SparkSession.builder.config("
-                        f"\"spark.pyspark.python\", \"{sys.executable}\")")
+    assert lines[1].startswith(NO_SQLFLOW) and lines[2] == FIX
 
 
 def test_a_script_and_start_set_the_state_store_for_their_query_only(spark, tmp_path, default_store):
