@@ -42,6 +42,9 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--sessions", action="store_true", help="scenario 3c's query (sessions, retracting)")
     ap.add_argument("--floor", action="store_true", help="also the foreachBatch shapes without sqlflow")
+    ap.add_argument("--steps", default="",
+                    help="comma-separated values of spark.sqlflow.streaming.driverStepRows to run the executor "
+                         "with, alternated in each run (0: the distributed step; default: the session's)")
     args = ap.parse_args()
 
     import sqlflow
@@ -59,7 +62,9 @@ def main() -> None:
     def source():
         return spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(files))
 
-    def ours() -> None:
+    def ours(driver_rows: str = "") -> None:
+        if driver_rows:
+            spark.conf.set("spark.sqlflow.streaming.driverStepRows", driver_rows)
         source().createOrReplaceTempView("stream_events")
         spark.conf.set("spark.sqlflow.streaming.operator", "stateful")
         try:
@@ -75,7 +80,8 @@ def main() -> None:
         phases: collections.Counter = collections.Counter()
         for t in run.timings:
             phases.update(t)
-        print(f"owned {wall:.2f} s, {streaming.query_metrics(query).get('panes')} panes; phases "
+        spark.conf.unset("spark.sqlflow.streaming.driverStepRows")
+        print(f"owned{' driverStepRows=' + driver_rows if driver_rows else ''} {wall:.2f} s, {streaming.query_metrics(query).get('panes')} panes; phases "
               f"{ {k: round(v, 2) for k, v in phases.items()} }; Spark {summed(query.recentProgress)}", flush=True)
 
     def native() -> None:
@@ -110,7 +116,8 @@ def main() -> None:
         print(f"floor {kind} {time.perf_counter() - clock:.2f} s; Spark {summed(query.recentProgress)}", flush=True)
 
     for _ in range(args.runs):
-        ours()
+        for rows in args.steps.split(",") if args.steps else [""]:
+            ours(rows)
         native()
         if args.floor:
             for kind in ("noop", "agg", "arrow"):
