@@ -6,7 +6,8 @@ Runs scenario 3's query (3c's with --sessions) through the owned-sink executor o
 benchmarks/events.py in FILES parquet files (one per micro-batch), availableNow, noop sink, then
 Spark's native aggregation over the same files, --runs times in one session (the first is cold).
 Prints each run's wall time, the executor's seconds by phase summed over the batches
-(`owned.run_of(query).timings`: plan, job, book) and Spark's own `durationMs` sums of both sides.
+(`owned.run_of(query).timings`: plan, job, book; of the driver-local step, the job's collect, step
+and sink) and Spark's own `durationMs` sums of both sides.
 With --floor it also runs three foreachBatch shapes without sqlflow, the floor under the
 executor's plan: `noop` (the batch written to noop), `agg` (repartition by key and Spark's
 aggregation per key and minute) and `arrow` (that, then a no-op `groupBy(bucket).applyInArrow`).

@@ -286,6 +286,8 @@ class OwnedRun:
         self.token = uuid.uuid4().hex
         self.progress: list[dict] = []
         self.timings: list[dict] = []
+        #: the driver-local step's phases of the batch (`timings`: collect, step, sink)
+        self.parts: dict = {}
         self.book: Book | None = None  # the version this run wrote last
         self.pruned = False  # the versions before this run's have been pruned
         self.log: list[tuple[int, int]] = list(map(tuple, latest.log)) if latest is not None else []
@@ -386,7 +388,8 @@ class OwnedRun:
         # seconds per phase: planning (state lookup, offsets), the batch's step (the driver-local
         # one's collect, engine and sink, or the distributed one's job: partials, the buckets' calls
         # writing the state version, the sink), the bookkeeping
-        self.timings.append(dict(zip(("plan", "job", "book"), (round(b - a, 3) for a, b in zip(clock, clock[1:])))))
+        self.timings.append(dict(zip(("plan", "job", "book"), (round(b - a, 3) for a, b in zip(clock, clock[1:]))))
+                            | self.parts)
         summary.update(batch_time=p, watermark=wm_new, finished=int(finished))
         if rule is not None:
             summary["input_rows"] += behind
@@ -403,14 +406,17 @@ class OwnedRun:
         distributed step directly; otherwise the rows are collected with a limit of that many plus
         one, and a batch that reaches it goes to the distributed step (its rows read twice, once
         per jump in size; the driver holds at most the limit)."""
+        self.parts = {}
         limit = self.driver_rows
         if limit <= 0:
             return None
         if self.last_rows > limit:
             self.last_rows = 0  # the batch after this one tries the driver again: sizes come down too
             return None
+        clock = time.perf_counter()
         rows = batch_df.limit(limit + 1).toArrow()
         self.last_rows = rows.num_rows
+        self.parts = {"collect": clock}
         return rows if rows.num_rows <= limit else None
 
     def _driver_step(self, step: BatchStep, rows, spark: SparkSession, batch_id: int, flagged: DataFrame | None,
@@ -419,13 +425,17 @@ class OwnedRun:
         bucket's keys, the same state files), the rows combined by pyarrow where Spark would
         combine them, the panes (and the dropped rows) to the sink as a DataFrame of the driver's
         table; the counters from the buckets' output, as the distributed step observes them."""
+        clock = time.perf_counter()
         if self.combine:
             rows = batch_partials(rows, self.recipe.plan)
         out = driver_batch(step, rows, self.buckets)
         panes = self._local_rows(spark, out, PANE)
+        engine = time.perf_counter()
         self.sink.write(self.final(panes) if self.final is not None else panes, batch_id)
         if self.keep_dropped:
             self.sink.write_dropped(self._dropped(self._local_rows(spark, out, DROPPED), flagged, p), batch_id)
+        self.parts = {"collect": round(clock - self.parts["collect"], 3), "step": round(engine - clock, 3),
+                      "sink": round(time.perf_counter() - engine, 3)}
         return self._counted(out) | {"driver_steps": 1}
 
     def _local_rows(self, spark: SparkSession, out, kind: int) -> DataFrame:
@@ -468,6 +478,7 @@ class OwnedRun:
         one grouped Arrow call per bucket (reading and writing its state file; or cogrouped with
         the state version Spark wrote at `where`, a checkpoint pyarrow cannot open), the sink's
         write its action, the counters observed."""
+        self.parts = {}
         spark = batch_df.sparkSession
         n = self.partitions
         own_files = step.batch is not None and step.batch.files is not None
