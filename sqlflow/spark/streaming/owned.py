@@ -10,9 +10,12 @@ Per micro-batch N (Spark's batch id, its timestamp p(N) from the offset log):
    trigger, COUNT/SUM/MIN/MAX) and no `dropped_path` asks for the dropped rows one by one, Spark's
    own aggregation turns the batch's rows into partial aggregates per key and window, with their
    weight and earliest and latest event time;
-3. one Arrow call per hash bucket of keys: the batch's rows of the bucket cogrouped with the
-   bucket's state of batch N-1 (`udfs/batch_step.py`, the step the transformWithState operator
-   runs), giving its panes and its new state;
+3. a batch of at most `spark.sqlflow.streaming.driverStepRows` rows is stepped in the driver:
+   collected as Arrow, combined by pyarrow where Spark would combine it, every bucket stepped in
+   turn from its state file (`udfs.batch_step.driver_batch`), the panes to the sink as a local
+   DataFrame; a larger one runs one Arrow call per hash bucket of keys: the batch's rows of the
+   bucket with the bucket's state of batch N-1 (`udfs/batch_step.py`, the step the
+   transformWithState operator runs), giving its panes and its new state;
 4. the state of every bucket is written as version N (`<checkpoint>/sqlflow-state/v=N/`, parquet,
    one row per bucket with its format version; `_sqlflow.json` beside it, written last, marks the
    version complete and holds the watermark log), then the panes go to the sink, idempotently
