@@ -108,7 +108,7 @@ def test_owned_equals_the_operator_on_a_backlog(spark, stream_files, tmp_path):
                                   theirs[cols].sort_values(cols).reset_index(drop=True), check_dtype=False)
 
 
-def test_a_sqlflow_sql_result_to_a_parquet_sink(spark, stream_files, tmp_path):
+def test_a_sqlflow_sql_result_to_a_parquet_sink(spark, stream_files, tmp_path, step):
     """INSERT-like use: a sqlflow.sql result (expressions over the aggregates, HAVING) written by
     the owned executor, one directory per micro-batch."""
     batches = [pd.DataFrame({"k": ["a", "a", "b"], EVENT_TIME: [10, 20, 30], "v": [1, 2, 3]}),
@@ -230,6 +230,20 @@ def test_the_driver_step_runs_batches_up_to_its_limit_of_rows(spark, stream_file
     expected, _ = advance_oracle(plan, batches, log)
     pd.testing.assert_frame_equal(panes, expected[panes.columns], check_dtype=False)
     assert len(panes) == 11 and S.query_metrics(query)["driver_steps"] == 4
+
+
+@pytest.mark.parametrize("value", ["lots", "-1"])
+def test_a_driver_step_limit_that_is_not_a_number_of_rows_is_a_located_error(spark, value):
+    from sqlflow.errors import SqlflowError
+    from sqlflow.spark.conf import driver_step_rows
+
+    spark.conf.set(DRIVER_ROWS, value)
+    try:
+        with pytest.raises(SqlflowError, match=rf"spark.sqlflow.streaming.driverStepRows must be a number of rows "
+                                               rf"\(0: never\), not '{value}'"):
+            driver_step_rows(spark)
+    finally:
+        spark.conf.unset(DRIVER_ROWS)
 
 
 class Crash(Exception):
