@@ -637,10 +637,13 @@ def local_frame(spark: SparkSession, table, schema: T.StructType) -> DataFrame:
     batch: pyspark cuts it into `spark.sql.execution.arrow.maxRecordsPerBatch` rows a batch, and a
     LocalRelation of several batches cost a noop write 0.26 s against 0.08-0.11 s for one (27,000
     panes, docs/dev/streaming-performance.md 1)."""
-    create = getattr(spark, "_create_from_arrow_table", None)
-    if create is None or table.num_rows == 0:
-        return spark.createDataFrame(table, schema=schema)
-    return create(table, schema, spark.conf.get("spark.sql.session.timeZone"), False, False, table.num_rows)
+    create = getattr(spark, "_create_from_arrow_table", None)  # pyspark 4.x's, with a batch size
+    if create is not None and table.num_rows > 0:
+        try:
+            return create(table, schema, spark.conf.get("spark.sql.session.timeZone"), False, False, table.num_rows)
+        except TypeError:  # another pyspark's signature: its public way, in its own batch size
+            pass
+    return spark.createDataFrame(table, schema=schema)
 
 
 def state_schema() -> T.StructType:
