@@ -6,7 +6,8 @@ Runs scenario 3's query (3c's with --sessions) through the owned-sink executor o
 benchmarks/events.py in FILES parquet files (one per micro-batch), availableNow, noop sink, then
 Spark's native aggregation over the same files, --runs times in one session (the first is cold).
 Prints each run's wall time, the executor's seconds by phase summed over the batches
-(`owned.run_of(query).timings`: plan, job, book) and Spark's own `durationMs` sums of both sides.
+(`owned.run_of(query).timings`: plan, job, book; of the driver-local step, the job's collect, step
+and sink) and Spark's own `durationMs` sums of both sides.
 With --floor it also runs three foreachBatch shapes without sqlflow, the floor under the
 executor's plan: `noop` (the batch written to noop), `agg` (repartition by key and Spark's
 aggregation per key and minute) and `arrow` (that, then a no-op `groupBy(bucket).applyInArrow`).
@@ -42,6 +43,9 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--sessions", action="store_true", help="scenario 3c's query (sessions, retracting)")
     ap.add_argument("--floor", action="store_true", help="also the foreachBatch shapes without sqlflow")
+    ap.add_argument("--steps", default="",
+                    help="comma-separated values of spark.sqlflow.streaming.driverStepRows to run the executor "
+                         "with, alternated in each run (0: the distributed step; default: the session's)")
     args = ap.parse_args()
 
     import sqlflow
@@ -59,7 +63,9 @@ def main() -> None:
     def source():
         return spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(files))
 
-    def ours() -> None:
+    def ours(driver_rows: str = "") -> None:
+        if driver_rows:
+            spark.conf.set("spark.sqlflow.streaming.driverStepRows", driver_rows)
         source().createOrReplaceTempView("stream_events")
         spark.conf.set("spark.sqlflow.streaming.operator", "stateful")
         try:
@@ -75,7 +81,8 @@ def main() -> None:
         phases: collections.Counter = collections.Counter()
         for t in run.timings:
             phases.update(t)
-        print(f"owned {wall:.2f} s, {streaming.query_metrics(query).get('panes')} panes; phases "
+        spark.conf.unset("spark.sqlflow.streaming.driverStepRows")
+        print(f"owned{' driverStepRows=' + driver_rows if driver_rows else ''} {wall:.2f} s, {streaming.query_metrics(query).get('panes')} panes; phases "
               f"{ {k: round(v, 2) for k, v in phases.items()} }; Spark {summed(query.recentProgress)}", flush=True)
 
     def native() -> None:
@@ -110,7 +117,8 @@ def main() -> None:
         print(f"floor {kind} {time.perf_counter() - clock:.2f} s; Spark {summed(query.recentProgress)}", flush=True)
 
     for _ in range(args.runs):
-        ours()
+        for rows in args.steps.split(",") if args.steps else [""]:
+            ours(rows)
         native()
         if args.floor:
             for kind in ("noop", "agg", "arrow"):

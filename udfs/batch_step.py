@@ -54,7 +54,7 @@ from sqlflow.udfs.bucket import arrow_frame
 from sqlflow.udfs.operator_frames import one_frame
 from sqlflow.udfs.streaming import BucketStep, Meta, StreamSpec, engine_watermark, own_watermark_ms
 
-__all__ = ["BUCKET_LAYOUT", "SPARK_LAYOUT", "BatchSpec", "BatchStep", "StateFiles", "NEG_INF", "PANE", "STATE", "StreamSpec", "output_schema", "state_columns",
+__all__ = ["BUCKET_LAYOUT", "SPARK_LAYOUT", "BatchSpec", "BatchStep", "StateFiles", "driver_batch", "NEG_INF", "PANE", "STATE", "StreamSpec", "output_schema", "state_columns",
            "state_meta_column"]
 
 
@@ -211,9 +211,13 @@ class BatchStep:
     def __call__(self, key, rows, state=None):
         """A bucket's call: `state` handed in (a cogroup), or read from `BatchSpec.files`, and then
         the new state written there, its STATE row carrying the bookkeeping without the bytes."""
+        return self.bucket(int(key[0].as_py()), rows, state)
+
+    def bucket(self, bucket: int, rows, state=None):
+        """One bucket at the batch's instant (`BatchSpec`): its state handed in, or read from
+        `BatchSpec.files` and its new state written there."""
         b = self.batch
         assert b is not None
-        bucket = int(key[0].as_py())
         if b.files is not None:
             state = b.files.load(bucket)
         return self.run(bucket, rows, state if state is not None and state.num_rows else None, p=b.p,
@@ -321,6 +325,43 @@ class BatchStep:
                                          else pd.array([None if v is None else int(v)], dtype="Int64"))
         out[STATE_BYTES] = np.array([blob], dtype=object)
         return pd.DataFrame(out)
+
+
+def driver_batch(step: BatchStep, rows, buckets: int):
+    """Every bucket of one micro-batch in one process: the driver-local step of the owned-sink
+    executor (docs/streaming.md 3.0). `rows`: the batch's rows (or partial aggregates) with their
+    bucket column, as the buckets' calls receive them; each bucket reads its state file of the
+    batch before and writes its new one (`BatchSpec.files`, the same files as the distributed
+    step's). The batch is sorted by bucket once and sliced; every bucket is stepped, rows or not
+    (its timers and watermark crossings), one vectorised call per bucket. Returns the buckets'
+    outputs as one table (the distributed step's rows: panes, dropped rows, counters, state).
+
+    >>> import tempfile, pyarrow as pa
+    >>> from sqlflow import ast
+    >>> from sqlflow.engine import Aggregate, EnginePlan
+    >>> w = ast.Windowing(ast.WindowClause(ast.Fixed(ast.Duration(10))), None, ast.AllowedLateness(ast.Duration(0)),
+    ...                   ast.Emit(ast.AccumulationMode.DISCARDING))
+    >>> spec = StreamSpec(EnginePlan(w, (Aggregate("count_star", None, "n"),), keys=("k",)), ("k", "__sqlflow_et"))
+    >>> where = tempfile.mkdtemp()
+    >>> batch = BatchSpec(100, NEG_INF, 12, files=StateFiles(None, BUCKET_LAYOUT, where + "/v=0"))
+    >>> step = BatchStep(spec, output_schema(spec, {"k": pa.string(), "n": pa.int64()}), batch)
+    >>> rows = pa.table({"k": ["a", "a", "b"], "__sqlflow_et": [1, 2, 15], "__sqlflow_bucket": [1, 1, 0]})
+    >>> out = driver_batch(step, rows, 3)
+    >>> out.filter(pa.compute.equal(out["__sqlflow_kind"], PANE)).select(["k", "n"]).to_pylist()
+    [{'k': 'a', 'n': 2}]
+    >>> sorted(p.name for p in __import__("pathlib").Path(where, "v=0").iterdir())
+    ['bucket-00000.parquet', 'bucket-00001.parquet', 'bucket-00002.parquet']
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if rows.num_rows and buckets > 1:
+        rows = rows.take(pc.sort_indices(rows[BUCKET]))
+        bounds = np.searchsorted(rows[BUCKET].to_numpy(), np.arange(buckets + 1))
+    else:
+        bounds = np.array([0] + [rows.num_rows] * buckets)
+    outs = [step.bucket(b, rows.slice(int(bounds[b]), int(bounds[b + 1] - bounds[b]))) for b in range(buckets)]
+    return pa.concat_tables(outs)
 
 
 def metrics_columns() -> list[str]:

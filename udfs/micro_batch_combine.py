@@ -40,6 +40,26 @@ import pyarrow.compute as pc
 from sqlflow.engine.exact import bigint_sums_fit
 
 
+#: pyarrow's aggregate for the partial of each aggregate that combines (the engine's aggregate over
+#: the partials: `sqlflow.engine.COMBINING`)
+ARROW_PARTIAL = {"count_star": "count_all", "count": "count", "sum": "sum", "min": "min", "max": "max"}
+
+
+def window_starts(times, size: int, offset: int):
+    """The start of the FIXED window (`size`, `offset`, us) of each event time, as Spark computes it
+    (`t - pmod(t - offset, size)`; NULL stays NULL).
+
+    >>> window_starts(pa.array([-1, 0, 59, 60, 125, None]), 60, 0).to_pylist()
+    [-60, 0, 0, 60, 120, None]
+    >>> window_starts(pa.array([5, 25]), 60, 20).to_pylist()
+    [-40, 20]
+    """
+    shifted = pc.subtract(times, offset)
+    rest = pc.subtract(shifted, pc.multiply(pc.divide(shifted, size), size))  # the sign of C's remainder
+    rest = pc.if_else(pc.less(rest, 0), pc.add(rest, size), rest)
+    return pc.subtract(times, rest)
+
+
 @dataclass(frozen=True)
 class Combine:
     group: tuple  # the columns that identify (key, window): key columns and the window's start
@@ -107,3 +127,34 @@ class Combine:
                 cols[out] = table.column(column)
         cols[self.weight] = pa.repeat(1, n).cast(pa.int64())
         return pa.table(cols)
+
+
+def batch_partials(table: pa.Table, plan) -> pa.Table:
+    """A micro-batch's rows (`table`: the owned-sink executor's input, with its bucket and kind
+    columns) as partial aggregates per bucket, kind, key and FIXED window, with their weight and
+    earliest and latest event time: what `owned.partials_sql` has Spark compute, computed with
+    pyarrow for the driver-local step (docs/streaming.md 3.0). A batch whose sums could leave
+    BIGINT stays row by row (weight 1, `Combine`), which the engine handles exactly.
+
+    >>> from sqlflow import ast
+    >>> from sqlflow.engine import Aggregate, EnginePlan
+    >>> w = ast.Windowing(ast.WindowClause(ast.Fixed(ast.Duration(60))), None, ast.AllowedLateness(ast.Duration(0)),
+    ...                   ast.Emit(ast.AccumulationMode.DISCARDING))
+    >>> plan = EnginePlan(w, (Aggregate("sum", "v", "total"),), keys=("k",))
+    >>> rows = pa.table({"k": ["a", "a", "a"], "__sqlflow_et": [1, 2, 61], "v": [1, 2, 3],
+    ...                  "__sqlflow_bucket": [0, 0, 0], "__sqlflow_kind": [0, 0, 0]})
+    >>> batch_partials(rows, plan).sort_by("__sqlflow_et").to_pydict()["__sqlflow_part0"]
+    [3, 3]
+    """
+    from sqlflow.columns import BUCKET, EVENT_TIME, KIND, LATEST, PREFIX, WEIGHT, part_column
+
+    if table.num_rows == 0:  # no rows: nothing to combine (the buckets are stepped all the same)
+        return table
+    window = plan.window
+    start = PREFIX + "start"
+    starts = window_starts(table.column(EVENT_TIME), window.size.micros, window.offset.micros)
+    parts = tuple((part_column(j), ARROW_PARTIAL[a.kind], a.column) for j, a in enumerate(plan.aggregates))
+    job = Combine(group=(BUCKET, KIND, *plan.keys, start), time=EVENT_TIME, parts=parts, weight=WEIGHT,
+                  latest=LATEST)
+    out = pa.Table.from_batches(list(job(iter(table.append_column(start, starts).to_batches()))))
+    return out.drop_columns([start])

@@ -41,6 +41,11 @@ STREAMING_EXECUTORS = ("auto", "owned", "operator")
 STREAMING_BUCKETS = "spark.sqlflow.streaming.buckets"
 #: directory of the end-of-input marker (`PaneStream.finish`); unset: the stream cannot finish
 STREAMING_FINISH_DIR = "spark.sqlflow.streaming.finishDir"
+#: the owned-sink executor runs a micro-batch's engine step in the driver when its engine input
+#: (partial aggregates, or rows where they do not combine) is at most this many rows; 0: never
+#: (docs/streaming.md 3.0, "The driver-local step")
+STREAMING_DRIVER_ROWS = "spark.sqlflow.streaming.driverStepRows"
+DEFAULT_STREAMING_DRIVER_ROWS = 200_000
 #: an interval added to event time for Spark's watermark, e.g. '36500 days' (times before 1970)
 STREAMING_TIME_SHIFT = "spark.sqlflow.streaming.timeShift"
 
@@ -199,6 +204,13 @@ def streaming_buckets(spark, *, keyed: bool = True, per_core: int = STREAMING_BU
     n = cores(spark)
     base = min(MAX_STREAMING_BUCKETS, per_core * n)
     return base, f"{per_core} per core, {n} cores"
+
+
+def driver_step_rows(spark) -> int:
+    """`spark.sqlflow.streaming.driverStepRows`: the most rows of a micro-batch the owned-sink
+    executor steps in the driver (0: never; docs/streaming.md 3.0)."""
+    return whole_number(spark, STREAMING_DRIVER_ROWS, DEFAULT_STREAMING_DRIVER_ROWS, "a number of rows (0: never)",
+                        least=0)
 
 
 def estimated_bytes(df) -> int | None:

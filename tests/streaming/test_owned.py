@@ -4,6 +4,7 @@ log; the streaming DataFrame's operator gives the same panes on the same batches
 under the checkpoint, pruned; sqlflow.sql results and file sinks."""
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -11,6 +12,7 @@ from sqlflow import ast
 from sqlflow.columns import EVENT_TIME
 from sqlflow.engine import state_codec
 from sqlflow.spark import streaming as S
+from sqlflow.spark.conf import STREAMING_DRIVER_ROWS as DRIVER_ROWS
 from sqlflow.spark.streaming import owned
 from sqlflow.time import MINUTE, NEG_INF, SECOND
 
@@ -35,8 +37,21 @@ def run_owned(spark, files, plan, batches, *, delay, name, tmp_path):
     return collect_panes(spark, name), query, owned_log(query)
 
 
+@pytest.fixture(params=["driver", "distributed"])
+def step(request, spark):
+    """Each micro-batch through the driver-local step (this size of batch's default) or, with
+    `spark.sqlflow.streaming.driverStepRows = 0`, the distributed one (docs/streaming.md 3.0)."""
+    spark.conf.set(DRIVER_ROWS, "0" if request.param == "distributed" else "1000")
+    yield request.param
+    spark.conf.unset(DRIVER_ROWS)
+
+
+def driver_steps(query) -> list[int]:
+    return [b["driver_steps"] for b in owned.run_of(query).progress]
+
+
 @pytest.mark.parametrize("case", ["fixed-early-late", "sessions-retracting", "fixed-default-combined"])
-def test_owned_panes_equal_advance_and_the_timeline_replay(spark, stream_files, tmp_path, case):
+def test_owned_panes_equal_advance_and_the_timeline_replay(spark, stream_files, tmp_path, case, step):
     if case == "fixed-early-late":
         plan = plan_of(ast.Fixed(D(2 * MINUTE)), ast.WatermarkEarlyLate(early=ast.Period(D(MINUTE)),
                                                                       late=ast.Count(1)), lateness=5 * MINUTE)
@@ -57,6 +72,7 @@ def test_owned_panes_equal_advance_and_the_timeline_replay(spark, stream_files, 
     pd.testing.assert_frame_equal(panes, expected[panes.columns], check_dtype=False)
     pd.testing.assert_frame_equal(panes, replayed[panes.columns], check_dtype=False)
     metrics = S.query_metrics(query)
+    assert driver_steps(query) == [int(step == "driver")] * len(log)
     assert metrics["dropped_too_late"] == engine_dropped == replay_dropped
     assert metrics["panes"] + metrics["retractions"] == len(panes)
     assert metrics["input_rows"] == sum(len(b) for b in batches)
@@ -92,7 +108,7 @@ def test_owned_equals_the_operator_on_a_backlog(spark, stream_files, tmp_path):
                                   theirs[cols].sort_values(cols).reset_index(drop=True), check_dtype=False)
 
 
-def test_a_sqlflow_sql_result_to_a_parquet_sink(spark, stream_files, tmp_path):
+def test_a_sqlflow_sql_result_to_a_parquet_sink(spark, stream_files, tmp_path, step):
     """INSERT-like use: a sqlflow.sql result (expressions over the aggregates, HAVING) written by
     the owned executor, one directory per micro-batch."""
     batches = [pd.DataFrame({"k": ["a", "a", "b"], EVENT_TIME: [10, 20, 30], "v": [1, 2, 3]}),
@@ -168,7 +184,7 @@ def test_a_checkpoint_spark_wrote_goes_on_with_files_the_buckets_write(spark, tm
     pd.testing.assert_frame_equal(run("restarted", True), expected, check_dtype=False)
 
 
-def test_a_sink_that_reads_some_panes_still_writes_every_buckets_state(spark, stream_files, tmp_path):
+def test_a_sink_that_reads_some_panes_still_writes_every_buckets_state(spark, stream_files, tmp_path, step):
     """`console` shows the first 20 panes: its action stops after the first partition that holds
     them, so the buckets of the other partition would not run and their state version would lack
     a file. A job after it runs them: the next batch reads every bucket's state, and the counters
@@ -186,21 +202,62 @@ def test_a_sink_that_reads_some_panes_still_writes_every_buckets_state(spark, st
                     executor="owned")
     run = owned.run_of(query)
     assert [b["panes"] for b in run.progress] == [0, 0, 200, 0]
+    assert driver_steps(query) == [int(step == "driver")] * 4
     last = tmp_path / "cp" / owned.STATE_DIR / f"v={len(batches) - 1}"
     assert sorted(f.name for f in last.glob("*.parquet")) == ["bucket-00000.parquet", "bucket-00001.parquet"]
+
+
+def test_the_driver_step_runs_batches_up_to_its_limit_of_rows(spark, stream_files, tmp_path):
+    """`driverStepRows = 3`: a batch of at most 3 rows runs in the driver; a larger one is found
+    by its collect's limit (4 rows) and runs distributed; the batch after a larger one runs
+    distributed without trying (its rows are not read twice), and the one after that tries the
+    driver again. The two steps share the state files, so the stream's panes are still
+    `Engine.advance`'s over the same batches (FIXED, default trigger: the partials by pyarrow or
+    by Spark, batch by batch; the finish batch, one marker row per bucket, in the driver)."""
+    base = 1_700_000_000 * SECOND
+    sizes = [2, 5, 2, 2, 3]
+    rng = np.random.default_rng(3)
+    batches = [pd.DataFrame({"k": rng.choice(list("abc"), n), EVENT_TIME: base + i * MINUTE + rng.integers(0, MINUTE, n),
+                             "v": rng.integers(1, 9, n)}) for i, n in enumerate(sizes)]
+    plan = plan_of(ast.Fixed(D(MINUTE)), None, lateness=MINUTE)
+    spark.conf.set(DRIVER_ROWS, "3")
+    try:
+        panes, query, log = run_owned(spark, stream_files, plan, batches, delay=10 * SECOND, name="driver_limit",
+                                      tmp_path=tmp_path)
+    finally:
+        spark.conf.unset(DRIVER_ROWS)
+    assert driver_steps(query) == [1, 0, 0, 1, 1, 1]
+    expected, _ = advance_oracle(plan, batches, log)
+    pd.testing.assert_frame_equal(panes, expected[panes.columns], check_dtype=False)
+    assert len(panes) == 11 and S.query_metrics(query)["driver_steps"] == 4
+
+
+@pytest.mark.parametrize("value", ["lots", "-1"])
+def test_a_driver_step_limit_that_is_not_a_number_of_rows_is_a_located_error(spark, value):
+    from sqlflow.errors import SqlflowError
+    from sqlflow.spark.conf import driver_step_rows
+
+    spark.conf.set(DRIVER_ROWS, value)
+    try:
+        with pytest.raises(SqlflowError, match=rf"spark.sqlflow.streaming.driverStepRows must be a number of rows "
+                                               rf"\(0: never\), not '{value}'"):
+            driver_step_rows(spark)
+    finally:
+        spark.conf.unset(DRIVER_ROWS)
 
 
 class Crash(Exception):
     pass
 
 
-def test_a_failure_at_any_point_loses_and_duplicates_nothing(spark, tmp_path):
+def test_a_failure_at_any_point_loses_and_duplicates_nothing(spark, tmp_path, step):
     """One run fails three times, each failure followed by a restart from the checkpoint: in
     micro-batch 1 mid-batch, in batch 2 after its state version and the sink are written (one job)
     but before the bookkeeping that marks the version complete, in batch 3 after the bookkeeping
     before Spark's commit. The sink then holds exactly the rows of an
     uninterrupted run (every column but emit_time, the batch's wall-clock time), one directory
-    per batch, none twice. JVM partial aggregates (FIXED, default trigger)."""
+    per batch, none twice. Partial aggregates (FIXED, default trigger; Spark's in the distributed
+    step, pyarrow's in the driver-local one)."""
     from tests.conftest import StreamFiles
 
     plan = plan_of(ast.Fixed(D(MINUTE)), None, lateness=5 * MINUTE)

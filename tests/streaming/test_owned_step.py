@@ -17,24 +17,28 @@ Spark computes them before the step (`sqlflow/spark/streaming/owned.py`), drop c
 from __future__ import annotations
 
 import io
+import tempfile
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sqlflow import ast
-from sqlflow.columns import (ARRIVAL_TIME, EVENT_TIME, KIND, LATEST, METRICS, PANE, STATE, WEIGHT, metric_column,
-                             part_column, pane_columns, state_meta_column)
+from sqlflow.columns import (ARRIVAL_TIME, BUCKET, DATA, EVENT_TIME, FINISH, KIND, LATEST, METRICS, PANE, STATE,
+                             WEIGHT, metric_column, part_column, pane_columns, state_meta_column)
 from sqlflow.engine import COMBINING, STREAM, path_for
 from sqlflow.engine.aggregates import Aggregate
 from sqlflow.engine.plan import EnginePlan
 from sqlflow.engine.runner import Engine
 from sqlflow.engine.watermarks import Timeline
-from sqlflow.time import MINUTE, NEG_INF, SECOND
-from sqlflow.udfs.batch_step import BatchStep, batch_watermark, output_schema, state_columns
+from sqlflow.time import MINUTE, NEG_INF, POS_INF, SECOND
+from sqlflow.udfs.batch_step import (BUCKET_LAYOUT, BatchSpec, BatchStep, StateFiles, batch_watermark, driver_batch,
+                                     output_schema, state_columns)
+from sqlflow.udfs.micro_batch_combine import batch_partials
 from sqlflow.udfs.streaming import StreamSpec
 
 from .harness import canonical
@@ -156,6 +160,55 @@ def owned_run(plan: EnginePlan, rows, times, delay: int, finish: bool, *, bucket
     return canonical(frame), log, dropped
 
 
+def driver_run(plan: EnginePlan, rows, times, delay: int, finish: bool, *, buckets: int, combine: bool = False):
+    """The driver-local step's batches (owned.py's `_driver_step` without Spark): each batch's
+    rows as the executor collects them (bucket and kind columns; the finishing batch with one
+    FINISH marker row per bucket), combined by pyarrow where they combine
+    (`batch_partials`), every bucket stepped by `driver_batch` from its state file of the batch
+    before, writing its new one (state versions in a temporary directory, as under a checkpoint).
+    Returns (panes, watermark log, too-late drops), as `owned_run`."""
+    run_plan = combined(rows.iloc[:0], plan)[1] if combine else plan
+    columns = ["k", EVENT_TIME, *[part_column(j) for j in range(len(plan.aggregates))], WEIGHT] if combine \
+        else ["k", EVENT_TIME, "v"]
+    spec = StreamSpec(run_plan, tuple(columns), weight=WEIGHT if combine else None)
+    types = {"k": pa.string(), "total": pa.int64(), "n": pa.int64(), "top": pa.int64(), "nv": pa.int64()}
+    schema = output_schema(spec, types)
+    seen, wm_prev, log, panes, dropped, finished = None, NEG_INF, [], [], 0, False
+    with tempfile.TemporaryDirectory() as where:
+        before = None
+        for i, p in enumerate(times.tolist()):
+            wm = POS_INF if finished else max(wm_prev, batch_watermark(seen, delay))
+            batch = rows[rows["batch"] == i].drop(columns="batch")
+            keys = batch["k"].to_numpy(dtype=object)
+            table = pa.table({"k": pa.array(keys, pa.string()), EVENT_TIME: pa.array(batch[EVENT_TIME], pa.int64()),
+                              "v": pa.array(batch["v"], pa.int64()),
+                              BUCKET: pa.array(pd.util.hash_array(keys) % buckets if len(batch) else [], pa.int32()),
+                              KIND: pa.array([DATA] * len(batch), pa.int32())})
+            if finish and i == len(times) - 1:
+                markers = pa.table({"k": pa.nulls(buckets, pa.string()), EVENT_TIME: pa.nulls(buckets, pa.int64()),
+                                    "v": pa.nulls(buckets, pa.int64()), BUCKET: pa.array(range(buckets), pa.int32()),
+                                    KIND: pa.array([FINISH] * buckets, pa.int32())})
+                table = pa.concat_tables([table, markers])
+            if combine:
+                table = batch_partials(table, plan)
+            files = StateFiles(before, BUCKET_LAYOUT, f"{where}/v={i}")
+            step = BatchStep(spec, schema, BatchSpec(p, wm_prev, wm, finished=finished, files=files))
+            out = driver_batch(step, table, buckets)
+            kind = out[KIND].to_numpy()
+            panes.append(out.filter(pa.array(kind == PANE)).to_pandas())
+            dropped += int(pc.sum(out[metric_column("dropped_too_late")]).as_py() or 0)
+            state = out.filter(pa.array(kind == STATE))
+            top = pc.max(state[state_meta_column("seen")]).as_py()
+            seen = top if seen is None else (seen if top is None else max(seen, top))
+            finished = finished or bool(pc.any(state[state_meta_column("finished")]).as_py())
+            log.append((p, wm))
+            wm_prev, before = wm, f"{where}/v={i}"
+    frame = pd.concat(panes, ignore_index=True) if panes else pd.DataFrame()
+    cols = ["k", *[a.output for a in plan.aggregates], *pane_columns(plan.mode.retracting)]
+    frame = frame[cols] if len(frame) else pd.DataFrame({c: [] for c in cols})
+    return canonical(frame), log, dropped
+
+
 def advance_oracle(plan, rows, log, finish):
     engine = Engine(plan)
     state, prev, out, dropped = {}, NEG_INF, [], 0
@@ -238,3 +291,59 @@ def test_the_watermark_log_is_sparks_rule():
         ["a", 1, 0, "ON_TIME", 300 * SECOND], ["b", 3, 0, "ON_TIME", 300 * SECOND],
         ["a", 2, 60 * SECOND, "ON_TIME", 300 * SECOND]]
 
+
+
+@SETTINGS
+@given(streams(), WINDOWS, TRIGGERS, MODES, LATENESS, DELAYS, st.sampled_from([1, 3]))
+def test_the_driver_step_equals_the_distributed_one_and_the_timeline_replay(stream, window, trigger, mode, lateness,
+                                                                           delay, buckets):
+    """The driver-local step (all buckets in one process, state files) gives the distributed
+    step's panes, watermark log and drops, and so `Engine.advance`'s and the TIMELINE replay's."""
+    rows, times, finish = stream
+    plan = plan_of(window, trigger, mode, lateness)
+    panes, log, dropped = driver_run(plan, rows, times, delay, finish, buckets=buckets)
+    theirs, their_log, their_dropped = owned_run(plan, rows, times, delay, finish, buckets=buckets)
+    same(panes, theirs)
+    assert (log, dropped) == (their_log, their_dropped)
+    expected, engine_dropped = advance_oracle(plan, rows, log, finish)
+    same(panes, expected)
+    assert dropped == engine_dropped
+    if finish:
+        replayed, replay_dropped = replay_oracle(plan, rows, log)
+        same(panes, replayed)
+        assert dropped == replay_dropped
+
+
+@SETTINGS
+@given(streams(), st.sampled_from([ast.Sessions(D(90 * SECOND)), ast.Sessions(D(20 * SECOND))]),
+       st.sampled_from([ast.WatermarkEarlyLate(early=ast.Period(D(30 * SECOND)), late=W),
+                        ast.Sequence((ast.RepeatUntil(ast.Period(D(MINUTE)), W), ast.Repeat(W))), None]),
+       LATENESS, DELAYS)
+def test_the_driver_step_merges_sessions_with_retractions_as_the_distributed_one(stream, window, trigger, lateness,
+                                                                                 delay):
+    rows, times, _ = stream
+    plan = plan_of(window, trigger, ast.AccumulationMode.ACCUMULATING_AND_RETRACTING, lateness)
+    panes, log, dropped = driver_run(plan, rows, times, delay, True, buckets=2)
+    theirs, their_log, their_dropped = owned_run(plan, rows, times, delay, True, buckets=2)
+    same(panes, theirs)
+    replayed, replay_dropped = replay_oracle(plan, rows, log)
+    same(panes, replayed)
+    assert (log, dropped) == (their_log, their_dropped) and dropped == replay_dropped
+
+
+@SETTINGS
+@given(streams(), st.sampled_from([ast.Fixed(D(MINUTE)), ast.Fixed(D(MINUTE), D(20 * SECOND))]),
+       st.sampled_from([None, ast.WatermarkEarlyLate(early=ast.Period(D(30 * SECOND)))]), MODES, LATENESS, DELAYS)
+def test_the_driver_steps_pyarrow_partials_equal_sparks(stream, window, trigger, mode, lateness, delay):
+    """Where the rows combine, the driver-local step combines them with pyarrow
+    (`batch_partials`, the finish markers among them) and gives the panes and drops of the
+    distributed step over Spark's partials (here `combined`, as `partials_sql` computes them)."""
+    rows, times, finish = stream
+    plan = plan_of(window, trigger, mode, lateness)
+    panes, log, dropped = driver_run(plan, rows, times, delay, finish, buckets=2, combine=True)
+    theirs, their_log, their_dropped = owned_run(plan, rows, times, delay, finish, buckets=2, combine=True)
+    same(panes, theirs)
+    assert (log, dropped) == (their_log, their_dropped)
+    expected, engine_dropped = advance_oracle(plan, rows, log, finish)
+    same(panes, expected)
+    assert dropped == engine_dropped

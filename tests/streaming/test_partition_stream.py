@@ -17,6 +17,7 @@ import pytest
 
 import sqlflow
 from sqlflow.spark import streaming as S
+from sqlflow.spark.conf import STREAMING_DRIVER_ROWS
 from sqlflow.spark.streaming import owned
 from tests.partition_input import DAY, EPOCH, T, at, panes_by_batch, write_files
 
@@ -112,14 +113,25 @@ class Crash(Exception):
     pass
 
 
-def test_the_owned_executor_restarts_and_idle_devices_release_the_watermark(spark, tmp_path):
+@pytest.mark.parametrize("driver_rows", ["1000", "0"], ids=["driver-step", "distributed-step"])
+def test_the_owned_executor_restarts_and_idle_devices_release_the_watermark(spark, tmp_path, driver_rows):
     """The owned-sink executor, IDLE TIMEOUT 1ms (a device without a row in a batch is idle),
     stopped after four batches and started again on the same checkpoint. W: 0 (A1 B0), 12 (B
     idle), 25, 25 (B2 arrives behind W 25: too late, B's latest 0 so not behind it; only B active,
     W stays), 25 (B8 too late), 31 (A5 behind A's 25), 31 (B15 too late for [10,20)), 33 (only B
     active); [0,10) fires 2 (A1 B0) at batch 1, [10,20) 1 (A12) at batch 2, [20,30) 1 (A25) at
     batch 5, [30,40) 2 (A31 B33) at the finish. The dropped rows go to `dropped_path`, each in
-    its batch's directory, once, although batch 5 fails after its outputs and runs again."""
+    its batch's directory, once, although batch 5 fails after its outputs and runs again. Each
+    batch through the driver-local step, or (`driverStepRows = 0`) the distributed one."""
+    spark.conf.set(STREAMING_DRIVER_ROWS, driver_rows)
+    try:
+        _restart_and_idle_devices(spark, tmp_path)
+        assert spark.conf.get(STREAMING_DRIVER_ROWS) == driver_rows
+    finally:
+        spark.conf.unset(STREAMING_DRIVER_ROWS)
+
+
+def _restart_and_idle_devices(spark, tmp_path):
     folder, out, dropped, checkpoint = tmp_path / "in", tmp_path / "out", tmp_path / "dropped", tmp_path / "cp"
     write_files(folder, BATCHES[:4])
     devices(spark, folder)
@@ -156,6 +168,8 @@ def test_the_owned_executor_restarts_and_idle_devices_release_the_watermark(spar
                                            (2, 30, "ON_TIME", 8)]
     metrics = S.query_metrics(second)  # the last run's batches: A31 A5 (again), B15, B33, the finish
     assert (metrics["input_rows"], metrics["dropped_behind_partition"], metrics["dropped_too_late"]) == (4, 1, 1)
+    in_driver = int(spark.conf.get(STREAMING_DRIVER_ROWS) != "0")
+    assert {b["driver_steps"] for b in owned.run_of(second).progress} == {in_driver}
     got = sorted((r.event_time, r.reason, r.window_start, r.window_end, r.emit_time, r.batch_id)
                  for r in spark.read.parquet(str(dropped)).collect())
     assert got == [(T(2), "too late", T(0), T(10), at(times[3]), 3),

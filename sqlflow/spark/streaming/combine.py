@@ -13,11 +13,7 @@ from pyspark.sql import types as T
 from ... import ast
 from ...columns import EVENT_TIME, LATEST, PREFIX, WEIGHT, part_column
 from ...engine import COMBINING, STREAM, Aggregate, EnginePlan, path_for
-from ...udfs.micro_batch_combine import Combine
-
-#: pyarrow's aggregate for the partial of each aggregate that combines (the engine's aggregate over
-#: the partials: `sqlflow.engine.COMBINING`)
-ARROW_PARTIAL = {"count_star": "count_all", "count": "count", "sum": "sum", "min": "min", "max": "max"}
+from ...udfs.micro_batch_combine import ARROW_PARTIAL, Combine
 
 def combinable(plan: EnginePlan, schema: T.StructType) -> bool:
     """Whether the rows of a micro-batch can be combined per key and window before the operator

@@ -10,9 +10,12 @@ Per micro-batch N (Spark's batch id, its timestamp p(N) from the offset log):
    trigger, COUNT/SUM/MIN/MAX) and no `dropped_path` asks for the dropped rows one by one, Spark's
    own aggregation turns the batch's rows into partial aggregates per key and window, with their
    weight and earliest and latest event time;
-3. one Arrow call per hash bucket of keys: the batch's rows of the bucket cogrouped with the
-   bucket's state of batch N-1 (`udfs/batch_step.py`, the step the transformWithState operator
-   runs), giving its panes and its new state;
+3. a batch of at most `spark.sqlflow.streaming.driverStepRows` rows is stepped in the driver:
+   collected as Arrow, combined by pyarrow where Spark would combine it, every bucket stepped in
+   turn from its state file (`udfs.batch_step.driver_batch`), the panes to the sink as a local
+   DataFrame; a larger one runs one Arrow call per hash bucket of keys: the batch's rows of the
+   bucket with the bucket's state of batch N-1 (`udfs/batch_step.py`, the step the
+   transformWithState operator runs), giving its panes and its new state;
 4. the state of every bucket is written as version N (`<checkpoint>/sqlflow-state/v=N/`, parquet,
    one row per bucket with its format version; `_sqlflow.json` beside it, written last, marks the
    version complete and holds the watermark log), then the panes go to the sink, idempotently
@@ -47,9 +50,10 @@ from ...errors import SqlflowUnsupportedError
 from ...plan.relations import quoted
 from ...time import NEG_INF, POS_INF
 from ...udfs.batch_step import (BUCKET_LAYOUT, SPARK_LAYOUT, BatchSpec, BatchStep, StateFiles, batch_watermark,
-                                state_columns)
+                                driver_batch, metrics_columns, state_columns)
+from ...udfs.micro_batch_combine import batch_partials
 from ...udfs.streaming import StreamSpec
-from ..conf import FILE_FORMATS, OWNED_BUCKETS_PER_CORE, streaming_buckets
+from ..conf import FILE_FORMATS, OWNED_BUCKETS_PER_CORE, driver_step_rows, streaming_buckets
 from .checkpoint_files import CheckpointFiles
 from .pane_stream import named_and_triggered, no_finish_dir
 from .combine import combinable
@@ -65,6 +69,8 @@ BOOK = "_sqlflow.json"
 BATCH_COUNTERS = "sqlflow_batch"
 #: the sinks the owned executor writes
 SINKS = (*FILE_FORMATS, "memory", "noop", "console")
+#: the live-state counters summed over the buckets' STATE rows: (state meta field, counter)
+LIVE_COUNTERS = (("keys", "state_keys"), ("windows", "state_windows"), ("bytes", "state_bytes"))
 
 
 @dataclass
@@ -283,6 +289,8 @@ class OwnedRun:
         self.token = uuid.uuid4().hex
         self.progress: list[dict] = []
         self.timings: list[dict] = []
+        #: the driver-local step's phases of the batch (`timings`: collect, step, sink)
+        self.parts: dict = {}
         self.book: Book | None = None  # the version this run wrote last
         self.pruned = False  # the versions before this run's have been pruned
         self.log: list[tuple[int, int]] = list(map(tuple, latest.log)) if latest is not None else []
@@ -296,6 +304,11 @@ class OwnedRun:
         self.markers: DataFrame | None = None
         self.pane_seq: tuple | None = None
         self.counters: Any = None
+        self.row_fields: T.StructType | None = None
+        self.local_seq: Any = None
+        #: the driver-local step's limit, and the rows the last batch collected for it
+        self.driver_rows = driver_step_rows(spark)
+        self.last_rows = 0
 
     # ------------------------------------------------------------------ the stream
 
@@ -324,7 +337,6 @@ class OwnedRun:
         def lap() -> None:
             clock.append(time.perf_counter())
 
-        spark = batch_df.sparkSession
         # the version this run wrote for the batch before, else the checkpoint's latest before it
         book = self.book if self.book is not None and self.book.batch == batch_id - 1 else self._latest_book(batch_id)
         p = self.files.batch_timestamp_ms(batch_id) * 1000
@@ -345,8 +357,134 @@ class OwnedRun:
                                                                              self.recipe.time_shift))
         where = self.files.path(f"{STATE_DIR}/v={book.batch}") if book is not None else "the checkpoint"
         version = f"{STATE_DIR}/v={batch_id}"
+        files = (StateFiles(self.files.uri(f"{STATE_DIR}/v={book.batch}") if book is not None else None,
+                            book.layout if book is not None else BUCKET_LAYOUT, self.files.uri(version))
+                 if self.bucket_files else None)
+        step = BatchStep(self.spec, self.arrow_schema, BatchSpec(p, wm_prev, wm_new, finished=finished, where=where,
+                                                                  files=files), self.token)
+        try:
+            lap()
+            _reached("mid-batch", batch_id)
+            rows = self._small_batch(batch_df) if files is not None else None
+            if rows is not None:  # the driver-local step
+                summary = self._driver_step(step, rows, batch_df.sparkSession, batch_id, flagged, p)
+            else:
+                summary = self._distributed_step(step, batch_df, batch_id, flagged, p, version,
+                                                 where if book is not None else None)
+            lap()
+            _reached("after-outputs", batch_id)
+            top = summary.pop("seen")
+            seen = top if seen is None else (seen if top is None else max(seen, top))
+            finished = finished or bool(summary.pop("finished_any"))
+            self.log = [s for s in self.log if s[0] < p][-999:] + [(p, wm_new)]
+            new = Book(batch_id, p, POS_INF if finished else wm_new, seen, finished, self.buckets,
+                       log=[list(s) for s in self.log], partitions=rows_of(table) if table is not None else None,
+                       layout=BUCKET_LAYOUT if files is not None else SPARK_LAYOUT)
+            self.files.write_text(f"{version}/{BOOK}", new.text())
+            self.book = new
+            self._prune(batch_id)
+            _reached("after-sink", batch_id)
+        finally:
+            if flagged is not None:
+                flagged.unpersist()
+        lap()
+        # seconds per phase: planning (state lookup, offsets), the batch's step (the driver-local
+        # one's collect, engine and sink, or the distributed one's job: partials, the buckets' calls
+        # writing the state version, the sink), the bookkeeping
+        self.timings.append(dict(zip(("plan", "job", "book"), (round(b - a, 3) for a, b in zip(clock, clock[1:]))))
+                            | self.parts)
+        summary.update(batch_time=p, watermark=wm_new, finished=int(finished))
+        if rule is not None:
+            summary["input_rows"] += behind
+            summary["dropped_behind_partition"] = behind
+        self.progress.append({"batchId": batch_id, **summary})
+
+    # ------------------------------------------------------------------ the driver-local step
+
+    def _small_batch(self, batch_df: DataFrame):
+        """The batch's rows as Arrow in the driver when the driver-local step runs it, else None
+        (docs/streaming.md 3.0, "The driver-local step"). The rule: at most
+        `spark.sqlflow.streaming.driverStepRows` rows (0: never). The size is learnt without a
+        second pass where it can be: after a batch with more rows than that, the next goes to the
+        distributed step directly; otherwise the rows are collected with a limit of that many plus
+        one, and a batch that reaches it goes to the distributed step (its rows read twice, once
+        per jump in size; the driver holds at most the limit)."""
+        self.parts = {}
+        limit = self.driver_rows
+        if limit <= 0:
+            return None
+        if self.last_rows > limit:
+            self.last_rows = 0  # the batch after this one tries the driver again: sizes come down too
+            return None
+        clock = time.perf_counter()
+        rows = batch_df.limit(limit + 1).toArrow()
+        self.last_rows = rows.num_rows
+        self.parts = {"collect": clock}
+        return rows if rows.num_rows <= limit else None
+
+    def _driver_step(self, step: BatchStep, rows, spark: SparkSession, batch_id: int, flagged: DataFrame | None,
+                     p: int) -> dict:
+        """Every bucket's step in the driver (`udfs.batch_step.driver_batch`, vectorised over each
+        bucket's keys, the same state files), the rows combined by pyarrow where Spark would
+        combine them, the panes (and the dropped rows) to the sink as a DataFrame of the driver's
+        table; the counters from the buckets' output, as the distributed step observes them."""
+        clock = time.perf_counter()
+        if self.combine:
+            rows = batch_partials(rows, self.recipe.plan)
+        out = driver_batch(step, rows, self.buckets)
+        panes = self._local_rows(spark, out, PANE)
+        engine = time.perf_counter()
+        self.sink.write(self.final(panes) if self.final is not None else panes, batch_id)
+        if self.keep_dropped:
+            self.sink.write_dropped(self._dropped(self._local_rows(spark, out, DROPPED), flagged, p), batch_id)
+        self.parts = {"collect": round(clock - self.parts["collect"], 3), "step": round(engine - clock, 3),
+                      "sink": round(time.perf_counter() - engine, 3)}
+        return self._counted(out) | {"driver_steps": 1}
+
+    def _local_rows(self, spark: SparkSession, out, kind: int) -> DataFrame:
+        """The buckets' rows of one kind as a DataFrame of the driver's Arrow table (PANE: projected
+        as the panes, the projection's Java columns kept across batches; DROPPED: as they are, for
+        `_dropped`)."""
+        import pyarrow.compute as pc
+        from pyspark.sql.classic.column import _to_seq
+
+        if self.row_fields is None:  # the operator's row columns, not its counters and state
+            skip = {*metrics_columns(), *[metric_column(m) for m in self.spec.source_counters()], *state_columns()}
+            self.row_fields = T.StructType([f for f in self.spark_schema.fields if f.name not in skip])
+            self.local_seq = _to_seq(spark.sparkContext, [c._jc for c in self.pane_projection])
+        chosen = out.filter(pc.equal(out[KIND], kind)).select(self.row_fields.names).combine_chunks()
+        frame = local_frame(spark, chosen, self.row_fields)
+        return DataFrame(frame._jdf.select(self.local_seq), spark) if kind == PANE else frame
+
+    def _counted(self, out) -> dict:
+        """The batch's counters from the buckets' output (`_counters`' names and values, by pyarrow)."""
+        import pyarrow.compute as pc
+
+        def total(t, column: str) -> int:
+            v = pc.sum(t[column]).as_py()
+            return 0 if v is None else int(v)
+
+        values: dict[str, int | None] = {m: total(out, metric_column(m)) for m in self._counter_names()}
+        state = out.filter(pc.equal(out[KIND], STATE))
+        for f, m in LIVE_COUNTERS:
+            values[m] = total(state, state_meta_column(f))
+        top = pc.max(out[state_meta_column("seen")]).as_py()
+        values["seen"] = None if top is None else int(top)
+        values["finished_any"] = int(bool(pc.any(state[state_meta_column("finished")]).as_py()))
+        return values | {"input_rows": values["engine_rows"]}
+
+    # ------------------------------------------------------------------ the distributed step
+
+    def _distributed_step(self, step: BatchStep, batch_df: DataFrame, batch_id: int, flagged: DataFrame | None,
+                          p: int, version: str, where: str | None) -> dict:
+        """One Spark job: the batch repartitioned by bucket (Spark's partials where they combine),
+        one grouped Arrow call per bucket (reading and writing its state file; or cogrouped with
+        the state version Spark wrote at `where`, a checkpoint pyarrow cannot open), the sink's
+        write its action, the counters observed."""
+        self.parts = {}
+        spark = batch_df.sparkSession
         n = self.partitions
-        own_files = self.bucket_files
+        own_files = step.batch is not None and step.batch.files is not None
         if own_files:  # every bucket is called (a marker row each) and reads and writes its own state file
             batch_df = batch_df.unionByName(self._markers(batch_df))
         rows = batch_df.repartition(n, BUCKET)
@@ -354,20 +492,13 @@ class OwnedRun:
             rows.createOrReplaceTempView(self.rows_view)
             rows = spark.sql(self.partials_sql)
         if own_files:
-            files = StateFiles(self.files.uri(f"{STATE_DIR}/v={book.batch}") if book is not None else None, book.layout if book is not None else BUCKET_LAYOUT,
-                               self.files.uri(version))
-            step = BatchStep(self.spec, self.arrow_schema,
-                             BatchSpec(p, wm_prev, wm_new, finished=finished, where=where, files=files), self.token)
-
             def bucket_call(key, rows):  # pyspark reads the arity of a function, not of a callable
                 return step(key, rows)
 
             out = rows.groupBy(BUCKET).applyInArrow(bucket_call, self.spark_schema)
         else:
-            states = (spark.read.schema(state_schema()).parquet(where) if book is not None
+            states = (spark.read.schema(state_schema()).parquet(where) if where is not None
                       else spark.createDataFrame([], state_schema()))
-            step = BatchStep(self.spec, self.arrow_schema, BatchSpec(p, wm_prev, wm_new, finished=finished,
-                                                                     where=where), self.token)
 
             def bucket_batch(key, rows, state):  # pyspark reads the arity of a function, not of a callable
                 return step(key, rows, state)
@@ -382,8 +513,6 @@ class OwnedRun:
         if cached:
             observed = observed.persist()
         try:
-            lap()
-            _reached("mid-batch", batch_id)
             if not own_files:  # the state version through Spark (a checkpoint pyarrow cannot open)
                 (observed.where(F.col(KIND) == STATE).select(*state_columns())
                  .write.mode("overwrite").parquet(self.files.path(version)))
@@ -399,33 +528,12 @@ class OwnedRun:
                 self._observed(out, again).write.format("noop").mode("overwrite").save()
                 summary = self._summary(again.get)
             summary.pop("buckets_called", None)
-            lap()
-            _reached("after-outputs", batch_id)
-            top = summary.pop("seen")
-            seen = top if seen is None else (seen if top is None else max(seen, top))
-            finished = finished or bool(summary.pop("finished_any"))
-            self.log = [s for s in self.log if s[0] < p][-999:] + [(p, wm_new)]
-            new = Book(batch_id, p, POS_INF if finished else wm_new, seen, finished, self.buckets,
-                       log=[list(s) for s in self.log], partitions=rows_of(table) if table is not None else None,
-                       layout=BUCKET_LAYOUT if own_files else SPARK_LAYOUT)
-            self.files.write_text(f"{version}/{BOOK}", new.text())
-            self.book = new
-            self._prune(batch_id)
-            _reached("after-sink", batch_id)
         finally:
             if cached:
                 observed.unpersist()
-            if flagged is not None:
-                flagged.unpersist()
-        lap()
-        # seconds per phase: planning (state lookup, offsets), the batch's job (partials, the
-        # buckets' calls writing the state version, the sink), the bookkeeping
-        self.timings.append(dict(zip(("plan", "job", "book"), (round(b - a, 3) for a, b in zip(clock, clock[1:])))))
-        summary.update(batch_time=p, watermark=wm_new, finished=int(finished))
-        if rule is not None:
-            summary["input_rows"] += behind
-            summary["dropped_behind_partition"] = behind
-        self.progress.append({"batchId": batch_id, **summary})
+        return summary | {"driver_steps": 0}
+
+    # ------------------------------------------------------------------ shared
 
     def _markers(self, like: DataFrame) -> DataFrame:
         """One HEARTBEAT row per bucket (columns as `like`'s, NULL but the bucket and kind): every
@@ -474,13 +582,16 @@ class OwnedRun:
             self.counters = F.struct(*self._counters()).alias(BATCH_COUNTERS)
         return out.observe(observation, self.counters)
 
+    def _counter_names(self) -> tuple[str, ...]:
+        """The counters summed over the buckets' METRICS rows (and each source's, of several)."""
+        return ("engine_rows", "panes", "retractions", "dropped_too_late", "dropped_closed_window",
+                "dropped_null_event_time", "dropped_bad_gap", "buckets_advanced", *self.spec.source_counters())
+
     def _counters(self) -> list:
         """The batch's counters over its METRICS and STATE rows (and each source's, of several)."""
-        counters = [F.coalesce(F.sum(metric_column(m)), F.lit(0)).alias(m) for m in
-                    ("engine_rows", "panes", "retractions", "dropped_too_late", "dropped_closed_window",
-                     "dropped_null_event_time", "dropped_bad_gap", "buckets_advanced", *self.spec.source_counters())]
+        counters = [F.coalesce(F.sum(metric_column(m)), F.lit(0)).alias(m) for m in self._counter_names()]
         live = [F.coalesce(F.sum(F.when(F.col(KIND) == STATE, F.col(state_meta_column(f)))), F.lit(0)).alias(m)
-                for f, m in (("keys", "state_keys"), ("windows", "state_windows"), ("bytes", "state_bytes"))]
+                for f, m in LIVE_COUNTERS]
         return [*counters, *live, F.max(state_meta_column("seen")).alias("seen"),
                 F.coalesce(F.max(F.col(state_meta_column("finished")).cast("int")), F.lit(0)).alias("finished_any"),
                 F.count(F.when(F.col(KIND) == STATE, F.lit(1))).alias("buckets_called")]
@@ -519,6 +630,20 @@ class OwnedRun:
         for v in versions[:-KEEP_VERSIONS]:
             self.files.delete(f"{STATE_DIR}/v={v}")
         self.pruned = True
+
+
+def local_frame(spark: SparkSession, table, schema: T.StructType) -> DataFrame:
+    """A DataFrame of an Arrow table in the driver (a LocalRelation), sent to the JVM as one Arrow
+    batch: pyspark cuts it into `spark.sql.execution.arrow.maxRecordsPerBatch` rows a batch, and a
+    LocalRelation of several batches cost a noop write 0.26 s against 0.08-0.11 s for one (27,000
+    panes, docs/dev/streaming-performance.md 1)."""
+    create = getattr(spark, "_create_from_arrow_table", None)  # pyspark 4.x's, with a batch size
+    if create is not None and table.num_rows > 0:
+        try:
+            return create(table, schema, spark.conf.get("spark.sql.session.timeZone"), False, False, table.num_rows)
+        except TypeError:  # another pyspark's signature: its public way, in its own batch size
+            pass
+    return spark.createDataFrame(table, schema=schema)
 
 
 def state_schema() -> T.StructType:

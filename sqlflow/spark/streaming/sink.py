@@ -64,8 +64,9 @@ def start(stream: PaneStream | DataFrame, *, format: str = "parquet", path: str 
       (`PaneStream.keeping_dropped`: the stateful operator, whose state a checkpoint keeps: add
       or remove `dropped_path` with a new checkpoint).
     - `executor`: "owned" runs the stream through foreachBatch (sqlflow/spark/streaming/owned.py:
-      Spark's aggregation for partial aggregates, one Arrow call per bucket, state versions under
-      the checkpoint, each batch's output in `<path>/batch_id=N`), "operator" the stream's own
+      a small micro-batch stepped in the driver, a larger one by Spark's aggregation for partial
+      aggregates and one Arrow call per bucket, state versions under the checkpoint, each batch's
+      output in `<path>/batch_id=N`), "operator" the stream's own
       operator, "auto" (default: `spark.sqlflow.streaming.executor`) the owned one wherever it can
       (`choose_executor` says why not).
     """
@@ -195,7 +196,8 @@ def choose_executor(spark, finishers: list[PaneStream], df, *, format: str, tabl
         return "operator", f"{STREAMING_EXECUTOR} = operator"
     obstacle = owned_obstacle_of(finishers, df, format=format, table=table, output_mode=output_mode)
     if obstacle is None:
-        return "owned", "sqlflow writes the sink: foreachBatch, Spark's partial aggregation, one Arrow call per bucket"
+        return "owned", ("sqlflow writes the sink: foreachBatch, a small micro-batch stepped in the driver, a larger "
+                         "one by Spark's partial aggregation and one Arrow call per bucket")
     if wanted == "owned":
         raise SqlflowUnsupportedError(f"the owned-sink executor cannot run this stream: {obstacle}", clause="STREAM",
                                       hint=f"SET {STREAMING_EXECUTOR} = auto")

@@ -205,7 +205,9 @@ def _executor_text(stream) -> str:
     head = "when sqlflow writes the sink (start, INSERT INTO): the operator above by default"
     if why_not is None:
         return (head + f"; with {conf.STREAMING_EXECUTOR} = owned or auto, the owned-sink executor (foreachBatch, "
-                "Spark's partial aggregation where exact, one Arrow call per bucket, versioned state)")
+                f"versioned state; a micro-batch of at most {conf.driver_step_rows(stream.panes.sparkSession)} rows "
+                f"({conf.STREAMING_DRIVER_ROWS}) stepped in the driver, a larger one by Spark's partial aggregation "
+                "where exact and one Arrow call per bucket)")
     return head + f"; the owned-sink executor cannot run it: {why_not}"
 
 
