@@ -239,9 +239,15 @@ def same(a: pd.DataFrame, b: pd.DataFrame) -> None:
 @SETTINGS
 @given(streams(), WINDOWS, TRIGGERS, MODES, LATENESS, DELAYS, st.sampled_from([1, 3]))
 def test_owned_batches_equal_advance_and_the_timeline_replay(stream, window, trigger, mode, lateness, delay, buckets):
+    """The distributed step's batches and the driver-local step's (all buckets in one process,
+    state files) give the same panes, watermark log and drops: `Engine.advance`'s and the
+    TIMELINE replay's."""
     rows, times, finish = stream
     plan = plan_of(window, trigger, mode, lateness)
     panes, log, dropped = owned_run(plan, rows, times, delay, finish, buckets=buckets)
+    local, local_log, local_dropped = driver_run(plan, rows, times, delay, finish, buckets=buckets)
+    same(local, panes)
+    assert (local_log, local_dropped) == (log, dropped)
     expected, engine_dropped = advance_oracle(plan, rows, log, finish)
     same(panes, expected)
     assert dropped == engine_dropped
@@ -257,27 +263,19 @@ def test_owned_batches_equal_advance_and_the_timeline_replay(stream, window, tri
                         ast.Sequence((ast.RepeatUntil(ast.Period(D(MINUTE)), W), ast.Repeat(W))), None]),
        LATENESS, DELAYS)
 def test_owned_sessions_merging_with_retractions(stream, window, trigger, lateness, delay):
+    """Merging sessions with retractions: the distributed step, the driver-local step,
+    `Engine.advance` and the TIMELINE replay agree."""
     rows, times, _ = stream
     plan = plan_of(window, trigger, ast.AccumulationMode.ACCUMULATING_AND_RETRACTING, lateness)
     panes, log, dropped = owned_run(plan, rows, times, delay, True, buckets=2)
+    local, local_log, local_dropped = driver_run(plan, rows, times, delay, True, buckets=2)
+    same(local, panes)
+    assert (local_log, local_dropped) == (log, dropped)
     expected, engine_dropped = advance_oracle(plan, rows, log, True)
     same(panes, expected)
     replayed, replay_dropped = replay_oracle(plan, rows, log)
     same(panes, replayed)
     assert dropped == engine_dropped == replay_dropped
-
-
-@SETTINGS
-@given(streams(), st.sampled_from([ast.Fixed(D(MINUTE)), ast.Fixed(D(MINUTE), D(20 * SECOND))]),
-       st.sampled_from([None, ast.WatermarkEarlyLate(early=ast.Period(D(30 * SECOND)))]), MODES, LATENESS, DELAYS)
-def test_partial_aggregates_give_the_same_panes_and_drops(stream, window, trigger, mode, lateness, delay):
-    rows, times, finish = stream
-    plan = plan_of(window, trigger, mode, lateness)
-    assert path_for(plan, input=STREAM, operator="combine", types={"k": "string", "v": "bigint"}).name == "combined"
-    panes, log, dropped = owned_run(plan, rows, times, delay, finish, buckets=2, combine=True)
-    expected, engine_dropped = advance_oracle(plan, rows, log, finish)
-    same(panes, expected)
-    assert dropped == engine_dropped
 
 
 def test_the_watermark_log_is_sparks_rule():
@@ -292,54 +290,16 @@ def test_the_watermark_log_is_sparks_rule():
         ["a", 2, 60 * SECOND, "ON_TIME", 300 * SECOND]]
 
 
-
-@SETTINGS
-@given(streams(), WINDOWS, TRIGGERS, MODES, LATENESS, DELAYS, st.sampled_from([1, 3]))
-def test_the_driver_step_equals_the_distributed_one_and_the_timeline_replay(stream, window, trigger, mode, lateness,
-                                                                           delay, buckets):
-    """The driver-local step (all buckets in one process, state files) gives the distributed
-    step's panes, watermark log and drops, and so `Engine.advance`'s and the TIMELINE replay's."""
-    rows, times, finish = stream
-    plan = plan_of(window, trigger, mode, lateness)
-    panes, log, dropped = driver_run(plan, rows, times, delay, finish, buckets=buckets)
-    theirs, their_log, their_dropped = owned_run(plan, rows, times, delay, finish, buckets=buckets)
-    same(panes, theirs)
-    assert (log, dropped) == (their_log, their_dropped)
-    expected, engine_dropped = advance_oracle(plan, rows, log, finish)
-    same(panes, expected)
-    assert dropped == engine_dropped
-    if finish:
-        replayed, replay_dropped = replay_oracle(plan, rows, log)
-        same(panes, replayed)
-        assert dropped == replay_dropped
-
-
-@SETTINGS
-@given(streams(), st.sampled_from([ast.Sessions(D(90 * SECOND)), ast.Sessions(D(20 * SECOND))]),
-       st.sampled_from([ast.WatermarkEarlyLate(early=ast.Period(D(30 * SECOND)), late=W),
-                        ast.Sequence((ast.RepeatUntil(ast.Period(D(MINUTE)), W), ast.Repeat(W))), None]),
-       LATENESS, DELAYS)
-def test_the_driver_step_merges_sessions_with_retractions_as_the_distributed_one(stream, window, trigger, lateness,
-                                                                                 delay):
-    rows, times, _ = stream
-    plan = plan_of(window, trigger, ast.AccumulationMode.ACCUMULATING_AND_RETRACTING, lateness)
-    panes, log, dropped = driver_run(plan, rows, times, delay, True, buckets=2)
-    theirs, their_log, their_dropped = owned_run(plan, rows, times, delay, True, buckets=2)
-    same(panes, theirs)
-    replayed, replay_dropped = replay_oracle(plan, rows, log)
-    same(panes, replayed)
-    assert (log, dropped) == (their_log, their_dropped) and dropped == replay_dropped
-
-
 @SETTINGS
 @given(streams(), st.sampled_from([ast.Fixed(D(MINUTE)), ast.Fixed(D(MINUTE), D(20 * SECOND))]),
        st.sampled_from([None, ast.WatermarkEarlyLate(early=ast.Period(D(30 * SECOND)))]), MODES, LATENESS, DELAYS)
 def test_the_driver_steps_pyarrow_partials_equal_sparks(stream, window, trigger, mode, lateness, delay):
-    """Where the rows combine, the driver-local step combines them with pyarrow
-    (`batch_partials`, the finish markers among them) and gives the panes and drops of the
-    distributed step over Spark's partials (here `combined`, as `partials_sql` computes them)."""
+    """Where the rows combine, the distributed step over Spark's partials (here `combined`, as
+    `partials_sql` computes them) and the driver-local step over pyarrow's (`batch_partials`, the
+    finish markers among them) give `Engine.advance`'s panes and drops over the rows."""
     rows, times, finish = stream
     plan = plan_of(window, trigger, mode, lateness)
+    assert path_for(plan, input=STREAM, operator="combine", types={"k": "string", "v": "bigint"}).name == "combined"
     panes, log, dropped = driver_run(plan, rows, times, delay, finish, buckets=2, combine=True)
     theirs, their_log, their_dropped = owned_run(plan, rows, times, delay, finish, buckets=2, combine=True)
     same(panes, theirs)
