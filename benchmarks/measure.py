@@ -2,62 +2,84 @@
 in interleaved rounds, its wall time and the peak resident memory of the process tree."""
 from __future__ import annotations
 
+import os
 import statistics
-import threading
+import subprocess
+import sys
 import time
 
 
 class PeakMemory:
-    """Samples the resident memory of this process and its descendants in a background thread,
-    except the processes in `foreign` and theirs (a reference measuring its own, as Flink's)."""
+    """The peak resident memory of this process and its descendants, sampled every `interval`
+    seconds by a Python process of its own (a thread here would take this interpreter's lock from
+    the side being measured, whose driver may be doing its work in Python), except the processes
+    in `foreign` and theirs (a reference measuring its own, as Flink's) and the sampler itself."""
 
     foreign: set[int] = set()
 
     def __init__(self, interval: float = 0.05):
-        import psutil
-
-        self.psutil = psutil
         self.interval = interval
         self.peak_total = self.peak_workers = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _sample(self) -> None:
-        me = self.psutil.Process()
-        total = workers = 0
-        skip = set()
-        for pid in self.foreign:
-            try:
-                skip |= {pid, *(c.pid for c in self.psutil.Process(pid).children(recursive=True))}
-            except self.psutil.Error:
-                continue
-        for p in [me, *me.children(recursive=True)]:
-            if p.pid in skip:
-                continue
-            try:
-                rss = p.memory_info().rss
-                name = p.name()
-            except self.psutil.Error:
-                continue
-            total += rss
-            if p.pid != me.pid and name.startswith("python"):
-                workers += rss
-        self.peak_total = max(self.peak_total, total)
-        self.peak_workers = max(self.peak_workers, workers)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self._sample()
-            self._stop.wait(self.interval)
+        self._proc: subprocess.Popen | None = None
 
     def __enter__(self) -> "PeakMemory":
-        self._thread.start()
+        args = [sys.executable, "-c", _SAMPLER, str(os.getpid()), str(self.interval), *map(str, self.foreign)]
+        self._proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self._proc.stdout is not None
+        if self._proc.stdout.readline().strip() != "ready":  # its first sample is taken
+            raise RuntimeError(f"the memory sampler did not start (exit {self._proc.wait()})")
         return self
 
     def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
-        self._sample()
+        assert self._proc is not None
+        out, _ = self._proc.communicate("stop\n", timeout=60)  # one last sample, then the peaks
+        self.peak_total, self.peak_workers = map(int, out.split())
+
+
+#: the sampler's program: argv = the measured process's pid, the interval, the foreign pids; it
+#: says "ready" after its first sample, and prints the peaks when a line arrives on stdin
+_SAMPLER = """
+import sys, threading, psutil
+root, interval, foreign = int(sys.argv[1]), float(sys.argv[2]), {int(p) for p in sys.argv[3:]}
+me = psutil.Process()
+peak_total = peak_workers = 0
+
+def sample():
+    global peak_total, peak_workers
+    skip = {me.pid}
+    for pid in foreign:
+        try:
+            skip |= {pid, *(c.pid for c in psutil.Process(pid).children(recursive=True))}
+        except psutil.Error:
+            continue
+    try:
+        top = psutil.Process(root)
+        procs = [top, *top.children(recursive=True)]
+    except psutil.Error:
+        return
+    total = workers = 0
+    for p in procs:
+        if p.pid in skip:
+            continue
+        try:
+            rss = p.memory_info().rss
+            name = p.name()
+        except psutil.Error:
+            continue
+        total += rss
+        if p.pid != root and name.startswith("python"):
+            workers += rss
+    peak_total, peak_workers = max(peak_total, total), max(peak_workers, workers)
+
+stop = threading.Event()
+threading.Thread(target=lambda: (sys.stdin.readline(), stop.set()), daemon=True).start()
+sample()
+print("ready", flush=True)
+while not stop.wait(interval):
+    sample()
+sample()
+print(peak_total, peak_workers, flush=True)
+"""
 
 
 WARMUP = 1  # runs of each side before the measured ones (--warmup)
