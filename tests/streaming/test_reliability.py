@@ -1,10 +1,11 @@
 """Reliability of the streaming path: exactly-once across a restart, bounded state, late rows
 counted, availableNow with and without finish.
 
-Exactly once is tested twice: in this process, on the checkpoint a stop leaves and on the one a
-kill between the sink's commit and Spark's commit log leaves (made by deleting that commit log
-entry), in the default run; and across a real kill -9 of the job's driver with its JVM, in the
-release tier (`--release`)."""
+Exactly once is tested twice: in this process, on the checkpoint a stop leaves and on the ones a
+kill leaves after the operator's state is committed but before the sink's commit, and between
+the sink's commit and Spark's commit log (made by deleting those log entries), in the default
+run; and across a real kill -9 of the job's driver with its JVM, in the release tier
+(`--release`)."""
 import os
 import runpy
 import signal
@@ -191,6 +192,30 @@ def test_exactly_once_after_the_sinks_commit_without_sparks(spark, crash_referen
     run_in_process(spark, run_dir, finish=True)
     assert batch_watermark_ms(cp, 4) == batch_watermark_ms(cp, 3)
     assert sink_rows(spark, run_dir / "out") == crash_reference
+
+
+def test_exactly_once_after_the_state_before_the_sink(spark, crash_reference, stream_files, tmp_path):
+    """The checkpoint a kill after the operator's state of batch 3 is committed (its tasks commit
+    the state store as they end) but before the file sink commits batch 3 (its metadata log entry,
+    written by the driver after the tasks) leaves: made by deleting the sink's entry and the
+    commit log's after a stop. The restart re-runs batch 3 from the state of batch 2 (Spark loads
+    the version before the batch, and rewrites the batch's), the sink writes it again, and the
+    panes are the uninterrupted run's: none lost, none twice."""
+    run_dir = tmp_path / "unsunk"
+    files = type(stream_files)(run_dir / "input")
+    write_batches(files, crash_batches()[:4])
+    run_in_process(spark, run_dir, finish=False)
+    cp, out = run_dir / "cp", run_dir / "out"
+    assert logged(cp, "commits") == logged(cp, "offsets") == [0, 1, 2, 3]
+    state_versions = {f.name.split(".")[0] for f in (cp / "state").rglob("*") if f.suffix in (".zip", ".changelog")}
+    assert "4" in state_versions  # batch 3's state (version 4: Spark's versions count from 1)
+    for log, name in ((out / "_spark_metadata", "3"), (cp / "commits", "3")):
+        for f in (name, f".{name}.crc"):
+            (log / f).unlink(missing_ok=f.endswith(".crc"))
+    write_batches(files, crash_batches()[4:])
+    run_in_process(spark, run_dir, finish=True)
+    assert logged(cp, "commits")[:5] == [0, 1, 2, 3, 4]
+    assert sink_rows(spark, out) == crash_reference
 
 
 @pytest.mark.slow
