@@ -50,7 +50,11 @@ def driver_steps(query) -> list[int]:
     return [b["driver_steps"] for b in owned.run_of(query).progress]
 
 
-@pytest.mark.parametrize("case", ["fixed-early-late", "sessions-retracting", "fixed-default-combined"])
+# Each case on one step, the combined one on both (Spark's partials, pyarrow's): that the steps
+# give the same panes on any input is the property of tests/streaming/test_owned_step.py
+@pytest.mark.parametrize("case, step", [("fixed-early-late", "driver"), ("sessions-retracting", "distributed"),
+                                        ("fixed-default-combined", "driver"),
+                                        ("fixed-default-combined", "distributed")], indirect=["step"])
 def test_owned_panes_equal_advance_and_the_timeline_replay(spark, stream_files, tmp_path, case, step):
     if case == "fixed-early-late":
         plan = plan_of(ast.Fixed(D(2 * MINUTE)), ast.WatermarkEarlyLate(early=ast.Period(D(MINUTE)),
@@ -184,11 +188,13 @@ def test_a_checkpoint_spark_wrote_goes_on_with_files_the_buckets_write(spark, tm
     pd.testing.assert_frame_equal(run("restarted", True), expected, check_dtype=False)
 
 
+@pytest.mark.parametrize("step", ["distributed"], indirect=True)
 def test_a_sink_that_reads_some_panes_still_writes_every_buckets_state(spark, stream_files, tmp_path, step):
     """`console` shows the first 20 panes: its action stops after the first partition that holds
     them, so the buckets of the other partition would not run and their state version would lack
     a file. A job after it runs them: the next batch reads every bucket's state, and the counters
-    count every pane (200 keys, one window each, fired in batch 2; 2 buckets, 2 partitions)."""
+    count every pane (200 keys, one window each, fired in batch 2; 2 buckets, 2 partitions). The
+    distributed step's case: the driver-local one writes every bucket's state before the sink."""
     base = 1_700_000_000 * SECOND
     keys = [f"k{i}" for i in range(200)]
     batches = [pd.DataFrame({"k": keys, EVENT_TIME: [base + SECOND] * 200, "v": [1] * 200}),

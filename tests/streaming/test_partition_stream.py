@@ -113,8 +113,7 @@ class Crash(Exception):
     pass
 
 
-@pytest.mark.parametrize("driver_rows", ["1000", "0"], ids=["driver-step", "distributed-step"])
-def test_the_owned_executor_restarts_and_idle_devices_release_the_watermark(spark, tmp_path, driver_rows):
+def test_the_owned_executor_restarts_and_idle_devices_release_the_watermark(spark, tmp_path):
     """The owned-sink executor, IDLE TIMEOUT 1ms (a device without a row in a batch is idle),
     stopped after four batches and started again on the same checkpoint. W: 0 (A1 B0), 12 (B
     idle), 25, 25 (B2 arrives behind W 25: too late, B's latest 0 so not behind it; only B active,
@@ -122,7 +121,9 @@ def test_the_owned_executor_restarts_and_idle_devices_release_the_watermark(spar
     active); [0,10) fires 2 (A1 B0) at batch 1, [10,20) 1 (A12) at batch 2, [20,30) 1 (A25) at
     batch 5, [30,40) 2 (A31 B33) at the finish. The dropped rows go to `dropped_path`, each in
     its batch's directory, once, although batch 5 fails after its outputs and runs again. Each
-    batch through the driver-local step, or (`driverStepRows = 0`) the distributed one."""
+    batch through the distributed step (`driverStepRows = 0`; test_partition_union.py restarts
+    the driver-local one under a partition rule)."""
+    driver_rows = "0"
     spark.conf.set(STREAMING_DRIVER_ROWS, driver_rows)
     try:
         _restart_and_idle_devices(spark, tmp_path)
