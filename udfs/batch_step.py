@@ -253,7 +253,8 @@ class BatchStep:
                 frame = frame.drop(columns=[LATEST])
         wm_new = POS_INF if meta.finished else max(wm_new, meta.wm)
         if step.due(meta, p, wm_new, frame is not None, finish):
-            frames, engine_state = step.run(meta, engine_state, frame, p=p, wm_new=wm_new, finish=finish)
+            frames, engine_state = step.run(meta, engine_state, frame, p=p, wm_new=wm_new, finish=finish,
+                                            columns=True)
             blob = state_codec.encode(engine_state) if engine_state else None
             meta.bytes = len(blob) if blob is not None else 0
             frames[-1] = step.live(frames[-1], meta)
