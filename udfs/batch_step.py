@@ -51,7 +51,7 @@ from sqlflow.errors import SqlflowExecutionError
 from sqlflow.engine import state_codec
 from sqlflow.time import NEG_INF, POS_INF
 from sqlflow.udfs.bucket import arrow_frame
-from sqlflow.udfs.operator_frames import one_frame
+from sqlflow.udfs.operator_frames import arrow_output
 from sqlflow.udfs.streaming import BucketStep, Meta, StreamSpec, engine_watermark, own_watermark_ms
 
 __all__ = ["BUCKET_LAYOUT", "SPARK_LAYOUT", "BatchSpec", "BatchStep", "StateFiles", "driver_batch", "NEG_INF", "PANE", "STATE", "StreamSpec", "output_schema", "state_columns",
@@ -236,8 +236,6 @@ class BatchStep:
             finished: bool = False, where: str = "the checkpoint", files: StateFiles | None = None):
         """The bucket's output table (panes, counters, new state) at instant (p, wm_prev, wm_new);
         with `files` the new state is written there and its STATE row holds no bytes."""
-        import pyarrow as pa
-
         step = self._step()
         meta, engine_state = self._stored(state, bucket, where)
         if state is None and finished:  # a bucket that first gets rows after the end of input
@@ -255,7 +253,8 @@ class BatchStep:
                 frame = frame.drop(columns=[LATEST])
         wm_new = POS_INF if meta.finished else max(wm_new, meta.wm)
         if step.due(meta, p, wm_new, frame is not None, finish):
-            frames, engine_state = step.run(meta, engine_state, frame, p=p, wm_new=wm_new, finish=finish)
+            frames, engine_state = step.run(meta, engine_state, frame, p=p, wm_new=wm_new, finish=finish,
+                                            columns=True)
             blob = state_codec.encode(engine_state) if engine_state else None
             meta.bytes = len(blob) if blob is not None else 0
             frames[-1] = step.live(frames[-1], meta)
@@ -266,8 +265,7 @@ class BatchStep:
             files.save(bucket, self.state_table(bucket, meta, blob))
             blob = None
         frames.append(self._state_row(bucket, meta, blob))
-        out = one_frame(frames, self.schema.names)
-        return pa.Table.from_pandas(out, schema=self.schema, preserve_index=False)
+        return arrow_output(frames, self.schema)
 
     @staticmethod
     def state_table(bucket: int, meta: Meta, blob: bytes | None):

@@ -227,8 +227,10 @@ class BucketStep:
                 or (meta.next_wm is not None and meta.next_wm <= wm_new))
 
     def run(self, meta: Meta, state: dict | None, rows: pd.DataFrame | None, *, p: int, wm_new: int,
-            finish: bool):
-        """Advance the bucket: returns (output frames, new state or None when unchanged)."""
+            finish: bool, columns: bool = False):
+        """Advance the bucket: returns (output frames, new state or None when unchanged); with
+        `columns` the panes as a dict of columns rather than a frame (`pane_columns`, for
+        `operator_frames.arrow_output`)."""
         wm_prev = meta.wm
         wm_new = max(wm_new, wm_prev)
         rows = self._coerce(rows) if rows is not None and len(rows) else self._empty
@@ -245,7 +247,9 @@ class BucketStep:
         meta.keys, meta.windows, meta.next_proc, meta.next_wm = self.engine.state_summary(state, meta.wm)
         if self.spec.report:
             meta.held = self.engine.held(state) if self.spec.retracting else POS_INF
-        frames = [self._panes(result.panes)] if len(result.panes) else []
+        frames: list = []
+        if len(result.panes):
+            frames.append(self.pane_columns(result.panes) if columns else self._panes(result.panes))
         if self.spec.keep_dropped and len(result.dropped):
             frames.append(self._dropped(result.dropped, rows, p))
         if self.spec.sources and len(result.dropped):
@@ -291,6 +295,11 @@ class BucketStep:
         return {KIND: np.full(n, kind, np.int32)}
 
     def _panes(self, panes: pd.DataFrame) -> pd.DataFrame:
+        return pd.DataFrame({k: (v.reset_index(drop=True) if isinstance(v, pd.Series) else v)
+                             for k, v in self.pane_columns(panes).items()})
+
+    def pane_columns(self, panes: pd.DataFrame) -> dict:
+        """The engine's panes as the output's columns (name: Series or array, in order)."""
         out = self._frame(len(panes), PANE)
         for c in self.spec.plan.keys:  # integers and booleans typed (an object column converts per value)
             exact = panes[c].dtype.kind in "iub" and not isinstance(panes[c].dtype, pd.CategoricalDtype)
@@ -308,8 +317,7 @@ class BucketStep:
         out[OUTPUT_TIME] = panes[OUTPUT_TIME].astype("Int64")
         if self.spec.retracting:
             out[IS_RETRACTION] = panes[IS_RETRACTION].astype(bool)
-        return pd.DataFrame({k: (v.reset_index(drop=True) if isinstance(v, pd.Series) else v)
-                             for k, v in out.items()})
+        return out
 
     def _dropped(self, dropped: pd.DataFrame, rows: pd.DataFrame, p: int) -> pd.DataFrame:
         idx = dropped["row"].to_numpy()

@@ -306,6 +306,8 @@ class OwnedRun:
         self.counters: Any = None
         self.row_fields: T.StructType | None = None
         self.local_seq: Any = None
+        self.arrow_panes: Any = None  # `arrow_projection`'s function of the panes (None: Spark projects them)
+        self.pane_fields: T.StructType | None = None
         #: the driver-local step's limit, and the rows the last batch collected for it
         self.driver_rows = driver_step_rows(spark)
         self.last_rows = 0
@@ -452,7 +454,14 @@ class OwnedRun:
             skip = {*metrics_columns(), *[metric_column(m) for m in self.spec.source_counters()], *state_columns()}
             self.row_fields = T.StructType([f for f in self.spark_schema.fields if f.name not in skip])
             self.local_seq = _to_seq(spark.sparkContext, [c._jc for c in self.pane_projection])
-        chosen = out.filter(pc.equal(out[KIND], kind)).select(self.row_fields.names).combine_chunks()
+            self.arrow_panes = arrow_projection(self.row_fields, self.recipe.schema, self.recipe.decode)
+            # as Spark's projection types them: the pane's type, nullable as the operator's column
+            nullable = {f.name: f.nullable for f in self.row_fields.fields}
+            self.pane_fields = T.StructType([T.StructField(f.name, f.dataType, nullable[f.name])
+                                             for f in self.recipe.schema.fields if f.name in nullable])
+        chosen = out.select(self.row_fields.names).filter(pc.equal(out[KIND], kind)).combine_chunks()
+        if kind == PANE and self.arrow_panes is not None and self.pane_fields is not None:  # projected here
+            return local_frame(spark, self.arrow_panes(chosen), self.pane_fields)
         frame = local_frame(spark, chosen, self.row_fields)
         return DataFrame(frame._jdf.select(self.local_seq), spark) if kind == PANE else frame
 
@@ -630,6 +639,51 @@ class OwnedRun:
         for v in versions[:-KEEP_VERSIONS]:
             self.files.delete(f"{STATE_DIR}/v={v}")
         self.pruned = True
+
+
+def arrow_projection(rows: T.StructType, schema: T.StructType, decode: dict | None):
+    """`stateful.pane_columns`' projection of the operator's rows (`rows`) to the panes' `schema`
+    as a function of an Arrow table, where pyarrow computes exactly what Spark's would: no
+    aggregate decoded by SQL, every column already of its pane type but the times (the engine's
+    microseconds, `timestamp_micros`). None otherwise (Spark projects the panes).
+
+    >>> import pyarrow as pa
+    >>> rows = T.StructType([T.StructField("k", T.StringType()), T.StructField("window_start", T.LongType())])
+    >>> panes = T.StructType([T.StructField("k", T.StringType()), T.StructField("window_start", T.TimestampType())])
+    >>> project = arrow_projection(rows, panes, None)
+    >>> project(pa.table({"k": ["a"], "window_start": [60_000_000]})).to_pylist()[0]["window_start"].isoformat()
+    '1970-01-01T00:01:00+00:00'
+    >>> arrow_projection(rows, panes, {"k": "x"}) is None, arrow_projection(panes, panes, None) is None
+    (True, True)
+    """
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    from ...columns import PANE_TIMES
+
+    if decode:
+        return None
+    have = {f.name: f.dataType for f in rows.fields}
+    types = []
+    for f in schema.fields:
+        source = have.get(f.name)
+        if f.name in PANE_TIMES and isinstance(f.dataType, T.TimestampType) and isinstance(source, T.LongType):
+            types.append(pa.timestamp("us", tz="UTC"))
+        elif source is not None and source == f.dataType and f.name not in PANE_TIMES:
+            types.append(None)
+        else:
+            return None
+    try:
+        arrow = pa.schema([pa.field(f.name, to_arrow_type(f.dataType, timezone="UTC") if t is None else t)
+                           for f, t in zip(schema.fields, types)])
+    except (TypeError, ValueError, NotImplementedError):  # a type pyspark's Arrow conversion does not take
+        return None
+
+    def project(table):
+        return pa.Table.from_arrays([table[f.name] if t is None else table[f.name].cast(t)
+                                     for f, t in zip(schema.fields, types)], schema=arrow)
+
+    return project
 
 
 def local_frame(spark: SparkSession, table, schema: T.StructType) -> DataFrame:
