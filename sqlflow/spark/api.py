@@ -22,9 +22,19 @@ def _first_non_blank(text: str, at: int) -> int:
 
 def _statement(text: str, *, spark=None):
     """The one statement of `text`. With a session, the check that every item is grouped or
-    aggregated waits for Spark's analysis (`Runner.stage`): a misspelt column gets Spark's message."""
+    aggregated waits for Spark's analysis (`Runner.stage`): a misspelt column gets Spark's message.
+
+    >>> _statement(42)
+    Traceback (most recent call last):
+    ...
+    TypeError: sqlflow takes a query as SQL text (a str), not int
+    """
     from ..frontend import parse_script
 
+    if not isinstance(text, str):
+        hint = (": sqlflow.metrics(df) and sqlflow.dropped(df) describe a result, df.explain() its Spark plan"
+                if hasattr(text, "sparkSession") else "")
+        raise TypeError(f"sqlflow takes a query as SQL text (a str), not {type(text).__name__}{hint}")
     statements = parse_script(text, grouping=spark is None)
     if len(statements) > 1 and not all(s.is_plain for s in statements):
         second = statements[1]

@@ -354,3 +354,19 @@ def test_a_window_on_the_output_time_of_a_global_stage_without_output_timestamp_
     assert "NULL in every pane" in e.message and "OUTPUT TIMESTAMP EARLIEST or LATEST" in e.hint
     got = sqlflow.sql(spark, query.format(ot=" OUTPUT TIMESTAMP LATEST"))
     assert [(r.users, str(r.window_start)) for r in got.collect()] == [(1, "2024-01-01 00:00:00")]
+
+
+@pytest.mark.parametrize("call", ["sql", "explain", "transpile"])
+def test_a_dataframe_where_the_query_text_goes_is_a_clear_error(spark, call):
+    """A result passed back where the SQL text goes (`sqlflow.explain(df)`): a TypeError naming what
+    was given and what describes a result, not an error from inside the parser."""
+    df = spark.range(1)
+    with pytest.raises(TypeError) as caught:
+        if call == "sql":
+            sqlflow.sql(spark, df)
+        elif call == "explain":
+            sqlflow.explain(df, spark)
+        else:
+            sqlflow.transpile(df)
+    assert str(caught.value) == ("sqlflow takes a query as SQL text (a str), not DataFrame: sqlflow.metrics(df) and "
+                                 "sqlflow.dropped(df) describe a result, df.explain() its Spark plan")
