@@ -41,8 +41,8 @@ STREAMING_EXECUTORS = ("auto", "owned", "operator")
 STREAMING_BUCKETS = "spark.sqlflow.streaming.buckets"
 #: directory of the end-of-input marker (`PaneStream.finish`); unset: the stream cannot finish
 STREAMING_FINISH_DIR = "spark.sqlflow.streaming.finishDir"
-#: the owned-sink executor runs a micro-batch's engine step in the driver when its engine input
-#: (partial aggregates, or rows where they do not combine) is at most this many rows; 0: never
+#: the owned-sink executor runs a micro-batch's engine step in the driver when the batch has at
+#: most this many rows (as Spark hands them, before they are combined); 0: never
 #: (docs/streaming.md 3.0, "The driver-local step")
 STREAMING_DRIVER_ROWS = "spark.sqlflow.streaming.driverStepRows"
 DEFAULT_STREAMING_DRIVER_ROWS = 200_000

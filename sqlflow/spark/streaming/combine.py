@@ -15,6 +15,7 @@ from ...columns import EVENT_TIME, LATEST, PREFIX, WEIGHT, part_column
 from ...engine import COMBINING, STREAM, Aggregate, EnginePlan, path_for
 from ...udfs.micro_batch_combine import ARROW_PARTIAL, Combine
 
+
 def combinable(plan: EnginePlan, schema: T.StructType) -> bool:
     """Whether the rows of a micro-batch can be combined per key and window before the operator
     (`combined`). The rule is the engine's (`path_for(..., operator="combine")`): FIXED windows
