@@ -53,7 +53,7 @@ def test_live_sessions_drop_windows_merged_into_a_bigger_one():
 
 
 @pytest.mark.slow
-@pytest.mark.release  # in CI: the hot-key run below, the in-process two-stage check and the records' tests
+@pytest.mark.release  # in CI: the in-process two-stage check and the records' tests
 def test_a_small_run_writes_results_with_equal_final_values(tmp_path):
     out = tmp_path / "compare.json"
     env = dict(os.environ, SQLFLOW_BENCH_DATA=str(tmp_path / "data"))
@@ -271,6 +271,7 @@ def test_the_hot_key_table_says_whether_the_target_is_met():
 
 
 @pytest.mark.slow
+@pytest.mark.release  # in CI: the hot-key table's test above
 def test_a_small_hot_key_run_measures_one_worker(tmp_path):
     out = tmp_path / "hot_key.json"
     env = dict(os.environ, SQLFLOW_BENCH_DATA=str(tmp_path / "data"))

@@ -22,39 +22,31 @@ def rows(out: str) -> list[str]:
 # ---------------------------------------------------------------- side by side with spark-sql
 
 
-def _created_in(sqlflow_cli, tmp_path) -> dict:
-    """A database and table created by one run of the command (Spark's catalog in ./metastore_db,
-    the table under spark.sql.warehouse.dir): the environment of the runs that read them."""
-    no_conf = {"SPARK_CONF_DIR": str(tmp_path / "no-conf")}
-    warehouse = tmp_path / "wh"
-    first = sqlflow_cli("-S", "--conf", f"spark.sql.warehouse.dir={warehouse}", "--conf", "spark.ui.enabled=false",
-                        "-e", "CREATE DATABASE d; CREATE TABLE d.t (k STRING, n INT) USING parquet; "
-                              "INSERT INTO d.t VALUES ('a', 1), ('b', 2)",
-                        cwd=tmp_path, env=no_conf)
-    assert first.returncode == 0, first.stderr
-    assert (tmp_path / "metastore_db").is_dir() and (warehouse / "d.db" / "t").is_dir()
-    assert not (tmp_path / "spark-warehouse").exists()  # spark.sql.warehouse.dir was honoured
-    return no_conf
-
-
 @pytest.mark.slow
 def test_the_catalog_persists_and_stdin_is_read_as_with_spark_sql(sqlflow_cli, spark_sql, tmp_path):
-    """Where Spark keeps its catalog: a database and table created in one run are there in the next,
-    of the command and of spark-sql (same directory, --database). How stdin is read: statements from
-    stdin; a comment-only line; quit; ends the input (what follows is not run); Spark's own error in
+    """Where Spark keeps its catalog: a database and table the command creates (Spark's catalog in
+    ./metastore_db, the table under spark.sql.warehouse.dir) are there in spark-sql's next run in
+    the same directory (--database). How stdin is read, the same by both: statements from stdin; a
+    comment-only line; quit; ends the input (what follows is not run); Spark's own error in
     Spark's words, not as sqlflow's."""
-    env = _created_in(sqlflow_cli, tmp_path)
+    env = {"SPARK_CONF_DIR": str(tmp_path / "no-conf")}
+    warehouse = tmp_path / "wh"
+    create = ("CREATE DATABASE d;\nCREATE TABLE d.t (k STRING, n INT) USING parquet;\n"
+              "INSERT INTO d.t VALUES ('a', 1), ('b', 2);\nUSE d;\n")
     text = ("SELECT * FROM t ORDER BY k;\n-- only a comment\nSELECT 2\n  AS b;\nSELECT * FROM\n  nope;\nSELECT 3;\n"
             "quit;\nSELECT 4;\n")
-    ours = sqlflow_cli("--database", "d", "--conf", "spark.ui.enabled=false", input=text, cwd=tmp_path, env=env)
+    ours = sqlflow_cli("--conf", f"spark.sql.warehouse.dir={warehouse}", "--conf", "spark.ui.enabled=false",
+                       input=create + text, cwd=tmp_path, env=env)
+    assert (tmp_path / "metastore_db").is_dir() and (warehouse / "d.db" / "t").is_dir(), ours.stderr
+    assert not (tmp_path / "spark-warehouse").exists()  # spark.sql.warehouse.dir was honoured
     theirs = spark_sql("--database", "d", "--conf", "spark.ui.enabled=false", input=text, cwd=tmp_path, env=env)
     assert rows(ours.stdout) == rows(theirs.stdout) == ["a\t1", "b\t2", "2", "3"], (ours.stderr, theirs.stderr)
     assert "[TABLE_OR_VIEW_NOT_FOUND]" in theirs.stderr
-    assert "Error in statement 3 of <stdin>:\n[TABLE_OR_VIEW_NOT_FOUND] The table or view `nope` cannot be found." \
+    assert "Error in statement 7 of <stdin>:\n[TABLE_OR_VIEW_NOT_FOUND] The table or view `nope` cannot be found." \
         in ours.stderr
-    assert "(line 6, column 3)\n    nope;\n    ^" in ours.stderr   # counted from the start of stdin
+    assert "(line 10, column 3)\n    nope;\n    ^" in ours.stderr   # counted from the start of stdin
     assert "sqlflow: [" not in ours.stderr and "Traceback" not in ours.stderr
-    assert ours.stderr.count("Time taken:") == 3 and ours.returncode == 1
+    assert ours.stderr.count("Time taken:") == 7 and ours.returncode == 1
 
 
 DST_VIEW = ("CREATE TEMPORARY VIEW ev AS SELECT k, v, timestamp_seconds(s) AS ts FROM VALUES "
@@ -71,7 +63,7 @@ SESSIONS_SPARK = "SELECT k, SUM(v) AS total, session_window.start AS window_star
                  "session_window.end AS window_end FROM ev GROUP BY k, session_window(ts, '30 minutes')"
 
 
-DEFAULTS_FLAGS = ["-S", "--driver-memory", "1g", "--conf", "spark.sqlflow.test.key=from-command-line"]
+DEFAULTS_FLAGS = ["--driver-memory", "1g", "--conf", "spark.sqlflow.test.key=from-command-line"]
 DEFAULTS_SETTINGS = ["1704085200",                      # TIMESTAMP'2024-01-01 00:00:00' in New York
                      "spark.sql.shuffle.partitions\t7",  # spark-defaults.conf
                      "spark.sql.session.timeZone\tAmerica/New_York",
@@ -90,26 +82,41 @@ def _defaults_env(spark_conf_dir, tmp_path) -> dict:
     return {"TZ": "America/New_York", "SPARK_CONF_DIR": str(conf)}
 
 
+#: a stream that fails at its first micro-batch (SUM(1/0)), over the bundled clicks
+FAILING_STREAM = ["CREATE OR REPLACE TEMPORARY VIEW clicks (user_id STRING, page STRING, ts TIMESTAMP, arrived_at "
+                  "TIMESTAMP) USING csv OPTIONS (path '{data}/clickstream*.csv', header 'true', streaming true)",
+                  "SELECT user_id, SUM(1/0) AS bad FROM clicks WATERMARK ts DELAY OF INTERVAL 5 MINUTES "
+                  "GROUP BY user_id WINDOW SESSIONS(GAP 10m)"]
+
+
 @pytest.mark.slow
-def test_spark_defaults_settings_and_time_zone_as_spark_sql_has_them(sqlflow_cli, spark_conf_dir, tmp_path):
+def test_spark_defaults_settings_and_time_zone_as_spark_sql_has_them(sqlflow_cli, spark_conf_dir, stderr_lines,
+                                                                    repo_root, tmp_path):
     """Spark's own defaults: no forced UTC, local[2] or 2 partitions: Spark's defaults, spark-defaults.conf in
     SPARK_CONF_DIR, --conf over it, spark-submit's --driver-memory; windows over instants across a
     DST change are Spark's own (window(), session_window()) in a non-UTC zone, on both paths. The
-    expected lines are spark-sql's (the release tier runs it beside this)."""
+    expected lines are spark-sql's (the release tier runs it beside this). The same run (one JVM)
+    ends with a stream that fails: its located error alone on stderr, no line of Spark's logs (the
+    executor's, the task set manager's and the stream's stack traces of the failing job)."""
     ours = sqlflow_cli(*DEFAULTS_FLAGS, "-e", "; ".join([
         SETTINGS, DST_VIEW, "SET spark.sqlflow.path=native", SUMS.format(FIXED_SQLFLOW), SUMS.format(SESSIONS_SQLFLOW),
-        "SET spark.sqlflow.path=engine", SUMS.format(FIXED_SQLFLOW), SUMS.format(SESSIONS_SQLFLOW)]),
+        "SET spark.sqlflow.path=engine", SUMS.format(FIXED_SQLFLOW), SUMS.format(SESSIONS_SQLFLOW),
+        *(s.format(data=repo_root / "examples" / "data") for s in FAILING_STREAM)]),
         cwd=tmp_path, env=_defaults_env(spark_conf_dir, tmp_path))
-    assert ours.returncode == 0, ours.stderr
     assert ours.stdout.splitlines() == (DEFAULTS_SETTINGS + ["spark.sqlflow.path\tnative"] + DST_FIXED + DST_SESSIONS
-                                        + ["spark.sqlflow.path\tengine"] + DST_FIXED + DST_SESSIONS)
+                                        + ["spark.sqlflow.path\tengine"] + DST_FIXED + DST_SESSIONS), ours.stderr
+    assert ours.returncode == 1
+    lines = [line for line in stderr_lines(ours.stderr) if not line.startswith(("Spark master: ", "Time taken: "))]
+    assert lines[0] == "Error in statement 15:", lines
+    assert lines[1].startswith("[STREAM_FAILED] Query [id = ") and "[DIVIDE_BY_ZERO] Division by zero." in lines[1]
+    assert len(lines) == 4 and lines[3].strip() == "^", lines   # the message, the statement's line, a caret
 
 
 @pytest.mark.slow
 @pytest.mark.release
 def test_spark_sql_prints_the_same_settings_and_windows(spark_sql, spark_conf_dir, tmp_path):
     """spark-sql itself, with the same flags, defaults and zone, prints the lines the test above expects."""
-    theirs = spark_sql(*DEFAULTS_FLAGS, "-e", "; ".join([
+    theirs = spark_sql("-S", *DEFAULTS_FLAGS, "-e", "; ".join([
         SETTINGS, DST_VIEW, SUMS.format(FIXED_SPARK), SUMS.format(SESSIONS_SPARK)]),
         cwd=tmp_path, env=_defaults_env(spark_conf_dir, tmp_path))
     assert theirs.returncode == 0, theirs.stderr

@@ -1,7 +1,7 @@
 """PySpark's worker chatter stays out of the command's output and the notebook's cells at the
 default log level. CI checks each part in process (the filter of lines, the loggers switched off,
-the JVM's log filter and its stderr pipe after a magic cell) and runs the command on a stream;
-the release tier (`--release`) also runs a notebook's cells on a plain Spark session in a fresh
+the JVM's log filter and its stderr pipe after a magic cell); test_cli_spark_sql.py runs the
+command on a failing stream. The release tier (`--release`) also runs a notebook's cells on a plain Spark session in a fresh
 process and reads what the process, JVM included, wrote."""
 from __future__ import annotations
 
@@ -132,7 +132,7 @@ def test_a_notebook_on_a_plain_spark_session_shows_no_chatter_and_failures_alone
 
 
 @pytest.mark.slow
-@pytest.mark.release  # in CI: the failing stream's command below, and test_cli.py's in-process run of the script
+@pytest.mark.release  # in CI: a failing stream's command (test_cli_spark_sql.py), and test_cli.py's in-process run of the script
 def test_the_command_prints_its_progress_and_timings_alone(sqlflow_cli, tmp_path, stderr_lines):
     r = sqlflow_cli("-f", "examples/streaming.sql", "-d", f"out={tmp_path}")
     assert r.returncode == 0, r.stderr
@@ -168,22 +168,6 @@ def test_the_operators_loggers_are_off_and_failure_loggers_only_while_a_statemen
         assert {_level(spark, name) for name in FAILURE_LOGGERS} == {"ERROR"}
     finally:
         spark.sparkContext.setLogLevel("WARN")
-
-
-@pytest.mark.slow
-def test_the_command_reports_a_failing_stream_without_sparks_stack_traces(sqlflow_cli, stderr_lines):
-    """SUM(1/0) over a stream: the located error alone, no line of Spark's logs (the executor's,
-    the task set manager's and the stream's stack traces of the failing job)."""
-    r = sqlflow_cli("-e", "CREATE OR REPLACE TEMPORARY VIEW clicks (user_id STRING, page STRING, ts TIMESTAMP, "
-                          "arrived_at TIMESTAMP) USING csv OPTIONS (path 'examples/data/clickstream*.csv', "
-                          "header 'true', streaming true);\n"
-                          "SELECT user_id, SUM(1/0) AS bad FROM clicks WATERMARK ts DELAY OF INTERVAL 5 MINUTES "
-                          "GROUP BY user_id WINDOW SESSIONS(GAP 10m)")
-    assert r.returncode == 1 and r.stdout == ""
-    lines = [line for line in stderr_lines(r.stderr) if not line.startswith(("Spark master: ", "Time taken: "))]
-    assert lines[0] == "Error in statement 2:", lines
-    assert lines[1].startswith("[STREAM_FAILED] Query [id = ") and "[DIVIDE_BY_ZERO] Division by zero." in lines[1]
-    assert len(lines) == 4 and lines[3].strip() == "^", lines   # the message, the statement's line, a caret
 
 
 def test_after_a_magic_cell_the_jvms_log_drops_the_chatter_of_general_loggers(spark, ipython):
