@@ -61,8 +61,9 @@ def test_windows_per_partition_on_the_operators_are_the_arrival_replay(spark, tm
     batch 6 (W 15), [10,20) (A12 B15) and [20,30) (A25) at batch 7 (W 31), [30,40) (A31 B33) at
     the finish (batch 8); A5 is the one dropped row, in batch 5's directory. The ARRIVAL replay of
     the same rows at their batches' times gives the same panes, but its end of input is its last
-    arrival (batch 7), and lists A5. The global rule (DELAY OF 0s) over the same files drops B2,
-    B8, B15 and A5 as too late: 2, 1, 1, 2."""
+    arrival (batch 7), and lists A5. The global rule (DELAY OF 0s) over the same arrivals drops
+    B2, B8, B15 and A5 as too late: 2, 1, 1, 2 (the global rule on a live stream:
+    tests/streaming/test_reliability.py's late rows)."""
     write_files(tmp_path / "devices", BATCHES)
     sql = _docs_sql()
     devices(spark, tmp_path / "devices")
@@ -98,15 +99,14 @@ def test_windows_per_partition_on_the_operators_are_the_arrival_replay(spark, tm
     assert replayed == [(1, 20, "ON_TIME", 7), (2, 10, "ON_TIME", 7), (2, 30, "ON_TIME", 7), (4, 0, "ON_TIME", 6)]
     assert [(r.device, r.event_time, r.reason) for r in sqlflow.dropped(replay).collect()] == [
         ("A", T(5), "behind its partition")]
-    # the global rule over the same files
-    spark.conf.set(S.CONF_FINISH_DIR, str(tmp_path / "finish-global"))
-    devices(spark, tmp_path / "devices")
-    glob = sqlflow.sql(spark, sql.replace("ASCENDING PER device", "DELAY OF 0s"))
-    query = S.start(glob, format="memory", query_name="global_windows", available_now=True, finish=True)
-    counts = sorted((int((r.window_start - DAY).total_seconds()), r.n) for r in spark.table("global_windows").collect()
+    # the global rule over the same arrivals
+    glob = sqlflow.sql(spark, sql.replace("FROM devices WATERMARK ts ASCENDING PER device",
+                                          "FROM recorded WATERMARK ts DELAY OF 0s ARRIVAL at"))
+    counts = sorted((int((r.window_start - DAY).total_seconds()), r.n) for r in glob.collect()
                     if r.pane_timing == "ON_TIME")
     assert counts == [(0, 2), (10, 1), (20, 1), (30, 2)]
-    assert S.query_metrics(query)["dropped_too_late"] == 4
+    assert sorted((int((r.event_time - DAY).total_seconds()), r.reason) for r in sqlflow.dropped(glob).collect()) \
+        == [(2, "too late"), (5, "too late"), (8, "too late"), (15, "too late")]
 
 
 class Crash(Exception):
