@@ -53,7 +53,7 @@ from ...udfs.batch_step import (BUCKET_LAYOUT, SPARK_LAYOUT, BatchSpec, BatchSte
                                 driver_batch, metrics_columns, state_columns)
 from ...udfs.micro_batch_combine import batch_partials
 from ...udfs.streaming import StreamSpec
-from ..conf import FILE_FORMATS, OWNED_BUCKETS_PER_CORE, driver_step_rows, streaming_buckets
+from ..conf import ARROW_LOCAL_RELATION_THRESHOLD, FILE_FORMATS, OWNED_BUCKETS_PER_CORE, driver_step_rows, streaming_buckets
 from .checkpoint_files import CheckpointFiles
 from .pane_stream import named_and_triggered, no_finish_dir
 from .combine import combinable
@@ -461,8 +461,8 @@ class OwnedRun:
                                              for f in self.recipe.schema.fields if f.name in nullable])
         chosen = out.select(self.row_fields.names).filter(pc.equal(out[KIND], kind)).combine_chunks()
         if kind == PANE and self.arrow_panes is not None and self.pane_fields is not None:  # projected here
-            return local_frame(spark, self.arrow_panes(chosen), self.pane_fields)
-        frame = local_frame(spark, chosen, self.row_fields)
+            return local_frame(spark, self.arrow_panes(chosen), self.pane_fields, self.partitions)
+        frame = local_frame(spark, chosen, self.row_fields, self.partitions)
         return DataFrame(frame._jdf.select(self.local_seq), spark) if kind == PANE else frame
 
     def _counted(self, out) -> dict:
@@ -686,17 +686,29 @@ def arrow_projection(rows: T.StructType, schema: T.StructType, decode: dict | No
     return project
 
 
-def local_frame(spark: SparkSession, table, schema: T.StructType) -> DataFrame:
-    """A DataFrame of an Arrow table in the driver (a LocalRelation), sent to the JVM as one Arrow
-    batch: pyspark cuts it into `spark.sql.execution.arrow.maxRecordsPerBatch` rows a batch, and a
-    LocalRelation of several batches cost a noop write 0.26 s against 0.08-0.11 s for one (27,000
-    panes, docs/dev/streaming-performance.md 1)."""
+def local_frame(spark: SparkSession, table, schema: T.StructType, parts: int = 1) -> DataFrame:
+    """A DataFrame of an Arrow table in the driver, sent to the JVM as `parts` Arrow batches (one
+    partition each) and read by the tasks as Arrow, not as a LocalRelation: pyspark would cut it
+    into `spark.sql.execution.arrow.maxRecordsPerBatch` rows a batch (a LocalRelation of several
+    batches cost a noop write 0.26 s against 0.08-0.11 s for one, 27,000 panes), and Spark makes
+    a table under `spark.sql.execution.arrow.localRelationThreshold` bytes a LocalRelation, its
+    rows Java-serialised into every task (the noop write of a 3o batch's panes 0.23-0.26 s
+    against 0.07-0.10 s as Arrow; docs/dev/streaming-performance.md 1)."""
     create = getattr(spark, "_create_from_arrow_table", None)  # pyspark 4.x's, with a batch size
     if create is not None and table.num_rows > 0:
+        size = -(-table.num_rows // max(1, parts))
+        conf = spark.conf
+        prior = conf.get(ARROW_LOCAL_RELATION_THRESHOLD, None)
+        conf.set(ARROW_LOCAL_RELATION_THRESHOLD, "0")
         try:
-            return create(table, schema, spark.conf.get("spark.sql.session.timeZone"), False, False, table.num_rows)
+            return create(table, schema, spark.conf.get("spark.sql.session.timeZone"), False, False, size)
         except TypeError:  # another pyspark's signature: its public way, in its own batch size
             pass
+        finally:
+            if prior is None:
+                conf.unset(ARROW_LOCAL_RELATION_THRESHOLD)
+            else:
+                conf.set(ARROW_LOCAL_RELATION_THRESHOLD, prior)
     return spark.createDataFrame(table, schema=schema)
 
 
