@@ -110,6 +110,9 @@ def is_true(value: object) -> bool:
 
 #: Spark's conf of Arrow's large string and binary types (the Arrow schema of a Python UDF's output)
 ARROW_LARGE_VAR_TYPES = "spark.sql.execution.arrow.useLargeVarTypes"
+#: Spark's conf of the size (bytes) under which a DataFrame of Arrow data from Python is a
+#: LocalRelation (its rows serialised into every task) rather than Arrow batches read by the tasks
+ARROW_LOCAL_RELATION_THRESHOLD = "spark.sql.execution.arrow.localRelationThreshold"
 #: Spark's ANSI mode
 ANSI_ENABLED = "spark.sql.ansi.enabled"
 

@@ -75,6 +75,31 @@ def overflow_error(message: str, flag: str, interval: bool = False) -> str:
     return f"{_BIGINT_MAX} {comment} + CAST({flag} AS BIGINT)"
 
 
+def guarded_sum(column: str, message: str, interval: bool = False) -> str:
+    """SQL of a SUM of integers (or intervals) in ANSI mode: the engine's `column` itself, or
+    where its overflow flag holds Spark's overflow error (`overflow_error`)."""
+    flag = quoted(overflow_column(column))
+    return f"CASE WHEN {flag} THEN {overflow_error(message, flag, interval)} ELSE {quoted(column)} END"
+
+
+def guarded_flag(column: str, sql: str) -> str | None:
+    """The overflow flag's column when `sql` is `guarded_sum`'s SQL of a BIGINT `column` (the
+    column itself wherever the flag does not hold), else None: the driver-local step then takes
+    the column as it is when no pane of the batch has the flag (owned.arrow_projection).
+
+    >>> guarded_flag("s", guarded_sum("s", "sqlflow: SUM(v) overflows BIGINT")), guarded_flag("s", "`s`")
+    ('s__overflow', None)
+    >>> guarded_flag("s", guarded_sum("s", "x", interval=True)), guarded_flag("t", guarded_sum("s", "x"))
+    (None, None)
+    """
+    flag = quoted(overflow_column(column))
+    head, tail = (f"CASE WHEN {flag} THEN {_BIGINT_MAX} /* ", f" */ + CAST({flag} AS BIGINT) ELSE {quoted(column)} END")
+    middle = sql[len(head):len(sql) - len(tail)]
+    if len(sql) >= len(head) + len(tail) and sql.startswith(head) and sql.endswith(tail) and "*/" not in middle:
+        return overflow_column(column)
+    return None
+
+
 def plan_outputs(ws, rel, schema: dict, agg_types: list, *, ansi_mode: bool, name, rewrite: bool = True) -> Outputs:
     """The engine aggregates, output columns and decoding SQL of `ws`'s aggregate calls.
 
@@ -123,10 +148,8 @@ def plan_outputs(ws, rel, schema: dict, agg_types: list, *, ansi_mode: bool, nam
             interval = isinstance(arg_type, T.DayTimeIntervalType)
             out.aggregates.append(Aggregate("sum", arg, col))
             out.types += [(col, result), (overflow_column(col), T.BooleanType())]
-            flag = quoted(overflow_column(col))
             if ansi_mode or interval:  # an interval sum fails in both modes, as Spark's does
-                value = f"CASE WHEN {flag} THEN {overflow_error(message, flag, interval)} ELSE {quoted(col)} END"
-                out.decode.append(f"{value} AS {quoted(col)}")
+                out.decode.append(f"{guarded_sum(col, message, interval)} AS {quoted(col)}")
             else:
                 out.decode.append(quoted(col))
         else:

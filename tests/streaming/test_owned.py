@@ -358,3 +358,82 @@ def test_finishing_a_stream_built_without_a_finish_directory_says_how_to_build_o
     assert str(refused.value).startswith("sqlflow: STREAM: finish needs a stream built with a finish directory")
     assert 'spark.conf.set("spark.sqlflow.streaming.finishDir", path) in Python, SET in SQL' in str(refused.value)
     assert not spark.streams.active
+
+
+def sql_source(spark, stream_files, batches, view):
+    """`batches` (k, seconds since 2023-11-14 22:13:20 UTC, v) as parquet files read one per
+    micro-batch, the view `view` over them with `ts` a TIMESTAMP."""
+    base = 1_700_000_000 * SECOND
+    for rows in batches:
+        stream_files.write(pd.DataFrame({"k": [r[0] for r in rows], "et": [base + r[1] * SECOND for r in rows],
+                                         "v": [r[2] for r in rows]}))
+    spark.readStream.schema("k string, et long, v long").option("maxFilesPerTrigger", 1).parquet(
+        str(stream_files.path)).selectExpr("k", "timestamp_micros(et) AS ts", "v").createOrReplaceTempView(view)
+
+
+def test_a_sqlflow_sql_result_that_renames_the_panes_on_both_steps(spark, stream_files, tmp_path, step):
+    """A statement that only picks and renames the panes' columns: the driver-local step gives
+    its rows by pyarrow (`statement_projection`, a SUM's ANSI overflow flag checked by pyarrow),
+    the distributed step by Spark; the same rows, the statement's names."""
+    import sqlflow
+
+    sql_source(spark, stream_files, [[("a", 1, 1), ("a", 2, 2), ("b", 3, 3)], [("a", 70, 4), ("b", 200, 5)],
+                                     [("c", 300, 6)]], "renamed_src")
+    df = sqlflow.sql(spark, """SELECT k AS key, SUM(v) AS total, COUNT(*) AS n FROM renamed_src
+                               WATERMARK ts DELAY OF INTERVAL 1 SECOND GROUP BY k WINDOW FIXED(SIZE 1m)""")
+    query = S.start(df, format="parquet", path=str(tmp_path / "out"), checkpoint=str(tmp_path / "cp"),
+                    available_now=True, executor="owned")
+    run = owned.run_of(query)
+    out = spark.read.parquet(str(tmp_path / "out"))
+    assert out.columns[:3] == ["key", "total", "n"]
+    # W(2) = 200 s - 1 s closes [0, 60) (a 3, b 3) and [60, 120) (a 4)
+    got = sorted((r["key"], r["total"], r["n"], r["window_start"].timestamp() - 1_699_999_980) for r in out.collect())
+    assert got == [("a", 3, 2, 0), ("a", 4, 1, 60), ("b", 3, 1, 0)]
+    assert driver_steps(query) == [int(step == "driver")] * 3
+    if step == "driver":
+        assert run.final_columns[0][:3] == ["__sqlflow_k0", "__sqlflow_agg0", "__sqlflow_agg1"]
+
+
+def test_a_bigint_sum_past_its_range_is_sparks_overflow_error_on_both_steps(spark, stream_files, tmp_path, step):
+    """SUM of BIGINTs past 2^63 - 1 in ANSI mode (Spark 4's default): Spark's ARITHMETIC_OVERFLOW
+    naming the call, whichever step ran the batch (the driver-local one projects a batch whose
+    panes hold no overflow by pyarrow, this one by Spark). The two rows in two batches: within
+    one batch, the partial aggregate's own overflow is a refusal of its own."""
+    import sqlflow
+
+    big = 2**63 - 1
+    sql_source(spark, stream_files, [[("a", 1, big), ("b", 3, 5)], [("a", 2, big)], [("c", 300, 1)], [("c", 360, 1)]],
+               "overflow_src")
+    df = sqlflow.sql(spark, """SELECT k, SUM(v) AS s FROM overflow_src
+                               WATERMARK ts DELAY OF INTERVAL 1 SECOND GROUP BY k WINDOW FIXED(SIZE 1m)""")
+    with pytest.raises(Exception) as failed:
+        S.start(df, format="parquet", path=str(tmp_path / "out"), checkpoint=str(tmp_path / "cp"),
+                available_now=True, executor="owned")
+    text = str(failed.value)
+    assert "ARITHMETIC_OVERFLOW" in text and "SUM(v) overflows BIGINT" in text
+
+
+def test_the_statement_over_the_panes_by_pyarrow_only_where_it_picks_and_renames(spark):
+    from pyspark.sql import types as T
+
+    panes = T.StructType([T.StructField("__k0", T.StringType()), T.StructField("agg", T.LongType(), False),
+                          T.StructField("window_start", T.TimestampType())])
+
+    def over(sql):
+        def final(frame):
+            frame.createOrReplaceTempView("__panes_of_the_test")
+            return frame.sparkSession.sql(sql.replace("P", "__panes_of_the_test"))
+        found = owned.statement_projection(final, spark, panes)
+        return None if found is None else (found[0], [(f.name, f.dataType.simpleString(), f.nullable)
+                                                      for f in found[1].fields])
+
+    assert over("SELECT __k0 AS `user`, AGG AS n, window_start FROM P") == (
+        ["__k0", "agg", "window_start"], [("user", "string", True), ("n", "bigint", False),
+                                          ("window_start", "timestamp", True)])
+    assert over("SELECT window_start, __k0 AS a, __k0 AS b FROM P") == (
+        ["window_start", "__k0", "__k0"], [("window_start", "timestamp", True), ("a", "string", True),
+                                           ("b", "string", True)])
+    assert over("SELECT * FROM P")[0] == ["__k0", "agg", "window_start"]
+    for sql in ["SELECT __k0, agg * 10 AS n FROM P", "SELECT __k0 FROM P WHERE agg > 1", "SELECT DISTINCT __k0 FROM P",
+                "SELECT __k0, CAST(agg AS INT) AS n FROM P", "SELECT __k0 FROM P ORDER BY agg", "SELECT __k0 FROM P LIMIT 3"]:
+        assert over(sql) is None, sql

@@ -53,7 +53,7 @@ from ...udfs.batch_step import (BUCKET_LAYOUT, SPARK_LAYOUT, BatchSpec, BatchSte
                                 driver_batch, metrics_columns, state_columns)
 from ...udfs.micro_batch_combine import batch_partials
 from ...udfs.streaming import StreamSpec
-from ..conf import FILE_FORMATS, OWNED_BUCKETS_PER_CORE, driver_step_rows, streaming_buckets
+from ..conf import ARROW_LOCAL_RELATION_THRESHOLD, FILE_FORMATS, OWNED_BUCKETS_PER_CORE, driver_step_rows, streaming_buckets
 from .checkpoint_files import CheckpointFiles
 from .pane_stream import named_and_triggered, no_finish_dir
 from .combine import combinable
@@ -308,6 +308,8 @@ class OwnedRun:
         self.local_seq: Any = None
         self.arrow_panes: Any = None  # `arrow_projection`'s function of the panes (None: Spark projects them)
         self.pane_fields: T.StructType | None = None
+        #: `statement_projection` of the statement over the panes (None: not yet asked; (): Spark runs it)
+        self.final_columns: tuple | None = None
         #: the driver-local step's limit, and the rows the last batch collected for it
         self.driver_rows = driver_step_rows(spark)
         self.last_rows = 0
@@ -434,23 +436,23 @@ class OwnedRun:
         if self.combine:
             rows = batch_partials(rows, self.recipe.plan)
         out = driver_batch(step, rows, self.buckets)
-        panes = self._local_rows(spark, out, PANE)
+        panes = self._local_panes(spark, out)
         engine = time.perf_counter()
-        self.sink.write(self.final(panes) if self.final is not None else panes, batch_id)
+        self.sink.write(panes, batch_id)
         if self.keep_dropped:
-            self.sink.write_dropped(self._dropped(self._local_rows(spark, out, DROPPED), flagged, p), batch_id)
+            dropped = local_frame(spark, *self._chosen(spark, out, DROPPED), self.partitions)
+            self.sink.write_dropped(self._dropped(dropped, flagged, p), batch_id)
         self.parts = {"collect": round(clock - self.parts["collect"], 3), "step": round(engine - clock, 3),
                       "sink": round(time.perf_counter() - engine, 3)}
         return self._counted(out) | {"driver_steps": 1}
 
-    def _local_rows(self, spark: SparkSession, out, kind: int) -> DataFrame:
-        """The buckets' rows of one kind as a DataFrame of the driver's Arrow table (PANE: projected
-        as the panes, the projection's Java columns kept across batches; DROPPED: as they are, for
-        `_dropped`)."""
+    def _chosen(self, spark: SparkSession, out, kind: int) -> tuple[Any, T.StructType]:
+        """The buckets' rows of one kind, the operator's row columns (not its counters and state),
+        and their Spark schema; the projections of the panes built at the first call."""
         import pyarrow.compute as pc
         from pyspark.sql.classic.column import _to_seq
 
-        if self.row_fields is None:  # the operator's row columns, not its counters and state
+        if self.row_fields is None:
             skip = {*metrics_columns(), *[metric_column(m) for m in self.spec.source_counters()], *state_columns()}
             self.row_fields = T.StructType([f for f in self.spark_schema.fields if f.name not in skip])
             self.local_seq = _to_seq(spark.sparkContext, [c._jc for c in self.pane_projection])
@@ -459,11 +461,31 @@ class OwnedRun:
             nullable = {f.name: f.nullable for f in self.row_fields.fields}
             self.pane_fields = T.StructType([T.StructField(f.name, f.dataType, nullable[f.name])
                                              for f in self.recipe.schema.fields if f.name in nullable])
-        chosen = out.select(self.row_fields.names).filter(pc.equal(out[KIND], kind)).combine_chunks()
-        if kind == PANE and self.arrow_panes is not None and self.pane_fields is not None:  # projected here
-            return local_frame(spark, self.arrow_panes(chosen), self.pane_fields)
-        frame = local_frame(spark, chosen, self.row_fields)
-        return DataFrame(frame._jdf.select(self.local_seq), spark) if kind == PANE else frame
+        return out.select(self.row_fields.names).filter(pc.equal(out[KIND], kind)).combine_chunks(), self.row_fields
+
+    def _local_panes(self, spark: SparkSession, out) -> DataFrame:
+        """The batch's panes as the sink takes them (a `sqlflow.sql` result's statement over them)
+        as a DataFrame of the driver's Arrow table: projected by pyarrow where it computes them
+        exactly (`arrow_projection`; the statement by `statement_projection`), else by Spark (the
+        projection's Java columns kept across batches)."""
+        import pyarrow as pa
+
+        chosen, fields = self._chosen(spark, out, PANE)
+        table = self.arrow_panes(chosen) if self.arrow_panes is not None else None
+        if table is None or self.pane_fields is None:
+            frame = local_frame(spark, chosen, fields, self.partitions)
+            panes = DataFrame(frame._jdf.select(self.local_seq), spark)
+        elif self.final is None:
+            return local_frame(spark, table, self.pane_fields, self.partitions)
+        else:
+            if self.final_columns is None:
+                self.final_columns = statement_projection(self.final, spark, self.pane_fields) or ()
+            if self.final_columns:
+                picks, schema = self.final_columns
+                return local_frame(spark, pa.Table.from_arrays([table[c] for c in picks], names=schema.names),
+                                   schema, self.partitions)
+            panes = local_frame(spark, table, self.pane_fields, self.partitions)
+        return self.final(panes) if self.final is not None else panes
 
     def _counted(self, out) -> dict:
         """The batch's counters from the buckets' output (`_counters`' names and values, by pyarrow)."""
@@ -643,11 +665,15 @@ class OwnedRun:
 
 def arrow_projection(rows: T.StructType, schema: T.StructType, decode: dict | None):
     """`stateful.pane_columns`' projection of the operator's rows (`rows`) to the panes' `schema`
-    as a function of an Arrow table, where pyarrow computes exactly what Spark's would: no
-    aggregate decoded by SQL, every column already of its pane type but the times (the engine's
-    microseconds, `timestamp_micros`). None otherwise (Spark projects the panes).
+    as a function of an Arrow table, where pyarrow computes exactly what Spark's would: every
+    column already of its pane type but the times (the engine's microseconds, `timestamp_micros`),
+    no aggregate decoded by SQL but a SUM of integers in ANSI mode (`handover.guarded_flag`: the
+    column itself where its overflow flag does not hold). None otherwise (Spark projects the
+    panes). The function gives None for a table where such a flag holds: Spark's projection then
+    fails with Spark's overflow error.
 
     >>> import pyarrow as pa
+    >>> from sqlflow.spark.handover import guarded_sum
     >>> rows = T.StructType([T.StructField("k", T.StringType()), T.StructField("window_start", T.LongType())])
     >>> panes = T.StructType([T.StructField("k", T.StringType()), T.StructField("window_start", T.TimestampType())])
     >>> project = arrow_projection(rows, panes, None)
@@ -655,15 +681,27 @@ def arrow_projection(rows: T.StructType, schema: T.StructType, decode: dict | No
     '1970-01-01T00:01:00+00:00'
     >>> arrow_projection(rows, panes, {"k": "x"}) is None, arrow_projection(panes, panes, None) is None
     (True, True)
+    >>> sums = T.StructType([T.StructField("s", T.LongType()), T.StructField("s__overflow", T.BooleanType())])
+    >>> project = arrow_projection(sums, T.StructType(sums.fields[:1]), {"s": guarded_sum("s", "SUM(v) overflows")})
+    >>> project(pa.table({"s": [3, 4], "s__overflow": [False, None]})).to_pylist()
+    [{'s': 3}, {'s': 4}]
+    >>> project(pa.table({"s": [3, -2], "s__overflow": [False, True]})) is None
+    True
     """
     import pyarrow as pa
+    import pyarrow.compute as pc
     from pyspark.sql.pandas.types import to_arrow_type
 
     from ...columns import PANE_TIMES
+    from ..handover import guarded_flag
 
-    if decode:
-        return None
     have = {f.name: f.dataType for f in rows.fields}
+    flags = []
+    for name, sql in (decode or {}).items():
+        flag = guarded_flag(name, sql)
+        if flag is None or not isinstance(have.get(flag), T.BooleanType):
+            return None
+        flags.append(flag)
     types = []
     for f in schema.fields:
         source = have.get(f.name)
@@ -680,23 +718,70 @@ def arrow_projection(rows: T.StructType, schema: T.StructType, decode: dict | No
         return None
 
     def project(table):
+        if any(pc.any(table[flag]).as_py() for flag in flags):
+            return None
         return pa.Table.from_arrays([table[f.name] if t is None else table[f.name].cast(t)
                                      for f, t in zip(schema.fields, types)], schema=arrow)
 
     return project
 
 
-def local_frame(spark: SparkSession, table, schema: T.StructType) -> DataFrame:
-    """A DataFrame of an Arrow table in the driver (a LocalRelation), sent to the JVM as one Arrow
-    batch: pyspark cuts it into `spark.sql.execution.arrow.maxRecordsPerBatch` rows a batch, and a
-    LocalRelation of several batches cost a noop write 0.26 s against 0.08-0.11 s for one (27,000
-    panes, docs/dev/streaming-performance.md 1)."""
+def statement_projection(final, spark: SparkSession, panes: T.StructType):
+    """Where the statement over the panes (`final`, a `sqlflow.sql` result's) only picks and
+    renames the panes' columns (Spark's analysed plan a Project of the panes' attributes, aliased
+    or not, over the panes' relation): its columns' pane columns and its schema, so that pyarrow
+    gives the driver-local step's panes as the statement does, without a temporary view and an
+    analysis a batch. None otherwise (Spark runs the statement over every batch's panes)."""
+    empty = spark.createDataFrame([], panes)
+    result = final(empty)
+    plan = result._jdf.queryExecution().analyzed()
+    if plan.getClass().getSimpleName() != "Project":
+        return None
+    leaf = plan.child()
+    while leaf.getClass().getSimpleName() in ("SubqueryAlias", "View"):
+        leaf = leaf.child()
+    if not leaf.fastEquals(empty._jdf.queryExecution().analyzed()):
+        return None
+    output = leaf.output()
+    by_id = {output.apply(i).exprId().id(): panes.fields[i].name for i in range(output.size())}
+    items = plan.projectList()
+    picks = []
+    for i in range(items.size()):
+        item = items.apply(i)
+        if item.getClass().getSimpleName() == "Alias":
+            item = item.child()
+        if item.getClass().getSimpleName() != "AttributeReference" or item.exprId().id() not in by_id:
+            return None
+        picks.append(by_id[item.exprId().id()])
+    schema = result.schema
+    if len(picks) != len(schema.fields) or any(panes[c].dataType != f.dataType for c, f in zip(picks, schema.fields)):
+        return None
+    return picks, schema
+
+
+def local_frame(spark: SparkSession, table, schema: T.StructType, parts: int = 1) -> DataFrame:
+    """A DataFrame of an Arrow table in the driver, sent to the JVM as `parts` Arrow batches (one
+    partition each) and read by the tasks as Arrow, not as a LocalRelation: pyspark would cut it
+    into `spark.sql.execution.arrow.maxRecordsPerBatch` rows a batch (a LocalRelation of several
+    batches cost a noop write 0.26 s against 0.08-0.11 s for one, 27,000 panes), and Spark makes
+    a table under `spark.sql.execution.arrow.localRelationThreshold` bytes a LocalRelation, its
+    rows Java-serialised into every task (the noop write of a 3o batch's panes 0.23-0.26 s
+    against 0.07-0.10 s as Arrow; docs/dev/streaming-performance.md 1)."""
     create = getattr(spark, "_create_from_arrow_table", None)  # pyspark 4.x's, with a batch size
     if create is not None and table.num_rows > 0:
+        size = -(-table.num_rows // max(1, parts))
+        conf = spark.conf
+        prior = conf.get(ARROW_LOCAL_RELATION_THRESHOLD, None)
+        conf.set(ARROW_LOCAL_RELATION_THRESHOLD, "0")
         try:
-            return create(table, schema, spark.conf.get("spark.sql.session.timeZone"), False, False, table.num_rows)
+            return create(table, schema, spark.conf.get("spark.sql.session.timeZone"), False, False, size)
         except TypeError:  # another pyspark's signature: its public way, in its own batch size
             pass
+        finally:
+            if prior is None:
+                conf.unset(ARROW_LOCAL_RELATION_THRESHOLD)
+            else:
+                conf.set(ARROW_LOCAL_RELATION_THRESHOLD, prior)
     return spark.createDataFrame(table, schema=schema)
 
 
