@@ -437,3 +437,107 @@ def test_the_statement_over_the_panes_by_pyarrow_only_where_it_picks_and_renames
     for sql in ["SELECT __k0, agg * 10 AS n FROM P", "SELECT __k0 FROM P WHERE agg > 1", "SELECT DISTINCT __k0 FROM P",
                 "SELECT __k0, CAST(agg AS INT) AS n FROM P", "SELECT __k0 FROM P ORDER BY agg", "SELECT __k0 FROM P LIMIT 3"]:
         assert over(sql) is None, sql
+
+
+def finished_within(seconds: float, start):
+    """`start()` (a stream started with `available_now`, which returns once the stream has ended)
+    run in a thread: its query, or the test fails after `seconds` (a stream that hangs fails its
+    test instead of hanging the run)."""
+    import threading
+
+    done: dict = {}
+
+    def run() -> None:
+        try:
+            done["query"] = start()
+        except Exception as error:  # noqa: BLE001  (re-raised in the test's thread)
+            done["error"] = error
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"the stream did not end within {seconds} s: it hangs"
+    if "error" in done:
+        raise done["error"]
+    return done["query"]
+
+
+@pytest.mark.parametrize("sink, step", [("memory", "distributed"), ("memory", "driver"), ("console", "distributed")],
+                         indirect=["step"])
+def test_a_statement_over_the_panes_to_a_sink_that_collects_ends_with_exact_counters(spark, stream_files, tmp_path,
+                                                                                     sink, step):
+    """A `sqlflow.sql` result computed over the panes (an expression, HAVING: Spark runs it over a
+    view of each batch's panes) to a sink whose action collects (memory: Arrow; console: `show`).
+    The distributed step counts the batch by observing the buckets' output; an action on the
+    DataFrame `spark.sql` made over the view would never deliver that observation (Spark finds it
+    in the action's parsed plan, where the view is a name), and the stream would wait for it
+    forever. It ends, with the statement's rows and the exact counters (the parquet sink's case:
+    `test_a_sqlflow_sql_result_to_a_parquet_sink`)."""
+    import sqlflow
+
+    name = f"over_panes_{sink}_{step}"
+    sql_source(spark, stream_files, [[("a", 1, 1), ("a", 2, 2), ("b", 3, 3)], [("a", 70, 4), ("b", 200, 5)],
+                                     [("c", 300, 6)]], f"{name}_src")
+    df = sqlflow.sql(spark, f"""SELECT k, SUM(v) * 10 AS total10 FROM {name}_src
+                                WATERMARK ts DELAY OF INTERVAL 1 SECOND
+                                GROUP BY k HAVING SUM(v) > 1 WINDOW FIXED(SIZE 1m)""")
+    query = finished_within(150, lambda: S.start(df, format=sink, query_name=name, checkpoint=str(tmp_path / "cp"),
+                                                 available_now=True, executor="owned"))
+    assert driver_steps(query) == [int(step == "driver")] * 3
+    metrics = S.query_metrics(query)
+    # W(2) = 200 s - 1 s closes [0, 60) (a 3, b 3) and [60, 120) (a 4); [180, 240) and [300, 360)
+    # stay open: 3 panes, live in 2 windows (b's and c's) at the end
+    assert {k: metrics[k] for k in ("input_rows", "panes", "retractions", "dropped_too_late", "state_keys",
+                                    "state_windows")} == {"input_rows": 6, "panes": 3, "retractions": 0,
+                                                          "dropped_too_late": 0, "state_keys": 2, "state_windows": 2}
+    if sink == "memory":
+        rows = spark.table(name).selectExpr("k", "total10", "unix_seconds(window_start) - 1699999980 AS start")
+        assert sorted(tuple(r) for r in rows.collect()) == [("a", 30, 0), ("a", 40, 60), ("b", 30, 0)]
+
+
+@pytest.mark.parametrize("step", ["distributed"], indirect=True)
+@pytest.mark.parametrize("spark_delivers", [True, False])
+def test_counters_an_action_does_not_deliver_are_counted_again_or_a_located_error(spark, stream_files, tmp_path,
+                                                                                  monkeypatch, step, spark_delivers):
+    """The distributed step never waits for its counters without a bound: where the sink's action
+    does not deliver them (here the statement's DataFrame as `spark.sql` made it, the cause of the
+    hang above), it waits `COUNTERS_WAIT` seconds, then counts the buckets' output again by a
+    write: the same rows, the exact counters. Where that does not deliver them either, the batch
+    fails with a located error naming it, not committed."""
+    import sqlflow
+
+    from sqlflow.errors import SqlflowExecutionError
+
+    name = f"undelivered_{spark_delivers}"
+    sql_source(spark, stream_files, [[("a", 1, 1), ("b", 3, 3)], [("a", 70, 4)], [("c", 300, 6)]], f"{name}_src")
+    df = sqlflow.sql(spark, f"""SELECT k, SUM(v) * 10 AS total10 FROM {name}_src
+                                WATERMARK ts DELAY OF INTERVAL 1 SECOND GROUP BY k WINDOW FIXED(SIZE 1m)""")
+    monkeypatch.setattr(owned, "delivering", lambda frame: frame)
+    monkeypatch.setattr(owned, "COUNTERS_WAIT", 0.5)
+    waits = []
+
+    def delivered(observation, spark, seconds):
+        waits.append(seconds)
+        return spark_delivers and owned_delivered(observation, spark, seconds)
+
+    owned_delivered = owned.delivered
+    monkeypatch.setattr(owned, "delivered", delivered)
+    start = lambda: S.start(df, format="memory", query_name=name, checkpoint=str(tmp_path / "cp"),  # noqa: E731
+                            available_now=True, executor="owned")
+    if not spark_delivers:
+        with pytest.raises(Exception) as failed:
+            finished_within(150, start)
+        assert isinstance(failed.value, SqlflowExecutionError) or "SqlflowExecutionError" in str(failed.value)
+        assert "did not get the counters of micro-batch 0 from Spark within 0.5 s" in str(failed.value)
+        assert waits == [0.5, 0.5]
+        return
+    query = finished_within(150, start)
+    metrics = S.query_metrics(query)
+    # the first wait of each batch gives nothing (the statement's own DataFrame), the write's counts
+    assert len(waits) == 6
+    # W(2) = 70 s - 1 s closes [0, 60) (a 1, b 3); [60, 120) and [300, 360) stay open
+    assert [b["input_rows"] for b in owned.run_of(query).progress] == [2, 1, 1]
+    assert [b["panes"] for b in owned.run_of(query).progress] == [0, 0, 2]
+    assert {k: metrics[k] for k in ("input_rows", "panes", "retractions", "state_keys", "state_windows")} == {
+        "input_rows": 4, "panes": 2, "retractions": 0, "state_keys": 2, "state_windows": 2}
+    assert sorted(tuple(r) for r in spark.table(name).select("k", "total10").collect()) == [("a", 10), ("b", 30)]

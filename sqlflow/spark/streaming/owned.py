@@ -46,7 +46,7 @@ from ...columns import (BEHIND_PARTITION, BUCKET, DATA, DROPPED, DROPPED_EVENT_T
                         STATE_META, WEIGHT, WINDOW_END, WINDOW_START, PARTIAL_OVERFLOW, metric_column, part_column,
                         state_meta_column)
 from ...engine import COMBINING, STREAM, Aggregate, EnginePlan, path_for, state_codec
-from ...errors import SqlflowUnsupportedError
+from ...errors import SqlflowExecutionError, SqlflowUnsupportedError
 from ...plan.relations import quoted
 from ...time import NEG_INF, POS_INF
 from ...udfs.batch_step import (BUCKET_LAYOUT, SPARK_LAYOUT, BatchSpec, BatchStep, StateFiles, batch_watermark,
@@ -71,6 +71,9 @@ BATCH_COUNTERS = "sqlflow_batch"
 SINKS = (*FILE_FORMATS, "memory", "noop", "console")
 #: the live-state counters summed over the buckets' STATE rows: (state meta field, counter)
 LIVE_COUNTERS = (("keys", "state_keys"), ("windows", "state_windows"), ("bytes", "state_bytes"))
+#: seconds the distributed step waits for its batch's counters after the sink's action (Spark
+#: delivers an observation as the action that computed it ends: a bound, never a hang)
+COUNTERS_WAIT = 10.0
 
 
 @dataclass
@@ -549,14 +552,21 @@ class OwnedRun:
                  .write.mode("overwrite").parquet(self.files.path(version)))
             # with own files, one job: the buckets write the state version, the sink the panes
             panes = self._panes(observed)
-            self.sink.write(self.final(panes) if self.final is not None else panes, batch_id)
+            self.sink.write(delivering(self.final(panes)) if self.final is not None else panes, batch_id)
             if self.keep_dropped:
                 self.sink.write_dropped(self._dropped(observed, flagged, p), batch_id)
-            summary = self._summary(observation.get)
-            if own_files and summary.pop("buckets_called") < self.buckets:
-                # the sink's action stopped early (console's show, a LIMIT): the other buckets now
+            summary = self._summary(observation.get) if delivered(observation, spark, COUNTERS_WAIT) else None
+            if summary is None or (own_files and summary["buckets_called"] < self.buckets):
+                # the sink's action stopped early (console's show, a LIMIT: the other buckets now), or
+                # its counters did not come: the buckets' output again, counted by a write (which
+                # delivers them; the buckets rewrite the same state files from the same version)
                 again = Observation(f"sqlflow_owned_{batch_id}_{uuid.uuid4().hex[:8]}")
                 self._observed(out, again).write.format("noop").mode("overwrite").save()
+                if not delivered(again, spark, COUNTERS_WAIT):
+                    raise SqlflowExecutionError(
+                        f"the owned-sink executor did not get the counters of micro-batch {batch_id} from Spark "
+                        f"within {COUNTERS_WAIT:g} s of its write; the batch is not committed (Spark runs it "
+                        "again when the query restarts)", clause="STREAM")
                 summary = self._summary(again.get)
             summary.pop("buckets_called", None)
         finally:
@@ -661,6 +671,39 @@ class OwnedRun:
         for v in versions[:-KEEP_VERSIONS]:
             self.files.delete(f"{STATE_DIR}/v={v}")
         self.pruned = True
+
+
+def delivering(df: DataFrame) -> DataFrame:
+    """`df` (a `sqlflow.sql` statement's result over a view of the observed panes) as a DataFrame
+    whose actions deliver the observations in its plan. An action on the DataFrame `spark.sql`
+    made runs that DataFrame's own query execution, whose logical plan is the parsed statement,
+    the view only a name in it; Spark completes an `Observation` whose node it finds in the
+    action's logical plan, so a collect, `toArrow` or `show` of it would never complete the
+    batch's counters (a write, which plans the analysed plan, does). A projection of all its
+    columns is a new DataFrame over the analysed plan, the observed node in it: the same rows."""
+    return df.select("*")
+
+
+def delivered(observation: Observation, spark: SparkSession, seconds: float) -> bool:
+    """Whether Spark delivered `observation`'s metrics, waiting at most `seconds` for them
+    (pyspark's `Observation.get` waits without a bound, forever for an action that cannot
+    deliver them)."""
+    from py4j.protocol import Py4JJavaError
+
+    jo = getattr(observation, "_jo", None)
+    if jo is None:  # not observed in any DataFrame
+        return False
+    future = jo.future()
+    if future.isCompleted():
+        return True
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    try:
+        jvm.scala.concurrent.Await.ready(future, jvm.scala.concurrent.duration.Duration.create(
+            int(seconds * 1000), "ms"))
+    except Py4JJavaError:  # a TimeoutException: not within `seconds`
+        return False
+    return bool(future.isCompleted())
 
 
 def arrow_projection(rows: T.StructType, schema: T.StructType, decode: dict | None):
