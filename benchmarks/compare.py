@@ -83,6 +83,7 @@ import events  # noqa: E402
 import flink_compare  # noqa: E402
 import pipeline  # noqa: E402
 import provenance  # noqa: E402
+import report  # noqa: E402
 from finals import finals, live_sessions, same_rows  # noqa: E402
 from measure import SHORT_REPEAT, SHORT_WARMUP, WARMUP, measure, noop  # noqa: E402
 from report import NAMES, README, beam_version, markdown, readme_with  # noqa: E402
@@ -466,13 +467,11 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="small sizes: checks that everything runs")
     ap.add_argument("--out", default=str(DEFAULT_OUT), help="results file (the default one also rewrites "
                     "the README's table)")
-    ap.add_argument("--report", action="store_true", help="measure nothing: rewrite the table (and, for the "
-                    "default --out, the README's) from the results file")
+    report.add_report_option(ap)
     args = ap.parse_args(argv)
-    if args.report:
-        if not Path(args.out).exists():
-            ap.error(f"--report: no results file {args.out}")
-        return write(Path(args.out), json.loads(Path(args.out).read_text()))
+    done = report.reported(ap, args, write)
+    if done is not None:
+        return done
     facts = provenance.run_facts("compare.py", argv)  # before anything runs: the commit as measured
     warmup = 1 if args.warmup is None else args.warmup
     repeat = args.repeat or 3

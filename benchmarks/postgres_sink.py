@@ -30,6 +30,7 @@ sys.path.insert(0, str(HERE))
 import events  # noqa: E402
 from measure import measure  # noqa: E402
 import provenance  # noqa: E402
+import report  # noqa: E402
 from report import README, readme_with  # noqa: E402
 
 SCHEMA = "user_id BIGINT, amount BIGINT, event_time TIMESTAMP, arrival_time TIMESTAMP"
@@ -116,13 +117,11 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--out", default=str(OUT))
-    ap.add_argument("--report", action="store_true", help="measure nothing: rewrite the table (and, for the "
-                    "default --out, the README's) from the results file")
+    report.add_report_option(ap)
     args = ap.parse_args(argv)
-    if args.report:
-        if not Path(args.out).exists():
-            ap.error(f"--report: no results file {args.out}")
-        return write(Path(args.out), json.loads(Path(args.out).read_text()))
+    done = report.reported(ap, args, write)
+    if done is not None:
+        return done
     facts = provenance.run_facts("postgres_sink.py", argv)
 
 

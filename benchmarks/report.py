@@ -2,12 +2,30 @@
 run that measured it (benchmarks/provenance.py: commit, command, versions, machine, load, spread)."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import flink_compare
 from provenance import BEFORE, KEY, OLD_HEADER, spread, version_of, with_records
 
 HERE = Path(__file__).resolve().parent
+
+
+def add_report_option(ap) -> None:
+    """A harness's `--report` flag (its results file is its `--out`)."""
+    ap.add_argument("--report", action="store_true", help="measure nothing: rewrite the table (and, for the "
+                    "default --out, the README's) from the results file")
+
+
+def reported(ap, args, write):
+    """With `--report`: the harness's `write(out, results)` of its results file, measuring nothing
+    (an argparse error if there is none); None without it."""
+    if not args.report:
+        return None
+    out = Path(args.out)
+    if not out.exists():
+        ap.error(f"--report: no results file {args.out}")
+    return write(out, json.loads(out.read_text()))
 README = HERE.parent / "README.md"
 TABLE_BEGIN, TABLE_END = "<!-- benchmarks/results/compare.md: begin -->", "<!-- benchmarks/results/compare.md: end -->"
 
