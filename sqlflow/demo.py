@@ -95,18 +95,31 @@ def load_clickstream(spark):
     return df
 
 
+def paper_example() -> dict:
+    """The paper's running example as the package ships it (data/paper_example.json)."""
+    return json.loads(resources.files("sqlflow").joinpath("data/paper_example.json").read_text())
+
+
+def clock_micros(text: str) -> int | None:
+    """A time of day of the paper's example ('12:05:19') as microseconds of 1970-01-01; '+inf'
+    (a watermark that has passed every time) as None.
+
+    >>> clock_micros("00:01:02"), clock_micros("+inf")
+    (62000000, None)
+    """
+    if text == "+inf":
+        return None
+    h, m, s = map(int, text.split(":"))
+    return (h * 3600 + m * 60 + s) * 1_000_000
+
+
 def load_paper_example(spark) -> dict:
     """The paper's ten data as temp view `events(k, id, v, et, at)` and its heuristic watermark as
     `heuristic(proc_time, watermark)`, on 1970-01-01 (the paper gives times of day only)."""
     from pyspark.sql import functions as F
 
-    example = json.loads(resources.files("sqlflow").joinpath("data/paper_example.json").read_text())
-
-    def micros(text):
-        if text == "+inf":
-            return None
-        h, m, s = map(int, text.split(":"))
-        return (h * 3600 + m * 60 + s) * 1_000_000
+    example = paper_example()
+    micros = clock_micros
 
     events = [(e["key"], e["id"], e["value"], micros(e["event_time"]), micros(e["proc_time"]))
               for e in example["inputs"]["events"]]

@@ -19,6 +19,7 @@ from sqlflow.engine.watermarks import Timeline
 from sqlflow.time import NEG_INF
 
 from .strategies import D, inputs, output_times, triggers, windows
+from .test_stream_step import comparable
 from tests.conftest import examples
 
 AGGS = (Aggregate("sum", "v", "total"), Aggregate("count_star", None, "n"), Aggregate("max", "v", "top"),
@@ -42,7 +43,7 @@ def stream(engine, rows, batch_times, marks, batch_of, *, prepare=None, as_value
         result, state = engine.advance(state, prepare(batch) if prepare else batch, p=p, wm_prev=prev,
                                        wm_new=int(marks[i]), end_of_input=(i == len(batch_times) - 1))
         state = pickle.loads(pickle.dumps(state))
-        out.append(_as_values(result.panes) if as_values else result.panes)
+        out.append(comparable(result.panes) if as_values else result.panes)
         dropped += result.metrics["dropped_too_late"] + result.metrics["dropped_closed_window"]
         prev = int(marks[i])
     assert state == {}, "the end of input empties the state"
@@ -137,16 +138,6 @@ def _typed_by_itself(batch: pd.DataFrame) -> pd.DataFrame:
     return batch
 
 
-def _as_values(panes: pd.DataFrame) -> pd.DataFrame:
-    """Panes as plain values: NULL as None, lists as tuples (pandas types each frame its own way)."""
-    panes = panes.reset_index(drop=True).copy()
-    panes["vs"] = panes["vs"].map(tuple)
-    for c in panes:
-        if c != "vs":
-            panes[c] = panes[c].astype(object).where(panes[c].notna(), None)
-    return panes
-
-
 @settings(max_examples=examples(150))
 @given(st.booleans().flatmap(lambda d: inputs(nulls=True, decimals=d)), windows, triggers,
        st.sampled_from(list(ast.AccumulationMode)), st.sampled_from([0, 25, 1000]), st.integers(1, 6))
@@ -160,7 +151,7 @@ def test_micro_batches_typed_apart_equal_the_replay(data, window, trigger, mode,
     engine, cuts, batch_of, marks = _batched(rows, tl, window, trigger, mode, lateness, n_batches)
     streamed, _ = stream(engine, rows, cuts, marks, batch_of, prepare=_typed_by_itself, as_values=True)
     replayed = _replay(engine, rows, cuts, batch_of, marks)
-    pd.testing.assert_frame_equal(streamed, _as_values(replayed.panes), check_dtype=False)
+    pd.testing.assert_frame_equal(streamed, comparable(replayed.panes), check_dtype=False)
 
 
 @settings(max_examples=examples(100))

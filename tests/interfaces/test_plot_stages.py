@@ -14,10 +14,8 @@ output watermark that file derives by hand:
 from __future__ import annotations
 
 import datetime as dt
-import json
 import re
 import sys
-from importlib import resources
 from pathlib import Path
 
 import matplotlib
@@ -54,14 +52,9 @@ def paper(spark):
     """The paper's events and heuristic watermark as views, and the events as pandas rows."""
     from pyspark.sql import functions as F
 
-    example = json.loads(resources.files("sqlflow").joinpath("data/paper_example.json").read_text())
+    from sqlflow.demo import clock_micros as micros, paper_example
 
-    def micros(text):
-        if text == "+inf":
-            return None
-        h, m, s = map(int, text.split(":"))
-        return (h * 3600 + m * 60 + s) * 1_000_000
-
+    example = paper_example()
     rows = [(e["key"], e["value"], micros(e["event_time"]), micros(e["proc_time"])) for e in example["inputs"]["events"]]
     events = spark.createDataFrame(rows, "k string, v bigint, et_us bigint, at_us bigint").select(
         "k", "v", F.timestamp_micros("et_us").alias("et"), F.timestamp_micros("at_us").alias("at"))
