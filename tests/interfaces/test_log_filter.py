@@ -1,8 +1,8 @@
 """PySpark's worker chatter stays out of the command's output and the notebook's cells at the
 default log level. CI checks each part in process (the filter of lines, the loggers switched off,
 the JVM's log filter and its stderr pipe after a magic cell); test_cli_spark_sql.py runs the
-command on a failing stream. The release tier (`--release`) also runs a notebook's cells on a plain Spark session in a fresh
-process and reads what the process, JVM included, wrote."""
+command on a failing stream. The release tier (`--release`) also runs a notebook's cells on a
+plain Spark session in a fresh process and reads what the process, JVM included, wrote."""
 from __future__ import annotations
 
 import os
