@@ -143,6 +143,10 @@ def _run(spark, statement, args, path, finish_dir, starts_query=False):
         trigger_checks.warn(stage.label, stage.notes)
     prepared.report.sql, prepared.report.args = prepared.sql, args
     setattr(df, ATTRIBUTE, prepared.report)
+    if any("stream" in s.extra for s in prepared.report.stages):  # `df.writeStream` starts it as `start` does
+        from .streaming.session_conf import start_with_settings
+
+        start_with_settings(df)
     return df
 
 

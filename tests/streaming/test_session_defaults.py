@@ -1,6 +1,7 @@
 """A stream on a session with Spark's defaults: `start` and scripts set the RocksDB state store
 for the query they start; `sqlflow.sql` sets it on the session and says so once; the bucket count
-does not follow the shuffle partitions, and `start` runs a query on as many partitions as buckets; Python workers that cannot import sqlflow are a located
+does not follow the shuffle partitions, and `start` and the result's own `df.writeStream` run a
+query on as many partitions as buckets; Python workers that cannot import sqlflow are a located
 error when the stream is built."""
 import json
 import os
@@ -13,7 +14,7 @@ import pytest
 
 import sqlflow
 from sqlflow.errors import SqlflowUnsupportedError
-from sqlflow.spark import streaming as S
+from sqlflow.spark import conf, streaming as S
 from sqlflow.spark.script import run_script
 from sqlflow.spark.session import ROCKSDB_PROVIDER
 from sqlflow.spark.streaming.session_conf import HDFS_PROVIDER, PROVIDER_KEY, SET_PROVIDER, SqlflowSessionWarning
@@ -76,11 +77,13 @@ def test_sql_sets_the_state_store_on_a_default_session_and_says_so_once(spark, t
     assert [s.operator for s in S.pane_streams(fixed)] == ["native"]
 
 
+@pytest.mark.connect
 def test_the_buckets_and_partitions_follow_the_cores_not_the_shuffle_partitions(spark, tmp_path):
     """Spark's default 200 shuffle partitions once meant 800 buckets, each a Python call in every
     micro-batch, for any number of rows; and then 200 partitions, each a task and a state store
-    committed in every micro-batch. `start` runs the query on as many partitions as buckets; the
-    session keeps its 200 (and a restart from the checkpoint the query's own number)."""
+    committed in every micro-batch. `start`, and the result's own `df.writeStream...start()`, run
+    the query on as many partitions as buckets; the session keeps its 200 (and a restart from the
+    checkpoint the query's own number)."""
     clicks(spark, tmp_path, "clicks_buckets")
     before = spark.conf.get("spark.sql.shuffle.partitions")
     spark.conf.set("spark.sql.shuffle.partitions", "200")
@@ -89,14 +92,19 @@ def test_the_buckets_and_partitions_follow_the_cores_not_the_shuffle_partitions(
         df = sqlflow.sql(spark, SESSIONS.format(view="clicks_buckets"))
         query = S.start(df, format="memory", query_name="sessions_partitions", available_now=True)
         assert spark.conf.get("spark.sql.shuffle.partitions") == "200"
+        own = (df.writeStream.format("memory").queryName("sessions_partitions_own").trigger(availableNow=True)
+               .option("checkpointLocation", str(tmp_path / "own")).start())
+        assert spark.conf.get("spark.sql.shuffle.partitions") == "200"
+        own.awaitTermination()
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", before)
-    cores = spark.sparkContext.defaultParallelism
+    cores = conf.cores(spark)
     assert [s.buckets for s in S.pane_streams(df)] == [4 * cores]
     assert f"transformWithStateInPandas over {4 * cores} hash buckets of keys (4 per core, {cores} cores)" in text
-    assert {op["numShufflePartitions"] for p in query.recentProgress for op in p["stateOperators"]} == {4 * cores}
-    assert sorted((r.window_start.strftime("%M:%S"), r.n) for r in spark.table("sessions_partitions").collect()) \
-        == [("00:00", 2)]
+    for q, table in ((query, "sessions_partitions"), (own, "sessions_partitions_own")):
+        assert {op["numShufflePartitions"] for p in q.recentProgress for op in p["stateOperators"]} == {4 * cores}
+        assert sorted((r.window_start.strftime("%M:%S"), r.n) for r in spark.table(table).collect()) \
+            == [("00:00", 2)]
 
 
 WORKERS_WITHOUT_SQLFLOW = """

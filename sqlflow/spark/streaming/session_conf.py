@@ -35,12 +35,15 @@ process at load ~7 (docs/streaming.md 5.1). So `settings_for` also starts a new 
 shuffle partitions than its stateful operators have buckets (`conf.streaming_buckets`: they hold
 the keys, the partitions only run them; a session with fewer keeps its number), for that query
 only; a query restarted from a checkpoint keeps the number it started with (Spark restores it
-from the offset log).
+from the offset log). A streaming result of `sqlflow.sql` applies it itself: its `writeStream`'s
+`start` and `toTable` run inside `settings_for_result` (`start_with_settings`), so the user's own
+`df.writeStream...start()` gets what `start` gets.
 """
 from __future__ import annotations
 
 import sys
 from contextlib import contextmanager
+from functools import wraps
 
 from ...errors import SqlflowExecutionError, SqlflowUnsupportedError
 from ..session import ROCKSDB_PROVIDER
@@ -184,3 +187,43 @@ def settings_for_result(df):
     from .pane_stream import pane_streams
 
     return settings_for(df.sparkSession, pane_streams(df))
+
+
+#: the DataStreamWriter methods that start a query
+STARTS = ("start", "toTable")
+
+
+def start_with_settings(df) -> None:
+    """A streaming result `df` of `sqlflow.sql` whose `df.writeStream` starts its query (`start`,
+    `toTable`) inside `settings_for_result(df)`: the user's own `df.writeStream...start()` gets the
+    partitions and the state store for that query only, as `start` does. A DataFrame derived from
+    `df` (`df.where(...)`) is Spark's own and starts on the session's settings."""
+    frame = type(df)
+    if frame not in _STARTING:
+        _STARTING[frame] = _starting(frame)
+    df.__class__ = _STARTING[frame]
+
+
+#: DataFrame class (classic's, Connect's) -> its subclass from `_starting`
+_STARTING: dict[type, type] = {}
+
+
+def _starting(frame: type) -> type:
+    """`frame` with a `writeStream` whose starts run inside `settings_for_result`."""
+    def write_stream(self):
+        writer = frame.writeStream.fget(self)  # type: ignore[attr-defined]
+        for name in STARTS:
+            setattr(writer, name, _within_settings(self, getattr(writer, name)))
+        return writer
+
+    write_stream.__doc__ = frame.writeStream.__doc__  # type: ignore[attr-defined]
+    return type(frame.__name__, (frame,), {"writeStream": property(write_stream), "__module__": frame.__module__,
+                                           "__qualname__": frame.__qualname__})
+
+
+def _within_settings(df, start):
+    @wraps(start)
+    def started(*args, **kwargs):
+        with settings_for_result(df):
+            return start(*args, **kwargs)
+    return started
