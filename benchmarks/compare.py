@@ -43,8 +43,8 @@ f1-f5 on --flink-rows (default: --rows).
   5   scenario 2 at 1, 2 and 10 million rows: the time per row must stay flat (linear cost).
   f1-f5  against Flink SQL 2.3 (PyFlink, local mini-cluster, parallelism 2, in a virtualenv of its
       own that the first run creates under benchmarks/data/): fixed and session windows with the
-      default trigger, bounded (f1, f2) and streaming (f3, f4), and a streaming ORDER BY event
-      time (f5), on the same CSV. Target: sqlflow's throughput >= 1.0x Flink's on each, equal
+      default trigger, bounded (f1, f2) and streaming (f3, f4 on the stateful operator; f3o, f4o
+      on the owned-sink executor), and a streaming ORDER BY event time (f5), on the same CSV. Target: sqlflow's throughput >= 1.0x Flink's on each, equal
       final values (f5: equal rows). benchmarks/flink_compare.py says how.
 
 Scenarios 1, 2, 2p and 2b also check that both sides computed the same final values. Scenario 2 also
@@ -457,7 +457,7 @@ def main(argv=None) -> int:
     ap.add_argument("--scaling", default="1000000,2000000,10000000", help="sizes for scenario 5")
     ap.add_argument("--beam-rows", type=int, default=30_000, help="rows for scenario 4 (Beam is slow)")
     ap.add_argument("--stream-rows", type=int, default=1_000_000, help="rows for scenario 3 (streaming)")
-    ap.add_argument("--files", type=int, default=10, help="files (micro-batches) for scenarios 3, f3, f4 and f5")
+    ap.add_argument("--files", type=int, default=10, help="files (micro-batches) for scenarios 3, f3-f5")
     ap.add_argument("--flink-rows", type=int, default=None, help="rows for scenarios f1-f5 (default: --rows)")
     ap.add_argument("--repeat", type=int, default=None,
                     help=f"measured runs of each side (default 3; {SHORT_REPEAT} for the bounded scenarios on up to --rows rows)")

@@ -19,6 +19,8 @@ Flink's blackhole); an untimed run of each writes its rows, which must be equal:
       that every window is emitted, as Flink does at the end of its input) vs Flink's streaming
       mode.
   f4  sessions, streaming: as f3.
+  f3o, f4o  f3 and f4 with sqlflow's stream on the owned-sink executor (`start(...,
+      executor="owned")`, docs/streaming.md 3.0) rather than the stateful operator.
   f5  ordering by event time, streaming: `ORDER BY event_time, user_id` over the watermarked rows
       (no window), sqlflow's live stream as f3 (its ordering operator, docs/streaming.md 5.5) vs
       Flink's streaming ORDER BY on its time attribute (a temporal sort); both emit every row,
@@ -56,11 +58,14 @@ from measure import PeakMemory, measure, noop
 HERE = Path(__file__).resolve().parent
 REQUIREMENT = "apache-flink==2.3.*"
 DELAY_MS = 30 * 60 * 1000
-SCENARIOS = ("f1", "f2", "f3", "f4", "f5")
+SCENARIOS = ("f1", "f2", "f3", "f4", "f3o", "f4o", "f5")
 #: scenario -> (window, Flink's runtime mode, streaming input on sqlflow's side)
 SHAPES = {"f1": ("tumble", "batch", False), "f2": ("session", "streaming", False),
           "f3": ("tumble", "streaming", True), "f4": ("session", "streaming", True),
+          "f3o": ("tumble", "streaming", True), "f4o": ("session", "streaming", True),
           "f5": ("order", "streaming", True)}
+#: the scenarios whose stream runs on the owned-sink executor
+OWNED = ("f3o", "f4o")
 WINDOW = {"tumble": "FIXED(SIZE 1m)", "session": "SESSIONS(GAP 5m)"}
 ANSWER = "@flink-side "  # prefix of flink_side.py's answers on its stdout (the JVM may print too)
 
@@ -151,18 +156,23 @@ def register_inputs(spark, rows: int, files: int) -> dict:
     return {"file": path, "folder": folder}
 
 
-def run_stream(spark, query: str, work: Path, *, out: Path | None = None):
-    """sqlflow's live stream of `query`, availableNow and finished (every window emitted), to the
-    noop sink or to parquet at `out`; returns the last StreamingQuery."""
+def run_stream(spark, query: str, work: Path, *, out: Path | None = None, executor: str = "operator"):
+    """sqlflow's live stream of `query` on `executor`, availableNow and finished (every window
+    emitted), to the noop sink or to parquet at `out`; returns the last StreamingQuery."""
     from sqlflow.spark import streaming
     from sqlflow.spark.api import run_sql
 
     checkpoint = tempfile.mkdtemp(dir=work)
     panes = run_sql(spark, query, finish_dir=checkpoint + "-finish")
     if out is None:
-        return streaming.start(panes, format="noop", checkpoint=checkpoint, available_now=True, finish=True)
+        return streaming.start(panes, format="noop", checkpoint=checkpoint, available_now=True, finish=True,
+                               executor=executor)
     return streaming.start(panes, format="parquet", path=str(out), checkpoint=checkpoint, available_now=True,
-                           finish=True)
+                           finish=True, executor=executor)
+
+
+def executor(name: str) -> str:
+    return "owned" if name in OWNED else "operator"
 
 
 def batch_profile(query) -> dict:
@@ -183,7 +193,7 @@ def sides(spark, flink: FlinkSide, name: str, inputs: dict, work: Path) -> dict:
     query = sqlflow_query(window, streaming)
     if streaming:
         def ours():
-            return batch_profile(run_stream(spark, query, work))
+            return batch_profile(run_stream(spark, query, work, executor=executor(name)))
     else:
         def ours():
             noop(sqlflow.sql(spark, query))
@@ -204,7 +214,7 @@ def check(spark, flink: FlinkSide, name: str, inputs: dict, work: Path) -> dict:
     query = sqlflow_query(window, streaming)
     if streaming:
         out = work / f"{name}-sqlflow"
-        run_stream(spark, query, work, out=out)
+        run_stream(spark, query, work, out=out, executor=executor(name))
         ours = finals(spark.read.parquet(str(out)))
     else:
         ours = finals(sqlflow.sql(spark, query))

@@ -75,6 +75,8 @@ NAMES = {
     "f2": "f2. sessions, default trigger, bounded: vs Flink SQL SESSION, streaming mode over the file",
     "f3": "f3. streaming fixed windows, default trigger, finished: vs Flink SQL TUMBLE, streaming mode",
     "f4": "f4. streaming sessions, default trigger, finished: vs Flink SQL SESSION, streaming mode",
+    "f3o": "f3o. scenario f3 through the owned-sink executor (foreachBatch): vs Flink SQL TUMBLE, streaming mode",
+    "f4o": "f4o. scenario f4 through the owned-sink executor: vs Flink SQL SESSION, streaming mode",
     "f5": "f5. streaming ORDER BY event time (no window), finished: vs Flink SQL ORDER BY its time attribute, "
           "streaming mode",
 }
