@@ -66,6 +66,8 @@ NAMES = {
     "3co": "3co. scenario 3c through the owned-sink executor: vs native streaming `session_window`, append mode",
     "3s": "3s. small batches (50 of 2,000 rows), scenario 3's query through the owned-sink executor: vs native "
           "streaming window aggregation, update mode",
+    "3sf": "3sf. small batches (50 of 2,000 rows), scenario 3's query through the stateful operator (the streaming "
+           "DataFrame's): vs native streaming window aggregation, update mode",
     "3d": "3d. scenario 3's query on a session with Spark's defaults (200 shuffle partitions, Spark's state store), "
           "3 files of 50 rows, written by `df.writeStream`: vs native streaming window aggregation, update mode",
     "3do": "3do. scenario 3d through the owned-sink executor (`sqlflow.start`): vs native streaming window "
