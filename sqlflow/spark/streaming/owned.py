@@ -69,6 +69,11 @@ BOOK = "_sqlflow.json"
 BATCH_COUNTERS = "sqlflow_batch"
 #: the sinks the owned executor writes
 SINKS = (*FILE_FORMATS, "memory", "noop", "console")
+#: why the owned-sink executor does not run on a Spark Connect session (`owned_obstacle_of`)
+CONNECT_OBSTACLE = ("Spark Connect: its foreachBatch function runs in a Python process beside the server, "
+                    "without the JVM the executor reaches through py4j (Spark's offset log and the "
+                    "checkpoint's files through Hadoop's FileSystem, the counters' Observation) and without "
+                    "this process, which reads the run's counters")
 #: the live-state counters summed over the buckets' STATE rows: (state meta field, counter)
 LIVE_COUNTERS = (("keys", "state_keys"), ("windows", "state_windows"), ("bytes", "state_bytes"))
 #: seconds the distributed step waits for its batch's counters after the sink's action (Spark

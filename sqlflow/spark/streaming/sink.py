@@ -8,6 +8,7 @@ from pyspark.sql import DataFrame
 
 from ...columns import DROPPED, PANE
 from ...errors import SqlflowUnsupportedError
+from ..lifetimes import is_connect
 from ..log_filter import quiet
 from ..conf import FILE_FORMATS, STREAMING_EXECUTOR, STREAMING_EXECUTORS
 from ..conf import get as conf_get
@@ -207,7 +208,7 @@ def choose_executor(spark, finishers: list[PaneStream], df, *, format: str, tabl
 def owned_obstacle_of(finishers: list[PaneStream], df, *, format: str, table: str | None = None,
                       output_mode: str | None = None) -> str | None:
     """Why the owned-sink executor cannot run this stream into this sink (None: it can)."""
-    from .owned import SINKS
+    from .owned import CONNECT_OBSTACLE, SINKS
 
     if len(finishers) != 1:
         return "not one windowed SELECT over a stream" if finishers else "not a sqlflow pane stream"
@@ -222,6 +223,8 @@ def owned_obstacle_of(finishers: list[PaneStream], df, *, format: str, table: st
         return "an aggregation of the panes downstream (complete or update mode)"
     if format not in SINKS:
         return f"a {format} sink"
+    if is_connect(df.sparkSession):
+        return CONNECT_OBSTACLE
     return None
 
 
