@@ -1,71 +1,107 @@
-"""The owned-sink executor on a Spark Connect session (docs/streaming.md 3.0): `executor="owned"`
-is a located error naming what Connect lacks, `auto` runs the operator and gives its rows, and
-`sqlflow.explain` says so. Run by CI's connect pass (SQLFLOW_TEST_SESSION=connect)."""
+"""The owned-sink executor on a Spark Connect session (docs/streaming.md 3.0): its foreachBatch
+function runs in a Python process beside the server, and the client reads the run's counters from
+the checkpoint's bookkeeping. The same streams give the same exact rows, counters and watermark
+log on the project's classic session (the main pass) and on Connect (CI's connect pass,
+SQLFLOW_TEST_SESSION=connect); a checkpoint only the JVM reaches is refused on Connect."""
 from __future__ import annotations
 
-import pandas as pd
+import json
+import os
+import time
+
 import pytest
 
 import sqlflow
-from sqlflow.columns import EVENT_TIME
 from sqlflow.errors import SqlflowUnsupportedError
 from sqlflow.spark import streaming as S
-from sqlflow.spark.conf import STREAMING_EXECUTOR
-from sqlflow.spark.streaming.owned import CONNECT_OBSTACLE
+from sqlflow.spark.conf import STREAMING_DRIVER_ROWS, STREAMING_EXECUTOR
+from sqlflow.spark.streaming import owned
 from sqlflow.spark.streaming.sink import choose_executor
-from sqlflow.time import SECOND
-
 from tests.conftest import CONNECT_SESSION
-from .harness import write_batches
 
-pytestmark = [pytest.mark.connect,
-              pytest.mark.skipif(not CONNECT_SESSION, reason="a Spark Connect session (SQLFLOW_TEST_SESSION=connect)")]
+pytestmark = [pytest.mark.connect]
 
-QUERY = """SELECT k, SUM(v) * 10 AS total10 FROM {view} WATERMARK ts DELAY OF INTERVAL 1 SECOND
-           GROUP BY k HAVING SUM(v) > 1 WINDOW FIXED(SIZE 1m)"""
-#: every window of the batches below, finished: (k, total10, window_start in seconds)
-EXPECTED = [("a", 30, 0), ("b", 30, 0), ("a", 40, 60), ("b", 50, 180), ("c", 60, 300)]
-
-
-def stream(spark, stream_files, view: str, *, write: bool = True):
-    batches = [pd.DataFrame({"k": ["a", "a", "b"], EVENT_TIME: [10, 20, 30], "v": [1, 2, 3]}),
-               pd.DataFrame({"k": ["a", "b"], EVENT_TIME: [70 * SECOND, 200 * SECOND], "v": [4, 5]}),
-               pd.DataFrame({"k": ["c"], EVENT_TIME: [300 * SECOND], "v": [6]})]
-    if write:
-        write_batches(stream_files, batches)
-    src = spark.readStream.schema("k string, et long, v long").option("maxFilesPerTrigger", 1).parquet(
-        str(stream_files.path)).selectExpr("k", "timestamp_micros(et) AS ts", "v")
-    src.createOrReplaceTempView(view)
-    return sqlflow.sql(spark, QUERY.format(view=view))
+#: one click a micro-batch: (user, second after 2024-01-01T00:00:00Z, v)
+CLICKS = [("u1", 0, 0), ("u2", 30, 1), ("u1", 30, 2), ("u1", 200, 3), ("u2", 400, 4)]
+EPOCH = 1_704_067_200  # 2024-01-01T00:00:00Z, in seconds
+QUERIES = {
+    "sessions": "SELECT user_id, COUNT(*) AS n FROM {view} WATERMARK ts DELAY OF INTERVAL 1 SECOND "
+                "GROUP BY user_id WINDOW SESSIONS(GAP 1m)",
+    "fixed": "SELECT user_id, COUNT(*) AS n, SUM(v) AS s FROM {view} WATERMARK ts DELAY OF INTERVAL 1 SECOND "
+             "GROUP BY user_id WINDOW FIXED(SIZE 1m)",
+}
+#: every window, finished: (user, n[, s], window start and end in seconds after EPOCH, timing)
+EXPECTED = {
+    "sessions": [("u1", 2, 0, 90, "ON_TIME"), ("u1", 1, 200, 260, "ON_TIME"), ("u2", 1, 30, 90, "ON_TIME"),
+                 ("u2", 1, 400, 460, "ON_TIME")],
+    "fixed": [("u1", 2, 2, 0, 60, "ON_TIME"), ("u1", 1, 3, 180, 240, "ON_TIME"), ("u2", 1, 1, 0, 60, "ON_TIME"),
+              ("u2", 1, 4, 360, 420, "ON_TIME")],
+}
 
 
-def rows(spark, name: str) -> list[tuple]:
-    got = spark.table(name).selectExpr("k", "total10", "unix_seconds(window_start)").collect()
-    return sorted((tuple(r) for r in got), key=lambda r: (r[2], r[0]))
+def clicks(spark, tmp_path, view: str) -> None:
+    """CLICKS as JSON files, one a micro-batch (distinct mtimes: the file source's order)."""
+    folder = tmp_path / "clicks"
+    folder.mkdir()
+    t = int(time.time()) - 1000
+    for i, (user, second, v) in enumerate(CLICKS):
+        path = folder / f"part-{i}.json"
+        path.write_text(json.dumps({"user_id": user, "ts": f"2024-01-01T00:{second // 60:02d}:{second % 60:02d}Z",
+                                    "v": v}))
+        os.utime(path, (t + i, t + i))
+    spark.readStream.schema("user_id string, ts timestamp, v long").option("maxFilesPerTrigger", 1) \
+        .json(str(folder)).createOrReplaceTempView(view)
 
 
-def test_owned_on_connect_is_a_located_error_naming_what_connect_lacks(spark, stream_files, finish_conf):
-    df = stream(spark, stream_files, "connect_owned_src")
+@pytest.fixture(params=["driver", "distributed"])
+def step(request, spark):
+    spark.conf.set(STREAMING_DRIVER_ROWS, "0" if request.param == "distributed" else "1000")
+    yield request.param
+    spark.conf.unset(STREAMING_DRIVER_ROWS)
+
+
+@pytest.mark.parametrize("query", ["sessions", "fixed"])
+def test_owned_gives_the_same_rows_counters_and_log_on_either_session(spark, tmp_path, finish_conf, query, step):
+    """`auto` runs the owned-sink executor on Connect too; the panes (sqlflow.sql's statement over
+    them, to a memory sink whose view the client reads), `query_metrics` and the watermark log
+    (read by the client from the bookkeeping on Connect) are those of the classic session."""
+    view = f"owned_connect_{query}_{step}"
+    clicks(spark, tmp_path, view)
+    df = sqlflow.sql(spark, QUERIES[query].format(view=view))
+    name = f"{view}_out"
+    query_ = S.start(df, format="memory", query_name=name, available_now=True, finish=True, executor="auto")
+    run = owned.run_of(query_)
+    assert run is not None and run.remote == CONNECT_SESSION
+    columns = ["user_id", "n", *(["s"] if query == "fixed" else []), f"unix_seconds(window_start) - {EPOCH}",
+               f"unix_seconds(window_end) - {EPOCH}", "pane_timing"]
+    assert sorted(tuple(r) for r in spark.table(name).selectExpr(*columns).collect()) == sorted(EXPECTED[query])
+    in_driver = int(step == "driver")
+    assert S.query_metrics(query_) == {
+        "engine_rows": 5, "panes": 4, "retractions": 0, "dropped_too_late": 0, "dropped_closed_window": 0,
+        "dropped_null_event_time": 0, "dropped_bad_gap": 0, "buckets_advanced": 8, "state_keys": 0,
+        "state_windows": 0, "state_bytes": 0, "input_rows": 5, "driver_steps": 6 * in_driver}
+    # five data batches and the finish marker's; W(N) = the largest event time before N - 1 s
+    assert [(b["batchId"], b["input_rows"], b["driver_steps"]) for b in run.progress] == [
+        (n, int(n < 5), in_driver) for n in range(6)]
+    assert [w // 1_000_000 - EPOCH for _, w in S.watermark_log(query_)] == [-1, 29, 29, 199, 399]
+
+
+@pytest.mark.skipif(not CONNECT_SESSION, reason="a Spark Connect session (SQLFLOW_TEST_SESSION=connect)")
+def test_a_checkpoint_only_the_jvm_reaches_is_refused_on_connect(spark, tmp_path):
+    """On Connect the executor's Python reads and writes the checkpoint itself: `owned` with an
+    `s3a://` checkpoint is a located error naming it, before anything runs; `auto` runs the
+    operator."""
+    clicks(spark, tmp_path, "owned_connect_s3a")
+    df = sqlflow.sql(spark, QUERIES["fixed"].format(view="owned_connect_s3a"))
+    why = ("Spark Connect with a checkpoint that is not a local absolute path ('s3a://bucket/cp'): the executor "
+           "reads and writes it with Python's file I/O (Hadoop's file systems are the JVM's)")
     with pytest.raises(SqlflowUnsupportedError) as caught:
-        S.start(df, format="memory", query_name="connect_owned", available_now=True, finish=True, executor="owned")
+        S.start(df, format="parquet", path=str(tmp_path / "out"), checkpoint="s3a://bucket/cp", executor="owned")
     assert caught.value.clause == "STREAM"
-    assert caught.value.message == f"the owned-sink executor cannot run this stream: {CONNECT_OBSTACLE}"
-    assert CONNECT_OBSTACLE.startswith("Spark Connect: its foreachBatch function runs in a Python process beside "
-                                       "the server, without the JVM")
+    assert caught.value.message == f"the owned-sink executor cannot run this stream: {why}"
     assert caught.value.hint == f"SET {STREAMING_EXECUTOR} = auto"
-    text = sqlflow.explain(QUERY.format(view="connect_owned_src"), spark)
-    assert f"the owned-sink executor cannot run it: {CONNECT_OBSTACLE}" in text
-
-
-def test_auto_on_connect_runs_the_operator_and_gives_its_rows(spark, stream_files, finish_conf):
-    df = stream(spark, stream_files, "connect_auto_src")
-    chosen = choose_executor(spark, S.pane_streams(df), df, format="memory", executor="auto")
-    assert chosen == ("operator", f"not the owned-sink executor: {CONNECT_OBSTACLE}")
-    spark.conf.set(STREAMING_EXECUTOR, "auto")
-    try:
-        S.start(df, format="memory", query_name="connect_auto", available_now=True, finish=True)
-    finally:
-        spark.conf.unset(STREAMING_EXECUTOR)
-    S.start(stream(spark, stream_files, "connect_operator_src", write=False), format="memory", query_name="connect_operator",
-            available_now=True, finish=True, executor="operator")
-    assert rows(spark, "connect_auto") == rows(spark, "connect_operator") == EXPECTED
+    assert not (tmp_path / "out").exists()
+    assert choose_executor(spark, S.pane_streams(df), df, format="parquet", executor="auto",
+                           checkpoint="s3a://bucket/cp") == ("operator", f"not the owned-sink executor: {why}")
+    assert choose_executor(spark, S.pane_streams(df), df, format="parquet", executor="auto",
+                           checkpoint=str(tmp_path / "cp"))[0] == "owned"

@@ -200,13 +200,8 @@ def _native_refused(ws, *, several: int, chained: bool, report: bool, per=None) 
 
 def _executor_text(stream) -> str:
     """What runs this stream when sqlflow writes its sink (`sink.choose_executor`), for explain()."""
-    from ..lifetimes import is_connect
-    from .owned import CONNECT_OBSTACLE
-
     recipe = stream.owned
     why_not = "a chained stage" if recipe is None else recipe.why_not
-    if why_not is None and is_connect(stream.panes.sparkSession):
-        why_not = CONNECT_OBSTACLE
     head = "when sqlflow writes the sink (start, INSERT INTO): the operator above by default"
     if why_not is None:
         return (head + f"; with {conf.STREAMING_EXECUTOR} = owned or auto, the owned-sink executor (foreachBatch, "
