@@ -2,9 +2,11 @@
 function runs in a Python process beside the server, and the client reads the run's counters from
 the checkpoint's bookkeeping. The same streams give the same exact rows, counters and watermark
 log on the project's classic session (the main pass) and on Connect (CI's connect pass,
-SQLFLOW_TEST_SESSION=connect); a checkpoint only the JVM reaches is refused on Connect."""
+SQLFLOW_TEST_SESSION=connect), windows per partition with their dropped rows too; a checkpoint only
+the JVM reaches is refused on Connect."""
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import time
@@ -105,3 +107,43 @@ def test_a_checkpoint_only_the_jvm_reaches_is_refused_on_connect(spark, tmp_path
                            checkpoint="s3a://bucket/cp") == ("operator", f"not the owned-sink executor: {why}")
     assert choose_executor(spark, S.pane_streams(df), df, format="parquet", executor="auto",
                            checkpoint=str(tmp_path / "cp"))[0] == "owned"
+
+
+def test_windows_per_partition_with_dropped_rows_on_either_session(spark, tmp_path, finish_conf):
+    """docs/streaming.md 5.5's windows per partition (IDLE TIMEOUT 1ms), each batch through the
+    distributed step, with `dropped_path`: the driver's per-partition watermark, the panes and
+    the dropped rows by batch, the counters and the log, the same on the classic session and on
+    Connect (test_partition_stream.py derives them batch by batch on the classic session)."""
+    from tests.partition_input import DAY, write_files
+    from tests.streaming.test_partition_stream import BATCHES
+
+    write_files(tmp_path / "in", BATCHES)
+    spark.readStream.schema("device string, ts timestamp").option("maxFilesPerTrigger", 1) \
+        .parquet(str(tmp_path / "in")).createOrReplaceTempView("owned_connect_devices")
+    df = sqlflow.sql(spark, """SELECT COUNT(*) AS n, window_start, pane_timing
+                               FROM owned_connect_devices WATERMARK ts ASCENDING PER device IDLE TIMEOUT 1ms
+                               WINDOW FIXED(SIZE 10s) ON ts""")
+    out, dropped = tmp_path / "out", tmp_path / "dropped"
+    spark.conf.set(STREAMING_DRIVER_ROWS, "0")
+    try:
+        query = S.start(df, format="parquet", path=str(out), dropped_path=str(dropped),
+                        checkpoint=str(tmp_path / "cp"), available_now=True, finish=True, executor="owned")
+    finally:
+        spark.conf.unset(STREAMING_DRIVER_ROWS)
+
+    def seconds(t) -> int | None:
+        return None if t is None else int((t - DAY).total_seconds())
+
+    panes = sorted((r.n, seconds(r.window_start), r.pane_timing, r.batch_id)
+                   for r in spark.read.parquet(str(out)).collect())
+    assert panes == [(1, 10, "ON_TIME", 2), (1, 20, "ON_TIME", 5), (2, 0, "ON_TIME", 1), (2, 30, "ON_TIME", 8)]
+    rows = sorted((seconds(r.event_time), r.reason, seconds(r.window_start), seconds(r.window_end), r.batch_id)
+                  for r in spark.read.parquet(str(dropped)).collect())
+    assert rows == [(2, "too late", 0, 10, 3), (5, "behind its partition", None, None, 5), (8, "too late", 0, 10, 4),
+                    (15, "too late", 10, 20, 6)]
+    assert S.query_metrics(query) == {
+        "engine_rows": 9, "panes": 4, "retractions": 0, "dropped_too_late": 3, "dropped_closed_window": 0,
+        "dropped_null_event_time": 0, "dropped_bad_gap": 0, "buckets_advanced": 9, "state_keys": 0,
+        "state_windows": 0, "state_bytes": 0, "input_rows": 10, "driver_steps": 0, "dropped_behind_partition": 1}
+    assert [w // 1_000_000 - int((DAY - dt.datetime(1970, 1, 1)).total_seconds())
+            for _, w in S.watermark_log(query)] == [0, 12, 25, 25, 25, 31, 31, 33, 33]
