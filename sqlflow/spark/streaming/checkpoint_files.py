@@ -14,21 +14,39 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from ...errors import SqlflowExecutionError
+from ...errors import SqlflowExecutionError, SqlflowUnsupportedError
 
 
 class CheckpointFiles:
-    """Files under one checkpoint directory (`root`)."""
+    """Files under one checkpoint directory (`root`). On a Spark Connect session (no JVM in this
+    process) only a local checkpoint, read and written by Python (`local_only`)."""
 
     def __init__(self, spark: SparkSession, root: str):
-        self.spark, self.root = spark, root.rstrip("/")
+        from ..lifetimes import is_connect
+
+        self.spark: SparkSession | None = spark
+        self.root = root.rstrip("/")
+        #: the local directory of a checkpoint on the local file system, read and written by Python
+        #: directly (no round trips to the JVM); None: through Hadoop's FileSystem
+        self.local: str | None = None
+        #: whether Spark's Python workers open the checkpoint's files with pyarrow (`opened_by_pyarrow`)
+        self.pyarrow: bool | None = None
+        if is_connect(spark):
+            self.local = local_only(root)
+            master = str(spark.conf.get("spark.master", "") or "")
+            if not master.startswith("local"):
+                raise SqlflowUnsupportedError(
+                    f"on Spark Connect the owned-sink executor needs a server in local mode beside this process "
+                    f"(it shares the checkpoint's local files with it), not master {master!r}", clause="STREAM",
+                    hint="SET spark.sqlflow.streaming.executor = operator")
+            self.pyarrow = True
+            self.spark = None  # picklable: a Connect foreachBatch function carries it to the server
+            return
         jvm: Any = spark._jvm
         self._Path = jvm.org.apache.hadoop.fs.Path
         self._conf = spark._jsc.hadoopConfiguration()
         self._jvm = jvm
         self.fs = self._Path(self.root).getFileSystem(self._conf)
-        #: the local directory of a checkpoint on the local file system, read and written by Python
-        #: directly (no round trips to the JVM); None: through Hadoop's FileSystem
         qualified = str(self.fs.makeQualified(self._Path(self.root)).toUri())
         self.local = _local_path(qualified) if qualified.startswith("file:") else None
 
@@ -37,13 +55,18 @@ class CheckpointFiles:
 
     def uri(self, relative: str) -> str:
         """The file's fully qualified URI (`file:/...` for a local path), as a Python worker opens it."""
+        if self.spark is None:  # Spark Connect: a local checkpoint
+            return f"file:{self.local}/{relative}"
         return str(self.fs.makeQualified(self._Path(self.path(relative))).toUri())
 
     def opened_by_pyarrow(self) -> bool:
         """Whether Spark's Python workers can open the checkpoint's files with pyarrow's file
         systems (a local path in local mode, or a URI pyarrow knows: `s3://`, `gs://`, ...)."""
+        if self.pyarrow is not None:
+            return self.pyarrow
         uri = self.uri("")
         if uri.startswith("file:"):
+            assert self.spark is not None
             return str(self.spark.sparkContext.master).startswith("local")
         try:
             from pyarrow import fs
@@ -127,6 +150,29 @@ class CheckpointFiles:
                 return int(json.loads(line)["batchTimestampMs"])
         raise SqlflowExecutionError(f"the offset log entry {self.path(f'offsets/{batch_id}')} has no batch timestamp",
                                     clause="STREAM")
+
+
+def local_only(root: str) -> str:
+    """The local directory of a checkpoint that Python reads and writes itself (a Spark Connect
+    session: no JVM in this process): an absolute path or a `file:` URI; else a located error.
+
+    >>> local_only("/tmp/cp/"), local_only("file:///tmp/cp")
+    ('/tmp/cp', '/tmp/cp')
+    >>> try:
+    ...     local_only("s3a://bucket/cp")
+    ... except SqlflowUnsupportedError as e:
+    ...     print(e.message)  # doctest: +NORMALIZE_WHITESPACE
+    on Spark Connect the owned-sink executor reads and writes its checkpoint with Python's file I/O,
+    so it must be an absolute local path (or file:/...), not 's3a://bucket/cp' (Hadoop's file
+    systems are the JVM's)
+    """
+    path = _local_path(root) if root.startswith("file:") else root
+    if "://" in path or not os.path.isabs(path):
+        raise SqlflowUnsupportedError(
+            "on Spark Connect the owned-sink executor reads and writes its checkpoint with Python's file I/O, so it "
+            f"must be an absolute local path (or file:/...), not {root!r} (Hadoop's file systems are the JVM's)",
+            clause="STREAM", hint="SET spark.sqlflow.streaming.executor = operator")
+    return path.rstrip("/") or "/"
 
 
 def _local_path(uri: str) -> str:

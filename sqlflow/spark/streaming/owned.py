@@ -26,6 +26,11 @@ Per micro-batch N (Spark's batch id, its timestamp p(N) from the offset log):
 A batch Spark re-runs after a failure (same id, same rows, same timestamp) reads the latest complete
 version before N and rewrites version N and output N: exactly once by batch id. Old versions are
 pruned (the last `KEEP_VERSIONS` stay).
+
+On Spark Connect the run (`OwnedRun`) is pickled to a Python process beside the server: no py4j
+object and no client session in it (`OwnedRun.__getstate__`), the checkpoint read and written
+with Python's file I/O (a local one), the counters counted by an aggregation rather than an
+`Observation`, and kept in the bookkeeping for the client (`Book.progress`, `OwnedRun.refresh`).
 """
 from __future__ import annotations
 
@@ -33,7 +38,7 @@ import json
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from pyspark.sql import DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
@@ -53,7 +58,9 @@ from ...udfs.batch_step import (BUCKET_LAYOUT, SPARK_LAYOUT, BatchSpec, BatchSte
                                 driver_batch, metrics_columns, state_columns)
 from ...udfs.micro_batch_combine import batch_partials
 from ...udfs.streaming import StreamSpec
-from ..conf import ARROW_LOCAL_RELATION_THRESHOLD, FILE_FORMATS, OWNED_BUCKETS_PER_CORE, driver_step_rows, streaming_buckets
+from ..conf import (ARROW_LOCAL_RELATION_THRESHOLD, FILE_FORMATS, OWNED_BUCKETS_PER_CORE, cores, driver_step_rows,
+                    streaming_buckets)
+from ..lifetimes import is_connect
 from .checkpoint_files import CheckpointFiles
 from .pane_stream import named_and_triggered, no_finish_dir
 from .combine import combinable
@@ -69,6 +76,9 @@ BOOK = "_sqlflow.json"
 BATCH_COUNTERS = "sqlflow_batch"
 #: the sinks the owned executor writes
 SINKS = (*FILE_FORMATS, "memory", "noop", "console")
+#: how many batches' counters a Spark Connect run keeps in its bookkeeping (`Book.progress`; as
+#: Spark's `recentProgress`)
+REMOTE_PROGRESS = 100
 #: the live-state counters summed over the buckets' STATE rows: (state meta field, counter)
 LIVE_COUNTERS = (("keys", "state_keys"), ("windows", "state_windows"), ("bytes", "state_bytes"))
 #: seconds the distributed step waits for its batch's counters after the sink's action (Spark
@@ -111,6 +121,26 @@ def owned_obstacle(plan: EnginePlan, schema: T.StructType, *, sources=(), report
         return "a custom window function that merges (the per-key loop)"
     if not packable(schema):
         return "an input column of a type other than integers, floating point, strings and booleans"
+    return None
+
+
+def connect_obstacle(spark, checkpoint: str | None) -> str | None:
+    """Why the owned-sink executor cannot run a stream on this Spark Connect session (None: it
+    can). Its foreachBatch function runs in a Python process beside the server, which reads and
+    writes the checkpoint's files with Python's file I/O, as the client reads the run's counters
+    from them: a server in local mode, beside the client, and a local checkpoint."""
+    from .checkpoint_files import local_only
+
+    master = str(spark.conf.get("spark.master", "") or "")
+    if not master.startswith("local"):
+        return (f"Spark Connect with a server not in local mode (master {master!r}): the executor shares the "
+                "checkpoint's local files with the server's Python process")
+    if checkpoint is not None:
+        try:
+            local_only(checkpoint)
+        except SqlflowUnsupportedError:
+            return (f"Spark Connect with a checkpoint that is not a local absolute path ({checkpoint!r}): the "
+                    "executor reads and writes it with Python's file I/O (Hadoop's file systems are the JVM's)")
     return None
 
 
@@ -181,6 +211,10 @@ class Book:
     #: how the version's state files lie (`udfs.batch_step`: SPARK_LAYOUT, one parquet dataset
     #: Spark wrote, the first layout; BUCKET_LAYOUT, one file per bucket its call wrote)
     layout: int = SPARK_LAYOUT
+    #: on Spark Connect (whose client cannot read the run's memory): the run that wrote the
+    #: version (`OwnedRun.token`) and the per-batch counters of its last `REMOTE_PROGRESS` batches
+    run: str | None = None
+    progress: list | None = None
 
     def text(self) -> str:
         return json.dumps(self.__dict__)
@@ -267,6 +301,9 @@ class OwnedRun:
     def __init__(self, spark: SparkSession, recipe: OwnedRecipe, checkpoint: str, sink: OwnedSink,
                  final=None):
         self.recipe, self.sink, self.final = recipe, sink, final
+        #: a Spark Connect session: this object is pickled to a Python process beside the server,
+        #: which runs the batches; the client reads the run's counters from the bookkeeping
+        self.remote = is_connect(spark)
         self.files = CheckpointFiles(spark, checkpoint)
         plan = recipe.plan
         latest = self._latest_book(None)
@@ -297,7 +334,7 @@ class OwnedRun:
         self.book: Book | None = None  # the version this run wrote last
         self.pruned = False  # the versions before this run's have been pruned
         self.log: list[tuple[int, int]] = list(map(tuple, latest.log)) if latest is not None else []
-        self.partitions = max(1, min(self.buckets, spark.sparkContext.defaultParallelism))
+        self.partitions = max(1, min(self.buckets, cores(spark)))
         #: the buckets' calls read and write their state files themselves (one Spark job a batch);
         #: else (a checkpoint pyarrow's file systems cannot open) Spark writes the versions
         self.bucket_files = self.files.opened_by_pyarrow()
@@ -316,6 +353,34 @@ class OwnedRun:
         #: the driver-local step's limit, and the rows the last batch collected for it
         self.driver_rows = driver_step_rows(spark)
         self.last_rows = 0
+
+    def __getstate__(self) -> dict:
+        """What a Spark Connect foreachBatch carries to the server: no DataFrame or session of the
+        client (the input stream, the memory sink's session), nothing built over them."""
+        from dataclasses import replace
+
+        state = dict(self.__dict__)
+        state["recipe"] = replace(self.recipe, data=cast(Any, None))
+        state["sink"] = replace(self.sink, session=None, batches={})
+        state.update(markers=None, pane_seq=None, counters=None, local_seq=None)
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        if self.remote and self.sink.format == "memory":
+            # the foreachBatch worker unpickles this with the query's own session active, whose
+            # views the client sees (each batch's session is a clone of it)
+            from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+            self.sink.session = ConnectSession.getActiveSession()
+
+    def refresh(self) -> None:
+        """A Spark Connect run, read from the client: its progress and watermark log as the latest
+        complete version's bookkeeping has them (the batches ran in another process)."""
+        book = self._latest_book(None)
+        if book is not None and book.run == self.token:
+            self.progress = list(book.progress or [])
+            self.log = [tuple(s) for s in book.log]
 
     # ------------------------------------------------------------------ the stream
 
@@ -384,9 +449,17 @@ class OwnedRun:
             seen = top if seen is None else (seen if top is None else max(seen, top))
             finished = finished or bool(summary.pop("finished_any"))
             self.log = [s for s in self.log if s[0] < p][-999:] + [(p, wm_new)]
+            summary.update(batch_time=p, watermark=wm_new, finished=int(finished))
+            if rule is not None:
+                summary["input_rows"] += behind
+                summary["dropped_behind_partition"] = behind
+            entry = {"batchId": batch_id, **summary}
+            progress = ([e for e in self.progress if e["batchId"] < batch_id][-(REMOTE_PROGRESS - 1):] + [entry]
+                        if self.remote else None)
             new = Book(batch_id, p, POS_INF if finished else wm_new, seen, finished, self.buckets,
                        log=[list(s) for s in self.log], partitions=rows_of(table) if table is not None else None,
-                       layout=BUCKET_LAYOUT if files is not None else SPARK_LAYOUT)
+                       layout=BUCKET_LAYOUT if files is not None else SPARK_LAYOUT,
+                       run=self.token if self.remote else None, progress=progress)
             self.files.write_text(f"{version}/{BOOK}", new.text())
             self.book = new
             self._prune(batch_id)
@@ -400,11 +473,10 @@ class OwnedRun:
         # writing the state version, the sink), the bookkeeping
         self.timings.append(dict(zip(("plan", "job", "book"), (round(b - a, 3) for a, b in zip(clock, clock[1:]))))
                             | self.parts)
-        summary.update(batch_time=p, watermark=wm_new, finished=int(finished))
-        if rule is not None:
-            summary["input_rows"] += behind
-            summary["dropped_behind_partition"] = behind
-        self.progress.append({"batchId": batch_id, **summary})
+        if progress is not None:
+            self.progress = progress
+        else:
+            self.progress.append(entry)
 
     # ------------------------------------------------------------------ the driver-local step
 
@@ -453,12 +525,14 @@ class OwnedRun:
         """The buckets' rows of one kind, the operator's row columns (not its counters and state),
         and their Spark schema; the projections of the panes built at the first call."""
         import pyarrow.compute as pc
-        from pyspark.sql.classic.column import _to_seq
 
         if self.row_fields is None:
+            from pyspark.sql.classic.column import _to_seq
+
             skip = {*metrics_columns(), *[metric_column(m) for m in self.spec.source_counters()], *state_columns()}
             self.row_fields = T.StructType([f for f in self.spark_schema.fields if f.name not in skip])
-            self.local_seq = _to_seq(spark.sparkContext, [c._jc for c in self.pane_projection])
+            if not self.remote:  # (Spark Connect builds a plan in this process: nothing to keep)
+                self.local_seq = _to_seq(spark.sparkContext, [c._jc for c in self.pane_projection])
             self.arrow_panes = arrow_projection(self.row_fields, self.recipe.schema, self.recipe.decode)
             # as Spark's projection types them: the pane's type, nullable as the operator's column
             nullable = {f.name: f.nullable for f in self.row_fields.fields}
@@ -477,12 +551,14 @@ class OwnedRun:
         table = self.arrow_panes(chosen) if self.arrow_panes is not None else None
         if table is None or self.pane_fields is None:
             frame = local_frame(spark, chosen, fields, self.partitions)
-            panes = DataFrame(frame._jdf.select(self.local_seq), spark)
+            panes = (frame.select(*self.pane_projection) if self.remote
+                     else DataFrame(frame._jdf.select(self.local_seq), spark))
         elif self.final is None:
             return local_frame(spark, table, self.pane_fields, self.partitions)
         else:
-            if self.final_columns is None:
-                self.final_columns = statement_projection(self.final, spark, self.pane_fields) or ()
+            if self.final_columns is None:  # (Spark Connect has no analysed plan to read: Spark runs it)
+                self.final_columns = (() if self.remote else statement_projection(self.final, spark, self.pane_fields)
+                                      or ())
             if self.final_columns:
                 picks, schema = self.final_columns
                 return local_frame(spark, pa.Table.from_arrays([table[c] for c in picks], names=schema.names),
@@ -540,6 +616,8 @@ class OwnedRun:
             out = (rows.groupBy(BUCKET)
                    .cogroup(states.repartition(n, BUCKET).groupBy(BUCKET))
                    .applyInArrow(bucket_batch, self.spark_schema))
+        if self.remote:
+            return self._remote_outputs(out, batch_id, flagged, p, version, own_files)
         observation = Observation(f"sqlflow_owned_{batch_id}_{uuid.uuid4().hex[:8]}")
         observed = self._observed(out, observation)
         # two outputs (or a state version Spark writes) read the buckets' output twice: kept once
@@ -574,13 +652,35 @@ class OwnedRun:
                 observed.unpersist()
         return summary | {"driver_steps": 0}
 
+    def _remote_outputs(self, out: DataFrame, batch_id: int, flagged: DataFrame | None, p: int, version: str,
+                        own_files: bool) -> dict:
+        """The distributed step's outputs on Spark Connect, whose foreachBatch has no `Observation`
+        to wait for with a bound: the buckets' output kept (`persist`), the sink (and the state
+        version, the dropped rows) written from it, then its counters by an aggregation of it (which
+        also runs the buckets a sink's action did not reach)."""
+        kept = out.persist()
+        try:
+            if not own_files:
+                (kept.where(F.col(KIND) == STATE).select(*state_columns())
+                 .write.mode("overwrite").parquet(self.files.path(version)))
+            panes = self._panes(kept)
+            self.sink.write(self.final(panes) if self.final is not None else panes, batch_id)
+            if self.keep_dropped:
+                self.sink.write_dropped(self._dropped(kept, flagged, p), batch_id)
+            counted = kept.agg(F.struct(*self._counters()).alias(BATCH_COUNTERS)).collect()[0]
+        finally:
+            kept.unpersist()
+        summary = self._summary(counted.asDict())
+        summary.pop("buckets_called", None)
+        return summary | {"driver_steps": 0}
+
     # ------------------------------------------------------------------ shared
 
     def _markers(self, like: DataFrame) -> DataFrame:
         """One HEARTBEAT row per bucket (columns as `like`'s, NULL but the bucket and kind): every
         bucket is called in every batch, rows or not, so its timers and watermark crossings fire.
         Built once (one partition), so it costs a batch no round trips to the JVM."""
-        if self.markers is None:
+        if self.markers is None or self.remote:  # (a Connect batch's session may be another clone)
             cols = [(F.col("id").cast("int").alias(BUCKET) if f.name == BUCKET
                      else F.lit(HEARTBEAT).cast("int").alias(KIND) if f.name == KIND
                      else F.lit(None).cast(f.dataType).alias(f.name)) for f in like.schema.fields]
@@ -590,6 +690,8 @@ class OwnedRun:
     def _panes(self, out: DataFrame) -> DataFrame:
         """The pane rows of the buckets' output, projected (the projection's Java columns kept
         across batches: a list of columns costs a round trip to the JVM each)."""
+        if self.remote:
+            return out.where(F.col(KIND) == PANE).select(*self.pane_projection)
         from pyspark.sql.classic.column import _to_seq
 
         if self.pane_seq is None:
@@ -810,6 +912,8 @@ def local_frame(spark: SparkSession, table, schema: T.StructType, parts: int = 1
     a table under `spark.sql.execution.arrow.localRelationThreshold` bytes a LocalRelation, its
     rows Java-serialised into every task (the noop write of a 3o batch's panes 0.23-0.26 s
     against 0.07-0.10 s as Arrow; docs/dev/streaming-performance.md 1)."""
+    if is_connect(spark):  # sent to the server as Arrow
+        return spark.createDataFrame(table, schema=schema)
     create = getattr(spark, "_create_from_arrow_table", None)  # pyspark 4.x's, with a batch size
     if create is not None and table.num_rows > 0:
         size = -(-table.num_rows // max(1, parts))
@@ -867,6 +971,10 @@ def start_owned(recipe: OwnedRecipe, *, sink: OwnedSink, checkpoint: str, query_
 
 
 def run_of(query) -> OwnedRun | None:
-    """The owned executor's run behind a query (None: another executor runs it)."""
-    return RUNS.get(str(query.id))
+    """The owned executor's run behind a query (None: another executor runs it); on Spark Connect
+    its progress and watermark log as of the latest complete batch (`OwnedRun.refresh`)."""
+    run = RUNS.get(str(query.id))
+    if run is not None and run.remote:
+        run.refresh()
+    return run
 

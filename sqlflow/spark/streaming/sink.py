@@ -8,6 +8,7 @@ from pyspark.sql import DataFrame
 
 from ...columns import DROPPED, PANE
 from ...errors import SqlflowUnsupportedError
+from ..lifetimes import is_connect
 from ..log_filter import quiet
 from ..conf import FILE_FORMATS, STREAMING_EXECUTOR, STREAMING_EXECUTORS
 from ..conf import get as conf_get
@@ -79,7 +80,7 @@ def start(stream: PaneStream | DataFrame, *, format: str = "parquet", path: str 
         _check_dropped(stream, finishers, df, format=format, path=path, checkpoint=checkpoint,
                        output_mode=output_mode)
     chosen, _ = choose_executor(df.sparkSession, finishers, df, format=format, table=table, output_mode=output_mode,
-                                executor=executor)
+                                executor=executor, checkpoint=checkpoint)
     if chosen == "owned":
         return _start_owned(stream, finishers[0], format=format, path=path, query_name=query_name,
                             checkpoint=checkpoint, trigger_interval=trigger_interval, available_now=available_now,
@@ -185,8 +186,8 @@ def _keeping_dropped(stream: PaneStream) -> PaneStream:
 
 
 def choose_executor(spark, finishers: list[PaneStream], df, *, format: str, table: str | None = None,
-                    output_mode: str | None = None,
-                    executor: str | None = None) -> tuple[str, str]:
+                    output_mode: str | None = None, executor: str | None = None,
+                    checkpoint: str | None = None) -> tuple[str, str]:
     """Which executor runs a stream that `start` writes ("owned" or "operator") and why."""
     wanted = (executor or conf_get(spark, STREAMING_EXECUTOR, DEFAULT_EXECUTOR) or DEFAULT_EXECUTOR).lower()
     if wanted not in STREAMING_EXECUTORS:
@@ -194,7 +195,8 @@ def choose_executor(spark, finishers: list[PaneStream], df, *, format: str, tabl
                                       clause="STREAM")
     if wanted == "operator":
         return "operator", f"{STREAMING_EXECUTOR} = operator"
-    obstacle = owned_obstacle_of(finishers, df, format=format, table=table, output_mode=output_mode)
+    obstacle = owned_obstacle_of(finishers, df, format=format, table=table, output_mode=output_mode,
+                                 checkpoint=checkpoint)
     if obstacle is None:
         return "owned", ("sqlflow writes the sink: foreachBatch, a small micro-batch stepped in the driver, a larger "
                          "one by Spark's partial aggregation and one Arrow call per bucket")
@@ -205,9 +207,9 @@ def choose_executor(spark, finishers: list[PaneStream], df, *, format: str, tabl
 
 
 def owned_obstacle_of(finishers: list[PaneStream], df, *, format: str, table: str | None = None,
-                      output_mode: str | None = None) -> str | None:
+                      output_mode: str | None = None, checkpoint: str | None = None) -> str | None:
     """Why the owned-sink executor cannot run this stream into this sink (None: it can)."""
-    from .owned import SINKS
+    from .owned import SINKS, connect_obstacle
 
     if len(finishers) != 1:
         return "not one windowed SELECT over a stream" if finishers else "not a sqlflow pane stream"
@@ -222,6 +224,8 @@ def owned_obstacle_of(finishers: list[PaneStream], df, *, format: str, table: st
         return "an aggregation of the panes downstream (complete or update mode)"
     if format not in SINKS:
         return f"a {format} sink"
+    if is_connect(df.sparkSession):
+        return connect_obstacle(df.sparkSession, checkpoint)
     return None
 
 
