@@ -8,6 +8,8 @@ micro-batch, availableNow), alternated in one process:
 - `collect_partials`: foreachBatch collecting each batch to the driver as Arrow and combining it
   per key and minute with pyarrow (the first steps of the owned-sink executor's driver-local
   batch, without the engine, its state or a sink);
+- `native_append`: Spark's own window aggregation of f3o (fixed 1-minute windows, COUNT and SUM
+  per user, watermark 30 minutes behind, append mode);
 - `sqlflow_f3o`, `sqlflow_f4o`: sqlflow's f3o and f4o streams.
 
 Flink's whole f3o/f4o run is in the README's table: no design on Spark's micro-batches takes less
@@ -77,12 +79,20 @@ def flink_sides(spark, args, work: Path) -> dict:
     def collect_partials():
         return _run(source().writeStream.foreachBatch(partials), work)
 
+    def native_append():
+        from pyspark.sql import functions as F
+
+        df = (source().withWatermark("event_time", f"{flink_compare.DELAY_MS // 60_000} minutes")
+              .groupBy(F.window("event_time", "1 minute"), "user_id")
+              .agg(F.count("*").alias("clicks"), F.sum("amount").alias("total")))
+        return _run(df.writeStream.format("noop").outputMode("append"), work)
+
     def owned(name):
         window, _, streaming = flink_compare.SHAPES[name]
         query = flink_compare.sqlflow_query(window, streaming)
         return lambda: flink_compare.run_stream(spark, query, work, executor="owned")
 
-    return {"pass_through": pass_through, "collect_partials": collect_partials,
+    return {"pass_through": pass_through, "collect_partials": collect_partials, "native_append": native_append,
             "sqlflow_f3o": owned("f3o"), "sqlflow_f4o": owned("f4o")}
 
 
