@@ -21,7 +21,8 @@ from sqlflow.spark.streaming import owned
 from sqlflow.spark.streaming.sink import choose_executor
 from tests.conftest import CONNECT_SESSION
 
-pytestmark = [pytest.mark.connect]
+#: the tests (and cases) CI's connect pass runs: one of each step, each on its own query
+CONNECT = pytest.mark.connect
 
 #: one click a micro-batch: (user, second after 2024-01-01T00:00:00Z, v)
 CLICKS = [("u1", 0, 0), ("u2", 30, 1), ("u1", 30, 2), ("u1", 200, 3), ("u2", 400, 4)]
@@ -55,14 +56,9 @@ def clicks(spark, tmp_path, view: str) -> None:
         .json(str(folder)).createOrReplaceTempView(view)
 
 
-@pytest.fixture(params=["driver", "distributed"])
-def step(request, spark):
-    spark.conf.set(STREAMING_DRIVER_ROWS, "0" if request.param == "distributed" else "1000")
-    yield request.param
-    spark.conf.unset(STREAMING_DRIVER_ROWS)
-
-
-@pytest.mark.parametrize("query", ["sessions", "fixed"])
+@pytest.mark.parametrize(("query", "step"), [pytest.param("sessions", "driver", marks=CONNECT),
+                                             ("sessions", "distributed"), ("fixed", "driver"),
+                                             pytest.param("fixed", "distributed", marks=CONNECT)])
 def test_owned_gives_the_same_rows_counters_and_log_on_either_session(spark, tmp_path, finish_conf, query, step):
     """`auto` runs the owned-sink executor on Connect too; the panes (sqlflow.sql's statement over
     them, to a memory sink whose view the client reads), `query_metrics` and the watermark log
@@ -71,7 +67,11 @@ def test_owned_gives_the_same_rows_counters_and_log_on_either_session(spark, tmp
     clicks(spark, tmp_path, view)
     df = sqlflow.sql(spark, QUERIES[query].format(view=view))
     name = f"{view}_out"
-    query_ = S.start(df, format="memory", query_name=name, available_now=True, finish=True, executor="auto")
+    spark.conf.set(STREAMING_DRIVER_ROWS, "0" if step == "distributed" else "1000")
+    try:
+        query_ = S.start(df, format="memory", query_name=name, available_now=True, finish=True, executor="auto")
+    finally:
+        spark.conf.unset(STREAMING_DRIVER_ROWS)
     run = owned.run_of(query_)
     assert run is not None and run.remote == CONNECT_SESSION
     columns = ["user_id", "n", *(["s"] if query == "fixed" else []), f"unix_seconds(window_start) - {EPOCH}",
@@ -88,6 +88,7 @@ def test_owned_gives_the_same_rows_counters_and_log_on_either_session(spark, tmp
     assert [w // 1_000_000 - EPOCH for _, w in S.watermark_log(query_)] == [-1, 29, 29, 199, 399]
 
 
+@CONNECT
 @pytest.mark.skipif(not CONNECT_SESSION, reason="a Spark Connect session (SQLFLOW_TEST_SESSION=connect)")
 def test_a_checkpoint_only_the_jvm_reaches_is_refused_on_connect(spark, tmp_path):
     """On Connect the executor's Python reads and writes the checkpoint itself: `owned` with an
@@ -109,6 +110,7 @@ def test_a_checkpoint_only_the_jvm_reaches_is_refused_on_connect(spark, tmp_path
                            checkpoint=str(tmp_path / "cp"))[0] == "owned"
 
 
+@CONNECT
 def test_windows_per_partition_with_dropped_rows_on_either_session(spark, tmp_path, finish_conf):
     """docs/streaming.md 5.5's windows per partition (IDLE TIMEOUT 1ms), each batch through the
     distributed step, with `dropped_path`: the driver's per-partition watermark, the panes and

@@ -955,7 +955,12 @@ def start_owned(recipe: OwnedRecipe, *, sink: OwnedSink, checkpoint: str, query_
     w = named_and_triggered(run.input().writeStream.foreachBatch(run).option("checkpointLocation", checkpoint),
                             query_name=query_name, available_now=available_now, finish=finish,
                             trigger_interval=trigger_interval)
-    query = w.start()
+    from .sink import RETRY_PAUSE, START_ATTEMPTS, run_with_retries
+
+    # on Spark Connect `start` starts the foreachBatch function's Python process, which may not
+    # connect back in time under load: nothing ran, so it is started again
+    query = run_with_retries(w.start, lambda q: None, attempts=START_ATTEMPTS if run.remote else 1,
+                             pause=RETRY_PAUSE)
     RUNS[str(query.id)] = run
     if finish:
         if recipe.finish_dir is None:

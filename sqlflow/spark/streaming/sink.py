@@ -289,7 +289,9 @@ RETRY_PAUSE = 5.0
 def run_with_retries(launch, run, *, attempts: int, pause: float = 0.0):
     """`run(launch())`, started again (from the same checkpoint) when the query failed because its
     Python process did not connect back in time: Spark plans the first batch of a run before it
-    writes anything, so a new start computes the same output. Returns the last query.
+    writes anything, so a new start computes the same output. A start that fails so (Spark
+    Connect's foreachBatch starts its Python process in `start`) is made again too. Returns the
+    last query.
 
     >>> class Failed(Exception):
     ...     pass
@@ -303,16 +305,25 @@ def run_with_retries(launch, run, *, attempts: int, pause: float = 0.0):
     >>> run_with_retries(lambda: "q", lambda q: 1 / 0, attempts=3)
     Traceback (most recent call last):
     ZeroDivisionError: division by zero
+    >>> starts = []
+    >>> def launch():
+    ...     starts.append(1)
+    ...     if len(starts) < 2:
+    ...         raise Failed(CONNECT_BACK)
+    ...     return "started"
+    >>> run_with_retries(launch, lambda q: None, attempts=3), len(starts)
+    ('started', 2)
     """
     for attempt in range(1, attempts + 1):
-        query = launch()
+        query = None
         try:
+            query = launch()
             run(query)
             return query
         except Exception as error:  # only the connect-back failure is retried
             if attempt == attempts or CONNECT_BACK not in str(error):
                 raise
-            if hasattr(query, "stop"):
+            if query is not None and hasattr(query, "stop"):
                 query.stop()
             time.sleep(pause * attempt)
     raise AssertionError("unreachable")
