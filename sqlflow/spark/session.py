@@ -148,6 +148,27 @@ def local_session(
     return spark
 
 
+def keeps_active_session(batch_function):
+    """`batch_function` (a foreachBatch function) leaving the process's active SparkSession as it
+    found it. pyspark's `createDataFrame` makes its session the active one, a class attribute that
+    every thread shares, and a micro-batch's session is the stream's clone of the user's: a batch
+    that builds a DataFrame would leave `SparkSession.getActiveSession()` returning that clone to
+    the user's code, and to the magic and the CLI, which run on the active session (so settings
+    made on the user's session after a stream went unseen)."""
+    from functools import wraps
+
+    @wraps(batch_function)
+    def kept(*args, **kwargs):
+        from pyspark.sql import SparkSession
+
+        prior = SparkSession._activeSession
+        try:
+            return batch_function(*args, **kwargs)
+        finally:
+            SparkSession._activeSession = prior
+    return kept
+
+
 def ensure_session(spark: "SparkSession | None" = None) -> "SparkSession":
     """`spark` if given, else the active SparkSession, else a new `local_session()`."""
     if spark is not None:

@@ -132,6 +132,12 @@ def test_windows_per_partition_with_dropped_rows_on_either_session(spark, tmp_pa
                         checkpoint=str(tmp_path / "cp"), available_now=True, finish=True, executor="owned")
     finally:
         spark.conf.unset(STREAMING_DRIVER_ROWS)
+    # its batches built DataFrames on the stream's clone of the session (pyspark's createDataFrame
+    # makes its session the process's active one): the user's session is still the active one
+    if not CONNECT_SESSION:
+        from pyspark.sql import SparkSession
+
+        assert SparkSession.getActiveSession() is spark
 
     def seconds(t) -> int | None:
         return None if t is None else int((t - DAY).total_seconds())

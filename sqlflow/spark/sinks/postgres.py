@@ -29,6 +29,7 @@ from ...ast import AccumulationMode
 from ...columns import ALL_PANE_COLUMNS, IS_RETRACTION, PANE_TYPES, WINDOW_END, WINDOW_START
 from ...engine import ADDITIVE, TABLE_PANE_COLUMNS, TableShape, batch_changes
 from ...errors import SqlflowAnalysisError, SqlflowExecutionError, SqlflowUnsupportedError
+from ..session import keeps_active_session
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
@@ -417,6 +418,7 @@ class PostgresSink:
             self._conn = connect(self.url)
         return self._conn
 
+    @keeps_active_session
     def __call__(self, batch: "DataFrame", batch_id: int) -> None:
         if self.table is None:
             shape = shape_of(batch, keys=self.keys, mode=self.mode)

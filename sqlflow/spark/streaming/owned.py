@@ -61,6 +61,7 @@ from ...udfs.streaming import StreamSpec
 from ..conf import (ARROW_LOCAL_RELATION_THRESHOLD, FILE_FORMATS, OWNED_BUCKETS_PER_CORE, cores, driver_step_rows,
                     streaming_buckets)
 from ..lifetimes import is_connect
+from ..session import keeps_active_session
 from .checkpoint_files import CheckpointFiles
 from .pane_stream import named_and_triggered, no_finish_dir
 from .combine import combinable
@@ -403,6 +404,7 @@ class OwnedRun:
 
     # ------------------------------------------------------------------ one micro-batch
 
+    @keeps_active_session
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         clock = [time.perf_counter()]
 

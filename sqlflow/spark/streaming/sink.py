@@ -18,6 +18,7 @@ from ..sinks.postgres import postgres_sink
 from .pane_stream import (PaneStream, aggregated, clear_finish_markers, fresh_checkpoint, named_and_triggered,
                           no_finish_dir,
                           pane_streams)
+from ..session import keeps_active_session
 from .session_conf import settings_for
 from .stateful import project_batch
 
@@ -340,6 +341,7 @@ def _split_batch(stream: PaneStream, format: str, path: str, dropped_path: str, 
 
     sink = OwnedSink(format, path=path, options=options, dropped_path=dropped_path, dropped_names=dropped_names or {})
 
+    @keeps_active_session
     def write(batch_df, batch_id: int) -> None:
         batch_df.persist()
         try:
