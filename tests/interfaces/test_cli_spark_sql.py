@@ -1,7 +1,8 @@
 """The `sqlflow` command behaves as spark-sql does: where Spark keeps its
 catalog, Spark's own defaults and settings, spark-submit's flags, quit; and exit;, how stdin is
-read, how errors look. The slow tests run the real spark-sql of the pyspark wheel side by side
-(each run starts a JVM); the others run in process, without Spark or on the shared session."""
+read, how errors look. The slow tests run the command (each run starts a JVM) and expect
+spark-sql's own output; the release tier's run the real spark-sql of the pyspark wheel beside
+them. The others run in process, without Spark or on the shared session."""
 from __future__ import annotations
 
 import io
@@ -22,31 +23,57 @@ def rows(out: str) -> list[str]:
 # ---------------------------------------------------------------- side by side with spark-sql
 
 
-@pytest.mark.slow
-def test_the_catalog_persists_and_stdin_is_read_as_with_spark_sql(sqlflow_cli, spark_sql, tmp_path):
-    """Where Spark keeps its catalog: a database and table the command creates (Spark's catalog in
-    ./metastore_db, the table under spark.sql.warehouse.dir) are there in spark-sql's next run in
-    the same directory (--database). How stdin is read, the same by both: statements from stdin; a
-    comment-only line; quit; ends the input (what follows is not run); Spark's own error in
-    Spark's words, not as sqlflow's."""
-    env = {"SPARK_CONF_DIR": str(tmp_path / "no-conf")}
+CREATE = ("CREATE DATABASE d;\nCREATE TABLE d.t (k STRING, n INT) USING parquet;\n"
+          "INSERT INTO d.t VALUES ('a', 1), ('b', 2);\nUSE d;\n")
+#: statements from stdin; a comment-only line; quit; ends the input (what follows is not run);
+#: Spark's own error in Spark's words
+STDIN = ("SELECT * FROM t ORDER BY k;\n-- only a comment\nSELECT 2\n  AS b;\nSELECT * FROM\n  nope;\nSELECT 3;\n"
+         "quit;\nSELECT 4;\n")
+#: the rows both print for STDIN (the release tier's test below runs spark-sql on it)
+STDIN_ROWS = ["a\t1", "b\t2", "2", "3"]
+
+
+def _create_the_catalog(sqlflow_cli, tmp_path):
+    """The command run on CREATE and STDIN, as spark-sql would be, in tmp_path."""
     warehouse = tmp_path / "wh"
-    create = ("CREATE DATABASE d;\nCREATE TABLE d.t (k STRING, n INT) USING parquet;\n"
-              "INSERT INTO d.t VALUES ('a', 1), ('b', 2);\nUSE d;\n")
-    text = ("SELECT * FROM t ORDER BY k;\n-- only a comment\nSELECT 2\n  AS b;\nSELECT * FROM\n  nope;\nSELECT 3;\n"
-            "quit;\nSELECT 4;\n")
     ours = sqlflow_cli("--conf", f"spark.sql.warehouse.dir={warehouse}", "--conf", "spark.ui.enabled=false",
-                       input=create + text, cwd=tmp_path, env=env)
+                       input=CREATE + STDIN, cwd=tmp_path, env={"SPARK_CONF_DIR": str(tmp_path / "no-conf")})
     assert (tmp_path / "metastore_db").is_dir() and (warehouse / "d.db" / "t").is_dir(), ours.stderr
     assert not (tmp_path / "spark-warehouse").exists()  # spark.sql.warehouse.dir was honoured
-    theirs = spark_sql("--database", "d", "--conf", "spark.ui.enabled=false", input=text, cwd=tmp_path, env=env)
-    assert rows(ours.stdout) == rows(theirs.stdout) == ["a\t1", "b\t2", "2", "3"], (ours.stderr, theirs.stderr)
-    assert "[TABLE_OR_VIEW_NOT_FOUND]" in theirs.stderr
+    return ours, warehouse
+
+
+@pytest.mark.slow
+def test_the_catalog_is_where_spark_sql_keeps_it_and_stdin_is_read_as_spark_sql_reads_it(sqlflow_cli, tmp_path):
+    """Where Spark keeps its catalog: a database and table the command creates are in Spark's
+    catalog in ./metastore_db, the table's files under spark.sql.warehouse.dir (spark-sql's next
+    run in the same directory reads them: the release tier's test below). How stdin is read, as
+    spark-sql reads it (STDIN_ROWS are spark-sql's rows): statements from stdin; a comment-only
+    line; quit; ends the input (what follows is not run); Spark's own error in Spark's words, not
+    as sqlflow's, located in stdin."""
+    import pyarrow.parquet as pq
+
+    ours, warehouse = _create_the_catalog(sqlflow_cli, tmp_path)
+    assert rows(ours.stdout) == STDIN_ROWS, ours.stderr
+    assert sorted(pq.read_table(warehouse / "d.db" / "t").to_pylist(), key=lambda r: r["k"]) \
+        == [{"k": "a", "n": 1}, {"k": "b", "n": 2}]
     assert "Error in statement 7 of <stdin>:\n[TABLE_OR_VIEW_NOT_FOUND] The table or view `nope` cannot be found." \
         in ours.stderr
     assert "(line 10, column 3)\n    nope;\n    ^" in ours.stderr   # counted from the start of stdin
     assert "sqlflow: [" not in ours.stderr and "Traceback" not in ours.stderr
     assert ours.stderr.count("Time taken:") == 7 and ours.returncode == 1
+
+
+@pytest.mark.slow
+@pytest.mark.release
+def test_spark_sql_reads_the_catalog_the_command_wrote_and_stdin_the_same_way(sqlflow_cli, spark_sql, tmp_path):
+    """spark-sql's next run in the same directory (--database) finds the command's database and
+    table, and prints STDIN_ROWS for the same stdin, with Spark's error for the missing table."""
+    _create_the_catalog(sqlflow_cli, tmp_path)
+    theirs = spark_sql("--database", "d", "--conf", "spark.ui.enabled=false", input=STDIN, cwd=tmp_path,
+                       env={"SPARK_CONF_DIR": str(tmp_path / "no-conf")})
+    assert rows(theirs.stdout) == STDIN_ROWS, theirs.stderr
+    assert "[TABLE_OR_VIEW_NOT_FOUND]" in theirs.stderr
 
 
 DST_VIEW = ("CREATE TEMPORARY VIEW ev AS SELECT k, v, timestamp_seconds(s) AS ts FROM VALUES "

@@ -212,7 +212,6 @@ def test_a_discarding_stage_sums_to_totals(spark, tmp_path, finish_conf):
     assert got == [(u, sum(1 for rows in batches for v, _ in rows if v == u)) for u in users]
 
 
-@pytest.mark.connect
 def test_a_default_trigger_accumulating_stage_emits_final_panes_only(spark, tmp_path, finish_conf):
     """Without early or late firings every session has one pane: nothing to replace downstream."""
     batches = random_clicks(5, behind=50)  # no click behind the watermark: no lateness needed

@@ -19,8 +19,9 @@ from sqlflow.spark.script import run_script
 from sqlflow.spark.session import ROCKSDB_PROVIDER
 from sqlflow.spark.streaming.session_conf import HDFS_PROVIDER, PROVIDER_KEY, SET_PROVIDER, SqlflowSessionWarning
 
-#: what these tests check is a session with Spark's defaults: also run on one (tests/conftest.py)
-pytestmark = pytest.mark.defaults
+#: what these tests check is a session with Spark's defaults: also run on one (tests/conftest.py),
+#: all but the test of the partitions, which sets Spark's default 200 itself
+DEFAULTS = pytest.mark.defaults
 
 SESSIONS = ("SELECT user_id, COUNT(*) AS n FROM {view} WATERMARK ts DELAY OF INTERVAL 1 SECOND\n"
             "GROUP BY user_id WINDOW SESSIONS(GAP 1m)")
@@ -49,6 +50,7 @@ def clicks(spark, tmp_path, view):
     return src
 
 
+@DEFAULTS
 def test_sql_sets_the_state_store_on_a_default_session_and_says_so_once(spark, tmp_path, default_store):
     clicks(spark, tmp_path, "clicks_plain")
     with pytest.warns(SqlflowSessionWarning, match="needs the RocksDB state store") as record:
@@ -136,6 +138,7 @@ NO_SQLFLOW = ("the SELECT with WINDOW SESSIONS runs on a stream in Spark's Pytho
               "sqlflow: ModuleNotFoundError: No module named ")
 
 
+@DEFAULTS
 @NEEDS_IT
 def test_workers_that_cannot_import_sqlflow_are_a_located_error_at_sql_time(spark, tmp_path, monkeypatch):
     """Spark's Python workers started from a Python without sqlflow: `sqlflow.sql` says so, with the
@@ -161,6 +164,7 @@ def test_workers_that_cannot_import_sqlflow_are_a_located_error_at_sql_time(spar
     assert e.message.startswith(NO_SQLFLOW) and e.hint == FIX
 
 
+@DEFAULTS
 @NEEDS_IT
 @pytest.mark.release
 def test_workers_of_a_pyspark_python_without_sqlflow_are_a_located_error_at_sql_time(tmp_path):
@@ -175,6 +179,7 @@ def test_workers_of_a_pyspark_python_without_sqlflow_are_a_located_error_at_sql_
     assert lines[1].startswith(NO_SQLFLOW) and lines[2] == FIX
 
 
+@DEFAULTS
 def test_a_script_and_start_set_the_state_store_for_their_query_only(spark, tmp_path, default_store):
     clicks(spark, tmp_path, "clicks_script")
     script = f"""SET spark.sqlflow.checkpointLocation = {tmp_path / 'cp'};
