@@ -26,7 +26,13 @@ f1-f5 on --flink-rows (default: --rows).
   3   streaming, fixed 1-minute windows with early firings every micro-batch and late firings
       (sqlflow: DELAY 10 s, ALLOWED LATENESS 1m; Spark: withWatermark 70 s, update mode, so
       both keep a window's state equally long), the dataset split into files, one per
-      micro-batch, availableNow, noop sink. Target: sqlflow >= 0.5x.
+      micro-batch, availableNow, noop sink, through the stateful operator (what the streaming
+      DataFrame of `sqlflow.sql` runs). Target: sqlflow >= 1.0x.
+  3b  scenario 3 with the default trigger, forced onto the stateful operator, against Spark's
+      own window aggregation. Target: >= 0.5x.
+  3c  sessions (gap 5m) with early firings every second, late firings, retractions and 30m of
+      allowed lateness, through the stateful operator, against Spark's streaming session_window
+      (final sessions only), append mode. Target: >= 1.0x.
   3o, 3co  scenarios 3 and 3c through the owned-sink executor (foreachBatch, docs/streaming.md 3.0)
       against the same native references. Targets: >= 1.5x each.
   3s  scenario 3's query through the owned-sink executor over 50 micro-batches of 2,000 rows,

@@ -34,7 +34,8 @@ def test_transpile_runs_nothing(sqlflow_cli):
 @pytest.mark.slow
 def test_interactive_prompt(tmp_path, sqlflow_exe, spark_conf_dir, terminal):
     history = tmp_path / "history"
-    term = terminal([sqlflow_exe], {"SQLFLOW_HISTORY": str(history), "SPARK_LOCAL_IP": "127.0.0.1",
+    # one core: the statement that runs until Ctrl-C cancels it keeps only one busy
+    term = terminal([sqlflow_exe, "--master", "local[1]"], {"SQLFLOW_HISTORY": str(history), "SPARK_LOCAL_IP": "127.0.0.1",
                                     "SPARK_CONF_DIR": str(spark_conf_dir(tmp_path))}, cwd=tmp_path)
     term.expect("sqlflow> ", timeout=300)  # the JVM starts first: slow on a loaded 2-core machine
     term.send("SELECT 1 AS a,\n")                      # a statement spanning lines

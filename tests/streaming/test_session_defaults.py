@@ -85,25 +85,32 @@ def test_the_buckets_and_partitions_follow_the_cores_not_the_shuffle_partitions(
     micro-batch, for any number of rows; and then 200 partitions, each a task and a state store
     committed in every micro-batch. `start`, and the result's own `df.writeStream...start()`, run
     the query on as many partitions as buckets; the session keeps its 200 (and a restart from the
-    checkpoint the query's own number)."""
+    checkpoint the query's own number). On Connect, where `start` takes the same path, only the
+    result's own `writeStream`, whose start the client wraps."""
+    from sqlflow.spark.lifetimes import is_connect
+
     clicks(spark, tmp_path, "clicks_buckets")
     before = spark.conf.get("spark.sql.shuffle.partitions")
     spark.conf.set("spark.sql.shuffle.partitions", "200")
+    queries = []
     try:
         text = sqlflow.explain(SESSIONS.format(view="clicks_buckets"), spark)
         df = sqlflow.sql(spark, SESSIONS.format(view="clicks_buckets"))
-        query = S.start(df, format="memory", query_name="sessions_partitions", available_now=True)
-        assert spark.conf.get("spark.sql.shuffle.partitions") == "200"
+        if not is_connect(spark):
+            queries.append((S.start(df, format="memory", query_name="sessions_partitions", available_now=True),
+                            "sessions_partitions"))
+            assert spark.conf.get("spark.sql.shuffle.partitions") == "200"
         own = (df.writeStream.format("memory").queryName("sessions_partitions_own").trigger(availableNow=True)
                .option("checkpointLocation", str(tmp_path / "own")).start())
         assert spark.conf.get("spark.sql.shuffle.partitions") == "200"
         own.awaitTermination()
+        queries.append((own, "sessions_partitions_own"))
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", before)
     cores = conf.cores(spark)
     assert [s.buckets for s in S.pane_streams(df)] == [4 * cores]
     assert f"transformWithStateInPandas over {4 * cores} hash buckets of keys (4 per core, {cores} cores)" in text
-    for q, table in ((query, "sessions_partitions"), (own, "sessions_partitions_own")):
+    for q, table in queries:
         assert {op["numShufflePartitions"] for p in q.recentProgress for op in p["stateOperators"]} == {4 * cores}
         assert sorted((r.window_start.strftime("%M:%S"), r.n) for r in spark.table(table).collect()) \
             == [("00:00", 2)]
