@@ -33,8 +33,10 @@ stateful operator). So no sqlflow operator there can be faster than these bodies
 
     python benchmarks/floors.py flink --rows 2000000 --files 10 --repeat 3
     python benchmarks/floors.py operator --stream-rows 1000000 --files 10 --repeat 3
+    python benchmarks/floors.py operator --stream-rows 100000 --files 50 --repeat 3   # 3sf's small batches
 
-Results: benchmarks/results/floors.json (one entry per floor, each with its run's record).
+Results: benchmarks/results/floors.json (one entry per floor and size, each with its run's record:
+`flink` and `operator` at the sizes above, other sizes under `<floor>, <rows> rows in <files> files`).
 """
 from __future__ import annotations
 
@@ -207,7 +209,10 @@ def main(argv: list[str] | None = None) -> int:
     result["files"] = args.files
     result[provenance.KEY] = provenance.record(run, load)
     results = json.loads(OUT.read_text()) if OUT.exists() else {}
-    results[args.floor] = result
+    sizes = (args.rows if args.floor == "flink" else args.stream_rows, args.files)
+    defaults = (parser.get_default("rows") if args.floor == "flink" else parser.get_default("stream_rows"),
+                parser.get_default("files"))
+    results[args.floor if sizes == defaults else f"{args.floor}, {sizes[0]} rows in {sizes[1]} files"] = result
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(results, indent=2) + "\n")
     print(json.dumps({k: v for k, v in result.items() if k != provenance.KEY}, indent=2))
