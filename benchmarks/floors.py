@@ -18,7 +18,10 @@ than `pass_through`.
 `operator`: scenario 3's input (benchmarks/compare.py: --stream-rows rows of events.py in --files
 parquet files), alternated in one process:
 
-- `native`: Spark's update-mode window aggregation (scenario 3's reference);
+- `native`: Spark's update-mode window aggregation on the session's shuffle partitions (2, one
+  per core: scenario 3's reference in benchmarks/compare.py);
+- `native_8`: the same on 8 shuffle partitions, the operator's (what the runs before this side
+  was added called `native`);
 - `tws_noop`: `transformWithStateInPandas` over 8 hash buckets of the key (the stateful operator's
   shape: 4 buckets per core, as many shuffle partitions), a body that reads its rows, counts them
   and keeps one value of state per bucket;
@@ -143,10 +146,12 @@ def operator_sides(spark, args, work: Path) -> dict:
     def partitions(n: int):
         return {"spark.sql.shuffle.partitions": str(n)}
 
-    def native():
-        df = (source().groupBy(F.window("event_time", "1 minute"), "user_id")
-              .agg(F.count("*").alias("clicks"), F.sum("amount").alias("total")))
-        return _run(df.writeStream.format("noop").outputMode("update"), work, spark, partitions(BUCKETS))
+    def native(n: int | None = None):
+        def side():
+            df = (source().groupBy(F.window("event_time", "1 minute"), "user_id")
+                  .agg(F.count("*").alias("clicks"), F.sum("amount").alias("total")))
+            return _run(df.writeStream.format("noop").outputMode("update"), work, spark, n and partitions(n))
+        return side
 
     def tws(processor, buckets=BUCKETS):
         def side():
@@ -159,7 +164,7 @@ def operator_sides(spark, args, work: Path) -> dict:
                                                                GroupStateTimeout.EventTimeTimeout)
         return _run(df.writeStream.format("noop").outputMode("update"), work, spark, partitions(BUCKETS))
 
-    return {"native": native, "tws_noop": tws(Counting), "tws_unread": tws(Unread), "apiws_noop": apiws,
+    return {"native": native(), "native_8": native(BUCKETS), "tws_noop": tws(Counting), "tws_unread": tws(Unread), "apiws_noop": apiws,
             "tws_noop_2": tws(Counting, 2)}
 
 
