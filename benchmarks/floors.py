@@ -30,9 +30,11 @@ parquet files), alternated in one process:
   buckets, the same body, an event-time timeout;
 - `tws_noop_2`: `tws_noop` on 2 buckets and 2 shuffle partitions (one per core).
 
-A stateful operator in a streaming DataFrame (the user's own sink) gets every row of a batch:
-Spark allows no partial aggregation ahead of it (an aggregation in a stream is Spark's own
-stateful operator). So no sqlflow operator there can be faster than these bodies that do nothing.
+A stateful operator in a streaming DataFrame (the user's own sink) that is handed every row of a
+batch costs at least these bodies that do nothing: Spark allows no partial aggregation in the JVM
+ahead of it (an aggregation in a stream is Spark's own stateful operator). sqlflow's operator
+combines the rows in a stateless Python pass first, so these bound the design without that pass,
+not sqlflow's (docs/dev/streaming-performance.md, 5).
 
     python benchmarks/floors.py flink --rows 2000000 --files 10 --repeat 3
     python benchmarks/floors.py operator --stream-rows 1000000 --files 10 --repeat 3
@@ -164,8 +166,8 @@ def operator_sides(spark, args, work: Path) -> dict:
                                                                GroupStateTimeout.EventTimeTimeout)
         return _run(df.writeStream.format("noop").outputMode("update"), work, spark, partitions(BUCKETS))
 
-    return {"native": native(), "native_8": native(BUCKETS), "tws_noop": tws(Counting), "tws_unread": tws(Unread), "apiws_noop": apiws,
-            "tws_noop_2": tws(Counting, 2)}
+    return {"native": native(), "native_8": native(BUCKETS), "tws_noop": tws(Counting), "tws_unread": tws(Unread),
+            "apiws_noop": apiws, "tws_noop_2": tws(Counting, 2)}
 
 
 def _run(writer, work: Path, spark=None, settings: dict | None = None):
