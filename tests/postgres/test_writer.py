@@ -65,6 +65,23 @@ def test_table_after_each_batch_is_the_changelog_reaggregated(pg, pg_url, mode, 
             assert normalised(read(pg, name)) == normalised(current_result(pd.concat(seen, ignore_index=True), mode))
 
 
+@pytest.mark.xfail(strict=True, reason="a known bug, not fixed yet: the table keeps the first session's pane of "
+                   "emit time 2000 where the changelog's current row is its pane of 1000, and misses the session "
+                   "[400, 411); found by the property test above in a CI run")
+def test_one_batch_of_retracting_panes_of_two_keys_at_several_emit_times(pg, pg_url):
+    """An example the property test above drew in CI, which fails there: one batch, the panes of
+    keys a and b, EARLY at several emit times, with retractions of merged sessions."""
+    mode = AccumulationMode.ACCUMULATING_AND_RETRACTING
+    ops = [(0, 0, 0, 1), (0, 0, 0, 1), (0, 0, 0, 1), (0, 1, 0, 1), (0, 0, 8, 1), (0, 0, 8, 1), (1, 1, 1, 1),
+           (1, 1, 0, 1)]
+    batch = pd.concat(simulate(ops, mode, global_windows=False), ignore_index=True)
+    name = f"prop_{next(_tables)}"
+    with connect(pg_url) as conn:
+        assert table_of(mode, name).apply(conn, arrow(batch.iloc[np.random.default_rng(0).permutation(len(batch))]),
+                                          query_id="q", batch_id=0)
+    assert normalised(read(pg, name)) == normalised(current_result(batch, mode))
+
+
 def test_a_batch_recorded_is_skipped(pg, pg_url, table_name):
     """DISCARDING adds panes, so a batch applied twice would double the row: the second apply of
     (query, batch) is skipped, another query's batch of the same id is not."""
