@@ -112,23 +112,24 @@ def _row(w: tuple, clicks: int, total: int, index: int, emit: int, retraction: b
 
 
 def current_result(changelog: pd.DataFrame, mode: AccumulationMode) -> pd.DataFrame:
-    """The current result re-aggregated from the whole changelog: retracting, the panes no
-    retraction withdrew (per key, window and pane index, panes minus retractions); accumulating,
-    each window's last pane; discarding, each window's panes summed, with its last pane's columns."""
+    """The current result re-aggregated from the whole changelog: retracting, the windows whose
+    panes outnumber their retractions (by one: never more), each with its latest pane (a window
+    retracted can be emitted again, as a new session can take the bounds of one a merge replaced);
+    accumulating, each window's last pane; discarding, each window's panes summed, with its last
+    pane's columns. "Last" is by emit time, then pane index."""
     keys = [*KEYS, WINDOW_START, WINDOW_END]
     if changelog.empty:
         return changelog[list(COLUMNS)]
     log = changelog.assign(_sign=1 - 2 * changelog[IS_RETRACTION].astype(int))
+    ordered = log.sort_values([EMIT_TIME, PANE_INDEX], kind="stable")
     if mode is AccumulationMode.ACCUMULATING_AND_RETRACTING:
-        net = log.groupby([*keys, PANE_INDEX], dropna=False)["_sign"].transform("sum")
-        out = log[(net > 0) & ~log[IS_RETRACTION]]
-    else:
-        ordered = log.sort_values([EMIT_TIME, PANE_INDEX], kind="stable")
-        if mode is AccumulationMode.DISCARDING:
-            sums = ordered.groupby(keys, dropna=False)[list(AGGS)].transform("sum")
-            ordered = ordered.assign(**{a: sums[a] for a in AGGS})
-        out = ordered.drop_duplicates(keys, keep="last")
-    return out[list(COLUMNS)]
+        net = ordered.groupby(keys, dropna=False)["_sign"].transform("sum")
+        assert net.isin([0, 1]).all(), "a changelog retracting a window more often than it emitted it"
+        ordered = ordered[(net > 0) & ~ordered[IS_RETRACTION]]
+    elif mode is AccumulationMode.DISCARDING:
+        sums = ordered.groupby(keys, dropna=False)[list(AGGS)].transform("sum")
+        ordered = ordered.assign(**{a: sums[a] for a in AGGS})
+    return ordered.drop_duplicates(keys, keep="last")[list(COLUMNS)]
 
 
 def normalised(frame: pd.DataFrame) -> list[tuple]:
