@@ -28,7 +28,17 @@ parquet files), alternated in one process:
 - `tws_unread`: the same, its rows not read;
 - `apiws_noop`: `applyInPandasWithState` (Spark 4.3's other stateful Python API) over the same
   buckets, the same body, an event-time timeout;
-- `tws_noop_2`: `tws_noop` on 2 buckets and 2 shuffle partitions (one per core).
+- `tws_noop_2`: `tws_noop` on 2 buckets and 2 shuffle partitions (one per core);
+- `sqlflow`: scenario 3's query on sqlflow's stateful operator (`streaming.start`, noop sink);
+- `sqlflow_noop`: the same plan (rows combined per key and window and packed per bucket in one
+  stateless Python pass, the heartbeats, the operator's buckets, its initial state and counters)
+  with a processor that reads its rows and does nothing else (benchmarks/noop_processor.py): the
+  floor of sqlflow's design on the streaming DataFrame, before the engine, its state and panes;
+- `sqlflow_2`, `sqlflow_noop_2`: the two above on 2 buckets (one per core) instead of the
+  operator's 4 per core;
+- `arrow_pass`: every row through one stateless Python pass (`mapInArrow` counting its Arrow
+  batches, one row out per input partition) to the noop sink, no state: what any design that
+  computes in Python pays on a streaming DataFrame, where Spark aggregates nothing ahead of it.
 
 A stateful operator in a streaming DataFrame (the user's own sink) that is handed every row of a
 batch costs at least these bodies that do nothing: Spark allows no partial aggregation in the JVM
@@ -39,6 +49,8 @@ not sqlflow's (docs/dev/streaming-performance.md, 5).
     python benchmarks/floors.py flink --rows 2000000 --files 10 --repeat 3
     python benchmarks/floors.py operator --stream-rows 1000000 --files 10 --repeat 3
     python benchmarks/floors.py operator --stream-rows 100000 --files 50 --repeat 3   # 3sf's small batches
+
+`--sides a,b` runs only those sides, kept under `<floor>[, <rows> rows in <files> files]; sides a,b`.
 
 Results: benchmarks/results/floors.json (one entry per floor and size, each with its run's record:
 `flink` and `operator` at the sizes above, other sizes under `<floor>, <rows> rows in <files> files`).
@@ -166,8 +178,48 @@ def operator_sides(spark, args, work: Path) -> dict:
                                                                GroupStateTimeout.EventTimeTimeout)
         return _run(df.writeStream.format("noop").outputMode("update"), work, spark, partitions(BUCKETS))
 
+    def sqlflow_side(noop: bool, buckets: int | None = None):
+        import noop_processor
+
+        import sqlflow
+        from compare import Q_STREAM
+        from sqlflow.spark import streaming
+
+        def side():
+            spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(files)) \
+                .createOrReplaceTempView("stream_events")
+            restore = noop_processor.register() if noop else None
+            if buckets:
+                spark.conf.set("spark.sqlflow.streaming.buckets", str(buckets))
+            try:
+                df = sqlflow.sql(spark, Q_STREAM)
+            finally:
+                spark.conf.unset("spark.sqlflow.streaming.buckets")
+                if restore:
+                    restore()
+            q = streaming.start(df, format="noop", checkpoint=tempfile.mkdtemp(dir=work), available_now=True,
+                                executor="operator")
+            q.awaitTermination()
+            return q
+        return side
+
+    def arrow_pass():
+        def count(batches):
+            n = 0
+            for b in batches:
+                n += b.num_rows
+            yield pa.RecordBatch.from_pydict({"n": [n]})
+
+        import pyarrow as pa
+
+        df = (spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(files))
+              .mapInArrow(count, "n long"))
+        return _run(df.writeStream.format("noop"), work)
+
     return {"native": native(), "native_8": native(BUCKETS), "tws_noop": tws(Counting), "tws_unread": tws(Unread),
-            "apiws_noop": apiws, "tws_noop_2": tws(Counting, 2)}
+            "apiws_noop": apiws, "tws_noop_2": tws(Counting, 2), "sqlflow": sqlflow_side(False),
+            "sqlflow_noop": sqlflow_side(True), "sqlflow_2": sqlflow_side(False, 2),
+            "sqlflow_noop_2": sqlflow_side(True, 2), "arrow_pass": arrow_pass}
 
 
 def _run(writer, work: Path, spark=None, settings: dict | None = None):
@@ -192,6 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stream-rows", type=int, default=1_000_000, help="operator: the rows of scenario 3")
     parser.add_argument("--files", type=int, default=10)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--sides", help="comma-separated: run only these sides")
     args = parser.parse_args(argv)
     run = provenance.run_facts("benchmarks/floors.py", argv if argv is not None else sys.argv[1:])
     from sqlflow.spark.session import local_session
@@ -199,6 +252,11 @@ def main(argv: list[str] | None = None) -> int:
     spark = local_session(master="local[2]", conf={"spark.driver.memory": "8g"})
     work = Path(tempfile.mkdtemp())
     sides = (flink_sides if args.floor == "flink" else operator_sides)(spark, args, work)
+    if args.sides:
+        unknown = set(args.sides.split(",")) - set(sides)
+        if unknown:
+            parser.error(f"unknown sides {sorted(unknown)}; the {args.floor} floor has {sorted(sides)}")
+        sides = {name: side for name, side in sides.items() if name in args.sides.split(",")}
     load = provenance.load()
     for side in sides.values():  # warm-up: the JVM's first streams, Python workers
         side()
@@ -219,7 +277,8 @@ def main(argv: list[str] | None = None) -> int:
     sizes = (args.rows if args.floor == "flink" else args.stream_rows, args.files)
     defaults = (parser.get_default("rows") if args.floor == "flink" else parser.get_default("stream_rows"),
                 parser.get_default("files"))
-    results[args.floor if sizes == defaults else f"{args.floor}, {sizes[0]} rows in {sizes[1]} files"] = result
+    key = args.floor if sizes == defaults else f"{args.floor}, {sizes[0]} rows in {sizes[1]} files"
+    results[f"{key}; sides {','.join(sides)}" if args.sides else key] = result
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(results, indent=2) + "\n")
     print(json.dumps({k: v for k, v in result.items() if k != provenance.KEY}, indent=2))
