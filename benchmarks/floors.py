@@ -204,13 +204,13 @@ def operator_sides(spark, args, work: Path) -> dict:
         return side
 
     def arrow_pass():
+        import pyarrow as pa
+
         def count(batches):
             n = 0
             for b in batches:
                 n += b.num_rows
             yield pa.RecordBatch.from_pydict({"n": [n]})
-
-        import pyarrow as pa
 
         df = (spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(files))
               .mapInArrow(count, "n long"))
