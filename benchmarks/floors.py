@@ -35,7 +35,7 @@ parquet files), alternated in one process:
   with a processor that reads its rows and does nothing else (benchmarks/noop_processor.py): the
   floor of sqlflow's design on the streaming DataFrame, before the engine, its state and panes;
 - `sqlflow_2`, `sqlflow_noop_2`: the two above on 2 buckets (one per core) instead of the
-  operator's 4 per core;
+  operator's 4 per core; `tws_noop_1`, `sqlflow_1`, `sqlflow_noop_1`: on one bucket;
 - `arrow_pass`: every row through one stateless Python pass (`mapInArrow` counting its Arrow
   batches, one row out per input partition) to the noop sink, no state: what any design that
   computes in Python pays on a streaming DataFrame, where Spark aggregates nothing ahead of it.
@@ -219,7 +219,8 @@ def operator_sides(spark, args, work: Path) -> dict:
     return {"native": native(), "native_8": native(BUCKETS), "tws_noop": tws(Counting), "tws_unread": tws(Unread),
             "apiws_noop": apiws, "tws_noop_2": tws(Counting, 2), "sqlflow": sqlflow_side(False),
             "sqlflow_noop": sqlflow_side(True), "sqlflow_2": sqlflow_side(False, 2),
-            "sqlflow_noop_2": sqlflow_side(True, 2), "arrow_pass": arrow_pass}
+            "sqlflow_noop_2": sqlflow_side(True, 2), "tws_noop_1": tws(Counting, 1), "sqlflow_1": sqlflow_side(False, 1),
+            "sqlflow_noop_1": sqlflow_side(True, 1), "arrow_pass": arrow_pass}
 
 
 def _run(writer, work: Path, spark=None, settings: dict | None = None):

@@ -42,6 +42,7 @@ A BIGINT with NULLs comes back exact (pandas alone would make it float64):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -117,6 +118,49 @@ class Pack:
         values = {self.bucket: list(range(n)), self.kind: [self.heartbeat] * n, self.time: [top] * n}
         return pa.RecordBatch.from_arrays([pa.array(values.get(f.name, [None] * n), f.type) for f in schema],
                                           schema=schema)
+
+
+@dataclass(frozen=True)
+class CombinedPack:
+    """`pack` over the rows `combine` gives (udfs/micro_batch_combine.py), in one `mapInArrow`
+    pass: the combined rows lose their window start (`start`), and get the kind `data` and the
+    watermark column (`watermark`: the TIMESTAMP of their largest event time `latest` + `shift`),
+    as the rows of `Pack` have them when Spark adds those columns between two passes.
+
+    >>> import pyarrow as pa
+    >>> from sqlflow.udfs.micro_batch_combine import Combine
+    >>> rows = pa.record_batch({"u": [1, 1, 2], "t": [5, 7, 3], "s": [0, 0, 0], "b": pa.array([1, 1, 0], pa.int32())})
+    >>> combine = Combine(group=("u", "s", "b"), time="t", parts=(("n", "count_all", None),), weight="w", latest="l")
+    >>> pack = Pack(bucket="b", kind="k", time="t", columns=("b", "k", "t", "wm", "l"), latest=("wm", "l"), packed=3)
+    >>> job = CombinedPack(combine=combine, pack=pack, start="s", kind="k", data=0, watermark="wm", latest="l", shift=10)
+    >>> out = pa.Table.from_batches(list(job(iter([rows]))))
+    >>> out.drop_columns([PACK]).set_column(3, "wm", out.column("wm").cast(pa.int64())).to_pydict()
+    {'b': [0, 1], 'k': [3, 3], 't': [3, 5], 'wm': [13, 17], 'l': [3, 7]}
+    >>> unpack(out.column(PACK).to_pylist()).to_dict("list")
+    {'u': [2, 1], 't': [3, 5], 'n': [1, 2], 'w': [1, 2]}
+    """
+
+    combine: Any
+    pack: Pack
+    start: str
+    kind: str
+    data: int
+    watermark: str
+    latest: str
+    shift: int
+
+    def __call__(self, batches):
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        combined = list(self.combine(batches))
+        if not combined:
+            return
+        table = pa.Table.from_batches(combined).drop_columns([self.start])
+        kind = pa.array(np.full(table.num_rows, self.data, np.int32))
+        mark = pc.cast(pc.add_checked(table.column(self.latest), self.shift), pa.timestamp("us", tz="UTC"))
+        table = table.append_column(self.kind, kind).append_column(self.watermark, mark)
+        yield from self.pack(iter(table.to_batches()))
 
 
 def unpack(blobs) -> pd.DataFrame:

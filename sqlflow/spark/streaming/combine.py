@@ -28,6 +28,14 @@ def combinable(plan: EnginePlan, schema: T.StructType) -> bool:
 def combined(data: DataFrame, plan: EnginePlan) -> tuple[DataFrame, EnginePlan]:
     """The micro-batch's rows combined per key and window, and the plan over the partial
     aggregates."""
+    rows, job, schema, partials = combining(data, plan)
+    return rows.mapInArrow(job, schema).drop(job.group[len(plan.keys)]), partials
+
+
+def combining(data: DataFrame, plan: EnginePlan) -> tuple[DataFrame, Combine, T.StructType, EnginePlan]:
+    """What `combined` runs: the rows with their window start, the `mapInArrow` job that combines
+    them (grouped by the keys and the window start, in that order), its output schema (the window
+    start among its columns) and the plan over the partial aggregates."""
     window = plan.window
     if not isinstance(window, ast.Fixed):
         raise ValueError(f"a stream's rows combine per FIXED window, not {window}")
@@ -50,5 +58,5 @@ def combined(data: DataFrame, plan: EnginePlan) -> tuple[DataFrame, EnginePlan]:
     out.append(T.StructField(WEIGHT, T.LongType(), False))
     job = Combine(group=(*plan.keys, start), time=EVENT_TIME, parts=tuple(parts), weight=WEIGHT,
                   latest=LATEST)
-    result = sliced.mapInArrow(job, T.StructType(out)).drop(start)
-    return result, EnginePlan(plan.windowing, tuple(aggregates), keys=plan.keys, custom_windows=plan.custom_windows)
+    return sliced, job, T.StructType(out), EnginePlan(plan.windowing, tuple(aggregates), keys=plan.keys,
+                                                      custom_windows=plan.custom_windows)

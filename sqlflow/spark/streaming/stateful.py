@@ -7,6 +7,7 @@ control rows (heartbeats, finish markers), puts Spark's watermark on a shifted c
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -22,14 +23,14 @@ from ...engine import EnginePlan, overflow_column
 from ...errors import SqlflowUnsupportedError
 from ...plan.relations import quoted
 from ...time import MILLISECOND
-from ...udfs.pack import Pack
+from ...udfs.pack import CombinedPack, Pack
 from ...udfs.heartbeats import heartbeats
 from ...udfs.streaming import StreamSpec
 from ...udfs.tws import PaneProcessor
 from .. import conf
 from ..log_filter import quiet
 from ..select_types import spark_type
-from .combine import combinable, combined
+from .combine import combinable, combining
 from .metrics import observe_input
 from .pane_stream import PaneStream
 from .schema import is_integral
@@ -64,15 +65,6 @@ def stateful_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, *, de
                                       "the minimum of the sources' max event times they carry), and Spark dropping "
                                       "no row itself", clause="STREAM")
     data = observe_input(data, metrics_name, null_event_time=False)
-    weight = None
-    if (not keep_dropped and not sources and shift == UNBOUNDED_SHIFT and grouping != "key"
-            and combinable(plan, data.schema)):
-        data, plan = combined(data, plan)
-        weight = WEIGHT
-    # a combined element keeps its rows' smallest event time for the engine and their largest
-    # (LATEST) for Spark's watermark, which is max event time - delay over the rows
-    latest = F.col(LATEST) if LATEST in data.columns else F.col(EVENT_TIME)
-    input_columns = tuple(c for c in data.columns if c != LATEST)
     n_buckets = bucket_count(spark, plan, buckets)
     by_key = grouping == "key"
     if by_key:
@@ -80,6 +72,21 @@ def stateful_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, *, de
         bucket = F.lit(0)
     else:
         bucket = bucket_of(plan.keys, n_buckets)
+    weight = None
+    combining_rows = None  # the rows with their window start and bucket, and the job combining them
+    if (not keep_dropped and not sources and shift == UNBOUNDED_SHIFT and grouping != "key"
+            and combinable(plan, data.schema)):
+        sliced, job, combined_schema, plan = combining(data, plan)
+        start = job.group[-1]
+        data = sliced.mapInArrow(job, combined_schema).drop(start)
+        # the bucket is a function of the keys: a group column more changes no group
+        combining_rows = (sliced.withColumn(BUCKET, bucket.cast("int")),
+                          replace(job, group=(*job.group, BUCKET)), start)
+        weight = WEIGHT
+    # a combined element keeps its rows' smallest event time for the engine and their largest
+    # (LATEST) for Spark's watermark, which is max event time - delay over the rows
+    latest = F.col(LATEST) if LATEST in data.columns else F.col(EVENT_TIME)
+    input_columns = tuple(c for c in data.columns if c != LATEST)
     rows = data.withColumn(BUCKET, bucket.cast("int")).withColumn(KIND, F.lit(DATA).cast("int"))
     if not sources:  # several: the input has its sources' own watermarks (several.py)
         rows = rows.withColumn(WM_COLUMN, F.timestamp_micros(latest + F.lit(time_shift + shift)))
@@ -88,7 +95,9 @@ def stateful_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, *, de
     heartbeat = heartbeat is not False and not by_key  # default on
     if packed:  # one row per bucket and input partition, BIGINTs exact (udfs/pack.py), and the
         # heartbeats (3.3) in the same pass: one Python crossing of the batch, not two
-        rows = packed_rows(spark, rows, n_buckets if heartbeat else 0)
+        # (rows that combine per key and window are combined in that pass too)
+        rows = packed_rows(spark, rows, n_buckets if heartbeat else 0,
+                           combining_rows and (*combining_rows, time_shift + shift))
     else:
         # BIGINT and FLOAT/DOUBLE keys and arguments as value + NULL mask (columns.null_mask)
         masked = masked_numbers(list(dict.fromkeys([*plan.keys, *(a.column for a in plan.aggregates if a.column)])),
@@ -200,11 +209,17 @@ def packable(schema: T.StructType) -> bool:
     return all(isinstance(f.dataType, _PLAIN) for f in schema.fields)
 
 
-def packed_rows(spark: SparkSession, rows: DataFrame, heartbeats: int = 0) -> DataFrame:
+def packed_rows(spark: SparkSession, rows: DataFrame, heartbeats: int = 0, combining: tuple | None = None) -> DataFrame:
     """`rows` (bucket, kind, the input columns, the watermark column) as one row per bucket and
     input partition: bucket, kind PACKED, the largest event time and watermark-column value, the
     rows themselves in column PACK (udfs/pack.py); with `heartbeats` (the bucket count), then
-    each input partition's heartbeat rows (udfs/heartbeats.py's, in the same pass)."""
+    each input partition's heartbeat rows (udfs/heartbeats.py's, in the same pass).
+
+    `combining`: `rows` are combined rows (`combine.combined`); the pass then starts from the rows
+    before it, combines and packs them in one Python pass, not two (on small micro-batches each
+    pass costs about 50 ms a batch, whatever it computes: docs/dev/streaming-performance.md, 5):
+    (the rows with their window start and bucket, the `Combine` job grouping by both, the window
+    start's column, the watermark column's shift from the latest event time)."""
     large = conf.flag(spark, conf.ARROW_LARGE_VAR_TYPES)
     fields = {f.name: f.dataType for f in rows.schema.fields}
     latest = tuple(c for c in (WM_COLUMN, LATEST) if c in fields)
@@ -214,7 +229,11 @@ def packed_rows(spark: SparkSession, rows: DataFrame, heartbeats: int = 0) -> Da
     job = Pack(bucket=BUCKET, kind=KIND, time=EVENT_TIME, columns=columns, latest=latest, packed=PACKED,
                large_binary=large, heartbeats=heartbeats, heartbeat=HEARTBEAT,
                beat_time=LATEST if LATEST in fields else None)
-    return rows.mapInArrow(job, schema)
+    if combining is None:
+        return rows.mapInArrow(job, schema)
+    source, combine, start, wm_shift = combining
+    return source.mapInArrow(CombinedPack(combine=combine, pack=job, start=start, kind=KIND, data=DATA,
+                                          watermark=WM_COLUMN, latest=LATEST, shift=wm_shift), schema)
 
 
 def operator_schema(spec: StreamSpec, schema: T.StructType, engine_types: dict | None = None) -> T.StructType:
