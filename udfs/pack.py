@@ -42,12 +42,15 @@ A BIGINT with NULLs comes back exact (pandas alone would make it float64):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
 from sqlflow.columns import PACK
+
+if TYPE_CHECKING:
+    from sqlflow.udfs.micro_batch_combine import Combine
 
 
 @dataclass(frozen=True)
@@ -140,7 +143,7 @@ class CombinedPack:
     {'u': [2, 1], 't': [3, 5], 'n': [1, 2], 'w': [1, 2]}
     """
 
-    combine: Any
+    combine: Combine
     pack: Pack
     start: str
     kind: str
