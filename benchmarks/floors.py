@@ -35,7 +35,10 @@ parquet files), alternated in one process:
   with a processor that reads its rows and does nothing else (benchmarks/noop_processor.py): the
   floor of sqlflow's design on the streaming DataFrame, before the engine, its state and panes;
 - `sqlflow_2`, `sqlflow_noop_2`: the two above on 2 buckets (one per core) instead of the
-  operator's 4 per core; `tws_noop_1`, `sqlflow_1`, `sqlflow_noop_1`: on one bucket;
+  operator's default before it was one per core, 4 per core; `tws_noop_1`, `sqlflow_1`, `sqlflow_noop_1`: on one bucket;
+- `native_sessions`, `sessions`, `sessions_2`, `sessions_1`: scenario 3c (Spark's streaming
+  `session_window`; sqlflow's sessions with early and late firings and retractions on the
+  operator's default buckets, on 2 and on 1);
 - `arrow_pass`: every row through one stateless Python pass (`mapInArrow` counting its Arrow
   batches, one row out per input partition) to the noop sink, no state: what any design that
   computes in Python pays on a streaming DataFrame, where Spark aggregates nothing ahead of it.
@@ -178,11 +181,11 @@ def operator_sides(spark, args, work: Path) -> dict:
                                                                GroupStateTimeout.EventTimeTimeout)
         return _run(df.writeStream.format("noop").outputMode("update"), work, spark, partitions(BUCKETS))
 
-    def sqlflow_side(noop: bool, buckets: int | None = None):
+    def sqlflow_side(noop: bool, buckets: int | None = None, sessions: bool = False):
         import noop_processor
 
         import sqlflow
-        from compare import Q_STREAM
+        from compare import Q_STREAM, Q_STREAM_SESSIONS
         from sqlflow.spark import streaming
 
         def side():
@@ -192,7 +195,7 @@ def operator_sides(spark, args, work: Path) -> dict:
             if buckets:
                 spark.conf.set("spark.sqlflow.streaming.buckets", str(buckets))
             try:
-                df = sqlflow.sql(spark, Q_STREAM)
+                df = sqlflow.sql(spark, Q_STREAM_SESSIONS if sessions else Q_STREAM)
             finally:
                 spark.conf.unset("spark.sqlflow.streaming.buckets")
                 if restore:
@@ -202,6 +205,12 @@ def operator_sides(spark, args, work: Path) -> dict:
             q.awaitTermination()
             return q
         return side
+
+    def native_sessions():
+        df = (spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(files))
+              .withWatermark("event_time", "10 seconds").groupBy(F.session_window("event_time", "5 minutes"), "user_id")
+              .agg(F.count("*").alias("clicks"), F.sum("amount").alias("total")))
+        return _run(df.writeStream.format("noop").outputMode("append"), work)
 
     def arrow_pass():
         import pyarrow as pa
@@ -220,7 +229,9 @@ def operator_sides(spark, args, work: Path) -> dict:
             "apiws_noop": apiws, "tws_noop_2": tws(Counting, 2), "sqlflow": sqlflow_side(False),
             "sqlflow_noop": sqlflow_side(True), "sqlflow_2": sqlflow_side(False, 2),
             "sqlflow_noop_2": sqlflow_side(True, 2), "tws_noop_1": tws(Counting, 1), "sqlflow_1": sqlflow_side(False, 1),
-            "sqlflow_noop_1": sqlflow_side(True, 1), "arrow_pass": arrow_pass}
+            "sqlflow_noop_1": sqlflow_side(True, 1), "arrow_pass": arrow_pass, "native_sessions": native_sessions,
+            "sessions": sqlflow_side(False, sessions=True), "sessions_2": sqlflow_side(False, 2, sessions=True),
+            "sessions_1": sqlflow_side(False, 1, sessions=True)}
 
 
 def _run(writer, work: Path, spark=None, settings: dict | None = None):
