@@ -35,7 +35,7 @@ parquet files), alternated in one process:
   with a processor that reads its rows and does nothing else (benchmarks/noop_processor.py): the
   floor of sqlflow's design on the streaming DataFrame, before the engine, its state and panes;
 - `sqlflow_2`, `sqlflow_noop_2`: the two above on 2 buckets (one per core) instead of the
-  operator's default before it was one per core, 4 per core; `tws_noop_1`, `sqlflow_1`, `sqlflow_noop_1`: on one bucket;
+  operator's 4 per core; `tws_noop_1`, `sqlflow_1`, `sqlflow_noop_1`: on one bucket;
 - `native_sessions`, `sessions`, `sessions_2`, `sessions_1`: scenario 3c (Spark's streaming
   `session_window`; sqlflow's sessions with early and late firings and retractions on the
   operator's default buckets, on 2 and on 1);

@@ -164,14 +164,13 @@ def buckets(spark, df=None, *, keyed: bool = True) -> tuple[int, str]:
     return base, f"{base} (2 x spark.sql.shuffle.partitions)"
 
 
-#: a stream's default hash buckets per core that runs its tasks (docs/streaming.md, 3.2), on both
-#: executors: each bucket is a task and a Python call in every batch, the operator's also a state
-#: store committed, and the engine step is vectorised over every key of a bucket, so more buckets
-#: than cores only add calls. Measured against 4 per core, alternated in one process
-#: (docs/dev/streaming-performance.md, 1 and 5): scenario 3o 43.1/29.5/30.5 s against
-#: 57.2/44.6/37.7 s; on the operator, scenario 3 6.50 s against 7.35 s, 3c 5.82 s against
-#: 6.55 s, 50 batches of 2,000 rows 18.67 s against 21.45 s
-STREAMING_BUCKETS_PER_CORE = 1
+#: a stream's default hash buckets per core that runs its tasks (docs/streaming.md, 3.2)
+STREAMING_BUCKETS_PER_CORE = 4
+#: the owned-sink executor's: one per core. Its buckets are the tasks of one cogroup per batch, a
+#: Python call each, and the engine step is vectorised over every key of a bucket, so more buckets
+#: than cores only add calls (scenario 3o, 500,000 rows in 10 batches, alternated in one process:
+#: 4 per core 57.2/44.6/37.7 s, 1 per core 43.1/29.5/30.5 s; docs/dev/streaming-performance.md)
+OWNED_BUCKETS_PER_CORE = 1
 #: the largest default: each bucket is visited in every micro-batch with data (its heartbeats)
 MAX_STREAMING_BUCKETS = 256
 
@@ -195,7 +194,7 @@ def streaming_buckets(spark, *, keyed: bool = True, per_core: int = STREAMING_BU
 
     `spark.sqlflow.streaming.buckets` if set; else `STREAMING_BUCKETS_PER_CORE` per core that
     runs the buckets (`cores`: enough to keep them busy, and a bucket's state stays a fraction of
-    the stream's). A stream's size is not known when it is planned (Spark has no statistics for
+    the stream's; the owned-sink executor asks with `OWNED_BUCKETS_PER_CORE`). A stream's size is not known when it is planned (Spark has no statistics for
     a streaming source), so unlike the bounded path's `buckets` there is no estimate to size by.
     Never from `spark.sql.shuffle.partitions`: a bucket costs a Python call in every micro-batch
     with data whether it holds one key or many, so Spark's default of 200 partitions must not
