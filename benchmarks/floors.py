@@ -131,8 +131,11 @@ def operator_sides(spark, args, work: Path) -> dict:
     out = T.StructType([T.StructField("bucket", T.IntegerType()), T.StructField("n", T.LongType())])
     state = T.StructType([T.StructField("n", T.LongType())])
 
+    def stream():
+        return spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(files))
+
     def source(buckets=BUCKETS):
-        return (spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(files))
+        return (stream()
                 .withWatermark("event_time", "70 seconds")
                 .withColumn("bucket", F.pmod(F.hash("user_id"), F.lit(buckets))))
 
@@ -187,17 +190,17 @@ def operator_sides(spark, args, work: Path) -> dict:
         import sqlflow
         from compare import Q_STREAM, Q_STREAM_SESSIONS
         from sqlflow.spark import streaming
+        from sqlflow.spark.conf import STREAMING_BUCKETS
 
         def side():
-            spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(files)) \
-                .createOrReplaceTempView("stream_events")
+            stream().createOrReplaceTempView("stream_events")
             restore = noop_processor.register() if noop else None
             if buckets:
-                spark.conf.set("spark.sqlflow.streaming.buckets", str(buckets))
+                spark.conf.set(STREAMING_BUCKETS, str(buckets))
             try:
                 df = sqlflow.sql(spark, Q_STREAM_SESSIONS if sessions else Q_STREAM)
             finally:
-                spark.conf.unset("spark.sqlflow.streaming.buckets")
+                spark.conf.unset(STREAMING_BUCKETS)
                 if restore:
                     restore()
             q = streaming.start(df, format="noop", checkpoint=tempfile.mkdtemp(dir=work), available_now=True,
@@ -207,8 +210,7 @@ def operator_sides(spark, args, work: Path) -> dict:
         return side
 
     def native_sessions():
-        df = (spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(files))
-              .withWatermark("event_time", "10 seconds").groupBy(F.session_window("event_time", "5 minutes"), "user_id")
+        df = (stream().withWatermark("event_time", "10 seconds").groupBy(F.session_window("event_time", "5 minutes"), "user_id")
               .agg(F.count("*").alias("clicks"), F.sum("amount").alias("total")))
         return _run(df.writeStream.format("noop").outputMode("append"), work)
 
@@ -221,8 +223,7 @@ def operator_sides(spark, args, work: Path) -> dict:
                 n += b.num_rows
             yield pa.RecordBatch.from_pydict({"n": [n]})
 
-        df = (spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(str(files))
-              .mapInArrow(count, "n long"))
+        df = stream().mapInArrow(count, "n long")
         return _run(df.writeStream.format("noop"), work)
 
     return {"native": native(), "native_8": native(BUCKETS), "tws_noop": tws(Counting), "tws_unread": tws(Unread),
