@@ -34,11 +34,13 @@ parquet files), alternated in one process:
   stateless Python pass, the heartbeats, the operator's buckets, its initial state and counters)
   with a processor that reads its rows and does nothing else (benchmarks/noop_processor.py): the
   floor of sqlflow's design on the streaming DataFrame, before the engine, its state and panes;
-- `sqlflow_2`, `sqlflow_noop_2`: the two above on 2 buckets (one per core) instead of the
-  operator's 4 per core; `tws_noop_1`, `sqlflow_1`, `sqlflow_noop_1`: on one bucket;
-- `native_sessions`, `sessions`, `sessions_2`, `sessions_1`: scenario 3c (Spark's streaming
-  `session_window`; sqlflow's sessions with early and late firings and retractions on the
-  operator's default buckets, on 2 and on 1);
+- `sqlflow_2`, `sqlflow_noop_2`: the two above on 2 buckets; `tws_noop_1`, `sqlflow_1`,
+  `sqlflow_noop_1`: on one bucket; `sqlflow_8`: on 8 (the operator's default was 4 per core until
+  it kept its count in its state: the runs of floors.json before then call that `sqlflow`; one
+  per core since, 2 here);
+- `native_sessions`, `sessions`, `sessions_2`, `sessions_1`, `sessions_8`: scenario 3c (Spark's
+  streaming `session_window`; sqlflow's sessions with early and late firings and retractions on
+  the operator's default buckets, on 2, on 1 and on 8);
 - `arrow_pass`: every row through one stateless Python pass (`mapInArrow` counting its Arrow
   batches, one row out per input partition) to the noop sink, no state: what any design that
   computes in Python pays on a streaming DataFrame, where Spark aggregates nothing ahead of it.
@@ -232,7 +234,8 @@ def operator_sides(spark, args, work: Path) -> dict:
             "sqlflow_noop_2": sqlflow_side(True, 2), "tws_noop_1": tws(Counting, 1), "sqlflow_1": sqlflow_side(False, 1),
             "sqlflow_noop_1": sqlflow_side(True, 1), "arrow_pass": arrow_pass, "native_sessions": native_sessions,
             "sessions": sqlflow_side(False, sessions=True), "sessions_2": sqlflow_side(False, 2, sessions=True),
-            "sessions_1": sqlflow_side(False, 1, sessions=True)}
+            "sessions_1": sqlflow_side(False, 1, sessions=True), "sqlflow_8": sqlflow_side(False, 8),
+            "sessions_8": sqlflow_side(False, 8, sessions=True)}
 
 
 def _run(writer, work: Path, spark=None, settings: dict | None = None):

@@ -37,7 +37,7 @@ from sqlflow.columns import (DATA, DROPPED, EMIT_TIME, EVENT_TIME, KIND, REASON,
                              STREAM_COUNTERS, WINDOW_END, WINDOW_START, metric_column)
 from sqlflow.udfs.stage_reports import Reports
 from sqlflow.udfs.operator_frames import one_frame
-from sqlflow.udfs.streaming import BucketStep, Meta, StreamSpec, dumps_state, loads_state, stored
+from sqlflow.udfs.streaming import BucketStep, Meta, StreamSpec, dumps_state, loads_state, read_state
 
 
 @dataclass(frozen=True)
@@ -140,17 +140,17 @@ class ChainOperator:
     `ChainedProcessor`: the bucket's state value (`streaming.STATE_SCHEMA`: Meta and engine
     state) and its view of the first stage's buckets (`chain.Reports`, bytes)."""
 
-    def __init__(self, spec: ChainSpec, state, reports):
+    def __init__(self, spec: ChainSpec, state, reports, previous):
         self.spec = spec
         self.state = state
         self.reports = reports
+        self.previous = previous  # an older sqlflow's value (`streaming.read_state`)
         self.step = ChainStep(spec)
 
     def input_rows(self, key, rows):
         data, reports, dropped = self.step.split(rows)
-        value = self.state.get()  # None when it does not exist (no exists() round trip)
-        meta, old = stored(value)
-        before = None if value is None else meta.row()
+        # a chained stage has no initial state: a bucket's first call finds no value
+        meta, old, before = read_state(self.state, self.previous, self.spec.stream, int(key[0]), initialised=False)
         kept = self.reports.get()
         n1 = self.spec.upstream_buckets
         view = Reports.start(n1) if kept is None else Reports.of_bytes(bytes(kept[0]), n1)

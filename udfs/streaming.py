@@ -67,16 +67,23 @@ from sqlflow.engine import state_codec
 from sqlflow.engine.aggregates import overflow_column
 from sqlflow.engine.plan import EnginePlan
 from sqlflow.engine.runner import Engine
+from sqlflow.errors import SqlflowExecutionError
 from sqlflow.time import NEG_INF, POS_INF
 from sqlflow.udfs import source_watermarks as several
 from sqlflow.udfs.operator_frames import one_frame, restore_nulls, struct_type
 from sqlflow.udfs.pack import unpack
 
 META_SCHEMA = ("wm long, p long, keys long, windows long, next_wm long, next_proc long, "
-               "poll long, finished boolean, seen long, seen_by string, bytes long, held long, seq long")
-#: the bucket's one value of state: the `Meta` fields, then the pickled engine state
-STATE_NAME = "bucket"
+               "poll long, finished boolean, seen long, seen_by string, bytes long, held long, seq long, "
+               "buckets long")
+#: the bucket's one value of state: the `Meta` fields, then the engine state (`state_codec` bytes)
+STATE_NAME = "bucket_state"
 STATE_SCHEMA = META_SCHEMA + ", blob binary"
+#: the value as sqlflow kept it before `Meta.buckets`: the same fields without it. Spark refuses
+#: a state variable whose schema changed, so the value moved to a new variable; a bucket's old
+#: value is read when the new one is absent, and moved (`read_state`)
+PREVIOUS_STATE_NAME = "bucket"
+PREVIOUS_STATE_SCHEMA = META_SCHEMA.removesuffix(", buckets long") + ", blob binary"
 
 
 def engine_watermark(spark_ms: int, shift: int) -> int:
@@ -144,6 +151,13 @@ class StreamSpec:
     #: a later windowed stage reads this one's panes (udfs/chained_operator.py): every call's METRICS row
     #: carries the bucket's report (columns.REPORT_COLUMNS)
     report: bool = False
+    #: the hash buckets of keys the stream runs with (0: grouped by key, no buckets), kept in
+    #: every bucket's value and checked when the stream restarts (`read_state`);
+    #: `previous_buckets`: the count a value of an older sqlflow, which kept none, is taken to
+    #: have; `buckets_setting`: what a user sets to choose the count (named by the error)
+    buckets: int = 0
+    previous_buckets: int = 0
+    buckets_setting: str = ""
 
     @property
     def retracting(self) -> bool:
@@ -182,10 +196,13 @@ class Meta:
     bytes: int = 0  # the size of the engine state blob (`blob`)
     held: int | None = None  # reporting stages: what the state holds of the output watermark (`Engine.held`)
     seq: int = 0  # reporting stages: the bucket's calls so far
+    #: the hash buckets of keys of the stream that wrote the value (`StreamSpec.buckets`; None: a
+    #: value of an older sqlflow, or the owned-sink executor's, which keeps its count apart)
+    buckets: int | None = None
 
     def row(self) -> tuple:
         return (self.wm, self.p, self.keys, self.windows, self.next_wm, self.next_proc, self.poll,
-                self.finished, self.seen, self.seen_by, self.bytes, self.held, self.seq)
+                self.finished, self.seen, self.seen_by, self.bytes, self.held, self.seq, self.buckets)
 
     @staticmethod
     def of(row) -> "Meta":
@@ -206,6 +223,65 @@ def stored(value) -> tuple[Meta, bytes | None]:
         return Meta(), None
     *fields, blob = value
     return Meta.of(fields), None if blob is None else bytes(blob)
+
+
+def read_state(state, previous, spec: "StreamSpec", bucket: int, *, initialised: bool
+               ) -> tuple[Meta, bytes | None, tuple | None]:
+    """A bucket's state (`state`, the value's variable; `previous`, an older sqlflow's) as its
+    `Meta`, its engine state blob and the `Meta` row as stored (None: nothing stored), checked
+    against the stream's count of hash buckets of keys.
+
+    A key's state lives in the bucket its hash gives under the count the stream started with, so a
+    stream restarted from its checkpoint with another count would look for each moved key's
+    state in the wrong bucket and lose it without a word. Every value keeps the count it was
+    written with (`Meta.buckets`); another count is refused with an error naming both and the
+    setting that keeps the checkpoint's. `initialised`: every bucket of the stream got its value
+    in the query's first batch (the operator's initial state), so a bucket without one is not of
+    the checkpoint's buckets: the count grew. A value of an older sqlflow, which kept no count,
+    is taken to have `spec.previous_buckets` and moved to the current variable.
+    """
+    value = state.get()  # None when it does not exist (no exists() round trip)
+    if value is None:
+        old = previous.get()
+        if old is None:
+            if initialised:
+                raise bucket_count_error(spec, bucket, None)
+            meta = Meta(buckets=spec.buckets)
+            return meta, None, None
+        *fields, blob = old
+        if spec.previous_buckets != spec.buckets:
+            raise bucket_count_error(spec, bucket, spec.previous_buckets, older=True)
+        value = (*fields, spec.buckets, blob)
+        state.update(value)
+        previous.clear()
+    meta, blob = stored(value)
+    if meta.buckets != spec.buckets:
+        raise bucket_count_error(spec, bucket, meta.buckets)
+    return meta, blob, meta.row()
+
+
+def bucket_count_error(spec: "StreamSpec", bucket: int, written: int | None, *, older: bool = False):
+    """The located error of a checkpoint whose state was written with `written` hash buckets of
+    keys (None: fewer than the stream's, not known how many) when the stream has `spec.buckets`.
+
+    >>> print(bucket_count_error(StreamSpec(None, (), buckets=2, buckets_setting="b"), 1, 8))
+    sqlflow: STREAM: the checkpoint's state of bucket 1 was written by a stream of 8 hash buckets of keys, and this query has 2: each key's state would be looked for in another bucket and lost
+    set b = 8 to go on from this checkpoint, or start from a new one
+    """
+    setting = spec.buckets_setting or "the bucket count"
+    if written is None:
+        what = (f"the checkpoint has no state of bucket {bucket}: it was written by a stream of fewer hash buckets "
+                f"of keys than this query's {spec.buckets}")
+        hint = (f"set {setting} to the count of the checkpoint's first run (sqlflow.explain printed it) to go on "
+                f"from this checkpoint, or start from a new one")
+    else:
+        by = (f"an older sqlflow, which kept no bucket count: taken to be its default here, {written} hash buckets"
+              if older else f"a stream of {written} hash buckets")
+        what = (f"the checkpoint's state of bucket {bucket} was written by {by} of keys, and this query has "
+                f"{spec.buckets}")
+        hint = f"set {setting} = {written} to go on from this checkpoint, or start from a new one"
+    return SqlflowExecutionError(what + ": each key's state would be looked for in another bucket and lost",
+                                 clause="STREAM", hint=hint)
 
 
 class BucketStep:
@@ -385,15 +461,21 @@ def state_schema():
     return struct_type(STATE_SCHEMA)
 
 
+def previous_state_schema():
+    """An older sqlflow's value (`PREVIOUS_STATE_SCHEMA`) as pyspark's StructType."""
+    return struct_type(PREVIOUS_STATE_SCHEMA)
+
+
 class BucketOperator:
     """One bucket's calls in one task of transformWithStateInPandas, given the state handle and
     the bucket's state variable by udfs/tws.py's `PaneProcessor`: one call per bucket with input or
     an expired poll timer."""
 
-    def __init__(self, spec: StreamSpec, handle, state):
+    def __init__(self, spec: StreamSpec, handle, state, previous):
         self.spec = spec
         self.handle = handle
         self.state = state
+        self.previous = previous  # an older sqlflow's value (`read_state`)
         self.step = BucketStep(spec)
 
     # ------------------------------------------------------------------ callbacks
@@ -402,7 +484,7 @@ class BucketOperator:
         """The bucket's first call (TWS initial state, the query's batch 0, before any input: the
         bucket has no value yet, so it is not read; reading an absent value makes Spark log a
         warning): its empty value and, without heartbeats, its poll timer."""
-        meta = Meta()
+        meta = Meta(buckets=self.spec.buckets)
         self._poll(meta, timerValues.getCurrentWatermarkInMs())
         self.state.update((*meta.row(), None))
 
@@ -473,9 +555,8 @@ class BucketOperator:
     def _advance(self, key, rows, timerValues, finish: bool, seen, fired: int | None = None):
         spark_ms = timerValues.getCurrentWatermarkInMs()
         p = timerValues.getCurrentProcessingTimeInMs() * 1000
-        value = self.state.get()  # None when it does not exist (no exists() round trip)
-        meta, old = stored(value)
-        before = None if value is None else meta.row()
+        meta, old, before = read_state(self.state, self.previous, self.spec, int(key[0]),
+                                       initialised=self.spec.buckets > 0)
         wm_ms = spark_ms
         if self.spec.sources:  # the minimum of the sources' (udfs/source_watermarks.py), Spark's leaves out the silent
             wm_ms = several.watermark_ms(meta.seen_by, self.spec.column_shift, self.spec.source_delays_ms)

@@ -35,10 +35,14 @@ def _processor_class():
             self.spec = cloudpickle.dumps(spec)  # loaded on the executors only (not by the planning process)
             self.state_name = streaming.STATE_NAME
             self.state_schema = streaming.state_schema()
+            self.previous_name = streaming.PREVIOUS_STATE_NAME
+            self.previous_schema = streaming.previous_state_schema()
 
         def init(self, handle) -> None:
             self.handle = handle
             self.state = handle.getValueState(self.state_name, self.state_schema)
+            self.previous = (None if self.previous_schema is None else  # an ordering keeps no older value
+                             handle.getValueState(self.previous_name, self.previous_schema))
             self.operator: Any = None  # built on the first call: init also runs on the driver
 
         def handleInitialState(self, key, initialState, timerValues) -> None:
@@ -61,7 +65,7 @@ def _processor_class():
         def _build(self, spec):
             from sqlflow.udfs.streaming import BucketOperator
 
-            return BucketOperator(spec, self.handle, self.state)
+            return BucketOperator(spec, self.handle, self.state, self.previous)
 
     PaneProcessor.__module__ = __name__
     PaneProcessor.__qualname__ = "PaneProcessor"
@@ -83,18 +87,20 @@ def _chained_class():
             from sqlflow.udfs.operator_frames import struct_type
 
             self.spec = cloudpickle.dumps(spec)  # loaded on the executors only (not by the planning process)
-            self.names = (streaming.STATE_NAME, chained_operator.REPORTS_NAME)
-            self.schemas = (streaming.state_schema(), struct_type(chained_operator.REPORTS_SCHEMA))
+            self.names = (streaming.STATE_NAME, chained_operator.REPORTS_NAME, streaming.PREVIOUS_STATE_NAME)
+            self.schemas = (streaming.state_schema(), struct_type(chained_operator.REPORTS_SCHEMA),
+                            streaming.previous_state_schema())
 
         def init(self, handle) -> None:
-            self.state, self.reports = (handle.getValueState(n, s) for n, s in zip(self.names, self.schemas))
+            self.state, self.reports, self.previous = (handle.getValueState(n, s)
+                                                       for n, s in zip(self.names, self.schemas))
             self.operator: Any = None  # built on the first call: init also runs on the driver
 
         def handleInputRows(self, key, rows, timerValues):
             if self.operator is None:
                 from sqlflow.udfs.chained_operator import ChainOperator
 
-                self.operator = ChainOperator(pickle.loads(self.spec), self.state, self.reports)
+                self.operator = ChainOperator(pickle.loads(self.spec), self.state, self.reports, self.previous)
             yield from self.operator.input_rows(key, rows)
 
         def close(self) -> None:
@@ -123,6 +129,7 @@ def _ordered_class():
             self.spec = cloudpickle.dumps(spec)  # loaded on the executors only (not by the planning process)
             self.state_name = ORDER_STATE_NAME
             self.state_schema = struct_type(ORDER_STATE_SCHEMA)
+            self.previous_schema = None
 
         def _build(self, spec):
             from sqlflow.udfs.ordered_stream import OrderOperator

@@ -164,13 +164,16 @@ def buckets(spark, df=None, *, keyed: bool = True) -> tuple[int, str]:
     return base, f"{base} (2 x spark.sql.shuffle.partitions)"
 
 
-#: a stream's default hash buckets per core that runs its tasks (docs/streaming.md, 3.2)
-STREAMING_BUCKETS_PER_CORE = 4
-#: the owned-sink executor's: one per core. Its buckets are the tasks of one cogroup per batch, a
-#: Python call each, and the engine step is vectorised over every key of a bucket, so more buckets
-#: than cores only add calls (scenario 3o, 500,000 rows in 10 batches, alternated in one process:
-#: 4 per core 57.2/44.6/37.7 s, 1 per core 43.1/29.5/30.5 s; docs/dev/streaming-performance.md)
-OWNED_BUCKETS_PER_CORE = 1
+#: a stream's default hash buckets of keys per core that runs its tasks (docs/streaming.md, 3.2):
+#: one. A bucket is a task and a Python call in every micro-batch (and, in the stateful operator,
+#: a state store commit), and the engine step is vectorised over every key of a bucket, so more
+#: buckets than cores only add calls (docs/dev/streaming-performance.md: scenario 3o through an
+#: owned sink, 4 per core 57.2/44.6/37.7 s, 1 per core 43.1/29.5/30.5 s; the operator at 8, 2
+#: and 1 buckets, 50 batches of 2,000 rows, 0.54x, 0.62x, 0.66x native)
+STREAMING_BUCKETS_PER_CORE = 1
+#: the stateful operator's default before its state kept its count: a value of that time is taken
+#: to have this many per core unless the count is set (`previous_streaming_buckets`)
+PREVIOUS_STREAMING_BUCKETS_PER_CORE = 4
 #: the largest default: each bucket is visited in every micro-batch with data (its heartbeats)
 MAX_STREAMING_BUCKETS = 256
 
@@ -194,7 +197,7 @@ def streaming_buckets(spark, *, keyed: bool = True, per_core: int = STREAMING_BU
 
     `spark.sqlflow.streaming.buckets` if set; else `STREAMING_BUCKETS_PER_CORE` per core that
     runs the buckets (`cores`: enough to keep them busy, and a bucket's state stays a fraction of
-    the stream's; the owned-sink executor asks with `OWNED_BUCKETS_PER_CORE`). A stream's size is not known when it is planned (Spark has no statistics for
+    the stream's). A stream's size is not known when it is planned (Spark has no statistics for
     a streaming source), so unlike the bounded path's `buckets` there is no estimate to size by.
     Never from `spark.sql.shuffle.partitions`: a bucket costs a Python call in every micro-batch
     with data whether it holds one key or many, so Spark's default of 200 partitions must not
@@ -207,6 +210,13 @@ def streaming_buckets(spark, *, keyed: bool = True, per_core: int = STREAMING_BU
     n = cores(spark)
     base = min(MAX_STREAMING_BUCKETS, per_core * n)
     return base, f"{per_core} per core, {n} cores"
+
+
+def previous_streaming_buckets(spark) -> int:
+    """The hash buckets a stateful operator's state of an older sqlflow, which kept no count, is
+    taken to have: `spark.sqlflow.streaming.buckets` if set, else that version's default,
+    `PREVIOUS_STREAMING_BUCKETS_PER_CORE` per core (udfs/streaming.py's `read_state`)."""
+    return streaming_buckets(spark, per_core=PREVIOUS_STREAMING_BUCKETS_PER_CORE)[0]
 
 
 def driver_step_rows(spark) -> int:

@@ -15,13 +15,15 @@ from sqlflow.udfs import tws
 T0 = 1_700_000_000 * SECOND - (1_700_000_000 * SECOND) % MINUTE
 
 
-def processor():
+def processor(**buckets):
+    """The operator of a fixed-window SUM; `buckets`: `StreamSpec`'s count fields (none: grouped
+    by key, no buckets)."""
     windowing = ast.Windowing(ast.WindowClause(ast.Fixed(ast.Duration(MINUTE))), None,
                               ast.AllowedLateness(ast.Duration(MINUTE)), ast.Emit(ast.AccumulationMode.ACCUMULATING))
     plan = EnginePlan(windowing, (Aggregate("sum", "v", "total"),), keys=("k",))
     columns = (C.BUCKET, C.KIND, C.EVENT_TIME, "k", "v")
     spec = op.StreamSpec(plan=plan, input_columns=("k", C.EVENT_TIME, "v"), frame_columns=columns,
-                         integral_columns=("v",), column_shift=0, delay_ms=0)
+                         integral_columns=("v",), column_shift=0, delay_ms=0, **buckets)
     return tws.PaneProcessor(spec), columns
 
 
@@ -130,8 +132,9 @@ print(calls, heavy)
 
 def test_the_planning_process_imports_neither_pandas_nor_the_engine():
     """Spark plans every TWS query's first batch in a new Python process that unpickles the
-    processor and calls its `init`: that process registers the bucket's one state variable and
-    imports neither pandas nor the engine (they took 1.3-2.4 s of every query's start)."""
+    processor and calls its `init`: that process registers the bucket's state variable (and an
+    older sqlflow's, read once to move it) and imports neither pandas nor the engine (they took
+    1.3-2.4 s of every query's start)."""
     import subprocess
     import sys
 
@@ -140,9 +143,10 @@ def test_the_planning_process_imports_neither_pandas_nor_the_engine():
     proc, _ = processor()
     out = subprocess.run([sys.executable, "-c", PLANNING], input=cloudpickle.dumps(proc), capture_output=True,
                          check=True)
-    schema = op.state_schema().simpleString()
-    assert out.stdout.decode().strip() == f"[('bucket', '{schema}')] []"
-    assert schema.startswith("struct<wm:bigint,p:bigint,") and schema.endswith(",blob:binary>")
+    schema, previous = op.state_schema().simpleString(), op.previous_state_schema().simpleString()
+    assert out.stdout.decode().strip() == f"[('bucket_state', '{schema}'), ('bucket', '{previous}')] []"
+    assert schema.startswith("struct<wm:bigint,p:bigint,") and schema.endswith(",seq:bigint,buckets:bigint,blob:binary>")
+    assert previous == schema.replace(",buckets:bigint", "")
 
 
 def test_timers_only_while_the_watermark_can_move_and_no_call_that_spark_warns_about():
@@ -169,7 +173,7 @@ def test_timers_only_while_the_watermark_can_move_and_no_call_that_spark_warns_a
     tester = TwsTester(proc, timeMode="EventTime", eventTimeExtractor=lambda row: 1 << 60,
                        initialStatePandas=[(0, pd.DataFrame({C.BUCKET: [0]}))])
     assert calls == []  # batch 0's initial state: its value written, nothing read, no timer
-    assert peek(tester)[0] == op.Meta()
+    assert peek(tester)[0] == op.Meta(buckets=0)  # (the test's spec: grouped by key, no buckets)
     calls.clear()  # (peeking reads)
     tester.testInPandas(0, batch(columns, ["a"], [10]))
     seen_ms = (T0 + 10 * SECOND) // 1000  # the next batch's watermark (delay 0)
@@ -221,3 +225,89 @@ def test_the_operator_keeps_the_versioned_state_format_and_reads_the_previous_on
     assert str(error.value).startswith(
         f"sqlflow: STREAM: the state at the operator's state of bucket 0 has format version "
         f"{state_codec.FORMAT_VERSION + 1}; this sqlflow reads format version {state_codec.FORMAT_VERSION}")
+
+
+def bucketed(count: int, previous: int | None = None, value: tuple | None = None, older: tuple | None = None):
+    """A TwsTester of the operator of a stream of `count` buckets (an older sqlflow's value is
+    taken to have `previous`) whose bucket 0 holds `value` (the current variable's) or `older`
+    (the variable of an older sqlflow's); neither: a stream started now (its initial state)."""
+    from pyspark.sql.streaming.tws_tester import TwsTester
+
+    proc, columns = processor(buckets=count, previous_buckets=previous or count,
+                              buckets_setting="spark.sqlflow.streaming.buckets")
+    fresh = value is None and older is None
+    tester = TwsTester(proc, timeMode="EventTime", eventTimeExtractor=lambda row: 1 << 60,
+                       initialStatePandas=[(0, pd.DataFrame({C.BUCKET: [0]}))] if fresh else None)
+    if value is not None:
+        tester.updateValueState(op.STATE_NAME, 0, value)
+    if older is not None:
+        tester.updateValueState(op.PREVIOUS_STATE_NAME, 0, older)
+    return tester, columns
+
+
+def test_a_restart_with_another_bucket_count_is_refused_naming_both_counts():
+    """A key's state lives in the bucket of its hash under the stream's count: a stream restarted
+    from its checkpoint with another count (`spark.sqlflow.streaming.buckets` changed, another
+    number of cores under the default) would look for each moved key's state in another bucket
+    and lose it. Every bucket's value keeps the count; a call finding another is refused, naming
+    both counts and the setting that goes on from the checkpoint."""
+    import pytest
+
+    from sqlflow.errors import SqlflowExecutionError
+
+    tester, columns = bucketed(8)
+    tester.testInPandas(0, batch(columns, ["a", "b"], [1, 2]))
+    meta, blob = peek(tester)
+    assert (meta.buckets, meta.keys) == (8, 2)
+    value = (*meta.row(), blob)
+    # the same count goes on: a's and b's window [0, 1m) closes with its sums
+    tester, columns = bucketed(8, value=value)
+    tester.testInPandas(0, batch(columns, ["a"], [200]))
+    out = tester.testInPandas(0, heartbeat(columns, 200))
+    panes = out[out[C.KIND] == C.PANE].sort_values("k")
+    assert panes[["k", "total", "window_start"]].values.tolist() == [["a", 1, T0], ["b", 1, T0]]
+    # fewer buckets: refused, the checkpoint's count named
+    tester, columns = bucketed(2, value=value)
+    with pytest.raises(SqlflowExecutionError) as error:
+        tester.testInPandas(0, batch(columns, ["a"], [200]))
+    assert str(error.value) == (
+        "sqlflow: STREAM: the checkpoint's state of bucket 0 was written by a stream of 8 hash buckets of keys, "
+        "and this query has 2: each key's state would be looked for in another bucket and lost\n"
+        "set spark.sqlflow.streaming.buckets = 8 to go on from this checkpoint, or start from a new one")
+    # more buckets: a bucket the checkpoint never had has no value (every bucket of a stream
+    # gets one in its first batch), and its keys' state is in the checkpoint's buckets
+    tester, columns = bucketed(16, value=None, older=None)
+    tester.handle.value_states[op.STATE_NAME].clear()  # bucket 0 of a restarted stream: no initial state
+    with pytest.raises(SqlflowExecutionError, match="^sqlflow: STREAM: the checkpoint has no state of bucket 0: it "
+                       "was written by a stream of fewer hash buckets of keys than this query's 16"):
+        tester.testInPandas(0, batch(columns, ["a"], [200]))
+
+
+def test_an_older_sqlflow_value_moves_to_the_current_variable_when_its_count_is_the_default_then():
+    """An older sqlflow kept no count, in a state variable of the schema without it (Spark refuses
+    a variable whose schema changed). Its value is read when the current one is absent, taken to
+    have that version's count (`spark.sqlflow.streaming.buckets`, else its default of 4 per
+    core), and moved: the stream goes on. Taken to have another count than the stream's, it is
+    refused."""
+    import pytest
+
+    from sqlflow.errors import SqlflowExecutionError
+
+    tester, columns = bucketed(8)
+    tester.testInPandas(0, batch(columns, ["a", "b"], [1, 2]))
+    meta, blob = peek(tester)
+    older = (*meta.row()[:-1], blob)  # the previous schema: no count
+    tester, columns = bucketed(8, previous=8, older=older)
+    tester.testInPandas(0, batch(columns, ["a"], [200]))
+    out = tester.testInPandas(0, heartbeat(columns, 200))
+    panes = out[out[C.KIND] == C.PANE].sort_values("k")
+    assert panes[["k", "total", "window_start"]].values.tolist() == [["a", 1, T0], ["b", 1, T0]]
+    assert peek(tester)[0].buckets == 8 and tester.peekValueState(op.PREVIOUS_STATE_NAME, 0) is None
+    tester, columns = bucketed(2, previous=8, older=older)  # the new default, 1 per core, on 2 cores
+    with pytest.raises(SqlflowExecutionError) as error:
+        tester.testInPandas(0, batch(columns, ["a"], [200]))
+    assert str(error.value) == (
+        "sqlflow: STREAM: the checkpoint's state of bucket 0 was written by an older sqlflow, which kept no bucket "
+        "count: taken to be its default here, 8 hash buckets of keys, and this query has 2: each key's state "
+        "would be looked for in another bucket and lost\n"
+        "set spark.sqlflow.streaming.buckets = 8 to go on from this checkpoint, or start from a new one")

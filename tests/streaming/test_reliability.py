@@ -134,7 +134,7 @@ def logged(cp: Path, log: str) -> list[int]:
     return sorted(int(f.name) for f in (cp / log).iterdir() if f.name.isdigit())
 
 
-def run_in_process(spark, run_dir: Path, finish: bool) -> None:
+def run_in_process(spark, run_dir: Path, finish: bool, buckets: int = 3) -> None:
     """The crash job over the files now in run_dir/input, in this process (availableNow: it stops
     when they are read), finishing the input if `finish`. Without `finish`, no batch without data
     follows the last one: a run that is stopped or killed while its input goes on has none, and
@@ -142,32 +142,39 @@ def run_in_process(spark, run_dir: Path, finish: bool) -> None:
     if not finish:
         spark.conf.set("spark.sql.streaming.noDataMicroBatches.enabled", "false")
         try:
-            _run_job(spark, run_dir, False)
+            _run_job(spark, run_dir, False, buckets)
         finally:
             spark.conf.unset("spark.sql.streaming.noDataMicroBatches.enabled")
     else:
-        _run_job(spark, run_dir, True)
+        _run_job(spark, run_dir, True, buckets)
 
 
-def _run_job(spark, run_dir: Path, finish: bool) -> None:
+def _run_job(spark, run_dir: Path, finish: bool, buckets: int) -> None:
     job = runpy.run_path(str(JOB))
     src = (spark.readStream.schema("k string, et long, v long").option("maxFilesPerTrigger", 1)
            .parquet(str(run_dir / "input")).withColumnRenamed("et", EVENT_TIME))
     cp = str(run_dir / "cp")
-    stream = S.build_stream(src, job["plan"](), delay=10 * SECOND, buckets=3, finish_dir=cp + "-finish")
+    stream = S.build_stream(src, job["plan"](), delay=10 * SECOND, buckets=buckets, finish_dir=cp + "-finish")
     S.start(stream, format="parquet", path=str(run_dir / "out"), checkpoint=cp, available_now=True, finish=finish)
 
 
 def test_exactly_once_across_a_stop_and_restart(spark, crash_reference, stream_files, tmp_path):
     """Stopped after batch 3 (state, timers and output of batches 0-3 on disk), restarted from the
     checkpoint once the rest of the input is there: the sink holds exactly the uninterrupted run's
-    panes."""
+    panes. A restart with another bucket count first is refused in its first batch, naming both
+    counts (each moved key's state would be looked for in another bucket), and writes nothing."""
+    from pyspark.errors import StreamingQueryException
+
     run_dir = tmp_path / "restart"
     files = type(stream_files)(run_dir / "input")
     write_batches(files, crash_batches()[:4])
     run_in_process(spark, run_dir, finish=False)
     assert logged(run_dir / "cp", "commits") == logged(run_dir / "cp", "offsets") == [0, 1, 2, 3]
     write_batches(files, crash_batches()[4:])
+    with pytest.raises(StreamingQueryException, match="sqlflow: STREAM: the checkpoint's state of bucket [01] was "
+                       "written by a stream of 3 hash buckets of keys, and this query has 2"):
+        run_in_process(spark, run_dir, finish=True, buckets=2)
+    assert logged(run_dir / "cp", "commits") == [0, 1, 2, 3]
     run_in_process(spark, run_dir, finish=True)
     assert micro_batches(run_dir / "cp") == one_file_each(8)
     assert sink_rows(spark, run_dir / "out") == crash_reference

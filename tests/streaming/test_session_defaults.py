@@ -108,10 +108,10 @@ def test_the_buckets_and_partitions_follow_the_cores_not_the_shuffle_partitions(
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", before)
     cores = conf.cores(spark)
-    assert [s.buckets for s in S.pane_streams(df)] == [4 * cores]
-    assert f"transformWithStateInPandas over {4 * cores} hash buckets of keys (4 per core, {cores} cores)" in text
+    assert [s.buckets for s in S.pane_streams(df)] == [cores]
+    assert f"transformWithStateInPandas over {cores} hash buckets of keys (1 per core, {cores} cores)" in text
     for q, table in queries:
-        assert {op["numShufflePartitions"] for p in q.recentProgress for op in p["stateOperators"]} == {4 * cores}
+        assert {op["numShufflePartitions"] for p in q.recentProgress for op in p["stateOperators"]} == {cores}
         assert sorted((r.window_start.strftime("%M:%S"), r.n) for r in spark.table(table).collect()) \
             == [("00:00", 2)]
 

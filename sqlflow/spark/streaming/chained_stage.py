@@ -21,7 +21,7 @@ from ...udfs.tws import ChainedProcessor
 from .build import engine_columns
 from .pane_stream import PaneStream
 from .schema import is_integral
-from .stateful import (bucket_count, bucket_of, dropped_columns, masked_number_exprs, masked_numbers,
+from .stateful import (bucket_counts, bucket_count, bucket_of, dropped_columns, masked_number_exprs, masked_numbers,
                        operator_outputs, operator_schema)
 
 
@@ -56,7 +56,8 @@ def chained_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, *, ups
     spec = StreamSpec(plan=plan, input_columns=tuple(cols), frame_columns=tuple(rows.columns),
                       integral_columns=tuple(f.name for f in data.schema.fields
                                              if f.name in cols and is_integral(f.dataType)),
-                      masked_columns=masked, report=report, keep_dropped=keep_dropped, sources=sources)
+                      masked_columns=masked, report=report, keep_dropped=keep_dropped, sources=sources,
+                      **bucket_counts(spark, plan, buckets))
     raw = rows.groupBy(BUCKET).transformWithStateInPandas(
         statefulProcessor=ChainedProcessor(ChainSpec(spec, upstream.buckets)),
         outputStructType=operator_schema(spec, schema, engine_types), outputMode="Append", timeMode="None")

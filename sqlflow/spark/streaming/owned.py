@@ -58,7 +58,7 @@ from ...udfs.batch_step import (BUCKET_LAYOUT, SPARK_LAYOUT, BatchSpec, BatchSte
                                 driver_batch, metrics_columns, state_columns)
 from ...udfs.micro_batch_combine import batch_partials
 from ...udfs.streaming import StreamSpec
-from ..conf import (ARROW_LOCAL_RELATION_THRESHOLD, FILE_FORMATS, OWNED_BUCKETS_PER_CORE, cores, driver_step_rows,
+from ..conf import (ARROW_LOCAL_RELATION_THRESHOLD, FILE_FORMATS, cores, driver_step_rows,
                     streaming_buckets)
 from ..lifetimes import is_connect
 from ..session import keeps_active_session
@@ -308,7 +308,7 @@ class OwnedRun:
         self.files = CheckpointFiles(spark, checkpoint)
         plan = recipe.plan
         latest = self._latest_book(None)
-        default = recipe.buckets or streaming_buckets(spark, keyed=bool(plan.keys), per_core=OWNED_BUCKETS_PER_CORE)[0]
+        default = recipe.buckets or streaming_buckets(spark, keyed=bool(plan.keys))[0]
         self.buckets = latest.buckets if latest is not None else (max(1, int(default)) if plan.keys else 1)
         # dropped rows are listed row by row: a combined element would stand for several rows
         self.keep_dropped = sink.dropped_path is not None

@@ -46,6 +46,15 @@ def bucket_count(spark: SparkSession, plan: EnginePlan, buckets: int | None) -> 
     return buckets or conf.streaming_buckets(spark)[0]
 
 
+def bucket_counts(spark: SparkSession, plan: EnginePlan, buckets: int | None) -> dict:
+    """The `StreamSpec` fields of a stream's count of buckets: the count (`bucket_count`), the
+    count a state of an older sqlflow is taken to have (`buckets` when given, else
+    `conf.previous_streaming_buckets`), and the setting that chooses it."""
+    n = bucket_count(spark, plan, buckets)
+    previous = buckets or (conf.previous_streaming_buckets(spark) if plan.keys else 1)
+    return {"buckets": n, "previous_buckets": previous, "buckets_setting": conf.STREAMING_BUCKETS}
+
+
 def bucket_of(keys, n_buckets: int):
     """The bucket of a row's keys, 0 .. n_buckets - 1 (every stateful operator's one hash)."""
     if not keys:
@@ -143,7 +152,8 @@ def stateful_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, *, de
         shift=time_shift, keep_dropped=keep_dropped, weight=weight,
         column_shift=time_shift + shift, delay_ms=(delay + shift) // MILLISECOND if heartbeat else None,
         packed=packed, sources=tuple(sources),
-        source_delays_ms=tuple((d + shift) // MILLISECOND for d in source_delays), report=report)
+        source_delays_ms=tuple((d + shift) // MILLISECOND for d in source_delays), report=report,
+        **(bucket_counts(spark, plan, buckets) if not by_key else {}))
     out_schema = operator_schema(spec, schema, engine_types)
     group_cols = list(plan.keys) if by_key else [BUCKET]
     initial = None
