@@ -19,11 +19,12 @@ is a round trip to the JVM):
 Each micro-batch N (processing time p, Spark watermark W_N) is one engine instant
 `advance(rows, p, wm_prev=W_{N-1}, wm_new=W_N)`: rows are judged against the watermark of the
 batch before, as Spark itself judges late rows, then the watermark steps to W_N. For that every
-bucket must see every watermark advance, so every bucket exists from batch 0 (initial state) and
-keeps one event-time "poll" timer at W + 1 ms while the watermark can move without new data:
-whenever it moves, every bucket is visited (cheaply, from the `Meta` fields, when nothing is due).
-With heartbeats a bucket knows the next batch's watermark and keeps no timer when that is W (the
-next batch with data visits it anyway); docs/streaming.md 3.2 says why the buckets with nothing
+bucket must see every watermark advance, so every bucket exists from the first batch (its
+heartbeat rows; without heartbeats, TWS initial state) and keeps one event-time "poll" timer at
+W + 1 ms while the watermark can move without new data: whenever it moves, every bucket is
+visited (cheaply, from the `Meta` fields, when nothing is due). With heartbeats a bucket knows
+the next batch's watermark and keeps no timer when that is W (the next batch with data visits it
+anyway); docs/streaming.md 3.2 says why the buckets with nothing
 due still run in a batch without data. A visit writes only when something changed (what a batch
 writes goes into a state store version Spark keeps for `spark.sql.streaming.minBatchesToRetain`
 batches): the value when the blob's bytes or the `Meta` fields changed (the whole value then, the
@@ -158,6 +159,10 @@ class StreamSpec:
     buckets: int = 0
     previous_buckets: int = 0
     buckets_setting: str = ""
+    #: every bucket gets its value and poll timer in the query's first batch (TWS initial state):
+    #: buckets without heartbeats, which nothing else visits in every batch with data. Spark
+    #: runs the initial state's plan in every batch, so with heartbeats there is none
+    initial_state: bool = False
 
     @property
     def retracting(self) -> bool:
@@ -237,8 +242,10 @@ def read_state(state, previous, spec: "StreamSpec", bucket: int, *, initialised:
     written with (`Meta.buckets`); another count is refused with an error naming both and the
     setting that keeps the checkpoint's. `initialised`: every bucket of the stream got its value
     in the query's first batch (the operator's initial state), so a bucket without one is not of
-    the checkpoint's buckets: the count grew. A value of an older sqlflow, which kept no count,
-    is taken to have `spec.previous_buckets` and moved to the current variable.
+    the checkpoint's buckets: the count grew. (With heartbeats every bucket runs in every batch
+    with data, so the checkpoint's bucket 0 finds the other count in the same batch.) A value of
+    an older sqlflow, which kept no count, is taken to have `spec.previous_buckets` and moved to
+    the current variable.
     """
     value = state.get()  # None when it does not exist (no exists() round trip)
     if value is None:
@@ -556,7 +563,7 @@ class BucketOperator:
         spark_ms = timerValues.getCurrentWatermarkInMs()
         p = timerValues.getCurrentProcessingTimeInMs() * 1000
         meta, old, before = read_state(self.state, self.previous, self.spec, int(key[0]),
-                                       initialised=self.spec.buckets > 0)
+                                       initialised=self.spec.initial_state)
         wm_ms = spark_ms
         if self.spec.sources:  # the minimum of the sources' (udfs/source_watermarks.py), Spark's leaves out the silent
             wm_ms = several.watermark_ms(meta.seen_by, self.spec.column_shift, self.spec.source_delays_ms)

@@ -15,15 +15,15 @@ from sqlflow.udfs import tws
 T0 = 1_700_000_000 * SECOND - (1_700_000_000 * SECOND) % MINUTE
 
 
-def processor(**buckets):
-    """The operator of a fixed-window SUM; `buckets`: `StreamSpec`'s count fields (none: grouped
-    by key, no buckets)."""
+def processor(**fields):
+    """The operator of a fixed-window SUM with heartbeats; `fields`: other `StreamSpec` fields (the
+    bucket count's; none: grouped by key, no buckets)."""
     windowing = ast.Windowing(ast.WindowClause(ast.Fixed(ast.Duration(MINUTE))), None,
                               ast.AllowedLateness(ast.Duration(MINUTE)), ast.Emit(ast.AccumulationMode.ACCUMULATING))
     plan = EnginePlan(windowing, (Aggregate("sum", "v", "total"),), keys=("k",))
     columns = (C.BUCKET, C.KIND, C.EVENT_TIME, "k", "v")
     spec = op.StreamSpec(plan=plan, input_columns=("k", C.EVENT_TIME, "v"), frame_columns=columns,
-                         integral_columns=("v",), column_shift=0, delay_ms=0, **buckets)
+                         integral_columns=("v",), **({"column_shift": 0, "delay_ms": 0} | fields))
     return tws.PaneProcessor(spec), columns
 
 
@@ -227,17 +227,20 @@ def test_the_operator_keeps_the_versioned_state_format_and_reads_the_previous_on
         f"{state_codec.FORMAT_VERSION + 1}; this sqlflow reads format version {state_codec.FORMAT_VERSION}")
 
 
-def bucketed(count: int, previous: int | None = None, value: tuple | None = None, older: tuple | None = None):
+def bucketed(count: int, previous: int | None = None, value: tuple | None = None, older: tuple | None = None,
+             heartbeats: bool = True):
     """A TwsTester of the operator of a stream of `count` buckets (an older sqlflow's value is
     taken to have `previous`) whose bucket 0 holds `value` (the current variable's) or `older`
-    (the variable of an older sqlflow's); neither: a stream started now (its initial state)."""
+    (the variable of an older sqlflow's); neither: a stream started now (without `heartbeats`,
+    with its initial state). No test row is late for Spark."""
     from pyspark.sql.streaming.tws_tester import TwsTester
 
     proc, columns = processor(buckets=count, previous_buckets=previous or count,
-                              buckets_setting="spark.sqlflow.streaming.buckets")
+                              buckets_setting="spark.sqlflow.streaming.buckets",
+                              **({} if heartbeats else {"delay_ms": None, "initial_state": True}))
     fresh = value is None and older is None
     tester = TwsTester(proc, timeMode="EventTime", eventTimeExtractor=lambda row: 1 << 60,
-                       initialStatePandas=[(0, pd.DataFrame({C.BUCKET: [0]}))] if fresh else None)
+                       initialStatePandas=[(0, pd.DataFrame({C.BUCKET: [0]}))] if fresh and not heartbeats else None)
     if value is not None:
         tester.updateValueState(op.STATE_NAME, 0, value)
     if older is not None:
@@ -274,9 +277,13 @@ def test_a_restart_with_another_bucket_count_is_refused_naming_both_counts():
         "sqlflow: STREAM: the checkpoint's state of bucket 0 was written by a stream of 8 hash buckets of keys, "
         "and this query has 2: each key's state would be looked for in another bucket and lost\n"
         "set spark.sqlflow.streaming.buckets = 8 to go on from this checkpoint, or start from a new one")
-    # more buckets: a bucket the checkpoint never had has no value (every bucket of a stream
-    # gets one in its first batch), and its keys' state is in the checkpoint's buckets
-    tester, columns = bucketed(16, value=None, older=None)
+    # more buckets: the checkpoint's buckets find the other count (with heartbeats every bucket
+    # runs in every batch with data); without heartbeats, a bucket the checkpoint never had has
+    # no value (every bucket of such a stream gets one in its first batch, its initial state)
+    with pytest.raises(SqlflowExecutionError, match="^sqlflow: STREAM: the checkpoint's state of bucket 0 was "
+                       "written by a stream of 8 hash buckets of keys, and this query has 16"):
+        bucketed(16, value=value)[0].testInPandas(0, heartbeat(columns, 200))
+    tester, columns = bucketed(16, heartbeats=False)
     tester.handle.value_states[op.STATE_NAME].clear()  # bucket 0 of a restarted stream: no initial state
     with pytest.raises(SqlflowExecutionError, match="^sqlflow: STREAM: the checkpoint has no state of bucket 0: it "
                        "was written by a stream of fewer hash buckets of keys than this query's 16"):

@@ -153,11 +153,11 @@ def stateful_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, *, de
         column_shift=time_shift + shift, delay_ms=(delay + shift) // MILLISECOND if heartbeat else None,
         packed=packed, sources=tuple(sources),
         source_delays_ms=tuple((d + shift) // MILLISECOND for d in source_delays), report=report,
-        **(bucket_counts(spark, plan, buckets) if not by_key else {}))
+        initial_state=not by_key and not heartbeat, **(bucket_counts(spark, plan, buckets) if not by_key else {}))
     out_schema = operator_schema(spec, schema, engine_types)
     group_cols = list(plan.keys) if by_key else [BUCKET]
     initial = None
-    if not by_key:
+    if spec.initial_state:
         initial = (spark.range(max(n_buckets, 1)).select(F.col("id").cast("int").alias(BUCKET))
                    .groupBy(BUCKET))
     quiet(spark)  # Spark's state server and the operator's Python workers chatter on every batch
