@@ -1,6 +1,8 @@
 """The streaming panes equal the engine's: Engine.advance over the same micro-batches (same
 arrival sequence, batch times and watermarks) and the replay path (Engine.run with those arrival
 times, watermark steps and timer instants). Files are fed one per micro-batch."""
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -42,9 +44,13 @@ def random_batches(seed: int, n_batches: int = 5, per_batch: int = 12) -> list[p
     return out
 
 
-def check(spark, stream_files, tmp_path, name, plan, batches, *, delay, **options):
+def check(spark, stream_files, tmp_path, name, plan, batches, *, delay, streams: list | None = None, **options):
+    """The stream of `plan` over `batches` equals its replays; its panes, batch log and counters
+    (`streams`: the PaneStream is appended there)."""
     files = type(stream_files)(tmp_path / name / "input")
     panes, query, log, stream = run_stream(spark, files, plan, batches, delay=delay, name=name, **options)
+    if streams is not None:
+        streams.append(stream)
     assert stream.operator == "stateful"
     assert log[-1]["finished"], "the last batch finished the input"
     expected, engine_dropped = advance_oracle(plan, batches, log)
@@ -88,16 +94,22 @@ def test_random_cases(spark, stream_files, tmp_path, seed, window, trigger, mode
     assert metrics["input_rows"] > 0
 
 
-@pytest.mark.parametrize("heartbeat", [None, False])
-def test_combined_rows_give_the_same_panes_and_counts(spark, stream_files, tmp_path, heartbeat):
+@pytest.mark.parametrize("heartbeat,combine", [(None, None), (False, None), (None, "false")])
+def test_combined_rows_give_the_same_panes_and_counts(spark, stream_files, tmp_path, heartbeat, combine):
     """FIXED windows, early PERIOD firings, COUNT/SUM/MIN/MAX: the operator gets each micro-batch's
     rows combined per key and window (udfs/micro_batch_combine.py); its panes and counts (input rows, rows
     too late, rows without event time) equal the engine's over the rows themselves, and the
     watermark is max event time - delay over the rows, with or without heartbeats (a combined
-    element keeps its smallest event time; Spark's watermark column uses its largest)."""
+    element keeps its smallest event time; Spark's watermark column uses its largest), and with no
+    pass before the operator (`spark.sqlflow.streaming.combine` false: the rows as they are, poll
+    timers for the heartbeats)."""
     from pyspark.sql import types as T
 
+    from sqlflow.spark import conf
     from sqlflow.spark.streaming import combinable
+
+    if combine is not None:
+        spark.conf.set(conf.STREAMING_COMBINE, combine)
 
     aggs = (Aggregate("sum", "v", "total"), Aggregate("count_star", None, "n"), Aggregate("count", "v", "nv"),
             Aggregate("min", "v", "lo"), Aggregate("max", "v", "hi"))
@@ -116,8 +128,12 @@ def test_combined_rows_give_the_same_panes_and_counts(spark, stream_files, tmp_p
         batch.loc[[3 + i, 20 + i], "k"] = "b"
     batches[4].loc[10:14, EVENT_TIME] = batches[0][EVENT_TIME].iloc[10]  # 8 minutes late, one key and window
     batches[4].loc[10:14, "k"] = "a"
+    streams: list = []
     panes, log, metrics = check(spark, stream_files, tmp_path, "combined", plan, batches, delay=30 * SECOND,
-                                buckets=2, heartbeat=heartbeat)
+                                buckets=2, heartbeat=heartbeat, streams=streams)
+    # the pass before the operator (combine, pack, heartbeats) is one mapInArrow; none without it
+    passes = streams[0].panes._jdf.queryExecution().analyzed().toString().count("MapInArrow")
+    assert passes == (0 if combine == "false" else 1)
     assert metrics["input_rows"] == sum(len(b) for b in batches) == 200
     seen, expected = None, []
     data = iter(batches)
@@ -149,3 +165,29 @@ def test_beam_options_on_a_stream(spark, stream_files, tmp_path):
     assert metrics["dropped_too_late"] == 0
     for _, g in panes.groupby(["k", "window_start"]):
         assert g["is_last"].tolist() == [False] * (len(g) - 1) + [True]
+
+
+def test_the_docs_example_without_the_pass_before_the_operator(spark_undone, tmp_path):
+    """docs/streaming.md 3.2's example ("The pass before the operator is a trade") as written:
+    `explain` names the setting that took the pass away."""
+    import contextlib
+    import io
+    import re
+
+    import sqlflow
+    from sqlflow.spark import conf
+
+    doc = (Path(__file__).parents[2] / "docs" / "streaming.md").read_text()
+    section = doc[doc.index("**The pass before the operator is a trade**"):doc.index("### 3.3")]
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    printed = re.search(r"prints, for the stage, `(.*?)`\.", section, re.S).group(1).replace("\n", " ")
+    (tmp_path / "in").mkdir()
+    spark_undone.readStream.schema("user STRING, ts TIMESTAMP").json(str(tmp_path / "in")) \
+        .createOrReplaceTempView("clicks")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(code, {"spark": spark_undone, "sqlflow": sqlflow})
+    cores = conf.cores(spark_undone)
+    assert "(spark.sqlflow.streaming.combine false: its rows as they arrive, no pass before it)" in printed
+    assert printed.replace("2 hash buckets", f"{cores} hash buckets").replace("2 cores", f"{cores} cores") \
+        in out.getvalue()

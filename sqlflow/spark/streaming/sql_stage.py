@@ -128,6 +128,8 @@ def streaming_stage(runner, number: int, ws, rel, raw, *, finish_dir: str | None
     else:
         why = ("Spark's native streaming window aggregation (equivalent for this query)" if stream.operator == "native"
                else f"transformWithStateInPandas over {counted}")
+        if stream.operator == "stateful" and not conf.flag(spark, conf.STREAMING_COMBINE, True) and several is None:
+            why += f" ({conf.STREAMING_COMBINE} false: its rows as they arrive, no pass before it)"
     stage = Stage(number, ws.label(), f"streaming {stream.operator}", why, ws.windowing.mode.value,
                   output_time=ws.windowing.output_time.value)
     stage.notes += trigger_checks.finish_notes(ws, bounded=False)

@@ -83,7 +83,11 @@ def stateful_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, *, de
         bucket = bucket_of(plan.keys, n_buckets)
     weight = None
     combining_rows = None  # the rows with their window start and bucket, and the job combining them
-    if (not keep_dropped and not sources and shift == UNBOUNDED_SHIFT and grouping != "key"
+    # the pass before the operator (combine, pack, heartbeats) or none (several sources need its heartbeats)
+    passing = conf.flag(spark, conf.STREAMING_COMBINE, True) or bool(sources)
+    if not passing and heartbeat is None:
+        heartbeat = False
+    if (passing and not keep_dropped and not sources and shift == UNBOUNDED_SHIFT and grouping != "key"
             and combinable(plan, data.schema)):
         sliced, job, combined_schema, plan = combining(data, plan)
         start = job.group[-1]
@@ -99,7 +103,7 @@ def stateful_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, *, de
     rows = data.withColumn(BUCKET, bucket.cast("int")).withColumn(KIND, F.lit(DATA).cast("int"))
     if not sources:  # several: the input has its sources' own watermarks (several.py)
         rows = rows.withColumn(WM_COLUMN, F.timestamp_micros(latest + F.lit(time_shift + shift)))
-    packed = not by_key and not sources and shift == UNBOUNDED_SHIFT and packable(data.schema)
+    packed = passing and not by_key and not sources and shift == UNBOUNDED_SHIFT and packable(data.schema)
     masked: tuple[str, ...] | list[str] = ()
     heartbeat = heartbeat is not False and not by_key  # default on
     if packed:  # one row per bucket and input partition, BIGINTs exact (udfs/pack.py), and the
