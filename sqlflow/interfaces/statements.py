@@ -210,8 +210,12 @@ def stream_error(query) -> SqlflowExecutionError | None:
     failure = query.exception()
     if failure is None:
         return None
-    from ..spark.analysis import spark_message
+    from ..spark.analysis import carried_error, spark_message
 
+    carried = carried_error(failure)  # raised by sqlflow in a worker: its own words
+    if carried is not None:
+        return SqlflowExecutionError(f"the streaming query {query.name or query.id} failed: {carried.message}",
+                                     clause=carried.clause or "STREAM", hint=carried.hint)
     message = spark_message(failure) or type(failure).__name__
     return SqlflowExecutionError(f"the streaming query {query.name or query.id} failed: {message}",
                                  clause="STREAM")

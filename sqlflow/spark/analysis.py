@@ -17,7 +17,7 @@ from sqlglot import exp
 
 from .. import ast
 from ..columns import PANE_ALIAS, VIEW_PATTERN
-from ..errors import SqlflowAnalysisError
+from ..errors import SqlflowAnalysisError, SqlflowError
 from ..frontend.statement import DIALECT, Statement
 
 #: PySpark's loggers that log every analysis error with a query context (ERROR, with a stack trace)
@@ -134,6 +134,43 @@ def spark_message(error, *, whole: bool = False) -> str:
         text = text.rstrip(".") + (f". An input column is also named `{name}`: qualify it with its table"
                                    " or rename it before the windowed SELECT")
     return text
+
+
+#: a sqlflow error raised in a Python worker (or a foreachBatch function), as the text of the
+#: Spark error that failed the query carries it: the class's name, then the rendered error (its
+#: message, then its hint), up to Spark's SQLSTATE, its stack or its dump of the query
+_CARRIED = re.compile(r"^(?:sqlflow\.[\w.]+\.)?(Sqlflow\w*Error|StateFormatError): (sqlflow: .*?)"
+                      r"(?=\n\s*SQLSTATE|\s+SQLSTATE: |\n\s+at |\n=== |\n\S*(?:Error|Exception)\b|\Z)", re.M | re.S)
+_CLAUSE = re.compile(r"^sqlflow: ([A-Z][A-Z ]*[A-Z]): ")
+
+
+def carried_error(error) -> "SqlflowError | None":
+    """The sqlflow error that failed a streaming query from inside Spark (a Python worker or a
+    foreachBatch function raised it), as the same class, clause, message and hint, without
+    Spark's stack and plan around it; None when the failure is not sqlflow's.
+
+    >>> text = ("[STREAM_FAILED] Query [id = 1] terminated with exception: [PYTHON_EXCEPTION] Traceback:\\n"
+    ...         "  File x, line 1\\nsqlflow.errors.SqlflowExecutionError: sqlflow: STREAM: the state is older\\n"
+    ...         "set the count = 8 to go on\\n SQLSTATE: 38000\\n=== Streaming Query ===")
+    >>> found = carried_error(text)
+    >>> type(found).__name__, found.clause, found.message, found.hint
+    ('SqlflowExecutionError', 'STREAM', 'the state is older', 'set the count = 8 to go on')
+    >>> carried_error("[STREAM_FAILED] ... java.io.IOException: disk full") is None
+    True
+    """
+    from .. import errors
+    from ..engine import state_codec
+
+    found = _CARRIED.search(str(getattr(error, "desc", None) or error))
+    if found is None:
+        return None
+    kind = getattr(errors, found.group(1), None) or getattr(state_codec, found.group(1), None)
+    if not (isinstance(kind, type) and issubclass(kind, errors.SqlflowError)):
+        kind = errors.SqlflowExecutionError
+    head, _, hint = found.group(2).strip().partition("\n")
+    clause = _CLAUSE.match(head)
+    message = head[clause.end():] if clause else head.removeprefix("sqlflow: ")
+    return kind(message, clause=clause.group(1) if clause else None, hint=hint.strip() or None)
 
 
 def _condition(error) -> str | None:

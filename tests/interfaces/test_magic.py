@@ -357,6 +357,34 @@ def test_a_failed_stream_shows_its_error_never_a_finished_state(ipython, spark, 
     assert "finished" not in shown
 
 
+def test_a_stream_failed_by_sqlflow_in_a_worker_shows_sqlflows_error_and_hint():
+    """A stream that sqlflow stopped from inside a Python worker (a checkpoint of another bucket
+    count) fails with Spark's error around sqlflow's: the cell shows sqlflow's message and hint,
+    not Spark's first line (which says only that a Python worker raised)."""
+    from sqlflow.interfaces.statements import stream_error
+
+    class Failed:
+        desc = ("[STREAM_FAILED] Query [id = 7] terminated with exception: [PYTHON_EXCEPTION] An exception was "
+                "thrown from the Python worker: Traceback (most recent call last):\n  File \"udfs/streaming.py\", "
+                "line 1\nsqlflow.errors.SqlflowExecutionError: sqlflow: STREAM: the checkpoint's state of bucket 0 "
+                "was written by a stream of 8 hash buckets of keys, and this query has 2: each key's state would "
+                "be looked for in another bucket and lost\nset spark.sqlflow.streaming.buckets = 8 to go on from "
+                "this checkpoint, or start from a new one\n SQLSTATE: 38000 SQLSTATE: XXKST\n"
+                "=== Streaming Query ===\nIdentifier: [id = 7]")
+
+    class Query:
+        name, id = "sessions", "7"
+
+        def exception(self):
+            return Failed()
+
+    assert str(stream_error(Query())) == (
+        "sqlflow: STREAM: the streaming query sessions failed: the checkpoint's state of bucket 0 was written by a "
+        "stream of 8 hash buckets of keys, and this query has 2: each key's state would be looked for in another "
+        "bucket and lost\nset spark.sqlflow.streaming.buckets = 8 to go on from this checkpoint, or start from a "
+        "new one")
+
+
 def test_a_sqlflow_sql_error_in_a_notebook_is_the_located_error_alone(ipython, paper_views, capsys):
     r = run(ipython, "import sqlflow\n"
                      "sqlflow.sql(spark, 'SELECT k, SUM(nope) AS total FROM magic_paper GROUP BY k WINDOW FIXED(SIZE 2m) ON ts')")

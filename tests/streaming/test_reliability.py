@@ -7,6 +7,7 @@ the sink's commit and Spark's commit log (made by deleting those log entries), i
 run; and across a real kill -9 of the job's driver with its JVM, in the release tier
 (`--release`)."""
 import os
+import re
 import runpy
 import signal
 import subprocess
@@ -162,8 +163,9 @@ def test_exactly_once_across_a_stop_and_restart(spark, crash_reference, stream_f
     """Stopped after batch 3 (state, timers and output of batches 0-3 on disk), restarted from the
     checkpoint once the rest of the input is there: the sink holds exactly the uninterrupted run's
     panes. A restart with another bucket count first is refused in its first batch, naming both
-    counts (each moved key's state would be looked for in another bucket), and writes nothing."""
-    from pyspark.errors import StreamingQueryException
+    counts (each moved key's state would be looked for in another bucket), and writes nothing:
+    `start` raises the operator's error itself, not Spark's stack around it."""
+    from sqlflow.errors import SqlflowExecutionError
 
     run_dir = tmp_path / "restart"
     files = type(stream_files)(run_dir / "input")
@@ -171,9 +173,13 @@ def test_exactly_once_across_a_stop_and_restart(spark, crash_reference, stream_f
     run_in_process(spark, run_dir, finish=False)
     assert logged(run_dir / "cp", "commits") == logged(run_dir / "cp", "offsets") == [0, 1, 2, 3]
     write_batches(files, crash_batches()[4:])
-    with pytest.raises(StreamingQueryException, match="sqlflow: STREAM: the checkpoint's state of bucket [01] was "
-                       "written by a stream of 3 hash buckets of keys, and this query has 2"):
+    with pytest.raises(SqlflowExecutionError) as refused:
         run_in_process(spark, run_dir, finish=True, buckets=2)
+    assert re.fullmatch(
+        "sqlflow: STREAM: the checkpoint's state of bucket [012] was written by a stream of 3 hash buckets of keys, "
+        "and this query has 2: each key's state would be looked for in another bucket and lost\n"
+        "set spark.sqlflow.streaming.buckets = 3 to go on from this checkpoint, or start from a new one",
+        str(refused.value))
     assert logged(run_dir / "cp", "commits") == [0, 1, 2, 3]
     run_in_process(spark, run_dir, finish=True)
     assert micro_batches(run_dir / "cp") == one_file_each(8)
