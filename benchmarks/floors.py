@@ -23,7 +23,7 @@ parquet files), alternated in one process:
 - `native_8`: the same on 8 shuffle partitions, the operator's (what the runs before this side
   was added called `native`);
 - `tws_noop`: `transformWithStateInPandas` over 8 hash buckets of the key (the stateful operator's
-  shape: 4 buckets per core, as many shuffle partitions), a body that reads its rows, counts them
+  shape when its default was 4 buckets per core, as many shuffle partitions), a body that reads its rows, counts them
   and keeps one value of state per bucket;
 - `tws_unread`: the same, its rows not read;
 - `apiws_noop`: `applyInPandasWithState` (Spark 4.3's other stateful Python API) over the same
