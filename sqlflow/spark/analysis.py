@@ -173,6 +173,19 @@ def carried_error(error) -> "SqlflowError | None":
     return kind(message, clause=clause.group(1) if clause else None, hint=hint.strip() or None)
 
 
+@contextlib.contextmanager
+def carried_errors():
+    """Around waiting for a streaming query: a sqlflow error that failed it from inside Spark comes
+    out as itself (`carried_error`), not as Spark's error around it; any other as it was."""
+    try:
+        yield
+    except Exception as error:
+        carried = carried_error(error)
+        if carried is None:
+            raise
+        raise carried from None
+
+
 def _condition(error) -> str | None:
     for name in ("getCondition", "getErrorClass"):
         getter = getattr(error, name, None)

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import SqlflowUnsupportedError
-from .analysis import carried_error
+from .analysis import carried_errors
 from . import conf
 from .conf import FILE_FORMATS
 from .sinks.postgres import FORMAT as POSTGRES
@@ -81,13 +81,8 @@ def run_script(spark: "SparkSession", text: str, *, wait: bool = False) -> list[
     if wait:
         for result in results:
             if _is_query(result):
-                try:
+                with carried_errors():  # raised in a worker: sqlflow's error itself
                     result.awaitTermination()
-                except Exception as error:
-                    carried = carried_error(error)  # raised in a worker: sqlflow's error itself
-                    if carried is None:
-                        raise
-                    raise carried from None
     return results
 
 

@@ -8,7 +8,7 @@ from pyspark.sql import DataFrame
 
 from ...columns import DROPPED, PANE
 from ...errors import SqlflowUnsupportedError
-from ..analysis import carried_error
+from ..analysis import carried_errors
 from ..lifetimes import is_connect
 from ..log_filter import quiet
 from ..conf import FILE_FORMATS, STREAMING_EXECUTOR, STREAMING_EXECUTORS
@@ -152,14 +152,9 @@ def start(stream: PaneStream | DataFrame, *, format: str = "parquet", path: str 
     # a memory or console sink cannot restart from a checkpoint of its own (Spark refuses: "does
     # not support recovering from checkpoint location"): started again only on a fresh one
     restartable = table is not None or foreach or format not in _SCRATCH or checkpoint is None
-    try:
+    with carried_errors():  # raised in a worker: sqlflow's error, not Spark's stack around it
         return run_with_retries(launch, run, attempts=START_ATTEMPTS if stateful and restartable else 1,
                                 pause=RETRY_PAUSE)
-    except Exception as error:
-        carried = carried_error(error)  # raised in a worker: sqlflow's error, not Spark's stack around it
-        if carried is None:
-            raise
-        raise carried from None
 
 
 def _check_dropped(stream, finishers: list[PaneStream], df, *, format: str, path: str | None,
