@@ -8,6 +8,11 @@ micro-batch, availableNow), alternated in one process:
 - `collect_partials`: foreachBatch collecting each batch to the driver as Arrow and combining it
   per key and minute with pyarrow (the first steps of the owned-sink executor's driver-local
   batch, without the engine, its state or a sink);
+- `batch_count`: foreachBatch counting each batch's rows in the JVM (the least a design that
+  writes its own sink does with a batch);
+- `jvm_partials`: foreachBatch combining each batch per key and minute by Spark's own batch
+  aggregation and collecting the partials as Arrow (the first step of the owned-sink
+  executor's distributed batch, where Spark combines, without the engine, its state or a sink);
 - `native_append`: Spark's own window aggregation of f3o (fixed 1-minute windows, COUNT and SUM
   per user, watermark 30 minutes behind, append mode);
 - `sqlflow_f3o`, `sqlflow_f4o`: sqlflow's f3o and f4o streams.
@@ -97,8 +102,20 @@ def flink_sides(spark, args, work: Path) -> dict:
         (pa.table({"user_id": t["user_id"], "minute": minute, "amount": t["amount"]})
          .group_by(["user_id", "minute"]).aggregate([("amount", "sum"), ("amount", "count")]))
 
+    def jvm(df, batch_id):
+        from pyspark.sql import functions as F
+
+        (df.groupBy("user_id", F.floor(F.unix_micros("event_time") / 60_000_000).alias("minute"))
+         .agg(F.sum("amount"), F.count("*")).toArrow())
+
     def pass_through():
         return _run(source().writeStream.format("noop"), work)
+
+    def batch_count():
+        return _run(source().writeStream.foreachBatch(lambda df, batch_id: df.count()), work)
+
+    def jvm_partials():
+        return _run(source().writeStream.foreachBatch(jvm), work)
 
     def collect_partials():
         return _run(source().writeStream.foreachBatch(partials), work)
@@ -116,7 +133,8 @@ def flink_sides(spark, args, work: Path) -> dict:
         query = flink_compare.sqlflow_query(window, streaming)
         return lambda: flink_compare.run_stream(spark, query, work, executor="owned")
 
-    return {"pass_through": pass_through, "collect_partials": collect_partials, "native_append": native_append,
+    return {"pass_through": pass_through, "batch_count": batch_count, "collect_partials": collect_partials,
+            "jvm_partials": jvm_partials, "native_append": native_append,
             "sqlflow_f3o": owned("f3o"), "sqlflow_f4o": owned("f4o")}
 
 
