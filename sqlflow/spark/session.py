@@ -16,7 +16,10 @@ Why each setting (measured, see docs/spark-internals.md):
   tests/streaming/test_pipelines.py). Through the FileSystem API none: those tests and
   tests/streaming/test_owned.py's took 92-98 s against 110-122 s (115 against 140 CPU-seconds),
   alternated, 2 rounds each. A local rename is atomic either way; Spark itself takes this class
-  for file systems without FileContext.
+  for file systems without FileContext. Set on the running session (`RUNTIME_CONF`), not when
+  Spark starts: a setting given to the builder stays in every query's Hadoop settings even
+  after `spark.conf.unset`, and `start` unsets it for a checkpoint on another file system
+  (sqlflow/spark/streaming/session_conf.py).
 - Warehouse, Derby metastore and derby.log under a private temp dir: nothing lands in the
   working directory.
 
@@ -39,6 +42,9 @@ if TYPE_CHECKING:  # pragma: no cover
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 #: Spark's checkpoint file manager on Hadoop's FileSystem API (see above)
 CHECKPOINT_FILES = "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
+
+#: what `local_session` sets on the running session (the rest of its settings: `default_conf`)
+RUNTIME_CONF = {"spark.sql.streaming.checkpointFileManagerClass": CHECKPOINT_FILES}
 
 _scratch: str | None = None
 
@@ -64,7 +70,6 @@ def default_conf(master: str = "local[2]") -> dict[str, str]:
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
-        "spark.sql.streaming.checkpointFileManagerClass": CHECKPOINT_FILES,
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.sql.warehouse.dir": os.path.join(scratch, "warehouse"),
         "spark.hadoop.javax.jdo.option.ConnectionURL":
@@ -157,6 +162,9 @@ def local_session(
             raise
         raise failed from None
     spark.sparkContext.setLogLevel("WARN")
+    for key, value in RUNTIME_CONF.items():
+        if key not in settings:
+            spark.conf.set(key, value)
     return spark
 
 

@@ -2,13 +2,15 @@
 for the query they start; `sqlflow.sql` sets it on the session and says so once; the bucket count
 does not follow the shuffle partitions, and `start` and the result's own `df.writeStream` run a
 query on as many partitions as buckets; Python workers that cannot import sqlflow are a located
-error when the stream is built."""
+error when the stream is built; a local checkpoint is written without a process per file."""
 import json
 import os
+import re
 import subprocess
 import sys
 import time
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -16,8 +18,9 @@ import sqlflow
 from sqlflow.errors import SqlflowUnsupportedError
 from sqlflow.spark import conf, streaming as S
 from sqlflow.spark.script import run_script
-from sqlflow.spark.session import ROCKSDB_PROVIDER
-from sqlflow.spark.streaming.session_conf import HDFS_PROVIDER, PROVIDER_KEY, SET_PROVIDER, SqlflowSessionWarning
+from sqlflow.spark.session import CHECKPOINT_FILES, ROCKSDB_PROVIDER
+from sqlflow.spark.streaming.session_conf import (CHECKPOINT_MANAGER_KEY, HDFS_PROVIDER, PROVIDER_KEY, SET_PROVIDER,
+                                                  SqlflowSessionWarning, checkpoint_manager, local_checkpoint)
 
 #: what these tests check is a session with Spark's defaults: also run on one (tests/conftest.py),
 #: all but the test of the partitions, which sets Spark's default 200 itself
@@ -216,3 +219,73 @@ def test_a_script_and_start_set_the_state_store_for_their_query_only(spark, tmp_
                    for r in spark.table("sessions_started").collect())
     assert again == got
     assert spark.conf.get(PROVIDER_KEY) == HDFS_PROVIDER
+
+
+#: Spark's default checkpoint file manager
+SPARKS_MANAGER = "org.apache.spark.sql.execution.streaming.checkpointing.FileContextBasedCheckpointFileManager"
+
+
+def manager(query) -> str:
+    """The class writing `query`'s checkpoint files (its offset log's)."""
+    return query._jsq.streamingQuery().offsetLog().fileManager().getClass().getName()
+
+
+@pytest.mark.parametrize("executor", ["operator", "owned"])
+def test_a_local_checkpoint_is_written_without_a_process_per_file_for_its_query_only(spark, tmp_path, executor):
+    """On a session that has not chosen a checkpoint file manager (Spark's default forks `readlink`
+    for every checkpoint file on the local file system), a stream sqlflow starts on a local
+    checkpoint gets the FileSystem-based one for its query; the session stays as it was."""
+    src = clicks(spark, tmp_path, f"clicks_files_{executor}")
+    before = spark.conf.get(CHECKPOINT_MANAGER_KEY, None)
+    assert before == CHECKPOINT_FILES  # as local_session sets it on the session it starts
+    spark.conf.unset(CHECKPOINT_MANAGER_KEY)
+    spark.conf.set(S.CONF_FINISH_DIR, str(tmp_path / "fin"))
+    try:
+        df = sqlflow.sql(spark, SESSIONS.format(view=f"clicks_files_{executor}"))
+        q = S.start(df, format="parquet", path=str(tmp_path / "out"), checkpoint=str(tmp_path / "cp"),
+                    available_now=True, finish=True, executor=executor)
+        assert manager(q) == CHECKPOINT_FILES
+        assert spark.conf.get(CHECKPOINT_MANAGER_KEY, None) is None
+        plain = spark.readStream.schema("user_id string, ts timestamp").json(str(src)).writeStream.format("noop") \
+            .option("checkpointLocation", str(tmp_path / "plain")).trigger(availableNow=True).start()
+        plain.awaitTermination()
+        assert manager(plain) == SPARKS_MANAGER  # the session's own stream: Spark's default
+    finally:
+        spark.conf.unset(S.CONF_FINISH_DIR)
+        if before is not None:
+            spark.conf.set(CHECKPOINT_MANAGER_KEY, before)
+    got = sorted((r.window_start.strftime("%M:%S"), r.n) for r in spark.read.parquet(str(tmp_path / "out")).collect())
+    assert got == [("00:00", 2), ("03:20", 1)]
+    assert spark.conf.get(CHECKPOINT_MANAGER_KEY, None) == before
+
+
+def test_the_checkpoint_file_manager_follows_the_checkpoints_file_system(spark, tmp_path):
+    """Spark's default where the session has not chosen, the FileSystem-based manager for a local
+    checkpoint (a path or a file: URI), Spark's default again for one elsewhere (an overwriting
+    rename on HDFS keeps the old file), and a manager of the user's own left alone; the line
+    docs/streaming.md gives users for their own streams sets the one `start` takes."""
+    before = spark.conf.get(CHECKPOINT_MANAGER_KEY, None)
+    text = (Path(__file__).resolve().parents[2] / "docs" / "streaming.md").read_text()
+    fence = "`" * 3
+    line = re.search(fence + r"python\n(.*?)" + fence, text[text.index("To give your own streams on a"):],
+                     re.S).group(1)
+    try:
+        spark.conf.unset(CHECKPOINT_MANAGER_KEY)
+        exec(line, {"spark": spark})
+        assert spark.conf.get(CHECKPOINT_MANAGER_KEY) == CHECKPOINT_FILES
+        spark.conf.unset(CHECKPOINT_MANAGER_KEY)
+        assert checkpoint_manager(spark, str(tmp_path)) == CHECKPOINT_FILES
+        assert checkpoint_manager(spark, f"file://{tmp_path}") == CHECKPOINT_FILES
+        assert checkpoint_manager(spark, "hdfs://localhost:9000/cp") is None
+        assert checkpoint_manager(spark, None) is None
+        spark.conf.set(CHECKPOINT_MANAGER_KEY, CHECKPOINT_FILES)  # as local_session sets it
+        assert checkpoint_manager(spark, str(tmp_path)) is None
+        assert checkpoint_manager(spark, "hdfs://localhost:9000/cp") == ""
+        assert local_checkpoint(spark, "hdfs://localhost:9000/cp") is False
+        spark.conf.set(CHECKPOINT_MANAGER_KEY, "com.example.TheirManager")
+        assert checkpoint_manager(spark, "hdfs://localhost:9000/cp") is None
+        assert checkpoint_manager(spark, str(tmp_path)) is None
+    finally:
+        spark.conf.unset(CHECKPOINT_MANAGER_KEY)
+        if before is not None:
+            spark.conf.set(CHECKPOINT_MANAGER_KEY, before)

@@ -961,7 +961,13 @@ def start_owned(recipe: OwnedRecipe, *, sink: OwnedSink, checkpoint: str, query_
 
     # on Spark Connect `start` starts the foreachBatch function's Python process, which may not
     # connect back in time under load: nothing ran, so it is started again
-    query = run_with_retries(w.start, lambda q: None, attempts=START_ATTEMPTS if run.remote else 1,
+    from .session_conf import settings_for
+
+    def launch():
+        with settings_for(spark, [], checkpoint):  # the checkpoint's file manager, for this query only
+            return w.start()
+
+    query = run_with_retries(launch, lambda q: None, attempts=START_ATTEMPTS if run.remote else 1,
                              pause=RETRY_PAUSE)
     RUNS[str(query.id)] = run
     if finish:

@@ -38,6 +38,16 @@ only; a query restarted from a checkpoint keeps the number it started with (Spar
 from the offset log). A streaming result of `sqlflow.sql` applies it itself: its `writeStream`'s
 `start` and `toTable` run inside `settings_for_result` (`start_with_settings`), so the user's own
 `df.writeStream...start()` gets what `start` gets.
+
+How Spark writes the checkpoint's files: through Hadoop's FileContext by default, which on the
+local file system forks a `readlink` process from the JVM for every file (offsets, commits, the
+source's log, the state store's files; several per micro-batch, docs/spark-internals.md 8).
+Spark's FileSystem-based manager writes them with none, and a rename on a local file system is
+atomic either way; on HDFS it is not the same (an overwriting rename onto an existing file leaves
+the old one). So `settings_for`, given the query's checkpoint, takes the FileSystem-based manager
+for a checkpoint on the local file system when the session has not chosen one, and Spark's
+default for a checkpoint elsewhere when the session has the FileSystem-based one (as
+`local_session` sets it); for that query only (`checkpoint_manager`).
 """
 from __future__ import annotations
 
@@ -46,7 +56,7 @@ from contextlib import contextmanager
 from functools import wraps
 
 from ...errors import SqlflowExecutionError, SqlflowUnsupportedError
-from ..session import ROCKSDB_PROVIDER
+from ..session import CHECKPOINT_FILES, ROCKSDB_PROVIDER
 from ...plan.user_warnings import warn
 
 PROVIDER_KEY = "spark.sql.streaming.stateStore.providerClass"
@@ -153,15 +163,60 @@ def worker_failure(text: str) -> str:
 SHUFFLE_KEY = "spark.sql.shuffle.partitions"
 
 
+#: Spark's setting: the class writing a stream's checkpoint files
+CHECKPOINT_MANAGER_KEY = "spark.sql.streaming.checkpointFileManagerClass"
+
+
+def local_checkpoint(spark, checkpoint: str) -> bool | None:
+    """Whether `checkpoint` is on the local file system (Hadoop's qualified path); None when this
+    process cannot tell (Spark Connect, a path without a scheme: the server's default file system)."""
+    from urllib.parse import urlparse
+
+    from ..lifetimes import is_connect
+
+    scheme = urlparse(checkpoint).scheme
+    if scheme == "file":
+        return True
+    if is_connect(spark):
+        return None if len(scheme) <= 1 else False  # (one letter: a Windows drive)
+    try:
+        path = spark._jvm.org.apache.hadoop.fs.Path(checkpoint)
+        fs = path.getFileSystem(spark._jsc.hadoopConfiguration())
+        return str(fs.makeQualified(path).toUri()).startswith("file:")
+    except Exception:  # noqa: BLE001  (a scheme without a file system here: Spark's own error at start)
+        return None
+
+
+def checkpoint_manager(spark, checkpoint: str | None) -> str | None:
+    """The checkpoint file manager a query on `checkpoint` is started with (module docstring): the
+    FileSystem-based one on the local file system when the session has none of its own, "" (Spark's
+    default) elsewhere when the session has that one, None to leave the session's."""
+    if checkpoint is None:
+        return None
+    current = spark.conf.get(CHECKPOINT_MANAGER_KEY, None) or None
+    if current not in (None, CHECKPOINT_FILES):
+        return None
+    local = local_checkpoint(spark, checkpoint)
+    if local and current is None:
+        return CHECKPOINT_FILES
+    if local is False and current == CHECKPOINT_FILES:
+        return ""
+    return None
+
+
 @contextmanager
-def settings_for(spark, streams: list):
-    """Around starting a query over the pane streams `streams`: what the query needs of the
-    session, for that query only, the session's own settings again afterwards: the RocksDB state
-    store when a stream runs the stateful operator, and no more shuffle partitions than its
-    operators have buckets (the most of theirs; a native operator's are `conf.streaming_buckets`)."""
+def settings_for(spark, streams: list, checkpoint: str | None = None):
+    """Around starting a query over the pane streams `streams` on `checkpoint`: what the query
+    needs of the session, for that query only, the session's own settings again afterwards: the
+    RocksDB state store when a stream runs the stateful operator, no more shuffle partitions than
+    its operators have buckets (the most of theirs; a native operator's are
+    `conf.streaming_buckets`), and the checkpoint's file manager (`checkpoint_manager`)."""
     from .. import conf
 
     wanted: dict[str, str] = {}
+    manager = checkpoint_manager(spark, checkpoint)
+    if manager is not None:
+        wanted[CHECKPOINT_MANAGER_KEY] = manager
     if any(s.operator == "stateful" for s in streams) and provider(spark) != ROCKSDB_PROVIDER:
         wanted[PROVIDER_KEY] = ROCKSDB_PROVIDER
     if streams:  # fewer partitions than the session's, never more (a bucket per partition at most)
@@ -170,7 +225,10 @@ def settings_for(spark, streams: list):
             wanted[SHUFFLE_KEY] = str(buckets)
     before = {key: spark.conf.get(key, None) for key in wanted}
     for key, value in wanted.items():
-        spark.conf.set(key, value)
+        if value:
+            spark.conf.set(key, value)
+        else:
+            spark.conf.unset(key)
     try:
         yield
     finally:

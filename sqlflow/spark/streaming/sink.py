@@ -128,7 +128,7 @@ def start(stream: PaneStream | DataFrame, *, format: str = "parquet", path: str 
     def launch() -> "StreamingQuery":
         if fresh_checkpoint(df.sparkSession, checkpoint, query_name):  # a new run: no earlier run's marker ends it
             clear_finish_markers(finishers)
-        with settings_for(df.sparkSession, finishers):  # RocksDB, the partitions: for this query only
+        with settings_for(df.sparkSession, finishers, checkpoint):  # RocksDB, partitions, files: this query's
             if foreach:
                 return w.start()
             if table is not None:
