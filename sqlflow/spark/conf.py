@@ -51,6 +51,9 @@ STREAMING_FINISH_DIR = "spark.sqlflow.streaming.finishDir"
 #: (docs/streaming.md 3.0, "The driver-local step")
 STREAMING_DRIVER_ROWS = "spark.sqlflow.streaming.driverStepRows"
 DEFAULT_STREAMING_DRIVER_ROWS = 200_000
+#: a batch whose files Spark knows to hold at most this many bytes per row of the driver-local
+#: step's limit is collected without the limit (its extra stage), and counted after
+DRIVER_STEP_BYTES_PER_ROW = 64
 #: an interval added to event time for Spark's watermark, e.g. '36500 days' (times before 1970)
 STREAMING_TIME_SHIFT = "spark.sqlflow.streaming.timeShift"
 

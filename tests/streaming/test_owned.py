@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from pyspark.sql.classic.dataframe import DataFrame
 
 from sqlflow import ast
 from sqlflow.columns import EVENT_TIME
@@ -213,26 +214,34 @@ def test_a_sink_that_reads_some_panes_still_writes_every_buckets_state(spark, st
     assert sorted(f.name for f in last.glob("*.parquet")) == ["bucket-00000.parquet", "bucket-00001.parquet"]
 
 
-def test_the_driver_step_runs_batches_up_to_its_limit_of_rows(spark, stream_files, tmp_path):
+@pytest.mark.parametrize("collect", ["limit", "whole"])
+def test_the_driver_step_runs_batches_up_to_its_limit_of_rows(spark, stream_files, tmp_path, monkeypatch, collect):
     """`driverStepRows = 3`: a batch of at most 3 rows runs in the driver; a larger one is found
     by its collect's limit (4 rows) and runs distributed; the batch after a larger one runs
     distributed without trying (its rows are not read twice), and the one after that tries the
     driver again. The two steps share the state files, so the stream's panes are still
     `Engine.advance`'s over the same batches (FIXED, default trigger: the partials by pyarrow or
-    by Spark, batch by batch; the finish batch, one marker row per bucket, in the driver)."""
+    by Spark, batch by batch; the finish batch, one marker row per bucket, in the driver).
+    `whole`: the batches' files are small enough (here: any size) to be collected without the
+    limit and counted after, with the same outcome; `limit`: none is."""
     base = 1_700_000_000 * SECOND
     sizes = [2, 5, 2, 2, 3]
     rng = np.random.default_rng(3)
     batches = [pd.DataFrame({"k": rng.choice(list("abc"), n), EVENT_TIME: base + i * MINUTE + rng.integers(0, MINUTE, n),
                              "v": rng.integers(1, 9, n)}) for i, n in enumerate(sizes)]
     plan = plan_of(ast.Fixed(D(MINUTE)), None, lateness=MINUTE)
+    monkeypatch.setattr(owned, "DRIVER_STEP_BYTES_PER_ROW", 0 if collect == "limit" else 10**9)
+    limits = []
+    limit = DataFrame.limit
+    monkeypatch.setattr(DataFrame, "limit", lambda self, n: limits.append(n) or limit(self, n))
     spark.conf.set(DRIVER_ROWS, "3")
     try:
-        panes, query, log = run_owned(spark, stream_files, plan, batches, delay=10 * SECOND, name="driver_limit",
-                                      tmp_path=tmp_path)
+        panes, query, log = run_owned(spark, stream_files, plan, batches, delay=10 * SECOND,
+                                      name=f"driver_limit_{collect}", tmp_path=tmp_path)
     finally:
         spark.conf.unset(DRIVER_ROWS)
     assert driver_steps(query) == [1, 0, 0, 1, 1, 1]
+    assert limits == ([4] * 5 if collect == "limit" else [])  # every batch tried but the one after 5 rows
     expected, _ = advance_oracle(plan, batches, log)
     pd.testing.assert_frame_equal(panes, expected[panes.columns], check_dtype=False)
     assert len(panes) == 11 and S.query_metrics(query)["driver_steps"] == 4
