@@ -40,9 +40,10 @@ f1-f5 on --flink-rows (default: --rows).
   3sf 3s's small batches through the stateful operator (what the streaming DataFrame of
       `sqlflow.sql` runs). Target: >= 0.7x.
   3d  scenario 3's query on a session with Spark's defaults (200 shuffle partitions, Spark's own
-      state store, as `SparkSession.builder.getOrCreate()` gives it), 3 files of 50 rows, the
-      streaming DataFrame of `sqlflow.sql` written by `df.writeStream` (the user's own sink):
-      sqlflow vs native update mode in the same session. Target: sqlflow's time <= 1.5x native's.
+      state store and checkpoint file manager, as `SparkSession.builder.getOrCreate()` gives
+      them), 3 files of 50 rows, the streaming DataFrame of `sqlflow.sql` written by
+      `df.writeStream` (the user's own sink): sqlflow vs native update mode in the same session.
+      Target: sqlflow's time <= 1.5x native's.
   3do scenario 3d through the owned-sink executor (`sqlflow.start(..., executor="owned")`, the
       sink sqlflow writes) on the same defaults. Target: sqlflow's time <= 1.5x native's.
   4   scenario 2 in Apache Beam's Python SDK (DirectRunner, benchmarks/beam_sessions.py) on the
@@ -308,9 +309,11 @@ def streaming_pair(spark, files: Path, work: Path, scenario: str = "3"):
     return {"sqlflow": ours, "reference": native}
 
 
-#: 3d: Spark's defaults that matter to a stream (the rest of the session is compare.py's)
+#: 3d: Spark's defaults that matter to a stream (the rest of the session is compare.py's): its
+#: shuffle partitions, and its state store and checkpoint file manager (unset: Spark's own)
 SPARK_DEFAULTS = {"spark.sql.shuffle.partitions": "200"}
 PROVIDER = "spark.sql.streaming.stateStore.providerClass"
+CHECKPOINT_MANAGER = "spark.sql.streaming.checkpointFileManagerClass"
 ROCKSDB = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 
 
@@ -331,6 +334,7 @@ def defaults_pair(spark, files: Path, work: Path, executor: str | None = None):
         for key, value in SPARK_DEFAULTS.items():
             spark.conf.set(key, value)
         spark.conf.unset(PROVIDER)
+        spark.conf.unset(CHECKPOINT_MANAGER)
 
     def ours():
         session_defaults()
@@ -560,14 +564,17 @@ def main(argv=None) -> int:
         for name in (s for s in ("3d", "3do") if s in only):
             n, files = 150, 3
             print(f"scenario {name}: {NAMES[name]}, {n:,} rows in {files} files", flush=True)
-            saved = {k: spark.conf.get(k) for k in (*SPARK_DEFAULTS, PROVIDER)}
+            saved = {k: spark.conf.get(k, None) for k in (*SPARK_DEFAULTS, PROVIDER, CHECKPOINT_MANAGER)}
             at_start = provenance.load()
             try:
                 r = measure(defaults_pair(spark, events.stream_files(n, files), work,
                                           executor="owned" if name == "3do" else None), n, repeat, warmup)
             finally:
                 for k, v in saved.items():
-                    spark.conf.set(k, v)
+                    if v is None:
+                        spark.conf.unset(k)
+                    else:
+                        spark.conf.set(k, v)
             keep(name, dict(r, rows=n, files=files), at_start)
         if "4" in only:
             print(f"scenario 4: scenario 2 in Apache Beam (DirectRunner), first {args.beam_rows:,} arrivals of "
