@@ -17,6 +17,15 @@ from pyspark.sql import SparkSession
 from ...errors import SqlflowExecutionError, SqlflowUnsupportedError
 
 
+def file_system(spark: SparkSession, path: str) -> tuple[Any, str]:
+    """Hadoop's FileSystem of `path` on a classic session, and the path's fully qualified URI
+    (`file:/...` on the local file system)."""
+    jvm: Any = spark._jvm
+    p = jvm.org.apache.hadoop.fs.Path(path)
+    fs = p.getFileSystem(spark._jsc.hadoopConfiguration())
+    return fs, str(fs.makeQualified(p).toUri())
+
+
 class CheckpointFiles:
     """Files under one checkpoint directory (`root`). On a Spark Connect session (no JVM in this
     process) only a local checkpoint, read and written by Python (`local_only`)."""
@@ -46,8 +55,7 @@ class CheckpointFiles:
         self._Path = jvm.org.apache.hadoop.fs.Path
         self._conf = spark._jsc.hadoopConfiguration()
         self._jvm = jvm
-        self.fs = self._Path(self.root).getFileSystem(self._conf)
-        qualified = str(self.fs.makeQualified(self._Path(self.root)).toUri())
+        self.fs, qualified = file_system(spark, self.root)
         self.local = _local_path(qualified) if qualified.startswith("file:") else None
 
     def path(self, relative: str) -> str:

@@ -179,10 +179,10 @@ def local_checkpoint(spark, checkpoint: str) -> bool | None:
         return True
     if is_connect(spark):
         return None if len(scheme) <= 1 else False  # (one letter: a Windows drive)
+    from .checkpoint_files import file_system
+
     try:
-        path = spark._jvm.org.apache.hadoop.fs.Path(checkpoint)
-        fs = path.getFileSystem(spark._jsc.hadoopConfiguration())
-        return str(fs.makeQualified(path).toUri()).startswith("file:")
+        return file_system(spark, checkpoint)[1].startswith("file:")
     except Exception:  # noqa: BLE001  (a scheme without a file system here: Spark's own error at start)
         return None
 
