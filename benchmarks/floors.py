@@ -204,23 +204,26 @@ def operator_sides(spark, args, work: Path) -> dict:
                                                                GroupStateTimeout.EventTimeTimeout)
         return _run(df.writeStream.format("noop").outputMode("update"), work, spark, partitions(BUCKETS))
 
-    def sqlflow_side(noop: bool, buckets: int | None = None, sessions: bool = False):
+    def sqlflow_side(noop: bool, buckets: int | None = None, sessions: bool = False, combine: bool = True):
         import noop_processor
 
         import sqlflow
         from compare import Q_STREAM, Q_STREAM_SESSIONS
         from sqlflow.spark import streaming
-        from sqlflow.spark.conf import STREAMING_BUCKETS
+        from sqlflow.spark.conf import STREAMING_BUCKETS, STREAMING_COMBINE
 
         def side():
             stream().createOrReplaceTempView("stream_events")
             restore = noop_processor.register() if noop else None
             if buckets:
                 spark.conf.set(STREAMING_BUCKETS, str(buckets))
+            if not combine:
+                spark.conf.set(STREAMING_COMBINE, "false")
             try:
                 df = sqlflow.sql(spark, Q_STREAM_SESSIONS if sessions else Q_STREAM)
             finally:
                 spark.conf.unset(STREAMING_BUCKETS)
+                spark.conf.unset(STREAMING_COMBINE)
                 if restore:
                     restore()
             q = streaming.start(df, format="noop", checkpoint=tempfile.mkdtemp(dir=work), available_now=True,
@@ -246,14 +249,18 @@ def operator_sides(spark, args, work: Path) -> dict:
         df = stream().mapInArrow(count, "n long")
         return _run(df.writeStream.format("noop"), work)
 
+    def plain():
+        return _run(stream().writeStream.format("noop"), work)
+
     return {"native": native(), "native_8": native(BUCKETS), "tws_noop": tws(Counting), "tws_unread": tws(Unread),
             "apiws_noop": apiws, "tws_noop_2": tws(Counting, 2), "sqlflow": sqlflow_side(False),
             "sqlflow_noop": sqlflow_side(True), "sqlflow_2": sqlflow_side(False, 2),
             "sqlflow_noop_2": sqlflow_side(True, 2), "tws_noop_1": tws(Counting, 1), "sqlflow_1": sqlflow_side(False, 1),
-            "sqlflow_noop_1": sqlflow_side(True, 1), "arrow_pass": arrow_pass, "native_sessions": native_sessions,
+            "sqlflow_noop_1": sqlflow_side(True, 1), "arrow_pass": arrow_pass, "plain": plain, "native_sessions": native_sessions,
             "sessions": sqlflow_side(False, sessions=True), "sessions_2": sqlflow_side(False, 2, sessions=True),
             "sessions_1": sqlflow_side(False, 1, sessions=True), "sqlflow_8": sqlflow_side(False, 8),
-            "sessions_8": sqlflow_side(False, 8, sessions=True)}
+            "sessions_8": sqlflow_side(False, 8, sessions=True),
+            "uncombined": sqlflow_side(False, combine=False), "uncombined_1": sqlflow_side(False, 1, combine=False)}
 
 
 def _run(writer, work: Path, spark=None, settings: dict | None = None):

@@ -18,7 +18,7 @@ import sqlflow
 from sqlflow.errors import SqlflowUnsupportedError
 from sqlflow.spark import conf, streaming as S
 from sqlflow.spark.script import run_script
-from sqlflow.spark.session import CHECKPOINT_FILES, ROCKSDB_PROVIDER
+from sqlflow.spark.session import CHECKPOINT_FILES, ROCKSDB_PROVIDER, UNIX_SOCKETS, unix_sockets
 from sqlflow.spark.streaming.session_conf import (CHECKPOINT_MANAGER_KEY, HDFS_PROVIDER, PROVIDER_KEY, SET_PROVIDER,
                                                   SqlflowSessionWarning, checkpoint_manager, local_checkpoint)
 
@@ -289,3 +289,37 @@ def test_the_checkpoint_file_manager_follows_the_checkpoints_file_system(spark, 
         spark.conf.unset(CHECKPOINT_MANAGER_KEY)
         if before is not None:
             spark.conf.set(CHECKPOINT_MANAGER_KEY, before)
+
+
+@pytest.mark.skipif(not unix_sockets(), reason="PySpark before 4.1, or no Unix domain sockets here")
+def test_python_workers_talk_to_the_jvm_over_unix_sockets(spark):
+    """`local_session`'s Python workers are started over Unix domain sockets (over TCP a Python
+    task waited about 45 ms for its input, docs/spark-internals.md 8), and the builder line
+    docs/streaming.md 9 gives for a session of one's own sets that setting and nothing else."""
+    import textwrap
+
+    def worker_env(batches):
+        import pyarrow as pa
+
+        for _ in batches:
+            yield pa.RecordBatch.from_pydict({"v": [os.environ.get("PYTHON_UNIX_DOMAIN_ENABLED", "unset")]})
+
+    assert spark.conf.get(UNIX_SOCKETS) == "true"
+    assert spark.range(1).mapInArrow(worker_env, "v string").first().v == "True"
+    text = (Path(__file__).resolve().parents[2] / "docs" / "streaming.md").read_text()
+    fence = "`" * 3
+    block = re.search(fence + r"python\n(.*?)" + fence,
+                      text[text.index("session of your own needs it in its builder"):], re.S).group(1)
+    settings: dict[str, str] = {}
+
+    class Builder:
+        def config(self, key, value):
+            settings[key] = value
+            return self
+
+        def getOrCreate(self):
+            return "the session"
+
+    names = {"SparkSession": type("SparkSession", (), {"builder": Builder()})}
+    exec(textwrap.dedent(block), names)
+    assert settings == {UNIX_SOCKETS: "true"} and names["spark"] == "the session"
