@@ -310,7 +310,7 @@ def test_an_older_sqlflow_value_moves_to_the_current_variable_when_its_count_is_
     panes = out[out[C.KIND] == C.PANE].sort_values("k")
     assert panes[["k", "total", "window_start"]].values.tolist() == [["a", 1, T0], ["b", 1, T0]]
     assert peek(tester)[0].buckets == 8 and tester.peekValueState(op.PREVIOUS_STATE_NAME, 0) is None
-    tester, columns = bucketed(2, previous=8, older=older)  # the new default, 1 per core, on 2 cores
+    tester, columns = bucketed(2, previous=8, older=older)  # another count than the older default's
     with pytest.raises(SqlflowExecutionError) as error:
         tester.testInPandas(0, batch(columns, ["a"], [200]))
     assert str(error.value) == (

@@ -121,7 +121,8 @@ def streaming_stage(runner, number: int, ws, rel, raw, *, finish_dir: str | None
         check_python_workers(spark, ws)
     if stream.keeping_dropped is not None and not runner.dry:
         stream.keeping_dropped = _checked_twin(stream.keeping_dropped, spark, ws)
-    counted = f"{stream.buckets} hash buckets of keys ({conf.streaming_buckets(spark, keyed=bool(plan.keys))[1]})"
+    counted = (f"{stream.buckets} hash bucket{'' if stream.buckets == 1 else 's'} of keys "
+               f"({conf.operator_buckets(spark, keyed=bool(plan.keys))[1]})")
     if chain is not None:
         why = (f"transformWithStateInPandas (timeMode None) over {counted}, after "
                f"{chain.link.label}'s operator in the same query")

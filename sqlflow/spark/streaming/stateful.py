@@ -40,10 +40,10 @@ from .watermark import UNBOUNDED_SHIFT, interval_ms
 
 def bucket_count(spark: SparkSession, plan: EnginePlan, buckets: int | None) -> int:
     """The hash buckets of a stream's stateful operator: `buckets` when given, else
-    `conf.streaming_buckets` (never from spark.sql.shuffle.partitions); 1 without keys."""
+    `conf.operator_buckets` (never from spark.sql.shuffle.partitions); 1 without keys."""
     if not plan.keys:
         return 1
-    return buckets or conf.streaming_buckets(spark)[0]
+    return buckets or conf.operator_buckets(spark)[0]
 
 
 def bucket_counts(spark: SparkSession, plan: EnginePlan, buckets: int | None) -> dict:
