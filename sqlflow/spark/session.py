@@ -94,15 +94,24 @@ def default_conf(master: str = "local[2]") -> dict[str, str]:
     }
 
 
+#: the longest path of a Unix domain socket everywhere (108 bytes on Linux, 104 on macOS, with
+#: its terminating NUL)
+UNIX_SOCKET_PATH_MAX = 103
+
+
 def unix_sockets() -> bool:
     """Whether this PySpark and operating system can run Python workers over Unix domain
-    sockets (`UNIX_SOCKETS`: PySpark 4.1 and later; not on Windows)."""
+    sockets (`UNIX_SOCKETS`: PySpark 4.1 and later; not on Windows). Spark names a socket
+    `.<uuid>.sock` in the JVM's temp dir (`java.io.tmpdir`, which is TMPDIR on macOS): a temp dir
+    so long that the path would not fit keeps TCP."""
     import socket
 
     from pyspark.version import __version__
 
     major, minor = (int(p) for p in __version__.split(".")[:2])
-    return (major, minor) >= (4, 1) and hasattr(socket, "AF_UNIX") and os.name != "nt"
+    path = os.path.join(tempfile.gettempdir(), f".{'0' * 36}.sock")
+    return ((major, minor) >= (4, 1) and hasattr(socket, "AF_UNIX") and os.name != "nt"
+            and len(path.encode()) <= UNIX_SOCKET_PATH_MAX)
 
 
 def set_environment() -> None:

@@ -325,3 +325,22 @@ def test_python_workers_talk_to_the_jvm_over_unix_sockets(spark):
     names = {"SparkSession": type("SparkSession", (), {"builder": Builder()})}
     exec(textwrap.dedent(block), names)
     assert settings == {UNIX_SOCKETS: "true"} and names["spark"] == "the session"
+
+
+def test_a_temp_dir_too_long_for_a_socket_path_keeps_tcp(monkeypatch, tmp_path):
+    """Spark makes a Python worker's socket `.<uuid>.sock` in the JVM's temp dir; where that path
+    would not fit a Unix domain socket's address (103 bytes), `local_session` keeps TCP."""
+    import tempfile
+
+    from pyspark.version import __version__
+
+    from sqlflow.spark.session import UNIX_SOCKET_PATH_MAX
+
+    recent = tuple(int(p) for p in __version__.split(".")[:2]) >= (4, 1) and os.name != "nt"
+    monkeypatch.setattr(tempfile, "tempdir", "/tmp")
+    assert unix_sockets() is recent
+    longest = "/" + "t" * (UNIX_SOCKET_PATH_MAX - len("/") - len("/.") - 36 - len(".sock"))  # a dir, then the name
+    monkeypatch.setattr(tempfile, "tempdir", longest)
+    assert unix_sockets() is recent
+    monkeypatch.setattr(tempfile, "tempdir", longest + "t")
+    assert unix_sockets() is False
