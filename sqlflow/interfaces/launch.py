@@ -159,15 +159,21 @@ def _pass_on(stream, err: TextIO, silent: bool) -> threading.Thread:
 
     def copy() -> None:
         quiet, keep = silent, ChatterFilter()
+
+        def write(lines: list[str]) -> None:
+            nonlocal quiet
+            for line in lines:
+                if quiet:
+                    return
+                try:
+                    err.write(line)
+                    err.flush()
+                except (OSError, ValueError):  # our stderr is closed (exit): keep draining
+                    quiet = True
+
         for raw in iter(stream.readline, b""):
-            line = raw.decode("utf-8", "replace")
-            if quiet or not keep(line):
-                continue
-            try:
-                err.write(line)
-                err.flush()
-            except (OSError, ValueError):  # our stderr is closed (exit): keep draining
-                quiet = True
+            write(keep.feed(raw.decode("utf-8", "replace")))
+        write(keep.flush())
 
     thread = threading.Thread(target=copy, name="sqlflow-jvm-stderr", daemon=True)
     thread.start()

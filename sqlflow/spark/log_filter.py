@@ -16,7 +16,11 @@ built):
 - the transformWithStateInPandas driver worker prints each step of its start ("... Python worker
   finish init stage of Python runner. Received UDF from JVM: ...") with a blank line after, to
   the JVM's System.err: that is read through a pipe and passed on less those lines
-  (`ChatterFilter`; the command reads the JVM's stderr through its own pipe).
+  (`ChatterFilter`; the command reads the JVM's stderr through its own pipe);
+- PySpark's daemon prints a traceback of its own frames ending in `BrokenPipeError` when the JVM
+  has closed a Python worker's connection before the worker's last flush (a worker Spark stops,
+  a task that stops reading: `first()`, `take()`): nothing failed, and `ChatterFilter` holds a
+  traceback's lines until it knows whether it is that one.
 
 While the magic or the command runs a statement, `failures_reported(spark)` also silences the
 loggers that print a failing job's stack traces (`FAILURE_LOGGERS`): the statement reports the
@@ -26,6 +30,15 @@ failure itself, located in the script, in one message.
 >>> [keep(line) for line in ["Streaming TransformWithStateInPandas Python worker finish init stage.\\n", "\\n",
 ...                          "26/01/01 12:00:00 WARN Something: the user's concern\\n", "\\n"]]
 [False, False, True, True]
+>>> daemon = ['Traceback (most recent call last):\\n',
+...           '  File "/v/pyspark/python/lib/pyspark.zip/pyspark/daemon.py", line 264, in manager\\n',
+...           '  File "/v/pyspark/python/lib/pyspark.zip/pyspark/daemon.py", line 95, in worker\\n',
+...           'BrokenPipeError: [Errno 32] Broken pipe\\n']
+>>> [out for line in daemon + ["a line of the user's\\n"] for out in keep.feed(line)]
+["a line of the user's\\n"]
+>>> [out for line in daemon[:2] + ['  File "job.py", line 3, in f\\n'] for out in keep.feed(line)] == (
+...     daemon[:2] + ['  File "job.py", line 3, in f\\n'])
+True
 """
 from __future__ import annotations
 
@@ -48,6 +61,7 @@ PATTERNS = (
     "Disabling AQE since AQE is not supported in stateful workloads",
     "Cannot find active jobs for it",
     "Truncated the string representation of a plan since it was too large",
+    "PySpark daemon failed to flush the output to the worker process",
 )
 _CHATTER = re.compile("|".join(re.escape(p) for p in PATTERNS))
 
@@ -78,11 +92,41 @@ def is_chatter(line: str) -> bool:
     return _CHATTER.search(line) is not None
 
 
+#: the first line of a Python traceback, and the frame and last lines of PySpark's daemon's
+#: traceback when the JVM closed a worker's connection before the worker's last flush
+TRACEBACK = "Traceback (most recent call last):"
+_DAEMON_FRAME = re.compile(r'^  File ".*[/\\]pyspark[/\\]daemon\.py", line \d+, in \w+\s*$')
+_CLOSED = re.compile(r"^(BrokenPipeError|ConnectionResetError): ")
+
+
 class ChatterFilter:
-    """keep(line): False for chatter and for the blank line the worker prints after each."""
+    """keep(line): False for chatter and for the blank line the worker prints after each.
+    feed(line): the lines to pass on now, as `keep` says, less PySpark's daemon's tracebacks of a
+    closed connection (a traceback's lines are held until it is known which it is); flush(): the
+    lines still held, at the end of the stream."""
 
     def __init__(self) -> None:
         self._after_chatter = False
+        self._held: list[str] = []
+
+    def feed(self, line: str) -> list[str]:
+        if self._held:
+            if _DAEMON_FRAME.match(line):
+                self._held.append(line)
+                return []
+            if _CLOSED.match(line) and len(self._held) > 1:
+                self._held = []
+                return []
+            held, self._held = self._held, []
+            return held + self.feed(line)
+        if line.rstrip("\r\n") == TRACEBACK:
+            self._held = [line]
+            return []
+        return [line] if self(line) else []
+
+    def flush(self) -> list[str]:
+        held, self._held = self._held, []
+        return held
 
     def __call__(self, line: str) -> bool:
         if is_chatter(line):
@@ -171,6 +215,15 @@ def _filter_log(jvm, gateway) -> None:
     context.updateLoggers()
 
 
+def _write(lines: list[str]) -> None:
+    for line in lines:
+        try:
+            sys.stderr.write(line)
+            sys.stderr.flush()
+        except Exception:  # noqa: BLE001 - keep draining whatever stderr does
+            pass
+
+
 def _filter_system_err(jvm) -> None:
     path = os.path.join(tempfile.mkdtemp(prefix="sqlflow-stderr-"), "jvm-stderr")
     os.mkfifo(path)
@@ -181,13 +234,8 @@ def _filter_system_err(jvm) -> None:
             os.unlink(path)
             os.rmdir(os.path.dirname(path))
             for raw in fifo:  # until the JVM exits: it never blocks on a full pipe
-                line = raw.decode("utf-8", "replace")
-                if keep(line):
-                    try:
-                        sys.stderr.write(line)
-                        sys.stderr.flush()
-                    except Exception:  # noqa: BLE001 - keep draining whatever stderr does
-                        pass
+                _write(keep.feed(raw.decode("utf-8", "replace")))
+            _write(keep.flush())
 
     threading.Thread(target=copy, name="sqlflow-jvm-system-err", daemon=True).start()
     stream = jvm.java.io.PrintStream(jvm.java.io.FileOutputStream(path), True, "UTF-8")

@@ -39,11 +39,44 @@ KEPT = [
     "\n",
     "Time taken: 1.0 seconds\n",
 ]
+#: what PySpark 4.3's daemon printed when the JVM had closed a worker's connection before its last
+#: flush (a benchmark's run; `mapInArrow(...).first()` prints the same), and with
+#: spark.python.daemon.killWorkerOnFlushFailure false
+DAEMON = [
+    "Traceback (most recent call last):\n",
+    '  File "/work/venv/lib/python3.11/site-packages/pyspark/python/lib/pyspark.zip/pyspark/daemon.py", line 264, '
+    "in manager\n",
+    '  File "/work/venv/lib/python3.11/site-packages/pyspark/python/lib/pyspark.zip/pyspark/daemon.py", line 95, '
+    "in worker\n",
+    "BrokenPipeError: [Errno 32] Broken pipe\n",
+    "PySpark daemon failed to flush the output to the worker process:\n",
+    "Traceback (most recent call last):\n",
+    '  File "/usr/lib/python3/dist-packages/pyspark/daemon.py", line 95, in worker\n',
+    "BrokenPipeError: [Errno 32] Broken pipe\n",
+]
+#: a traceback of the user's: every line passed on
+THEIRS = [
+    "Traceback (most recent call last):\n",
+    '  File "/work/venv/lib/python3.11/site-packages/pyspark/python/lib/pyspark.zip/pyspark/daemon.py", line 95, '
+    "in worker\n",
+    '  File "/home/me/job.py", line 3, in f\n',
+    "BrokenPipeError: [Errno 32] Broken pipe\n",
+]
 
 
 def test_the_filter_drops_the_chatter_and_keeps_the_rest():
     keep = ChatterFilter()
     assert [line for line in SEEN + KEPT if keep(line)] == KEPT
+
+
+def test_the_daemons_closed_connection_tracebacks_are_dropped_and_other_tracebacks_kept():
+    keep = ChatterFilter()
+    fed = [out for line in DAEMON + SEEN + THEIRS + KEPT + DAEMON[:3] for out in keep.feed(line)]
+    assert fed + keep.flush() == THEIRS + KEPT + DAEMON[:3]   # a traceback cut off at the end: passed on
+    assert keep.flush() == []
+    alone = ChatterFilter()
+    assert [out for line in ["Traceback (most recent call last):\n", "ValueError: x\n"] for out in alone.feed(line)] \
+        == ["Traceback (most recent call last):\n", "ValueError: x\n"]
 
 
 STREAMING_CELLS = r"""
@@ -204,7 +237,7 @@ def test_the_jvms_stderr_reaches_the_cell_less_the_workers_chatter(spark, capsys
     (copier,) = set(threading.enumerate()) - threads
     piped = system.err
     try:
-        for line in SEEN + KEPT:
+        for line in SEEN + DAEMON + KEPT:
             piped.print(line)
     finally:
         system.setErr(before)
