@@ -293,7 +293,9 @@ def test_the_checkpoint_file_manager_follows_the_checkpoints_file_system(spark, 
             spark.conf.set(CHECKPOINT_MANAGER_KEY, before)
 
 
-@pytest.mark.skipif(not unix_sockets(), reason="PySpark before 4.1, or no Unix domain sockets here")
+@pytest.mark.skipif(not unix_sockets(), reason="local_session keeps TCP here: Python workers over Unix domain "
+                    "sockets need PySpark 4.1 or later, an OS with them (not Windows) and a temp dir short "
+                    "enough for a socket's path")
 def test_python_workers_talk_to_the_jvm_over_unix_sockets(spark):
     """`local_session`'s Python workers are started over Unix domain sockets (over TCP a Python
     task waited about 45 ms for its input, docs/spark-internals.md 8), and the builder line
