@@ -150,7 +150,7 @@ class StateFiles:
 
         if self.read is None:
             return None
-        fs, root = _filesystem(self.read)
+        fs, root = file_system(self.read)
         if self.layout == SPARK_LAYOUT:
             import pyarrow.dataset as ds
 
@@ -173,7 +173,7 @@ class StateFiles:
 
         import pyarrow.parquet as pq
 
-        fs, root = _filesystem(self.write)
+        fs, root = file_system(self.write)
         fs.create_dir(root, recursive=True)
         tmp = f"{root}/.{bucket_file(bucket)}.{uuid.uuid4().hex}.tmp"
         pq.write_table(table, tmp, filesystem=fs, use_dictionary=False, write_statistics=False)
@@ -190,7 +190,7 @@ def bucket_file(bucket: int) -> str:
     return f"bucket-{bucket:05d}.parquet"
 
 
-def _filesystem(uri: str):
+def file_system(uri: str):
     """(pyarrow file system, path) of a URI or local path; Hadoop's `file:/x` is the local /x."""
     from pyarrow import fs
 

@@ -266,10 +266,13 @@ class Crash(Exception):
 
 
 def test_a_failure_at_any_point_loses_and_duplicates_nothing(spark, tmp_path, step):
-    """One run fails three times, each failure followed by a restart from the checkpoint: in
-    micro-batch 1 mid-batch, in batch 2 after its state version and the sink are written (one job)
+    """One run fails three times (four on the driver-local step), each failure followed by a
+    restart from the checkpoint: in micro-batch 1 mid-batch, in batch 2 after its state version
+    and the sink are written (one job; the driver-local step: its panes to the version's outbox)
     but before the bookkeeping that marks the version complete, in batch 3 after the bookkeeping
-    before Spark's commit. The sink then holds exactly the rows of an
+    before Spark's commit; on the driver-local step, in batch 4 after Spark's commit, as its
+    panes' delivery begins (the failure surfaces in the next batch, and the restart writes them
+    from the outbox). The sink then holds exactly the rows of an
     uninterrupted run (every column but emit_time, the batch's wall-clock time), one directory
     per batch, none twice. Partial aggregates (FIXED, default trigger; Spark's in the distributed
     step, pyarrow's in the driver-local one)."""
@@ -278,6 +281,8 @@ def test_a_failure_at_any_point_loses_and_duplicates_nothing(spark, tmp_path, st
     plan = plan_of(ast.Fixed(D(MINUTE)), None, lateness=5 * MINUTE)
     batches = random_batches(11, n_batches=5)
     faults = {1: "mid-batch", 2: "after-outputs", 3: "after-sink"}
+    if step == "driver":
+        faults[4] = "before-delivery"
 
     def run(name: str, failing: bool):
         files = StreamFiles(tmp_path / name / "input")
@@ -302,7 +307,11 @@ def test_a_failure_at_any_point_loses_and_duplicates_nothing(spark, tmp_path, st
             for batch_id, at in faults.items() if failing else ():
                 with pytest.raises(Exception, match=f"injected at {at} of batch {batch_id}"):
                     start()
-                assert not (tmp_path / name / "cp" / "commits" / str(batch_id)).exists()
+                committed = (tmp_path / name / "cp" / "commits" / str(batch_id)).exists()
+                assert committed == (at == "before-delivery")
+                if committed:  # the panes wait in the version's outbox, not in the sink
+                    assert (tmp_path / name / "cp" / owned.STATE_DIR / f"v={batch_id}" / owned.OUTBOX).exists()
+                    assert not (out / f"batch_id={batch_id}").exists()
             start()
         finally:
             owned.fault = None
@@ -313,6 +322,51 @@ def test_a_failure_at_any_point_loses_and_duplicates_nothing(spark, tmp_path, st
     expected = run("uninterrupted", False)
     assert len(expected) > 10 and set(expected["batch_id"]) >= {1, 2, 3}
     pd.testing.assert_frame_equal(run("interrupted", True), expected, check_dtype=False)
+
+
+def test_a_batchs_panes_are_in_the_sink_when_the_query_says_it_processed_them(spark, stream_files, tmp_path,
+                                                                             monkeypatch):
+    """The driver-local step's panes are written to the sink in a thread as the batch function
+    returns (delivery after the batch): a live query's `processAllAvailable` and `stop` return
+    only once they are there, however long the write takes, and a write that fails is the
+    query's error there (its panes stay in the version's outbox for the next run)."""
+    import time
+
+    monkeypatch.setattr(owned, "fault", lambda at, batch_id: time.sleep(1.5) if at == "before-delivery" else None)
+    write_batches(stream_files, [pd.DataFrame({"k": ["a"], EVENT_TIME: [10 * SECOND], "v": [1]})])
+    plan = plan_of(ast.Fixed(D(MINUTE)), None)
+    out, cp = tmp_path / "out", tmp_path / "cp"
+
+    def start(**how):
+        stream = S.build_stream(source(spark, stream_files), plan, delay=SECOND, finish_dir=str(tmp_path / "finish"))
+        return S.start(stream, format="parquet", path=str(out), checkpoint=str(cp), executor="owned", **how)
+
+    query = start()
+    try:
+        assert isinstance(query, owned.OwnedQuery)
+        query.processAllAvailable()
+        assert (out / "batch_id=0").exists() and not (cp / owned.STATE_DIR / "v=0" / owned.OUTBOX).exists()
+        write_batches(stream_files, [pd.DataFrame({"k": ["b"], EVENT_TIME: [200 * SECOND], "v": [2]})])
+        query.processAllAvailable()
+        assert (out / "batch_id=1").exists()
+
+        def failing(at, batch_id):
+            if at == "before-delivery":
+                raise RuntimeError(f"the sink failed at batch {batch_id}")
+
+        monkeypatch.setattr(owned, "fault", failing)
+        # W(2) = 200 s - 1 s closes a's [0 s, 60 s)
+        write_batches(stream_files, [pd.DataFrame({"k": ["c"], EVENT_TIME: [400 * SECOND], "v": [3]})])
+        with pytest.raises(Exception, match="the sink failed at batch 2"):
+            query.processAllAvailable()
+        assert (cp / owned.STATE_DIR / "v=2" / owned.OUTBOX).exists() and not (out / "batch_id=2").exists()
+    finally:
+        monkeypatch.setattr(owned, "fault", None)
+        query.stop()
+    # the next run of the checkpoint writes them as it starts, with no batch to run
+    start(available_now=True)
+    assert not (cp / owned.STATE_DIR / "v=2" / owned.OUTBOX).exists()
+    assert [tuple(r) for r in spark.read.parquet(str(out)).select("batch_id", "k", "total").collect()] == [(2, "a", 1)]
 
 
 def test_the_documented_example_runs_and_goes_on_from_its_checkpoint(spark, tmp_path, repo_root):

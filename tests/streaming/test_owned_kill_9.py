@@ -1,9 +1,10 @@
 """Exactly once through the owned-sink executor across kill -9 of the driver (with its JVM and
-Python workers): killed mid-batch (the batch planned, nothing written), after the batch's one job
-wrote its state version and the sink but before the bookkeeping that marks the version complete,
-and after the bookkeeping but before Spark's commit log; each restart from the checkpoint goes on, and the output equals an uninterrupted
-run's: no row lost, none twice. Sessions with retractions, so a batch applied twice or a state
-version read twice would show.
+Python workers): killed mid-batch (the batch planned, nothing written), after the batch's step
+wrote its state version and its panes to the version's outbox but before the bookkeeping that
+marks the version complete, after the bookkeeping but before Spark's commit log, and after
+Spark's commit before the panes' delivery to the sink; each restart from the checkpoint goes on,
+and the output equals an uninterrupted run's: no row lost, none twice. Sessions with
+retractions, so a batch applied twice or a state version read twice would show.
 
 A release-tier test (`--release`); the default run fails the executor at every point in process
 (tests/streaming/test_owned.py, test_a_failure_at_any_point_loses_and_duplicates_nothing)."""
@@ -23,7 +24,7 @@ from tests.crash_input import crash_batches
 
 JOB = Path(__file__).with_name("owned_crash_job.py")
 #: (batch, point) where each run dies, in the order the runs meet them
-KILLS = [(2, "mid-batch"), (4, "after-outputs"), (6, "after-sink")]
+KILLS = [(2, "mid-batch"), (4, "after-outputs"), (5, "before-delivery"), (6, "after-sink")]
 
 
 def batches(n: int = 8) -> list[pd.DataFrame]:
@@ -62,12 +63,14 @@ def test_kill_9_at_three_points_and_restart(spark, uninterrupted, tmp_path):
         proc = subprocess.run([*args, f"{batch}:{point}"], start_new_session=True, stdout=subprocess.PIPE,
                               stderr=subprocess.DEVNULL, env=env, timeout=600)
         assert proc.returncode == -9 and f"KILLED {batch}:{point}".encode() in proc.stdout
-        assert not (cp / "commits" / str(batch)).exists(), "Spark had not committed the batch"
+        assert (cp / "commits" / str(batch)).exists() == (point == "before-delivery")
         state = cp / "sqlflow-state" / f"v={batch}"
-        # the state version and the sink's directory exist only when the kill came after them
-        assert (state / "_sqlflow.json").exists() == (point == "after-sink")
+        # the state version, its outbox and its bookkeeping exist only when the kill came after
+        # them; the sink's directory not before the delivery (the driver-local step's, here)
+        assert (state / "_sqlflow.json").exists() == (point in ("after-sink", "before-delivery"))
         assert any(state.glob("*.parquet")) == (point != "mid-batch")
-        assert (out / f"batch_id={batch}").exists() == (point != "mid-batch")
+        assert (state / "_panes.arrow").exists() == (point != "mid-batch")
+        assert not (out / f"batch_id={batch}").exists()
     done = subprocess.run(args, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
                           timeout=600)
     assert b"DONE" in done.stdout
