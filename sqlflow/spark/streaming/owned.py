@@ -628,9 +628,10 @@ class OwnedRun:
         clear_outbox(self.files.uri(f"{STATE_DIR}/v={batch_id}"))
 
     def wait_delivered(self) -> None:
-        """Wait for the last batch's `Delivery`; its error, if it failed (its panes stay in the
-        outbox for the next run)."""
-        delivery, self.delivery = self.delivery, None
+        """Wait for the last batch's `Delivery`; its error, if it failed, every time (its panes
+        stay in the outbox for the next run, so no later batch may write a version: the run's
+        next batch fails too, and the run that follows delivers them first)."""
+        delivery = self.delivery
         if delivery is not None:
             delivery.join()
             if delivery.error is not None:
@@ -638,15 +639,16 @@ class OwnedRun:
 
     def deliver_left(self, spark: SparkSession) -> None:
         """As a run starts (on Spark Connect, at its first batch): the panes an earlier run left in
-        the latest version's outbox (its driver died after Spark committed the batch, before the
-        sink's write) to the sink."""
+        a complete version's outbox (the write failed, or its driver died after Spark committed the
+        batch, before the write) to the sink."""
         self.outbox_checked = True
-        latest = self._latest_book(None) if self.bucket_files else None  # (only a driver-local step leaves one)
-        if latest is None:
+        if not self.bucket_files:  # (only a driver-local step leaves one)
             return
-        table = read_outbox(self.files.uri(f"{STATE_DIR}/v={latest.batch}"))
-        if table is not None:
-            self.deliver(spark, table, latest.batch)
+        for v in self._versions():  # (the latest complete one at most, unless a run failed oddly)
+            if self.files.exists(f"{STATE_DIR}/v={v}/{BOOK}"):
+                table = read_outbox(self.files.uri(f"{STATE_DIR}/v={v}"))
+                if table is not None:
+                    self.deliver(spark, table, v)
 
     def _counted(self, out) -> dict:
         """The batch's counters from the buckets' output (`_counters`' names and values, by pyarrow)."""
@@ -879,7 +881,8 @@ class Delivery(threading.Thread):
         except BaseException as e:  # noqa: BLE001  (raised where the run waits for it)
             self.error = e
         finally:
-            Session._activeSession = prior
+            if Session._activeSession is self.spark:  # (not a session another thread made active since)
+                Session._activeSession = prior
             self.table = None
 
 
