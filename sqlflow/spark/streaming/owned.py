@@ -26,9 +26,9 @@ Per micro-batch N (Spark's batch id, its timestamp p(N) from the offset log):
    and plans the next (`Delivery`): they are written to the version (`OUTBOX`) before its
    bookkeeping, the sink's write runs in a thread once the batch function returns, and the file
    goes when the write is done. The next batch, and the query's `processAllAvailable`,
-   `awaitTermination` and `stop` (`OwnedQuery`), wait for it; a run that finds the latest
-   version's panes still there (the driver died after Spark's commit, before the write) writes
-   them before its first batch.
+   `awaitTermination` and `stop` (`OwnedQuery`), wait for it, and a failed write fails them all;
+   a run that finds a complete version's panes still there (the write failed, or the driver died
+   after Spark's commit, before it) writes them as it starts.
 
 A batch Spark re-runs after a failure (same id, same rows, same timestamp) reads the latest complete
 version before N and rewrites version N and output N: exactly once by batch id. Old versions are
@@ -861,7 +861,7 @@ class OwnedRun:
 
 class Delivery(threading.Thread):
     """The sink's write of a driver-local batch's panes, in a thread started as the batch function
-    returns: Spark commits the batch and plans the next meanwhile (f3o and f4o 8-9% faster,
+    returns: Spark commits the batch and plans the next meanwhile (f3o 8% and f4o 6% faster,
     docs/dev/streaming-performance.md 5). The panes are in the version's `OUTBOX` by then, so a
     driver that dies before the write loses nothing (`OwnedRun.deliver_left`)."""
 
