@@ -375,6 +375,23 @@ def test_a_batchs_panes_are_in_the_sink_when_the_query_says_it_processed_them(sp
     assert [tuple(r) for r in spark.read.parquet(str(out)).select("batch_id", "k", "total").collect()] == [(2, "a", 1)]
 
 
+def test_the_drivers_rows_go_to_tasks_small_enough_for_spark_not_to_warn(spark):
+    """`local_frame` sends the driver's Arrow table as one batch a partition, which each task
+    carries: at most `LOCAL_TASK_BYTES` a batch (Spark warns of every task above 1000 KiB, one
+    line a batch of a large stream's panes), else the partitions asked for; the rows as they were."""
+    import pyarrow as pa
+    from pyspark.sql import types as T
+
+    n = 300_000
+    table = pa.table({"k": pa.array(np.arange(n) % 977, pa.int64()), "v": pa.array(np.arange(n, dtype=np.float64))})
+    schema = T.StructType([T.StructField("k", T.LongType()), T.StructField("v", T.DoubleType())])
+    assert table.nbytes == 4_800_000
+    big = owned.local_frame(spark, table, schema, 2)
+    assert big.rdd.getNumPartitions() == 7  # 4,800,000 bytes in batches of at most 786,432
+    assert big.agg({"v": "sum"}).first()[0] == float(n * (n - 1) // 2) and big.count() == n
+    assert owned.local_frame(spark, table.slice(0, 1000), schema, 2).rdd.getNumPartitions() == 2
+
+
 def test_the_documented_example_runs_and_goes_on_from_its_checkpoint(spark, tmp_path, repo_root):
     """docs/streaming.md 3.0's example as written (paths replaced): two files, then a third and
     the same code again: the second run goes on from the checkpoint, so the sink holds each

@@ -92,6 +92,9 @@ SINKS = (*FILE_FORMATS, "memory", "noop", "console")
 DELIVERED_AFTER = (*FILE_FORMATS, "noop")
 #: a version's panes not yet written to the sink (`Delivery`), an Arrow IPC file in the version
 OUTBOX = "_panes.arrow"
+#: the most bytes of the driver's Arrow rows a task of `local_frame` carries: Spark warns of every
+#: task above 1000 KiB ("contains a task of very large size"), one line a batch of f3o's panes
+LOCAL_TASK_BYTES = 768 * 1024
 #: how many batches' counters a Spark Connect run keeps in its bookkeeping (`Book.progress`; as
 #: Spark's `recentProgress`)
 REMOTE_PROGRESS = 100
@@ -1074,7 +1077,8 @@ def statement_projection(final, spark: SparkSession, panes: T.StructType):
 
 def local_frame(spark: SparkSession, table, schema: T.StructType, parts: int = 1) -> DataFrame:
     """A DataFrame of an Arrow table in the driver, sent to the JVM as `parts` Arrow batches (one
-    partition each) and read by the tasks as Arrow, not as a LocalRelation: pyspark would cut it
+    partition each; more where a batch would pass `LOCAL_TASK_BYTES`, which each of its tasks
+    carries) and read by the tasks as Arrow, not as a LocalRelation: pyspark would cut it
     into `spark.sql.execution.arrow.maxRecordsPerBatch` rows a batch (a LocalRelation of several
     batches cost a noop write 0.26 s against 0.08-0.11 s for one, 27,000 panes), and Spark makes
     a table under `spark.sql.execution.arrow.localRelationThreshold` bytes a LocalRelation, its
@@ -1084,6 +1088,7 @@ def local_frame(spark: SparkSession, table, schema: T.StructType, parts: int = 1
         return spark.createDataFrame(table, schema=schema)
     create = getattr(spark, "_create_from_arrow_table", None)  # pyspark 4.x's, with a batch size
     if create is not None and table.num_rows > 0:
+        parts = max(parts, -(-table.nbytes // LOCAL_TASK_BYTES))
         size = -(-table.num_rows // max(1, parts))
         conf = spark.conf
         prior = conf.get(ARROW_LOCAL_RELATION_THRESHOLD, None)
