@@ -52,7 +52,7 @@ def uninterrupted(spark, tmp_path_factory):
 
 @pytest.mark.slow
 @pytest.mark.release
-def test_kill_9_at_three_points_and_restart(spark, uninterrupted, tmp_path):
+def test_kill_9_at_four_points_and_restart(spark, uninterrupted, tmp_path):
     files = StreamFiles(tmp_path / "input")
     for b in batches():
         files.write(b)
