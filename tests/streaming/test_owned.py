@@ -333,7 +333,7 @@ def test_a_batchs_panes_are_in_the_sink_when_the_query_says_it_processed_them(sp
     import contextlib
     import time
 
-    monkeypatch.setattr(owned, "fault", lambda at, batch_id: time.sleep(1.5) if at == "before-delivery" else None)
+    monkeypatch.setattr(owned, "fault", lambda at, batch_id: time.sleep(0.5) if at == "before-delivery" else None)
     write_batches(stream_files, [pd.DataFrame({"k": ["a"], EVENT_TIME: [10 * SECOND], "v": [1]})])
     plan = plan_of(ast.Fixed(D(MINUTE)), None)
     out, cp = tmp_path / "out", tmp_path / "cp"
