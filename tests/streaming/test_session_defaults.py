@@ -19,8 +19,9 @@ from sqlflow.errors import SqlflowUnsupportedError
 from sqlflow.spark import conf, streaming as S
 from sqlflow.spark.script import run_script
 from sqlflow.spark.session import CHECKPOINT_FILES, ROCKSDB_PROVIDER, UNIX_SOCKETS, unix_sockets
-from sqlflow.spark.streaming.session_conf import (CHECKPOINT_MANAGER_KEY, HDFS_PROVIDER, PROVIDER_KEY, SET_PROVIDER,
-                                                  SqlflowSessionWarning, checkpoint_manager, local_checkpoint)
+from sqlflow.spark.streaming.session_conf import (CHANGELOG_KEY, CHECKPOINT_MANAGER_KEY, HDFS_PROVIDER, PROVIDER_KEY,
+                                                  SET_PROVIDER, SqlflowSessionWarning, checkpoint_manager,
+                                                  local_checkpoint)
 
 #: what these tests check is a session with Spark's defaults: also run on one (tests/conftest.py),
 #: all but the test of the partitions, which sets Spark's default 200 itself
@@ -221,6 +222,32 @@ def test_a_script_and_start_set_the_state_store_for_their_query_only(spark, tmp_
                    for r in spark.table("sessions_started").collect())
     assert again == got
     assert spark.conf.get(PROVIDER_KEY) == HDFS_PROVIDER
+
+
+@pytest.mark.parametrize("chosen", [None, "false"])
+def test_the_operators_state_store_commits_its_changes_only_unless_the_session_chose(spark, tmp_path, chosen):
+    """A stream on the stateful operator that sqlflow starts gets RocksDB's changelog
+    checkpointing for its query: its state store's commits write the batch's changes
+    (`.changelog` files) rather than a snapshot; a session that chose keeps its choice, and the
+    session's setting is as it was after the start. The same panes either way."""
+    view = f"clicks_changelog_{chosen}"
+    clicks(spark, tmp_path, view)
+    if chosen is not None:
+        spark.conf.set(CHANGELOG_KEY, chosen)
+    spark.conf.set(S.CONF_FINISH_DIR, str(tmp_path / "fin"))
+    try:
+        df = sqlflow.sql(spark, SESSIONS.format(view=view))
+        S.start(df, format="memory", query_name=f"sessions_{view}", checkpoint=str(tmp_path / "cp"),
+                available_now=True, finish=True)
+        assert spark.conf.get(CHANGELOG_KEY, None) == chosen
+    finally:
+        spark.conf.unset(CHANGELOG_KEY)
+        spark.conf.unset(S.CONF_FINISH_DIR)
+    suffixes = {f.suffix for f in (tmp_path / "cp" / "state").rglob("*") if f.is_file()}
+    assert (".changelog" in suffixes) == (chosen is None)
+    got = sorted((r.window_start.strftime("%M:%S"), r.window_end.strftime("%M:%S"), r.n)
+                 for r in spark.table(f"sessions_{view}").collect())
+    assert got == [("00:00", "01:30", 2), ("03:20", "04:20", 1)]
 
 
 #: Spark's default checkpoint file manager
