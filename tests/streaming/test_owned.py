@@ -329,11 +329,24 @@ def test_a_batchs_panes_are_in_the_sink_when_the_query_says_it_processed_them(sp
     """The driver-local step's panes are written to the sink in a thread as the batch function
     returns (delivery after the batch): a live query's `processAllAvailable` and `stop` return
     only once they are there, however long the write takes, and a write that fails is the
-    query's error there (its panes stay in the version's outbox for the next run)."""
+    query's error there (its panes stay in the version's outbox for the next run). The thread
+    builds no DataFrame (that would make the batch's session the active one of every thread,
+    the user's included, while it runs)."""
     import contextlib
+    import threading
     import time
 
+    from pyspark.sql import SparkSession
+
     monkeypatch.setattr(owned, "fault", lambda at, batch_id: time.sleep(0.5) if at == "before-delivery" else None)
+    built_in = []
+    frame = owned.local_frame
+
+    def recorded(*args, **kwargs):
+        built_in.append(threading.current_thread().name)
+        return frame(*args, **kwargs)
+
+    monkeypatch.setattr(owned, "local_frame", recorded)
     write_batches(stream_files, [pd.DataFrame({"k": ["a"], EVENT_TIME: [10 * SECOND], "v": [1]})])
     plan = plan_of(ast.Fixed(D(MINUTE)), None)
     out, cp = tmp_path / "out", tmp_path / "cp"
@@ -373,6 +386,8 @@ def test_a_batchs_panes_are_in_the_sink_when_the_query_says_it_processed_them(sp
     start(available_now=True)
     assert not (cp / owned.STATE_DIR / "v=2" / owned.OUTBOX).exists()
     assert [tuple(r) for r in spark.read.parquet(str(out)).select("batch_id", "k", "total").collect()] == [(2, "a", 1)]
+    assert len(built_in) >= 4 and not [name for name in built_in if name.startswith("sqlflow-delivery")]
+    assert SparkSession.getActiveSession() is spark
 
 
 def test_the_drivers_rows_go_to_tasks_small_enough_for_spark_not_to_warn(spark):

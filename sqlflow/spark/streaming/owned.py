@@ -376,7 +376,7 @@ class OwnedRun:
         #: the driver-local step's panes go to the sink after the batch function returns (`Delivery`)
         self.delivers_after = not self.remote and sink.format in DELIVERED_AFTER
         self.delivery: Delivery | None = None  # the last batch's, running or done
-        self.undelivered: tuple | None = None  # the batch's panes for its `Delivery` (spark, table, batch id)
+        self.undelivered: tuple | None = None  # the batch's panes for its `Delivery` (DataFrame, batch id)
         self.outbox_checked = False  # a version's panes left by an earlier run were looked for
 
     def __getstate__(self) -> dict:
@@ -439,9 +439,9 @@ class OwnedRun:
             self.undelivered = None  # (a version without bookkeeping: the batch runs again)
             raise
         if self.undelivered is not None:
-            spark, table, batch = self.undelivered
+            panes, batch = self.undelivered
             self.undelivered = None
-            self.delivery = Delivery(self, spark, table, batch)
+            self.delivery = Delivery(self, panes, batch)
 
     def _batch(self, batch_df: DataFrame, batch_id: int) -> None:
         clock = [time.perf_counter()]
@@ -561,7 +561,9 @@ class OwnedRun:
         engine = time.perf_counter()
         if self.delivers_after:  # written after the batch function returns (`Delivery`)
             write_outbox(self.files.uri(f"{STATE_DIR}/v={batch_id}"), chosen)
-            self.undelivered = (spark, chosen, batch_id)
+            # built here, not in the thread: creating a DataFrame makes its session the active one
+            # of every thread (`keeps_active_session`), which only the batch function puts back
+            self.undelivered = (self._local_panes(spark, chosen), batch_id)
         else:
             self.sink.write(self._local_panes(spark, chosen), batch_id)
         if self.keep_dropped:
@@ -625,9 +627,9 @@ class OwnedRun:
 
     # ------------------------------------------------------------------ delivery after the batch
 
-    def deliver(self, spark: SparkSession, table, batch_id: int) -> None:
-        """Batch `batch_id`'s panes (`table`: its `OUTBOX`) to the sink, then its outbox gone."""
-        self.sink.write(self._local_panes(spark, table), batch_id)
+    def deliver(self, panes: DataFrame, batch_id: int) -> None:
+        """Batch `batch_id`'s panes (the DataFrame of its `OUTBOX`) to the sink, then its outbox gone."""
+        self.sink.write(panes, batch_id)
         clear_outbox(self.files.uri(f"{STATE_DIR}/v={batch_id}"))
 
     def wait_delivered(self) -> None:
@@ -651,7 +653,7 @@ class OwnedRun:
             if self.files.exists(f"{STATE_DIR}/v={v}/{BOOK}"):
                 table = read_outbox(self.files.uri(f"{STATE_DIR}/v={v}"))
                 if table is not None:
-                    self.deliver(spark, table, v)
+                    self.deliver(self._local_panes(spark, table), v)
 
     def _counted(self, out) -> dict:
         """The batch's counters from the buckets' output (`_counters`' names and values, by pyarrow)."""
@@ -868,25 +870,22 @@ class Delivery(threading.Thread):
     docs/dev/streaming-performance.md 5). The panes are in the version's `OUTBOX` by then, so a
     driver that dies before the write loses nothing (`OwnedRun.deliver_left`)."""
 
-    def __init__(self, run: "OwnedRun", spark: SparkSession, table, batch_id: int):
+    def __init__(self, run: "OwnedRun", panes: DataFrame, batch_id: int):
         super().__init__(name=f"sqlflow-delivery-{batch_id}", daemon=False)
-        self.run_, self.spark, self.table, self.batch_id = run, spark, table, batch_id
+        self.run_, self.batch_id = run, batch_id
+        self.panes: DataFrame | None = panes
         self.error: BaseException | None = None
         self.start()
 
     def run(self) -> None:
-        from pyspark.sql import SparkSession as Session
-
-        prior = Session._activeSession  # (`keeps_active_session`: creating a DataFrame changes it)
         try:
             _reached("before-delivery", self.batch_id)
-            self.run_.deliver(self.spark, self.table, self.batch_id)
+            assert self.panes is not None
+            self.run_.deliver(self.panes, self.batch_id)
         except BaseException as e:  # noqa: BLE001  (raised where the run waits for it)
             self.error = e
         finally:
-            if Session._activeSession is self.spark:  # (not a session another thread made active since)
-                Session._activeSession = prior
-            self.table = None
+            self.panes = None
 
 
 class OwnedQuery(StreamingQuery):
