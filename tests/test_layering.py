@@ -24,7 +24,10 @@ import sqlflow
 
 #: layer -> (the modules in it, by name prefix; the layers it may import besides its own)
 LAYERS: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
-    "bottom": (("sqlflow.ast", "sqlflow.errors", "sqlflow.time", "sqlflow.columns"), frozenset()),
+    "bottom": (("sqlflow.ast", "sqlflow.errors", "sqlflow.time", "sqlflow.columns", "sqlflow.worker_startup"),
+               frozenset()),
+    # setuptools' build step (pyproject.toml's cmdclass), run before the package can be imported
+    "build": (("sqlflow._build",), frozenset()),
     "frontend": (("sqlflow.frontend", "sqlflow.grammar"), frozenset({"bottom"})),
     "engine": (("sqlflow.engine",), frozenset({"bottom"})),
     "udfs": (("sqlflow.udfs",), frozenset({"engine", "bottom"})),

@@ -38,3 +38,14 @@ def test_wheel_contains_every_module_and_data_file(wheel):
     assert "sqlflow/engine/__init__.py" in names
     assert "sqlflow/spark/session.py" in names
     assert not any(n.startswith(("grammar/", "udfs/", "tests/")) for n in names), "top-level dirs leaked"
+
+
+def test_wheel_installs_the_worker_startup_file(wheel):
+    """At the wheel's root, so that pip puts it into site-packages (sqlflow/worker_startup.py)."""
+    from sqlflow.worker_startup import PTH_LINE, PTH_NAME
+
+    with zipfile.ZipFile(wheel) as zf:
+        assert [n for n in zf.namelist() if n.endswith(".pth")] == [PTH_NAME]
+        assert zf.read(PTH_NAME).decode() == PTH_LINE + "\n"
+        record = next(n for n in zf.namelist() if n.endswith(".dist-info/RECORD"))
+        assert any(line.startswith(PTH_NAME + ",") for line in zf.read(record).decode().splitlines())
