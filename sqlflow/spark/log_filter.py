@@ -39,6 +39,19 @@ failure itself, located in the script, in one message.
 >>> [out for line in daemon[:2] + ['  File "job.py", line 3, in f\\n'] for out in keep.feed(line)] == (
 ...     daemon[:2] + ['  File "job.py", line 3, in f\\n'])
 True
+
+With the installed pyspark's sources (docs/spark-internals.md, 9) a frame has its source line and
+marks, and two workers' tracebacks can interleave:
+
+>>> frame = ['  File "/v/site-packages/pyspark/daemon.py", line 264, in manager\\n',
+...          '    code = worker(sock, authenticated)\\n', '           ^^^^^^^^^^^^^^^^^^^^^^^^^^^\\n']
+>>> last = ['  File "/v/site-packages/pyspark/daemon.py", line 95, in worker\\n', '    outfile.flush()\\n',
+...         'BrokenPipeError: [Errno 32] Broken pipe\\n']
+>>> lines = [daemon[0], *frame, daemon[0], *frame, *last, *last, "the user's\\n"]
+>>> [out for line in lines for out in keep.feed(line)]
+["the user's\\n"]
+>>> [out for line in [daemon[0], *frame, "    an indented line of the user's\\n", "x\\n"] for out in keep.feed(line)][-2:]
+["    an indented line of the user's\\n", 'x\\n']
 """
 from __future__ import annotations
 
@@ -108,24 +121,31 @@ class ChatterFilter:
     def __init__(self) -> None:
         self._after_chatter = False
         self._held: list[str] = []
+        self._open = 0  # the held tracebacks not yet ended (the daemon's workers print at once)
+        self._framed = False  # the last held line is a daemon frame, its source or a traceback's end
 
     def feed(self, line: str) -> list[str]:
         if self._held:
-            if _DAEMON_FRAME.match(line):
+            if _DAEMON_FRAME.match(line) or line.rstrip("\r\n") == TRACEBACK or (
+                    line.startswith("    ") and self._framed):  # a frame's source line, or its ^^^ marks
+                self._open += line.rstrip("\r\n") == TRACEBACK
+                self._framed = not line.startswith("Traceback")
                 self._held.append(line)
                 return []
-            if _CLOSED.match(line) and len(self._held) > 1:
-                self._held = []
+            if _CLOSED.match(line) and self._framed:
+                self._open -= 1
+                if self._open == 0:
+                    self._held = []
                 return []
-            held, self._held = self._held, []
+            held, self._held, self._open = self._held, [], 0
             return held + self.feed(line)
         if line.rstrip("\r\n") == TRACEBACK:
-            self._held = [line]
+            self._held, self._open, self._framed = [line], 1, False
             return []
         return [line] if self(line) else []
 
     def flush(self) -> list[str]:
-        held, self._held = self._held, []
+        held, self._held, self._open = self._held, [], 0
         return held
 
     def __call__(self, line: str) -> bool:

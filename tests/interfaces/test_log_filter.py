@@ -54,6 +54,13 @@ DAEMON = [
     '  File "/usr/lib/python3/dist-packages/pyspark/daemon.py", line 95, in worker\n',
     "BrokenPipeError: [Errno 32] Broken pipe\n",
 ]
+#: the same with pyspark imported from site-packages (docs/spark-internals.md, 9): each frame with
+#: its source line and marks, and two workers' tracebacks interleaved (a benchmark's run)
+_FRAME = ['  File "/work/venv/lib/python3.11/site-packages/pyspark/daemon.py", line 264, in manager\n',
+          "    code = worker(sock, authenticated)\n", "           ^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"]
+_LAST = ['  File "/work/venv/lib/python3.11/site-packages/pyspark/daemon.py", line 95, in worker\n',
+         "    outfile.flush()\n", "BrokenPipeError: [Errno 32] Broken pipe\n"]
+DAEMON_SOURCES = [DAEMON[0], *_FRAME, *_LAST, DAEMON[0], *_FRAME, DAEMON[0], *_FRAME, *_LAST, *_LAST]
 #: a traceback of the user's: every line passed on
 THEIRS = [
     "Traceback (most recent call last):\n",
@@ -74,6 +81,8 @@ def test_the_daemons_closed_connection_tracebacks_are_dropped_and_other_tracebac
     fed = [out for line in DAEMON + SEEN + THEIRS + KEPT + DAEMON[:3] for out in keep.feed(line)]
     assert fed + keep.flush() == THEIRS + KEPT + DAEMON[:3]   # a traceback cut off at the end: passed on
     assert keep.flush() == []
+    fed = [out for line in DAEMON_SOURCES + KEPT + THEIRS + DAEMON_SOURCES[:4] for out in keep.feed(line)]
+    assert fed + keep.flush() == KEPT + THEIRS + DAEMON_SOURCES[:4]
     alone = ChatterFilter()
     assert [out for line in ["Traceback (most recent call last):\n", "ValueError: x\n"] for out in alone.feed(line)] \
         == ["Traceback (most recent call last):\n", "ValueError: x\n"]
