@@ -14,6 +14,7 @@ tree.
 """
 from __future__ import annotations
 
+import sys
 import textwrap
 
 import pytest
@@ -55,7 +56,8 @@ SCRIPT = textwrap.dedent('''
     sqlflow.register(spark)
     windows = spark.sql("SELECT COUNT(*) FROM clicks LATERAL VIEW explode(sqlflow_sliding(event_time, '10m', '5m')) AS w").first()[0]
     where = spark.range(4).repartition(4).selectExpr("1 AS x").rdd.map(
-        lambda r: (__import__("sqlflow.udfs.bucket").udfs.bucket.__file__, os.getpid())).collect()
+        lambda r: (__import__("sqlflow.udfs.bucket").udfs.bucket.__file__, os.getpid(),
+                   __import__("pyspark").__file__)).collect()
     executors = spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1  # minus the driver
     print(json.dumps({
         "master": spark.sparkContext.master, "executors": executors,
@@ -63,6 +65,7 @@ SCRIPT = textwrap.dedent('''
         "native": native, "engine": engine, "windows": windows,
         "worker_files": sorted({w[0] for w in where}), "driver_pid": os.getpid(),
         "worker_pids": sorted({w[1] for w in where}), "driver_sqlflow": sqlflow.__file__, "probed": probed,
+        "worker_pyspark": sorted({w[2] for w in where}),
     }))
     spark.stop()
 ''')
@@ -81,6 +84,9 @@ def test_bounded_queries_on_a_local_cluster_from_the_wheel(wheel_venv, tmp_path)
     site = str(wheel_venv.root)
     assert all(f.startswith(site) and "site-packages" in f for f in out["worker_files"]), out["worker_files"]
     assert out["driver_pid"] not in out["worker_pids"]
+    # the executors' workers import the installed pyspark, not Spark's zip (sqlflow/worker_startup.py)
+    assert out["worker_pyspark"] == [f"{site}/lib/python{sys.version_info.major}.{sys.version_info.minor}/site-packages/pyspark/__init__.py"], \
+        out["worker_pyspark"]
     # a pandas UDF's Python workers import sqlflow, its engine and its UDF modules from the wheel
     assert out["driver_sqlflow"].startswith(site)
     assert sorted(row["double"] for row in out["probed"]) == [0, 2, 4, 6]
