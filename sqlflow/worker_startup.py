@@ -36,6 +36,9 @@ True
 >>> alone = [os.path.join(lib, "pyspark.zip")]  # the installed package's directory not on the path: kept
 >>> prefer_installed_pyspark(alone, environ={}) == [os.path.join(lib, "pyspark.zip")]
 True
+>>> odd = [None, os.path.join(lib, "pyspark.zip"), site]  # (not every entry of a path need be a string)
+>>> prefer_installed_pyspark(odd, environ={}) == [None, site]
+True
 >>> kept = [os.path.join(lib, "pyspark.zip"), site]
 >>> prefer_installed_pyspark(kept, environ={"SQLFLOW_PYSPARK_ZIP": "keep"}) == [os.path.join(lib, "pyspark.zip"), site]
 True
@@ -49,7 +52,7 @@ from collections.abc import Mapping
 #: with "import"): it costs a scan of the path in every process, and imports this module only in
 #: the processes Spark started
 PTH_NAME = "sqlflow-worker-startup.pth"
-PTH_LINE = ('import sys; any(p.endswith("pyspark.zip") for p in sys.path) and '
+PTH_LINE = ('import sys; any(isinstance(p, str) and p.endswith("pyspark.zip") for p in sys.path) and '
             '__import__("sqlflow.worker_startup").worker_startup.prefer_installed_pyspark(sys.path)')
 #: the environment variable that keeps the zip (value "keep")
 OPT_OUT = "SQLFLOW_PYSPARK_ZIP"
@@ -61,9 +64,11 @@ def prefer_installed_pyspark(path: list[str], environ: Mapping[str, str] = os.en
     if environ.get(OPT_OUT, "").strip().lower() == "keep":
         return path
     try:
-        on_path = {_same(p) for p in path if p and not p.endswith(".zip")}
+        on_path = {_same(p) for p in path if isinstance(p, str) and p and not p.endswith(".zip")}
         drop = []
         for entry in path:
+            if not isinstance(entry, str):
+                continue
             lib = os.path.dirname(entry)
             name = os.path.basename(entry)
             if not (name == "pyspark.zip" or (name.startswith("py4j-") and name.endswith("-src.zip"))):
