@@ -64,7 +64,7 @@ def chained_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, *, ups
     observed, panes, projection, chain = operator_outputs(raw, spec, schema, decode, metrics_name)
     dropped = dropped_projection = None
     if keep_dropped:
-        dropped_projection = dropped_columns(plan, sources)
+        dropped_projection = dropped_columns(spark, plan, sources)
         dropped = observed.where(F.col(KIND) == DROPPED).select(*dropped_projection)
     return PaneStream(panes, observed, dropped, upstream.finish_dir, "stateful", n_buckets, metrics_name,
                       projection, dropped_projection, chain)

@@ -344,8 +344,8 @@ class OwnedRun:
                                          + [f for f in state_schema().fields])
         from pyspark.sql.pandas.types import to_arrow_schema
         self.arrow_schema = to_arrow_schema(self.spark_schema)
-        self.pane_projection = pane_columns(self.spec, recipe.schema, recipe.decode)
-        self.dropped_projection = dropped_columns(plan, sources)
+        self.pane_projection = pane_columns(spark, self.spec, recipe.schema, recipe.decode)
+        self.dropped_projection = dropped_columns(spark, plan, sources)
         self.token = uuid.uuid4().hex
         self.progress: list[dict] = []
         self.timings: list[dict] = []

@@ -21,6 +21,7 @@ from ...columns import (BUCKET, DATA, DROPPED, DROPPED_EVENT_TIME, DROPPED_REASO
                         null_mask)
 from ...engine import EnginePlan, overflow_column
 from ...errors import SqlflowUnsupportedError
+from ...frontend.printer import string as sql_string
 from ...plan.relations import quoted
 from ...time import MILLISECOND
 from ...udfs.pack import CombinedPack, Pack
@@ -29,6 +30,7 @@ from ...udfs.streaming import StreamSpec
 from ...udfs.tws import PaneProcessor
 from .. import conf
 from ..log_filter import quiet
+from ..expressions import cast_sql, sql_columns
 from ..select_types import spark_type
 from .combine import combinable, combining
 from .metrics import observe_input
@@ -171,43 +173,47 @@ def stateful_panes(spark: SparkSession, data: DataFrame, plan: EnginePlan, *, de
     observed, panes, pane_projection, chain = operator_outputs(raw, spec, schema, decode, metrics_name)
     dropped = dropped_projection = None
     if keep_dropped:
-        dropped_projection = dropped_columns(plan, sources)
+        dropped_projection = dropped_columns(spark, plan, sources)
         dropped = observed.where(F.col(KIND) == DROPPED).select(*dropped_projection)
     return PaneStream(panes, observed, dropped, finish_dir, "stateful", n_buckets, metrics_name,
                       pane_projection, dropped_projection, chain)
 
 
-def dropped_columns(plan: EnginePlan, sources: tuple[str, ...] = ()) -> list:
+def dropped_columns(spark: SparkSession, plan: EnginePlan, sources: tuple[str, ...] = ()) -> list:
     """The dropped rows' columns from an operator's output (KIND DROPPED): the keys, the row's
     event time, the reason, the window it missed (NULL: none) and `emit_time` (when it was
     dropped), times as TIMESTAMPs; of several sources, the row's source's name."""
-    out = [*[F.col(k) for k in plan.keys],
-           F.timestamp_micros(F.col(EVENT_TIME)).alias(DROPPED_EVENT_TIME),
-           F.col(REASON).alias(DROPPED_REASON),
-           *[F.timestamp_micros(F.col(c)).alias(c) for c in (WINDOW_START, WINDOW_END, EMIT_TIME)]]
+    out = [*[quoted(k) for k in plan.keys],
+           f"timestamp_micros({quoted(EVENT_TIME)}) AS {quoted(DROPPED_EVENT_TIME)}",
+           f"{quoted(REASON)} AS {quoted(DROPPED_REASON)}",
+           *[f"timestamp_micros({quoted(c)}) AS {quoted(c)}" for c in (WINDOW_START, WINDOW_END, EMIT_TIME)]]
     if sources:  # the name of the row's source
-        out.append(F.element_at(F.array(*[F.lit(n) for n in sources]), F.col(SOURCE).cast("int") + 1)
-                   .alias(DROPPED_SOURCE))
-    return out
+        names = ", ".join(sql_string(n) for n in sources)
+        out.append(f"element_at(array({names}), CAST({quoted(SOURCE)} AS int) + 1) AS {quoted(DROPPED_SOURCE)}")
+    return sql_columns(spark, out)
 
 
 def operator_outputs(raw: DataFrame, spec: StreamSpec, schema: T.StructType, decode: dict | None,
                      metrics_name: str):
     """What a stateful operator's output `raw` gives: itself with its counters observed, its panes
     (and their projection) and, when it reports to a later stage, its chain (`PaneStream.chain`)."""
-    sums = [F.coalesce(F.sum(metric_column(m)), F.lit(0)).alias(m) for m in STREAM_COUNTERS]
-    gauges = [F.max(metric_column(m)).alias(m) for m in STREAM_GAUGES]
-    live = [F.sum(metric_column(m)).alias(m) for m in STREAM_LIVE]  # over the buckets
-    by_source = [F.coalesce(F.sum(metric_column(c)), F.lit(0)).alias(c) for c in spec.source_counters()]
-    observed = raw.observe(metrics_name, *sums, *gauges, *live, *by_source)
-    pane_projection = pane_columns(spec, schema, decode)
-    panes = observed.where(F.col(KIND) == PANE).select(*pane_projection)
+    def counted(m: str, sql: str) -> str:
+        return sql.format(quoted(metric_column(m))) + f" AS {quoted(m)}"
+
+    metrics = [*[counted(m, "coalesce(sum({}), 0)") for m in STREAM_COUNTERS],
+               *[counted(m, "max({})") for m in STREAM_GAUGES],
+               *[counted(m, "sum({})") for m in STREAM_LIVE],  # over the buckets
+               *[counted(m, "coalesce(sum({}), 0)") for m in spec.source_counters()]]
+    observed = raw.observe(metrics_name, *sql_columns(raw.sparkSession, metrics))
+    pane_projection = pane_columns(raw.sparkSession, spec, schema, decode)
+    panes = observed.where(f"{quoted(KIND)} = {PANE}").select(*pane_projection)
     chain = None
     if spec.report:  # panes as DATA and each call's report as a REPORT row, in one relation
-        kind = F.when(F.col(KIND) == METRICS, F.lit(REPORT)).otherwise(F.lit(DATA)).cast("int").alias(KIND)
+        kind = f"CAST(CASE WHEN {quoted(KIND)} = {METRICS} THEN {REPORT} ELSE {DATA} END AS int) AS {quoted(KIND)}"
         # never NULL (0, false on the panes): a NULL would make the int64 column float64 for pandas
-        reports = [F.coalesce(F.col(c), F.lit(0).cast(REPORT_TYPES[c])).alias(c) for c in REPORT_COLUMNS]
-        chain = observed.where(F.col(KIND).isin(PANE, METRICS)).select(*pane_projection, kind, *reports)
+        reports = [f"coalesce({quoted(c)}, CAST(0 AS {REPORT_TYPES[c]})) AS {quoted(c)}" for c in REPORT_COLUMNS]
+        chain = (observed.where(f"{quoted(KIND)} IN ({PANE}, {METRICS})")
+                 .select(*pane_projection, *sql_columns(raw.sparkSession, [kind, *reports])))
     return observed, panes, pane_projection, chain
 
 
@@ -269,17 +275,16 @@ def operator_schema(spec: StreamSpec, schema: T.StructType, engine_types: dict |
     return T.StructType(fields)
 
 
-def pane_columns(spec: StreamSpec, schema: T.StructType, decode: dict | None = None) -> list:
+def pane_columns(spark: SparkSession, spec: StreamSpec, schema: T.StructType, decode: dict | None = None) -> list:
     """The pane columns of `schema` from the operator's output (times back to TIMESTAMP, an
     aggregate by its `decode` SQL when given)."""
-    source = {name: F.expr(sql) for name, sql in (decode or {}).items()}
-    out = []
-    for f in schema.fields:
-        expr = source.get(f.name)
-        if expr is None:
-            expr = F.timestamp_micros(F.col(f.name)) if f.name in PANE_TIMES else F.col(f.name)
-        out.append(expr.cast(f.dataType).alias(f.name))
-    return out
+    decode = decode or {}
+    exprs = [decode.get(f.name) or (f"timestamp_micros({quoted(f.name)})" if f.name in PANE_TIMES else quoted(f.name))
+             for f in schema.fields]
+    texts = [cast_sql(f"({e})", f.dataType, f.name) for e, f in zip(exprs, schema.fields)]
+    if any(t is None for t in texts):  # a type without a SQL name here: cast by the column functions
+        return [F.expr(e).cast(f.dataType).alias(f.name) for e, f in zip(exprs, schema.fields)]
+    return sql_columns(spark, [t for t in texts if t is not None])
 
 
 def project_batch(raw: DataFrame, stream: PaneStream, kind: int) -> DataFrame:
