@@ -54,6 +54,10 @@ DEFAULT_STREAMING_DRIVER_ROWS = 200_000
 #: a batch whose files Spark knows to hold at most this many bytes per row of the driver-local
 #: step's limit is collected without the limit (its extra stage), and counted after
 DRIVER_STEP_BYTES_PER_ROW = 64
+#: true (default): the driver-local step reads a micro-batch of CSV or parquet files with pyarrow
+#: where it reads them as Spark does (sqlflow/spark/streaming/direct_read.py; docs/streaming.md
+#: 3.0, "Reading a batch's files directly"); false: Spark scans and collects every batch
+STREAMING_DIRECT_READ = "spark.sqlflow.streaming.directRead"
 #: an interval added to event time for Spark's watermark, e.g. '36500 days' (times before 1970)
 STREAMING_TIME_SHIFT = "spark.sqlflow.streaming.timeShift"
 

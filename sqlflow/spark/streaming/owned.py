@@ -67,13 +67,14 @@ from ...udfs.batch_step import (BUCKET_LAYOUT, SPARK_LAYOUT, BatchSpec, BatchSte
                                 driver_batch, file_system, metrics_columns, state_columns)
 from ...udfs.micro_batch_combine import batch_partials
 from ...udfs.streaming import StreamSpec
-from ..conf import (ARROW_LOCAL_RELATION_THRESHOLD, DRIVER_STEP_BYTES_PER_ROW, FILE_FORMATS, cores, driver_step_rows,
-                    estimated_bytes, streaming_buckets)
+from ..conf import (ARROW_LOCAL_RELATION_THRESHOLD, DRIVER_STEP_BYTES_PER_ROW, FILE_FORMATS, STREAMING_DIRECT_READ,
+                    cores, driver_step_rows, estimated_bytes, flag, streaming_buckets)
 from ..lifetimes import is_connect
 from ..session import keeps_active_session
 from .checkpoint_files import CheckpointFiles
 from .pane_stream import named_and_triggered, no_finish_dir
 from .combine import combinable
+from .direct_read import DirectRead, batch_files
 from .per_partition import BEHIND, PartitionRule, flag_behind, rows_of, step_partitions, table_of
 from .stateful import dropped_columns, operator_schema, packable, pane_columns
 
@@ -373,6 +374,13 @@ class OwnedRun:
         #: the driver-local step's limit, and the rows the last batch collected for it
         self.driver_rows = driver_step_rows(spark)
         self.last_rows = 0
+        #: the driver-local step reads a batch of files itself where it can (`direct_read`): the
+        #: session's query manager, which names the batch's files; the reading, planned at the
+        #: first batch (None: not yet; False: Spark reads every batch)
+        self.query_streams = (spark._jsparkSession.streams()
+                              if not self.remote and flag(spark, STREAMING_DIRECT_READ, True) else None)
+        self.direct: DirectRead | bool | None = None if self.query_streams is not None else False
+        self.direct_read = False  # this batch's rows were read directly
         #: the driver-local step's panes go to the sink after the batch function returns (`Delivery`)
         self.delivers_after = not self.remote and sink.format in DELIVERED_AFTER
         self.delivery: Delivery | None = None  # the last batch's, running or done
@@ -387,7 +395,8 @@ class OwnedRun:
         state = dict(self.__dict__)
         state["recipe"] = replace(self.recipe, data=cast(Any, None))
         state["sink"] = replace(self.sink, session=None, batches={})
-        state.update(markers=None, pane_seq=None, counters=None, local_seq=None, delivery=None, undelivered=None)
+        state.update(markers=None, pane_seq=None, counters=None, local_seq=None, delivery=None, undelivered=None,
+                     query_streams=None, direct=False)
         return state
 
     def __setstate__(self, state: dict) -> None:
@@ -477,7 +486,7 @@ class OwnedRun:
         try:
             lap()
             _reached("mid-batch", batch_id)
-            rows = self._small_batch(batch_df) if files is not None else None
+            rows = self._small_batch(batch_df, batch_id) if files is not None else None
             if rows is not None:  # the driver-local step
                 summary = self._driver_step(step, rows, batch_df.sparkSession, batch_id, flagged, p)
             else:
@@ -520,7 +529,7 @@ class OwnedRun:
 
     # ------------------------------------------------------------------ the driver-local step
 
-    def _small_batch(self, batch_df: DataFrame):
+    def _small_batch(self, batch_df: DataFrame, batch_id: int):
         """The batch's rows as Arrow in the driver when the driver-local step runs it, else None
         (docs/streaming.md 3.0, "The driver-local step"). The rule: at most
         `spark.sqlflow.streaming.driverStepRows` rows (0: never). The size is learnt without a
@@ -531,8 +540,10 @@ class OwnedRun:
         before reading it (a file source's files) and that is at most `DRIVER_STEP_BYTES_PER_ROW`
         bytes per row of the limit is collected whole instead: a limit over several partitions
         is an extra stage, a shuffle of the rows to one partition (55 ms a batch of 200,000 CSV
-        rows, a quarter of the collect)."""
+        rows, a quarter of the collect). A batch of CSV or parquet files that pyarrow reads as
+        Spark does is read by pyarrow instead (`direct_read`)."""
         self.parts = {}
+        self.direct_read = False
         limit = self.driver_rows
         if limit <= 0:
             return None
@@ -540,12 +551,32 @@ class OwnedRun:
             self.last_rows = 0  # the batch after this one tries the driver again: sizes come down too
             return None
         clock = time.perf_counter()
-        size = estimated_bytes(batch_df)
-        whole = size is not None and size <= limit * DRIVER_STEP_BYTES_PER_ROW
-        rows = (batch_df if whole else batch_df.limit(limit + 1)).toArrow()
+        rows = self._direct_rows(batch_df, batch_id)
+        if rows is None:
+            size = estimated_bytes(batch_df)
+            whole = size is not None and size <= limit * DRIVER_STEP_BYTES_PER_ROW
+            rows = (batch_df if whole else batch_df.limit(limit + 1)).toArrow()
+        else:
+            self.direct_read = True
         self.last_rows = rows.num_rows
         self.parts = {"collect": clock}
         return rows if rows.num_rows <= limit else None
+
+    def _direct_rows(self, batch_df: DataFrame, batch_id: int):
+        """The batch's rows read by pyarrow from its files (`direct_read.DirectRead`), or None
+        (Spark reads them): the reading is planned from the input stream at the first batch."""
+        if self.direct is None:
+            from pyspark.sql.pandas.types import to_arrow_schema
+
+            plan = self.recipe.plan
+            self.direct = (DirectRead.plan(self.recipe.data, plan.keys, self.buckets, BUCKET, KIND, DATA,
+                                           to_arrow_schema(batch_df.schema))
+                           if self.recipe.partition is None and not self.keep_dropped else None) or False
+        if not isinstance(self.direct, DirectRead) or self.query_streams is None:
+            return None
+        files = batch_files(self.query_streams, batch_df, batch_id, self.direct.fmt)
+        # the driver holds what the collect's rule lets it: its files' bytes within the limit's
+        return self.direct.rows(files, self.driver_rows * DRIVER_STEP_BYTES_PER_ROW) if files else None
 
     def _driver_step(self, step: BatchStep, rows, spark: SparkSession, batch_id: int, flagged: DataFrame | None,
                      p: int) -> dict:
@@ -571,7 +602,7 @@ class OwnedRun:
             self.sink.write_dropped(self._dropped(dropped, flagged, p), batch_id)
         self.parts = {"collect": round(clock - self.parts["collect"], 3), "step": round(engine - clock, 3),
                       "sink": round(time.perf_counter() - engine, 3)}
-        return self._counted(out) | {"driver_steps": 1}
+        return self._counted(out) | {"driver_steps": 1, "direct_reads": int(self.direct_read)}
 
     def _chosen(self, spark: SparkSession, out, kind: int) -> tuple[Any, T.StructType]:
         """The buckets' rows of one kind, the operator's row columns (not its counters and state),
@@ -739,7 +770,7 @@ class OwnedRun:
         finally:
             if cached:
                 observed.unpersist()
-        return summary | {"driver_steps": 0}
+        return summary | {"driver_steps": 0, "direct_reads": 0}
 
     def _remote_outputs(self, out: DataFrame, batch_id: int, flagged: DataFrame | None, p: int, version: str,
                         own_files: bool) -> dict:
@@ -761,7 +792,7 @@ class OwnedRun:
             kept.unpersist()
         summary = self._summary(counted.asDict())
         summary.pop("buckets_called", None)
-        return summary | {"driver_steps": 0}
+        return summary | {"driver_steps": 0, "direct_reads": 0}
 
     # ------------------------------------------------------------------ shared
 
