@@ -90,7 +90,7 @@ def test_owned_gives_the_same_rows_counters_and_log_on_either_session(spark, tmp
     assert S.query_metrics(query_) == {
         "engine_rows": 5, "panes": 4, "retractions": 0, "dropped_too_late": 0, "dropped_closed_window": 0,
         "dropped_null_event_time": 0, "dropped_bad_gap": 0, "buckets_advanced": 8, "state_keys": 0,
-        "state_windows": 0, "state_bytes": 0, "input_rows": 5, "driver_steps": 6 * in_driver}
+        "state_windows": 0, "state_bytes": 0, "input_rows": 5, "driver_steps": 6 * in_driver, "direct_reads": 0}
     # five data batches and the finish marker's; W(N) = the largest event time before N - 1 s
     assert [(b["batchId"], b["input_rows"], b["driver_steps"]) for b in run.progress] == [
         (n, int(n < 5), in_driver) for n in range(6)]
@@ -162,6 +162,7 @@ def test_windows_per_partition_with_dropped_rows_on_either_session(spark, tmp_pa
     assert S.query_metrics(query) == {
         "engine_rows": 9, "panes": 4, "retractions": 0, "dropped_too_late": 3, "dropped_closed_window": 0,
         "dropped_null_event_time": 0, "dropped_bad_gap": 0, "buckets_advanced": 9, "state_keys": 0,
-        "state_windows": 0, "state_bytes": 0, "input_rows": 10, "driver_steps": 0, "dropped_behind_partition": 1}
+        "state_windows": 0, "state_bytes": 0, "input_rows": 10, "driver_steps": 0, "direct_reads": 0,
+        "dropped_behind_partition": 1}
     assert [w // 1_000_000 - int((DAY - dt.datetime(1970, 1, 1)).total_seconds())
             for _, w in S.watermark_log(query)] == [0, 12, 25, 25, 25, 31, 31, 33, 33]
