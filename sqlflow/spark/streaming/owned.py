@@ -574,7 +574,12 @@ class OwnedRun:
                            if self.recipe.partition is None and not self.keep_dropped else None) or False
         if not isinstance(self.direct, DirectRead) or self.query_streams is None:
             return None
-        files = batch_files(self.query_streams, batch_df, batch_id, self.direct.fmt)
+        from py4j.protocol import Py4JError
+
+        try:
+            files = batch_files(self.query_streams, batch_df, batch_id, self.direct.fmt)
+        except Py4JError:  # a plan of a form not foreseen (Spark's internals): Spark reads the batch
+            return None
         # the driver holds what the collect's rule lets it: its files' bytes within the limit's
         return self.direct.rows(files, self.driver_rows * DRIVER_STEP_BYTES_PER_ROW) if files else None
 
