@@ -14,6 +14,9 @@ import pandas as pd
 
 T0 = pd.Timestamp("2024-03-01 08:00", tz="UTC")
 SCHEMA = "k string, ts timestamp, v long"
+#: the same with BIGINT keys, whose batches of parquet files the owned-sink executor's driver-local
+#: step reads itself (docs/streaming.md 3.0, "Reading a batch's files directly")
+INT_SCHEMA = "k bigint, ts timestamp, v long"
 
 
 def crash_query(emit: str) -> str:
@@ -27,25 +30,26 @@ ALLOWED LATENESS 5m
 EMIT {emit}"""
 
 
-def crash_batches(seed: int, n: int = 8) -> list[pd.DataFrame]:
-    """`n` micro-batches of 10 clicks (keys p-s, up to 3 minutes out of order)."""
+def crash_batches(seed: int, n: int = 8, int_keys: bool = False) -> list[pd.DataFrame]:
+    """`n` micro-batches of 10 clicks (keys p-s, or 1-4 with `int_keys`; up to 3 minutes out of
+    order)."""
     rng = np.random.default_rng(seed)
     out = []
     for b in range(n):
         seconds = b * 60 + rng.integers(-180, 60, 10)
-        out.append(pd.DataFrame({"k": rng.choice(list("pqrs"), 10),
+        out.append(pd.DataFrame({"k": rng.choice([1, 2, 3, 4] if int_keys else list("pqrs"), 10),
                                  "ts": (T0 + pd.to_timedelta(seconds, unit="s")).astype("datetime64[us, UTC]"),
                                  "v": rng.integers(1, 9, 10)}))
     return out
 
 
-def crash_stream(spark, input_dir: str, checkpoint: str, query: str):
-    """`query`'s result over the files in `input_dir` (view `crash_in`, one file per micro-batch),
-    finished through `<checkpoint>-finish`."""
+def crash_stream(spark, input_dir: str, checkpoint: str, query: str, schema: str = SCHEMA):
+    """`query`'s result over the files in `input_dir` (view `crash_in`, one file per micro-batch,
+    of `schema`), finished through `<checkpoint>-finish`."""
     import sqlflow
     from sqlflow.spark import streaming as S
 
-    spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).parquet(input_dir) \
+    spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(input_dir) \
         .createOrReplaceTempView("crash_in")
     spark.conf.set(S.CONF_FINISH_DIR, checkpoint + "-finish")
     try:

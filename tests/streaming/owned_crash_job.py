@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the checkout: tests.crash_input
 from tests import crash_input
-from tests.crash_input import crash_query, crash_stream
+from tests.crash_input import INT_SCHEMA, crash_query, crash_stream
 
 QUERY = crash_query("ACCUMULATING AND RETRACTING")
 
@@ -29,7 +29,7 @@ def run(spark, input_dir: str, out: str, checkpoint: str, kill_at: str | None = 
     import sqlflow
     from sqlflow.spark.streaming import owned
 
-    df = crash_stream(spark, input_dir, checkpoint, QUERY)
+    df = crash_stream(spark, input_dir, checkpoint, QUERY, INT_SCHEMA)  # BIGINT keys: files read directly
     if kill_at:
         hook = crash_input.kill_at(kill_at)
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from sqlflow.spark.streaming import owned
 from tests.conftest import StreamFiles
 from tests.crash_input import crash_batches
 
@@ -28,7 +29,7 @@ KILLS = [(2, "mid-batch"), (4, "after-outputs"), (5, "before-delivery"), (6, "af
 
 
 def batches(n: int = 8) -> list[pd.DataFrame]:
-    return crash_batches(11, n)
+    return crash_batches(11, n, int_keys=True)
 
 
 def output(spark, out: Path) -> pd.DataFrame:
@@ -44,9 +45,11 @@ def uninterrupted(spark, tmp_path_factory):
     for b in batches():
         files.write(b)
     job = runpy.run_path(str(JOB))
-    job["run"](spark, str(files.path), str(base / "out"), str(base / "cp"))
+    query = job["run"](spark, str(files.path), str(base / "out"), str(base / "cp"))
     rows = output(spark, base / "out")
     assert rows["is_retraction"].any() and set(rows["batch_id"]) >= set(range(8))
+    # the driver-local step read every batch's file itself (docs/streaming.md 3.0)
+    assert [b["direct_reads"] for b in owned.run_of(query).progress] == [1] * 8 + [0]
     return rows
 
 
