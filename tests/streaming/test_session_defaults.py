@@ -190,6 +190,8 @@ def test_workers_of_a_pyspark_python_without_sqlflow_are_a_located_error_at_sql_
     lines = out.stdout.strip().splitlines()
     assert lines[0] == "SqlflowExecutionError WINDOW 2 18", out.stdout + out.stderr[-3000:]
     assert lines[1].startswith(NO_SQLFLOW) and lines[2] == FIX
+    # the check's failed tasks are not logged with their stack traces: the error says why
+    assert "ERROR Executor" not in out.stderr and "PythonException" not in out.stderr, out.stderr[-3000:]
 
 
 @DEFAULTS

@@ -134,11 +134,13 @@ def check_python_workers(spark, ws) -> None:
     if app and app in _WORKERS_READY:
         return
     from .. import conf
+    from ..log_filter import failures_reported
 
     n = conf.cores(spark)
     schema = T.StructType([T.StructField("python", T.StringType()), T.StructField("version", T.StringType())])
     try:
-        spark.range(0, n, 1, n).mapInArrow(ready, schema).collect()
+        with failures_reported(spark):  # the failed tasks' stack traces: the error below says why
+            spark.range(0, n, 1, n).mapInArrow(ready, schema).collect()
     except Exception as e:  # noqa: BLE001  (Py4JJavaError, PythonException, SparkConnectGrpcException)
         cause = worker_failure(str(e))
         raise ws.error(
