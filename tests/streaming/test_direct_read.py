@@ -124,6 +124,25 @@ def test_a_parquet_batch_reads_as_spark_reads_it(spark, tmp_path_factory, rows, 
     same_rows(ours, reference.toArrow())
 
 
+@settings(max_examples=examples(30))
+@given(keys=st.lists(st.one_of(st.none(), st.text(max_size=11)), min_size=1, max_size=20))
+def test_a_parquet_batch_of_string_keys_reads_and_hashes_as_spark(spark, tmp_path_factory, keys):
+    """STRING keys: their buckets are Spark's Murmur3 of their UTF-8 bytes (words, then each
+    byte after them as a signed int)."""
+    folder = tmp_path_factory.mktemp("parquet-strings")
+    path = folder / "part-0.parquet"
+    n = len(keys)
+    pq.write_table(pa.table({"k": pa.array(keys, pa.string()), "ts": pa.array(range(n), pa.timestamp("us", tz="UTC")),
+                             "v": pa.array(range(n), pa.int64())}), path)
+    schema = "k string, ts timestamp, v bigint"
+    projection = ("k", f"unix_micros(ts) AS {EVENT_TIME}", "v")
+    reference = with_bucket(spark.read.schema(schema).parquet(str(path)).selectExpr(*projection))
+    stream = spark.readStream.schema(schema).parquet(str(folder)).selectExpr(*projection)
+    ours = planned(spark, stream, reference).rows([path.as_uri()])
+    assert ours is not None
+    same_rows(ours, reference.toArrow())
+
+
 def test_parquet_of_another_type_or_a_local_time_is_declined(spark, tmp_path):
     schema = "k bigint, ts timestamp, v int"
     projection = ("k", f"unix_micros(ts) AS {EVENT_TIME}", "CAST(v AS BIGINT) AS v")

@@ -78,6 +78,8 @@ def test_owned_panes_equal_advance_and_the_timeline_replay(spark, stream_files, 
     pd.testing.assert_frame_equal(panes, replayed[panes.columns], check_dtype=False)
     metrics = S.query_metrics(query)
     assert driver_steps(query) == [int(step == "driver")] * len(log)
+    # the driver-local step read each data batch's parquet file itself (docs/streaming.md 3.0)
+    assert [b["direct_reads"] for b in owned.run_of(query).progress] == [int(step == "driver")] * len(batches) + [0]
     assert metrics["dropped_too_late"] == engine_dropped == replay_dropped
     assert metrics["panes"] + metrics["retractions"] == len(panes)
     assert metrics["input_rows"] == sum(len(b) for b in batches)

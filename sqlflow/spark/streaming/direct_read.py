@@ -13,14 +13,14 @@ What "exactly" takes (`DirectRead.plan`, once per run; `DirectRead.rows`, each b
   `timestamp_seconds` of a BIGINT column, or `unix_micros` of a TIMESTAMP, through projections,
   aliases, views and widening casts, over one file source (no filter, no partition columns);
 - parquet: every column read has the file's type as Spark reads it (BIGINT int64, INT int32,
-  TIMESTAMP a UTC timestamp in micro- or milliseconds), by its exact name, in a file no legacy
-  Spark wrote (its calendar rebase);
+  STRING a UTF-8 string, TIMESTAMP a UTC timestamp in micro- or milliseconds), by its exact name,
+  in a file no legacy Spark wrote (its calendar rebase);
 - CSV: Spark's default parsing but for `header` and `sep`, every column of the file an integer
   (BIGINT or INT); a batch whose fields are not all ASCII integers or empty (NULL), whose lines
   have another count of fields, or whose file starts with a byte-order mark is read by Spark
   (where Spark's parser would give NULL or drop a field, pyarrow's could differ);
-- the keys' hash buckets are Spark's `pmod(hash(keys), n)` (Murmur3, `spark_hash`) on BIGINT and
-  INT keys.
+- the keys' hash buckets are Spark's `pmod(hash(keys), n)` (Murmur3, `spark_hash`) on BIGINT, INT
+  and (of parquet) STRING keys.
 Anything else: Spark scans and collects, as before. `spark.sqlflow.streaming.directRead` false
 turns it off. Tests: tests/streaming/test_direct_read.py (hypothesis against Spark's own read).
 """
@@ -169,27 +169,62 @@ class DirectRead:
 
 
 def spark_hash(values, dtype: str, seed: np.ndarray) -> np.ndarray:
-    """Spark's Murmur3 `hash` of one more column (`values`, a pyarrow array of BIGINT or INT),
-    chained from `seed` (the columns before, or 42): a NULL leaves the hash as it was.
+    """Spark's Murmur3 `hash` of one more column (`values`, a pyarrow array of BIGINT, INT or
+    STRING), chained from `seed` (the columns before, or 42): a NULL leaves the hash as it was.
 
     >>> import pyarrow as pa
     >>> spark_hash(pa.array([0, 1, None, -5], pa.int64()), "bigint", np.full(4, 42, np.int32)).tolist()
     [-1670924195, -1712319331, 42, 424949597]
     >>> spark_hash(pa.array([0, 1], pa.int32()), "int", np.full(2, 42, np.int32)).tolist()
     [933211791, -559580957]
+    >>> spark_hash(pa.array(["", "a", "abcde", "é"]), "string", np.full(4, 42, np.int32)).tolist()
+    [142593372, 1485273170, 814637928, 2119106806]
     """
+    import pyarrow as pa
     import pyarrow.compute as pc
 
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
     valid = ~np.asarray(pc.is_null(values).to_numpy(zero_copy_only=False), dtype=bool)
-    raw = np.asarray(values.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64).astype(np.uint64)
     h = seed.astype(np.int64).astype(np.uint64) & _MASK32
-    if dtype == "bigint":
-        h = _mix_h1(h, _mix_k1(raw & _MASK32))
-        h = _fmix(_mix_h1(h, _mix_k1(raw >> np.uint64(32))), 8)
+    if dtype == "string":
+        h = _hash_bytes(values, h)
     else:
-        h = _fmix(_mix_h1(h, _mix_k1(raw & _MASK32)), 4)
+        raw = np.asarray(values.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64).astype(np.uint64)
+        if dtype == "bigint":
+            h = _mix_h1(h, _mix_k1(raw & _MASK32))
+            h = _fmix(_mix_h1(h, _mix_k1(raw >> np.uint64(32))), 8)
+        else:
+            h = _fmix(_mix_h1(h, _mix_k1(raw & _MASK32)), 4)
     out = h.astype(np.uint32).view(np.int32)
     return np.where(valid, out, seed)
+
+
+def _hash_bytes(values, h):
+    """Spark's `Murmur3_x86_32.hashUnsafeBytes` of each string's UTF-8 bytes from hashes `h`:
+    each whole 4-byte little-endian word mixed in, then each byte after them on its own as a
+    signed int, then the length; vectorised over the strings, a step per word position."""
+    import pyarrow as pa
+
+    values = values.cast(pa.large_string())
+    n = len(values)
+    offsets = np.frombuffer(values.buffers()[1], dtype=np.int64)[values.offset:values.offset + n + 1]
+    data = (np.frombuffer(values.buffers()[2], dtype=np.uint8) if values.buffers()[2] is not None
+            else np.zeros(0, np.uint8))
+    starts, lengths = offsets[:-1], np.diff(offsets)
+    aligned = lengths - lengths % 4
+    h = h.copy()
+    for j in range(0, int(aligned.max(initial=0)), 4):
+        rows = np.flatnonzero(aligned > j)
+        at = starts[rows] + j
+        word = (data[at].astype(np.uint64) | data[at + 1].astype(np.uint64) << np.uint64(8)
+                | data[at + 2].astype(np.uint64) << np.uint64(16) | data[at + 3].astype(np.uint64) << np.uint64(24))
+        h[rows] = _mix_h1(h[rows], _mix_k1(word))
+    for t in range(3):
+        rows = np.flatnonzero(lengths > aligned + t)
+        signed = data[starts[rows] + aligned[rows] + t].view(np.int8).astype(np.int64)
+        h[rows] = _mix_h1(h[rows], _mix_k1(signed.astype(np.uint64) & _MASK32))
+    return _fmix(h, lengths)
 
 
 def _rotl(x, r: int):
@@ -205,8 +240,8 @@ def _mix_h1(h, k):
     return (_rotl(h ^ k, 13) * np.uint64(5) + np.uint64(0xE6546B64)) & _MASK32
 
 
-def _fmix(h, length: int):
-    h = h ^ np.uint64(length)
+def _fmix(h, length):
+    h = h ^ np.asarray(length).astype(np.uint64)
     h ^= h >> np.uint64(16)
     h = (h * np.uint64(0x85EBCA6B)) & _MASK32
     h ^= h >> np.uint64(13)
@@ -221,6 +256,8 @@ def _parquet_type_is(arrow_type, dtype: str) -> bool:
         return arrow_type == pa.int64()
     if dtype == "int":
         return arrow_type == pa.int32()
+    if dtype == "string":
+        return arrow_type in (pa.string(), pa.large_string())
     return (dtype == "timestamp" and pa.types.is_timestamp(arrow_type) and arrow_type.unit in ("us", "ms")
             and arrow_type.tz is not None)
 
@@ -244,7 +281,7 @@ def _evaluate(expr: tuple, table):
     inner = _evaluate(expr[1], table)
     if inner is None:
         return None
-    if op in ("id", "unix_micros", "micros"):
+    if op in ("widen", "unix_micros", "micros"):
         return inner.cast(pa.int64())
     factor = {"millis": 1_000, "seconds": 1_000_000}[op]
     try:
@@ -303,13 +340,13 @@ def _plan(plan, keys, buckets, bucket, kind, kind_data, schema) -> DirectRead | 
     for i in range(output.size()):
         attr = output.apply(i)
         expr = _translate(attr, definitions, by_id)
-        if expr is None or _type(attr) not in ("bigint", "int"):
+        if expr is None or _type(attr) not in (("bigint", "int") if fmt == "csv" else ("bigint", "int", "string")):
             return None
         columns.append((str(attr.name()), expr))
         types[str(attr.name())] = _type(attr)
     if any(k not in types for k in keys) or not keys:
         return None
-    if fmt == "parquet" and any(t not in ("bigint", "int", "timestamp") for c, t in file_columns
+    if fmt == "parquet" and any(t not in ("bigint", "int", "timestamp", "string") for c, t in file_columns
                                 if any(c in _columns_of(e) for _, e in columns)):
         return None
     return DirectRead(fmt, file_columns, header, sep, tuple(columns), keys, tuple(types[k] for k in keys), buckets,
@@ -336,9 +373,9 @@ def _translate(expr, definitions: dict, by_id: dict) -> tuple | None:
         return None
     source, target = child.dataType().simpleString(), expr.dataType().simpleString()
     if name == "Cast":
-        widening = (source, target) in (("int", "bigint"), ("bigint", "bigint"), ("int", "int"),
-                                        ("timestamp", "timestamp"))
-        return ("id", inner) if widening else None
+        if source == target and source in ("bigint", "int", "timestamp", "string"):
+            return inner
+        return ("widen", inner) if (source, target) == ("int", "bigint") else None
     functions = {"MillisToTimestamp": "millis", "MicrosToTimestamp": "micros", "SecondsToTimestamp": "seconds",
                  "UnixMicros": "unix_micros"}
     if name in functions and (source in ("bigint", "int") or (name == "UnixMicros" and source == "timestamp")):
