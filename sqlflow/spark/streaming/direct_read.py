@@ -1,12 +1,13 @@
 """The driver-local step's rows of a micro-batch of files, read by pyarrow (docs/streaming.md 3.0,
 "Reading a batch's files directly").
 
-The owned-sink executor's driver-local step collects each micro-batch's rows as Arrow. For a stream
-read from CSV or parquet files, Spark's scan, projection and collect of a batch of 200,000 rows took
-150-170 ms, and pyarrow reads the same file in 7-15 ms (docs/dev/streaming-performance.md, 1). So
-where the stream's input is a chain of projections over one file source that pyarrow reads
-exactly as Spark does, the step reads the batch's files itself: Spark still chooses the files
-(its offsets, its source log) and the running query's plan names them; Spark's scan never runs.
+The owned-sink executor's driver-local step collects each micro-batch's rows as Arrow. For a
+stream read from CSV or parquet files, Spark's scan, projection and collect of a batch of 200,000
+rows took 150-170 ms, and pyarrow reads, checks and converts the same file in 10-25 ms
+(docs/dev/streaming-performance.md, 5). So where the stream's input is a chain of projections
+over one file source that pyarrow reads exactly as Spark does, the step reads the batch's files
+itself: Spark still chooses the files (its offsets, its source log) and the running query's plan
+names them; Spark's scan never runs.
 
 What "exactly" takes (`DirectRead.plan`, once per run; `DirectRead.rows`, each batch):
 - the input's columns are file columns, or `timestamp_millis` / `timestamp_micros` /
