@@ -49,10 +49,9 @@ def planned(spark, stream, reference) -> DirectRead:
     return direct
 
 
-def same_rows(ours: pa.Table, theirs: pa.Table) -> None:
-    assert ours.schema.names == theirs.schema.names
-    order = [(c, "ascending") for c in ours.column_names]
-    assert ours.cast(theirs.schema).sort_by(order).to_pylist() == theirs.sort_by(order).to_pylist()
+def rows_of(table: pa.Table, schema: pa.Schema) -> list[dict]:
+    """`table`'s rows as `schema` types them (its column names in its order), sorted."""
+    return table.cast(schema).sort_by([(c, "ascending") for c in schema.names]).to_pylist()
 
 
 def spark_csv_rows(spark, path, header: bool):
@@ -80,7 +79,7 @@ def test_a_csv_batch_reads_as_spark_reads_it_or_is_declined(spark, tmp_path_fact
     if ours is None:
         assert not clean, "a file of small integers only is read directly"
         return
-    same_rows(ours, theirs)
+    assert rows_of(ours, theirs.schema) == rows_of(theirs, theirs.schema)
 
 
 def test_a_csv_batch_of_plain_integers_is_read_directly(spark, tmp_path):
@@ -89,8 +88,9 @@ def test_a_csv_batch_of_plain_integers_is_read_directly(spark, tmp_path):
     reference = spark_csv_rows(spark, path, False)
     stream = spark.readStream.schema(CSV_SCHEMA).csv(str(tmp_path)).selectExpr(*CSV_PROJECTION)
     ours = planned(spark, stream, reference).rows([path.as_uri()])
+    theirs = reference.toArrow()
     assert ours is not None and ours.num_rows == 4
-    same_rows(ours, reference.toArrow())
+    assert rows_of(ours, theirs.schema) == rows_of(theirs, theirs.schema)
     direct = planned(spark, stream, reference)
     size = path.stat().st_size
     assert direct.rows([path.as_uri()], max_bytes=size) is not None
@@ -116,17 +116,17 @@ def test_a_parquet_batch_reads_as_spark_reads_it(spark, tmp_path_factory, rows, 
         t = tuple(None if x is None else x // 1000 for x in t)
     pq.write_table(pa.table({"k": pa.array(k, pa.int64()), "ts": pa.array(t, pa.timestamp(unit, tz="UTC")),
                              "v": pa.array(v, pa.int32())}), path)
-    parquet_read_as_spark_reads_it(spark, path, "k bigint, ts timestamp, v int",
-                                   ("k", f"unix_micros(ts) AS {EVENT_TIME}", "CAST(v AS BIGINT) AS v"))
+    ours, theirs = parquet_reads(spark, path, "k bigint, ts timestamp, v int",
+                                 ("k", f"unix_micros(ts) AS {EVENT_TIME}", "CAST(v AS BIGINT) AS v"))
+    assert ours is not None and rows_of(ours, theirs.schema) == rows_of(theirs, theirs.schema)
 
 
-def parquet_read_as_spark_reads_it(spark, path, schema: str, projection: tuple) -> None:
-    """The one parquet file at `path` read directly equals Spark's read of it through `projection`."""
+def parquet_reads(spark, path, schema: str, projection: tuple):
+    """The one parquet file at `path` read directly (None: declined) and Spark's read of it, both
+    through `projection` with their bucket and kind."""
     reference = with_bucket(spark.read.schema(schema).parquet(str(path)).selectExpr(*projection))
     stream = spark.readStream.schema(schema).parquet(str(path.parent)).selectExpr(*projection)
-    ours = planned(spark, stream, reference).rows([path.as_uri()])
-    assert ours is not None
-    same_rows(ours, reference.toArrow())
+    return planned(spark, stream, reference).rows([path.as_uri()]), reference.toArrow()
 
 
 @settings(max_examples=examples(30))
@@ -139,8 +139,9 @@ def test_a_parquet_batch_of_string_keys_reads_and_hashes_as_spark(spark, tmp_pat
     n = len(keys)
     pq.write_table(pa.table({"k": pa.array(keys, pa.string()), "ts": pa.array(range(n), pa.timestamp("us", tz="UTC")),
                              "v": pa.array(range(n), pa.int64())}), path)
-    parquet_read_as_spark_reads_it(spark, path, "k string, ts timestamp, v bigint",
-                                   ("k", f"unix_micros(ts) AS {EVENT_TIME}", "v"))
+    ours, theirs = parquet_reads(spark, path, "k string, ts timestamp, v bigint",
+                                 ("k", f"unix_micros(ts) AS {EVENT_TIME}", "v"))
+    assert ours is not None and rows_of(ours, theirs.schema) == rows_of(theirs, theirs.schema)
 
 
 def test_parquet_of_another_type_or_a_local_time_is_declined(spark, tmp_path):
