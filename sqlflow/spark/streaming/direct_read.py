@@ -332,8 +332,8 @@ def _plan(plan, keys, buckets, bucket, kind, kind_data, schema) -> DirectRead | 
     if fmt == "csv" and any(t not in ("bigint", "int") for _, t in file_columns):
         return None
     sep = options.get("sep", options.get("delimiter", ","))
-    header = options.get("header", "false").strip().lower() == "true"
-    if len(sep) != 1 or sep in ('"', "\\", "\n", "\r") or options.get("header", "false").strip().lower() not in ("true", "false"):
+    header = options.get("header", "false").strip().lower()
+    if len(sep) != 1 or sep in ('"', "\\", "\n", "\r") or header not in ("true", "false"):
         return None
     output = top.output()
     columns = []
@@ -350,7 +350,7 @@ def _plan(plan, keys, buckets, bucket, kind, kind_data, schema) -> DirectRead | 
     if fmt == "parquet" and any(t not in ("bigint", "int", "timestamp", "string") for c, t in file_columns
                                 if any(c in _columns_of(e) for _, e in columns)):
         return None
-    return DirectRead(fmt, file_columns, header, sep, tuple(columns), keys, tuple(types[k] for k in keys), buckets,
+    return DirectRead(fmt, file_columns, header == "true", sep, tuple(columns), keys, tuple(types[k] for k in keys), buckets,
                       bucket, kind, kind_data, schema)
 
 
