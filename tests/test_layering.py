@@ -54,6 +54,10 @@ EXCEPTIONS = {
     # Its state schemas as StructTypes (a DDL string is a JVM round trip, udfs/operator_frames.struct_type),
     # built in its init, in that same worker.
     ("sqlflow.udfs.operator_frames", "pyspark.sql.types"),
+    # Whether the process runs a Spark task (`TaskContext`, udfs/worker_gc.py): imported in a
+    # worker function when the worker imported modules since it last froze them, where Spark's
+    # worker has loaded pyspark already.
+    ("sqlflow.udfs.worker_gc", "pyspark"),
 }
 #: where each package's source is: grammar/ and udfs/ ship as sqlflow.grammar and sqlflow.udfs
 SOURCES = {"sqlflow": "sqlflow", "sqlflow.grammar": "grammar", "sqlflow.udfs": "udfs"}

@@ -20,6 +20,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from sqlflow.udfs.worker_gc import freeze_imports
+
 
 def to_micros(ts: pd.Series, tz: str) -> tuple[np.ndarray, np.ndarray]:
     """(UTC microseconds, valid mask) of a Series of naive session-local timestamps."""
@@ -38,6 +40,7 @@ def from_micros(micros: np.ndarray, tz: str) -> pd.DatetimeIndex:
 
 def windows_of(fn, ts: pd.Series, tz: str) -> pd.Series:
     """For each timestamp, the list of its windows as {"start", "end"} (None for a NULL time)."""
+    freeze_imports()
     micros, valid = to_micros(ts, tz)
     out = np.full(len(ts), None, dtype=object)
     if len(micros):

@@ -53,6 +53,7 @@ from sqlflow.time import NEG_INF, POS_INF
 from sqlflow.udfs.bucket import arrow_frame
 from sqlflow.udfs.operator_frames import arrow_output
 from sqlflow.udfs.streaming import BucketStep, Meta, StreamSpec, engine_watermark, own_watermark_ms
+from sqlflow.udfs.worker_gc import freeze_imports
 
 __all__ = ["BUCKET_LAYOUT", "SPARK_LAYOUT", "BatchSpec", "BatchStep", "StateFiles", "driver_batch", "NEG_INF", "PANE", "STATE", "StreamSpec", "output_schema", "state_columns",
            "state_meta_column"]
@@ -214,6 +215,7 @@ class BatchStep:
     def __call__(self, key, rows, state=None):
         """A bucket's call: `state` handed in (a cogroup), or read from `BatchSpec.files`, and then
         the new state written there, its STATE row carrying the bookkeeping without the bytes."""
+        freeze_imports()
         return self.bucket(int(key[0].as_py()), rows, state)
 
     def bucket(self, bucket: int, rows, state=None):

@@ -59,6 +59,7 @@ from sqlflow.engine.runner import Engine
 from sqlflow.engine import values
 from sqlflow.engine.kernels import lex_order
 from sqlflow.engine.watermarks import Timeline
+from sqlflow.udfs.worker_gc import freeze_imports
 
 
 @dataclass
@@ -195,6 +196,7 @@ class ArrowBuckets:
     def __call__(self, batches):
         import pyarrow as pa
 
+        freeze_imports()
         job = self.job
         limit = job.chunk_rows if job.chunked is not None else 0
         held: list = []

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from sqlflow.columns import BUCKET, EVENT_TIME, HEARTBEAT, KIND, SOURCE
 from sqlflow.udfs import source_watermarks
+from sqlflow.udfs.worker_gc import freeze_imports
 
 
 def heartbeats(n_buckets: int, fill: dict | None = None, time_column: str | None = None, n_sources: int = 0):
@@ -47,6 +48,7 @@ def heartbeats(n_buckets: int, fill: dict | None = None, time_column: str | None
         import pyarrow as pa
         import pyarrow.compute as pc
 
+        freeze_imports()
         top, schema = None, None
         tops = [None] * n_sources
         for batch in batches:

@@ -38,6 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sqlflow.engine.exact import bigint_sums_fit
+from sqlflow.udfs.worker_gc import freeze_imports
 
 
 #: pyarrow's aggregate for the partial of each aggregate that combines (the engine's aggregate over
@@ -69,6 +70,7 @@ class Combine:
     latest: str | None = None  # output column: the largest event time (for Spark's watermark)
 
     def __call__(self, batches):
+        freeze_imports()
         batches = [b for b in batches if b.num_rows]
         if not batches:
             return

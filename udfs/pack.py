@@ -48,6 +48,7 @@ import numpy as np
 import pandas as pd
 
 from sqlflow.columns import PACK
+from sqlflow.udfs.worker_gc import freeze_imports
 
 if TYPE_CHECKING:
     from sqlflow.udfs.micro_batch_combine import Combine
@@ -77,6 +78,8 @@ class Pack:
     def __call__(self, batches):
         import pyarrow as pa
         import pyarrow.compute as pc
+
+        freeze_imports()
 
         batches = [b for b in batches if b.num_rows]
         if not batches:
@@ -155,6 +158,8 @@ class CombinedPack:
     def __call__(self, batches):
         import pyarrow as pa
         import pyarrow.compute as pc
+
+        freeze_imports()
 
         combined = list(self.combine(batches))
         if not combined:

@@ -40,7 +40,10 @@ def ready(batches):
     from sqlflow.engine import kernels
     from sqlflow.udfs import streaming  # noqa: F401  (the operator and the engine, imported here)
 
+    from sqlflow.udfs.worker_gc import freeze_imports
+
     for _ in batches:
         pass
     kernels.warm_up()
+    freeze_imports()  # what it imported, before the collection after the task (udfs/worker_gc.py)
     yield pa.RecordBatch.from_pydict({"python": [sys.executable], "version": [sqlflow.__version__]})

@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from sqlflow.time import NEG_INF, POS_INF
+from sqlflow.udfs.worker_gc import freeze_imports
 
 SCHEMA = "summary boolean, at long, et long, n long"
 
@@ -36,6 +37,7 @@ class PartitionRecords:
     kind: str | None  # "delay", "perfect" or None
 
     def __call__(self, batches):
+        freeze_imports()
         parts = [b for b in batches if len(b)]
         frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame({"et": [], "at": []})
         at = frame["at"].to_numpy(np.int64)

@@ -39,6 +39,9 @@ def _processor_class():
             self.previous_schema = streaming.previous_state_schema()
 
         def init(self, handle) -> None:
+            from sqlflow.udfs.worker_gc import freeze_imports
+
+            freeze_imports()
             self.handle = handle
             self.state = handle.getValueState(self.state_name, self.state_schema)
             self.previous = (None if self.previous_schema is None else  # an ordering keeps no older value
@@ -92,6 +95,9 @@ def _chained_class():
                             streaming.previous_state_schema())
 
         def init(self, handle) -> None:
+            from sqlflow.udfs.worker_gc import freeze_imports
+
+            freeze_imports()
             self.state, self.reports, self.previous = (handle.getValueState(n, s)
                                                        for n, s in zip(self.names, self.schemas))
             self.operator: Any = None  # built on the first call: init also runs on the driver
