@@ -80,7 +80,6 @@ class Pack:
         import pyarrow.compute as pc
 
         freeze_imports()
-
         batches = [b for b in batches if b.num_rows]
         if not batches:
             return
@@ -160,7 +159,6 @@ class CombinedPack:
         import pyarrow.compute as pc
 
         freeze_imports()
-
         combined = list(self.combine(batches))
         if not combined:
             return

@@ -39,7 +39,6 @@ def ready(batches):
     import sqlflow
     from sqlflow.engine import kernels
     from sqlflow.udfs import streaming  # noqa: F401  (the operator and the engine, imported here)
-
     from sqlflow.udfs.worker_gc import freeze_imports
 
     for _ in batches:

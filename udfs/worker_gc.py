@@ -5,8 +5,8 @@ task. A worker that has imported sqlflow's operator, the engine and their librar
 pyarrow, numba) holds 80,000-160,000 objects that the collector tracks, and each of those
 collections took 35-85 ms on the project's 2-core machine: once per task, so twice per micro-batch
 of the stateful operator (the pass before it and the operator itself), between the batch's
-stages. 50 batches of 2,000 rows took 9.2-10.2 s with it and 7.4-8.7 s without it
-(docs/dev/streaming-performance.md 5).
+stages: 50 batches of 2,000 rows of the operator took 9.85-11.50 s with those collections and
+8.05-9.70 s without them (docs/dev/streaming-performance.md 5).
 
 `freeze_imports`, called as a task of sqlflow's starts, moves the objects the worker holds
 into the collector's permanent generation (`gc.freeze`, which Python keeps for a process's
@@ -14,9 +14,9 @@ long-lived objects) whenever the worker imported modules since it last did: the 
 collection after each task then looks at what the tasks allocated, not at the imported
 libraries. At a task's start the collection after the task before has just run, so what is
 frozen is what the worker holds for good (its modules, their functions and classes, sqlflow's
-compiled kernels) and the task's function. Frozen objects are still freed when nothing refers to
-them; only a reference cycle among them would stay, which is the function of the one task that
-froze.
+compiled kernels) and the task's function. Frozen objects are still freed by reference counting
+when nothing refers to them; a reference cycle among them is never collected, which can keep at
+most what the task that froze had built by then, once per freeze.
 
 Only in Spark's Python workers, during a task (`pyspark.TaskContext`): the same functions also
 run in the driver (the owned-sink executor's driver-local step), whose process is the user's.
