@@ -158,8 +158,7 @@ class CombinedPack:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        freeze_imports()
-        combined = list(self.combine(batches))
+        combined = list(self.combine(batches))  # (Combine freezes the worker's imports first)
         if not combined:
             return
         table = pa.Table.from_batches(combined).drop_columns([self.start])

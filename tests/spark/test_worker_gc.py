@@ -88,6 +88,7 @@ def test_the_passes_before_the_operator_and_the_replays_freeze(monkeypatch):
     from sqlflow.time import MINUTE
     from sqlflow.udfs.assign import windows_of
     from sqlflow.udfs.heartbeats import heartbeats
+    from sqlflow.udfs.micro_batch_combine import Combine
     from sqlflow.udfs.records import PartitionRecords
 
     calls = _recording(monkeypatch)
@@ -106,3 +107,9 @@ def test_the_passes_before_the_operator_and_the_replays_freeze(monkeypatch):
     out = windows_of(FixedWindows(MINUTE, 0), pd.Series(pd.to_datetime(["2024-01-01 00:00:30"])), "UTC")
     assert [(w["start"].minute, w["end"].minute) for w in out[0]] == [(0, 1)]
     assert len(calls) == 3
+    next_task(3)  # the combining pass (also the first step of CombinedPack, the operator's pass)
+    combine = Combine(group=("k",), time=C.EVENT_TIME, parts=(("n", "count_all", None),), weight="w")
+    rows = pa.RecordBatch.from_pydict({"k": [1, 1, 2], C.EVENT_TIME: [7, 5, 9]})
+    combined = pa.Table.from_batches(list(combine(iter([rows])))).sort_by("k").to_pydict()
+    assert (combined["k"], combined[C.EVENT_TIME], combined["w"], combined["n"]) == ([1, 2], [5, 9], [2, 1], [2, 1])
+    assert len(calls) == 4
