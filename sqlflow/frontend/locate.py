@@ -202,7 +202,8 @@ def _tail_end(tokens: list[Token], i: int) -> int:
                 break
             depth -= 1
         elif depth == 0 and tok.kind == WORD and not _after_dot(tokens, j):
-            if tok.upper in TAIL_END and not _is(tokens, j + 1, "(") and not _period_offset(tokens, j):
+            if tok.upper in TAIL_END and not _is(tokens, j + 1, "(") \
+                    and not (tok.upper == "OFFSET" and _period_offset(tokens, j)):
                 break
             if tok.upper == "WINDOW" and _word(tokens, j - 1) != "OF" \
                     and _word(tokens, j + 2) == "AS":  # Spark's named window, not END OF WINDOW

@@ -432,6 +432,14 @@ def test_having_order_by_limit_around_the_clauses():
           [W(ast.Fixed(d("5m")), trigger=ast.Count(3))])
 
 
+@pytest.mark.parametrize("after", ["ORDER BY k", "LIMIT 5", "SORT BY k", "ORDER BY k LIMIT 5 OFFSET 2"])
+def test_order_by_and_limit_end_a_trigger_that_ends_in_a_period(after):
+    """A PERIOD's duration right before ORDER BY / LIMIT: only OFFSET may continue the PERIOD."""
+    check(f"SELECT k, count(*) AS n FROM t GROUP BY k WINDOW GLOBAL ON ts TRIGGER WATERMARK LATE PERIOD 1ms {after}",
+          f"SELECT k, COUNT(*) AS n FROM t GROUP BY k WINDOW GLOBAL ON ts TRIGGER WATERMARK LATE PERIOD 1ms {after}",
+          [W(ast.Global(), trigger=ast.WatermarkEarlyLate(None, ast.Period(d("1ms"))))])
+
+
 def test_sort_cluster_distribute_by_end_the_clauses():
     check("SELECT k, count(*) AS n FROM t GROUP BY k WINDOW GLOBAL ON ts EMIT DISCARDING SORT BY k",
           "SELECT k, COUNT(*) AS n FROM t GROUP BY k WINDOW GLOBAL ON ts EMIT DISCARDING SORT BY k",
